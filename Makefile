@@ -1,0 +1,33 @@
+# The whole set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
+
+.PHONY: install demo test worker histories bench chaos clean compose-tool
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) -m ratchet.cli demo
+
+# docker-compose.yml is validated by a real compose parser (Debian's docker-compose).
+compose-tool:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq docker-compose >/dev/null; }
+
+test: install compose-tool
+	$(PY) -m pytest -q
+
+worker: install
+	$(PY) -m worker
+
+clean:
+	rm -rf .ratchet

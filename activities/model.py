@@ -1,0 +1,108 @@
+"""`model.call`: one model turn, through the openai client or the scripted provider.
+
+The workflow sends only what is new since the last call plus a reference to the transcript so
+far (in the artifact store), so the bytes each step adds to history do not grow with the step.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+from temporalio import activity
+
+from activities.model_errors import classify
+from activities.scripted import scripted_reply
+from ratchet.artifacts import ArtifactStore, get_json, put_json
+from ratchet.contracts import Message, ModelReply, ModelRequest, ToolCallRequest, Usage
+from ratchet.settings import Settings
+
+
+class ModelActivities:
+    def __init__(self, settings: Settings, artifacts: ArtifactStore) -> None:
+        self.settings = settings
+        self.artifacts = artifacts
+        self._client: openai.AsyncOpenAI | None = None
+
+    def client(self) -> openai.AsyncOpenAI:
+        """One client per worker; its own retries are off so Temporal's retry policy governs."""
+        if self._client is None:
+            key = self.settings.openai_api_key
+            self._client = openai.AsyncOpenAI(
+                api_key=key.get_secret_value() if key else "not-needed",
+                base_url=self.settings.openai_base_url,
+                max_retries=0,
+            )
+        return self._client
+
+    @activity.defn(name="model.call")
+    async def call(self, req: ModelRequest) -> ModelReply:
+        transcript = self._transcript(req)
+        if req.settings.provider == "scripted":
+            assert req.settings.script_ref is not None, "scripted provider without a script"
+            script = get_json(self.artifacts, req.settings.script_ref)
+            message, usage = scripted_reply(script, transcript, req.step)
+            finish, model = ("tool_calls" if message.tool_calls else "stop"), "scripted"
+        else:
+            message, usage, finish, model = await self._openai(req, transcript)
+        transcript.append(message)
+        ref = put_json(self.artifacts, [m.model_dump(exclude_defaults=True) for m in transcript])
+        return ModelReply(message=message, usage=usage, finish_reason=finish, transcript_ref=ref, model=model)
+
+    def _transcript(self, req: ModelRequest) -> list[Message]:
+        earlier = get_json(self.artifacts, req.transcript_ref) if req.transcript_ref else []
+        return [Message.model_validate(m) for m in earlier] + list(req.new_messages)
+
+    async def _openai(self, req: ModelRequest, transcript: list[Message]):
+        settings = req.settings
+        kwargs: dict[str, Any] = {}
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if settings.max_output_tokens is not None:
+            kwargs["max_tokens"] = settings.max_output_tokens
+        tools = get_json(self.artifacts, req.tools_ref)
+        if tools:
+            kwargs["tools"] = tools
+        try:
+            completion = await self.client().chat.completions.create(
+                model=settings.model,
+                messages=[to_openai(m) for m in transcript],
+                timeout=settings.timeout_s,
+                extra_headers={"Idempotency-Key": req.key},
+                **kwargs,
+            )
+            choice = completion.choices[0]
+        except (openai.OpenAIError, ValueError, IndexError, TypeError) as exc:
+            raise classify(exc if isinstance(exc, Exception) else Exception(exc)) from exc
+        message = from_openai(choice.message)
+        usage = Usage(
+            prompt_tokens=getattr(completion.usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
+        )
+        return message, usage, choice.finish_reason, completion.model or settings.model
+
+
+def to_openai(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def from_openai(message: Any) -> Message:
+    calls = [
+        ToolCallRequest(
+            id=c.id or f"call_{j}",
+            name=c.function.name,
+            arguments=c.function.arguments if isinstance(c.function.arguments, str) else json.dumps(c.function.arguments),
+        )
+        for j, c in enumerate(message.tool_calls or [])
+        if getattr(c, "function", None) is not None
+    ]
+    return Message(role="assistant", content=message.content, tool_calls=calls)

@@ -1,0 +1,87 @@
+"""One place that decides which model-endpoint errors Temporal retries.
+
+429, 408, 409, 5xx, timeouts, dropped connections and unparseable bodies are transient: retried
+with backoff, honouring Retry-After. 400/401/403/404/422 will recur on every attempt: they fail
+non-retryably with a message a person can act on.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from datetime import timedelta
+
+import openai
+from temporalio.exceptions import ApplicationError
+
+_HINTS = {
+    400: "the endpoint rejected the request (bad model settings or messages)",
+    401: "the API key was rejected; check OPENAI_API_KEY on the worker",
+    403: "the API key may not use this model or endpoint",
+    404: "no such model or endpoint; check RATCHET_MODEL / the model override and OPENAI_BASE_URL",
+    422: "the endpoint could not process the request",
+}
+_RETRYABLE_STATUS = {408, 409, 429}
+MAX_RETRY_AFTER = timedelta(minutes=10)
+
+
+def classify(exc: Exception) -> ApplicationError:
+    """Map an openai client exception to a Temporal error, retryable or not on purpose."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ApplicationError(f"model call timed out: {exc}", type="ModelTimeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return ApplicationError(f"model endpoint unreachable: {exc}", type="ModelUnavailable")
+    if isinstance(exc, openai.APIStatusError):
+        return _from_status(exc)
+    if isinstance(exc, (openai.APIResponseValidationError, ValueError)):
+        return ApplicationError(f"model endpoint sent an unreadable reply: {exc}", type="ModelBadReply")
+    return ApplicationError(f"model call failed: {type(exc).__name__}: {exc}", type="ModelError")
+
+
+def _from_status(exc: openai.APIStatusError) -> ApplicationError:
+    status = exc.status_code
+    detail = _detail(exc)
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return ApplicationError(
+            f"model endpoint answered {status}: {detail}",
+            type=f"ModelHTTP{status}",
+            next_retry_delay=retry_after(exc.response.headers),
+        )
+    hint = _HINTS.get(status, "the endpoint refused the request")
+    return ApplicationError(
+        f"model endpoint answered {status}: {hint}. Endpoint said: {detail}",
+        type=f"ModelHTTP{status}",
+        non_retryable=True,
+    )
+
+
+def _detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:500]
+    return str(exc.message)[:500]
+
+
+def retry_after(headers) -> timedelta | None:
+    """Retry-After (seconds or HTTP date) or retry-after-ms, capped at MAX_RETRY_AFTER."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return min(timedelta(milliseconds=float(millis)), MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        seconds = parsed.timestamp() - time.time()
+    return min(timedelta(seconds=max(seconds, 0.0)), MAX_RETRY_AFTER)

@@ -1,0 +1,87 @@
+"""`run.prepare`: resolve a run's profile, tools and model settings on the worker, once per run."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from ratchet.artifacts import ArtifactStore, put_json
+from ratchet.contracts import Budget, ModelSettings, PrepareRun, RunPlan
+from ratchet.profiles import AgentProfile, ProfileRegistry
+from ratchet.settings import Settings
+from ratchet.tools import ToolRegistry
+
+
+class RunPreparer:
+    def __init__(
+        self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, artifacts: ArtifactStore
+    ) -> None:
+        self.settings = settings
+        self.profiles = profiles
+        self.tools = tools
+        self.artifacts = artifacts
+
+    @activity.defn(name="run.prepare")
+    async def prepare(self, req: PrepareRun) -> RunPlan:
+        profile = self.profiles.get(req.run.agent)
+        if profile is None:
+            known = ", ".join(sorted(self.profiles.profiles)) or "none"
+            raise ApplicationError(
+                f"agent: unknown profile {req.run.agent!r}; this worker has: {known}",
+                type="InvalidInput",
+                non_retryable=True,
+            )
+        missing = [name for name in profile.tools if name not in self.tools.tools]
+        if missing:
+            raise ApplicationError(
+                f"profile {profile.name!r} names tools this worker lacks: {missing}",
+                type="InvalidProfile",
+                non_retryable=True,
+            )
+        tools = [self.tools.get(name) for name in profile.tools]
+        return RunPlan(
+            agent=profile.name,
+            system_prompt=profile.system_prompt,
+            model=self._model_settings(profile, req),
+            tools=[t.spec() for t in tools],
+            tools_ref=put_json(self.artifacts, [t.openai_schema() for t in tools]),
+            budget=_budget(profile.budget, req),
+            workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
+            max_bad_tool_calls=profile.max_bad_tool_calls,
+        )
+
+    def _model_settings(self, profile: AgentProfile, req: PrepareRun) -> ModelSettings:
+        override = req.run.model
+        settings = ModelSettings(
+            model=profile.model or self.settings.model,
+            temperature=profile.temperature,
+            usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
+            usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
+        )
+        if override is not None:
+            changes = override.model_dump(exclude_none=True, exclude={"script"})
+            settings = settings.model_copy(update=changes)
+            if override.script:
+                settings.provider = "scripted"
+                settings.script_ref = put_json(
+                    self.artifacts, [r.model_dump(exclude_none=True) for r in override.script]
+                )
+        if settings.provider == "openai" and not self.settings.model_endpoint_configured:
+            raise ApplicationError(
+                "model: this worker has no model endpoint; set OPENAI_API_KEY or OPENAI_BASE_URL "
+                "on the worker, or start the run with model.provider 'scripted' and a script",
+                type="InvalidInput",
+                non_retryable=True,
+            )
+        return settings
+
+
+def _budget(default: Budget, req: PrepareRun) -> Budget:
+    if req.run.budget is None:
+        return default
+    return default.model_copy(update=req.run.budget.model_dump(exclude_none=True))
+
+
+def _workspace_from_id(workflow_id: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "_" for c in workflow_id).lstrip("._-")
+    return (cleaned or "workspace")[:100]

@@ -1,0 +1,147 @@
+"""Built-in tools over a run's workspace: read_file, write_file, list_files, run_command.
+
+Every path is confined to the workspace (no absolute paths, no '..', no symlink escapes).
+run_command takes an argv list and never goes through a shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from activities.workspace import confine, display
+from ratchet.artifacts import ArtifactRef
+from ratchet.tools import ToolContext, ToolError, ToolOutput, tool, undo_for
+
+MAX_READ_BYTES = 256 * 1024
+MAX_WRITE_BYTES = 4 * 1024 * 1024
+OUTPUT_CAP = 16 * 1024
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace.")
+
+
+class WriteFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+class ListFilesArgs(BaseModel):
+    path: str = Field(".", description="Directory relative to the workspace.")
+
+
+class RunCommandArgs(BaseModel):
+    argv: list[str] = Field(min_length=1, max_length=200, description="Program and arguments; no shell.")
+    timeout_s: float = Field(60, gt=0, le=600, description="Kill the command after this many seconds.")
+
+
+@tool(effect="read_only", timeout_s=30)
+def read_file(ctx: ToolContext, args: ReadFileArgs) -> str:
+    """Read a UTF-8 text file from the workspace."""
+    path = confine(ctx.workspace, args.path)
+    if not path.is_file():
+        raise ToolError(f"{args.path}: no such file")
+    data = path.read_bytes()
+    if len(data) > MAX_READ_BYTES:
+        raise ToolError(f"{args.path}: {len(data)} bytes is over the {MAX_READ_BYTES}-byte read limit")
+    return data.decode("utf-8", errors="replace")
+
+
+@tool(effect="compensable", timeout_s=30, idempotent=True)
+def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
+    """Create or overwrite a text file in the workspace with the given content."""
+    path = confine(ctx.workspace, args.path)
+    data = args.content.encode()
+    if len(data) > MAX_WRITE_BYTES:
+        raise ToolError(f"{args.path}: content over the {MAX_WRITE_BYTES}-byte write limit")
+    if path.is_dir():
+        raise ToolError(f"{args.path} is a directory")
+    previous = ctx.artifacts.put(path.read_bytes()) if path.is_file() else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, data)
+    undo = {"path": args.path, "previous": previous.model_dump() if previous else None}
+    return ToolOutput(output=f"wrote {len(data)} bytes to {display(ctx.workspace, path)}", undo=undo)
+
+
+@undo_for("write_file")
+def undo_write_file(ctx: ToolContext, args: WriteFileArgs, undo: dict | None) -> str:
+    """Restore the previous bytes exactly, or remove a file the call created."""
+    if undo is None:
+        return "nothing to undo"
+    path = confine(ctx.workspace, undo["path"])
+    if undo["previous"] is None:
+        path.unlink(missing_ok=True)
+        return f"removed {undo['path']}"
+    _atomic_write(path, ctx.artifacts.get(ArtifactRef.model_validate(undo["previous"])))
+    return f"restored {undo['path']}"
+
+
+@tool(effect="read_only", timeout_s=30)
+def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
+    """List files under a workspace directory, recursively (at most 500 entries)."""
+    base = confine(ctx.workspace, args.path)
+    if not base.is_dir():
+        raise ToolError(f"{args.path}: no such directory")
+    names = []
+    for path in sorted(base.rglob("*")):
+        if any(part.startswith(".") or part == "__pycache__" for part in path.relative_to(base).parts):
+            continue
+        names.append(display(ctx.workspace, path) + ("/" if path.is_dir() else ""))
+        if len(names) >= 500:
+            names.append("... (truncated)")
+            break
+    return "\n".join(names) or "(empty)"
+
+
+@tool(effect="irreversible", timeout_s=660, max_attempts=1)
+async def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
+    """Run a program in the workspace (argv list, no shell) and return its exit code and output."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *args.argv,
+            cwd=ctx.workspace,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise ToolError(f"cannot run {args.argv[0]!r}: {exc.strerror}") from None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=args.timeout_s)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        _kill_group(proc)
+        await proc.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise ToolError(f"{args.argv[0]} timed out after {args.timeout_s}s") from None
+    return f"exit code {proc.returncode}\n{_cap(out.decode(errors='replace'))}"
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _cap(text: str) -> str:
+    if len(text) <= OUTPUT_CAP:
+        return text
+    half = OUTPUT_CAP // 2
+    return f"{text[:half]}\n... ({len(text) - OUTPUT_CAP} characters cut) ...\n{text[-half:]}"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.ratchet-tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

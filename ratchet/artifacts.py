@@ -1,0 +1,75 @@
+"""Content-addressed artifact store: blobs named by the sha256 of their bytes.
+
+State and history keep `ArtifactRef`s; the bytes live here. The default store is a directory,
+which several workers can share through a common volume. Writes are atomic (temp file + rename)
+and idempotent (same bytes, same name), so concurrent writers of one blob cannot corrupt it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from ratchet.contracts import ArtifactRef
+
+
+class ArtifactMissing(Exception):
+    """A referenced blob is not in the store (wrong store, or deleted)."""
+
+
+class ArtifactStore(Protocol):
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> ArtifactRef: ...
+
+    def get(self, ref: ArtifactRef) -> bytes: ...
+
+
+class DirectoryArtifactStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, digest: str) -> Path:
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise ValueError(f"not a sha256 digest: {digest!r}")
+        return self.root / digest[:2] / digest
+
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> ArtifactRef:
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._path(digest)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return ArtifactRef(digest=digest, size=len(data), media_type=media_type)
+
+    def get(self, ref: ArtifactRef) -> bytes:
+        try:
+            data = self._path(ref.digest).read_bytes()
+        except FileNotFoundError:
+            raise ArtifactMissing(
+                f"artifact {ref.digest[:12]} is not in {self.root}; do all workers share the artifact dir?"
+            ) from None
+        if hashlib.sha256(data).hexdigest() != ref.digest:
+            raise ArtifactMissing(f"artifact {ref.digest[:12]} is corrupt in {self.root}")
+        return data
+
+
+def put_json(store: ArtifactStore, value: Any) -> ArtifactRef:
+    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return store.put(data, "application/json")
+
+
+def get_json(store: ArtifactStore, ref: ArtifactRef) -> Any:
+    return json.loads(store.get(ref))

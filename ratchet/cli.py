@@ -1,0 +1,56 @@
+"""The `ratchet` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ratchet.process import exit_now
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from worker.main import main as worker_main
+
+    worker_main()
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    from ratchet.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"ratchet: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(settings.masked(), indent=2))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ratchet.demo import main as demo_main
+
+    return demo_main()
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
+    sub = root.add_subparsers(dest="command", required=True)
+    sub.add_parser("worker", help="run a worker (settings from the environment)").set_defaults(fn=_worker)
+    sub.add_parser("config", help="print the effective settings, secrets masked").set_defaults(fn=_config)
+    sub.add_parser("demo", help="dev server + worker + a demo agent run").set_defaults(fn=_demo)
+    return root
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        status = args.fn(args)
+    except KeyboardInterrupt:
+        status = 130
+    exit_now(status)
+
+
+if __name__ == "__main__":
+    main()

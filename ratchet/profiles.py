@@ -1,0 +1,52 @@
+"""Agent profiles: system prompt, model settings, tool set and budget defaults, registered on
+the worker. A run names its profile; the worker resolves it once, at the start of the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ratchet.contracts import Budget
+
+
+@dataclass
+class AgentProfile:
+    name: str
+    system_prompt: str
+    tools: list[str]
+    model: str | None = None
+    """Model name; None means the worker's RATCHET_MODEL."""
+    temperature: float | None = None
+    budget: Budget = field(default_factory=Budget)
+    max_bad_tool_calls: int = 5
+    usd_per_1k_prompt_tokens: float = 0.0
+    usd_per_1k_completion_tokens: float = 0.0
+
+
+@dataclass
+class ProfileRegistry:
+    profiles: dict[str, AgentProfile] = field(default_factory=dict)
+
+    def register(self, profile: AgentProfile) -> AgentProfile:
+        self.profiles[profile.name] = profile
+        return profile
+
+    def get(self, name: str) -> AgentProfile | None:
+        return self.profiles.get(name)
+
+
+CODER = AgentProfile(
+    name="coder",
+    system_prompt=(
+        "You are a careful software engineer working in a small repository. "
+        "Read the relevant code and run the tests before changing anything. "
+        "Make the smallest change that fixes the problem, run the tests again, "
+        "and finish with a short summary of what you changed and the test result."
+    ),
+    tools=["list_files", "read_file", "write_file", "run_command"],
+    budget=Budget(max_steps=20, max_tokens=200_000),
+)
+
+
+default_profiles = ProfileRegistry()
+default_profiles.register(CODER)
+register_profile = default_profiles.register

@@ -1,0 +1,100 @@
+"""Worker and CLI settings, read from the environment (and an optional .env-style file).
+
+Names follow the tools users already know: TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE as Temporal's
+CLI, OPENAI_API_KEY / OPENAI_BASE_URL as the openai client; the rest are RATCHET_*.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(Exception):
+    """Settings that cannot work; the message names the setting."""
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=os.environ.get("RATCHET_ENV_FILE"),
+        extra="ignore",
+        populate_by_name=True,
+        env_ignore_empty=True,
+    )
+
+    temporal_address: str = Field("localhost:7233", validation_alias=_env("TEMPORAL_ADDRESS"))
+    temporal_namespace: str = Field("default", validation_alias=_env("TEMPORAL_NAMESPACE"))
+    temporal_api_key: SecretStr | None = Field(None, validation_alias=_env("TEMPORAL_API_KEY"))
+    temporal_tls_cert: Path | None = Field(None, validation_alias=_env("TEMPORAL_TLS_CLIENT_CERT_PATH"))
+    temporal_tls_key: Path | None = Field(None, validation_alias=_env("TEMPORAL_TLS_CLIENT_KEY_PATH"))
+    task_queue: str = Field("ratchet", min_length=1, validation_alias=_env("RATCHET_TASK_QUEUE"))
+    max_concurrent_activities: int = Field(
+        100, ge=1, le=10_000, validation_alias=_env("RATCHET_MAX_CONCURRENT_ACTIVITIES")
+    )
+    max_cached_workflows: int = Field(
+        1000, ge=0, le=100_000, validation_alias=_env("RATCHET_MAX_CACHED_WORKFLOWS")
+    )
+
+    plugins: str = Field(
+        "",
+        validation_alias=_env("RATCHET_PLUGINS"),
+        description="Comma-separated modules imported at worker start; they register tools and profiles.",
+    )
+
+    openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
+    model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("RATCHET_MODEL"))
+
+    workspace_root: Path = Field(
+        Path(".ratchet/workspaces"), validation_alias=_env("RATCHET_WORKSPACE_ROOT")
+    )
+    artifact_dir: Path = Field(Path(".ratchet/artifacts"), validation_alias=_env("RATCHET_ARTIFACT_DIR"))
+    ledger_path: Path = Field(
+        Path(".ratchet/ledger.sqlite3"), validation_alias=_env("RATCHET_LEDGER_PATH")
+    )
+
+    @field_validator("temporal_address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError("must be HOST:PORT, e.g. localhost:7233")
+        return value
+
+    @property
+    def plugin_modules(self) -> list[str]:
+        return [name.strip() for name in self.plugins.split(",") if name.strip()]
+
+    @property
+    def model_endpoint_configured(self) -> bool:
+        return self.openai_api_key is not None or self.openai_base_url is not None
+
+    def masked(self) -> dict[str, object]:
+        """Effective settings for display, secrets masked."""
+        shown: dict[str, object] = {}
+        for name, value in self.model_dump().items():
+            if isinstance(value, SecretStr):
+                value = "****" if value.get_secret_value() else ""
+            shown[name] = str(value) if isinstance(value, Path) else value
+        return shown
+
+
+def load_settings() -> Settings:
+    """Read settings; a bad one raises SettingsError naming the environment variable."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            alias = Settings.model_fields[field].validation_alias if field in Settings.model_fields else None
+            env_name = alias.choices[0] if isinstance(alias, AliasChoices) else field
+            problems.append(f"{env_name}: {err['msg']}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None

@@ -1,0 +1,77 @@
+"""Shared fixtures: one dev server per session, a fresh task queue and worker per test.
+
+RATCHET_TEST_CACHE=1 keeps the workflow cache on; by default workers run with
+max_cached_workflows=0, so every workflow task replays the history so far and any
+non-determinism surfaces in ordinary tests.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+import tests.plugins.probe  # noqa: F401  (registers the probe tools and profile)
+from ratchet.devserver import DevServer
+from ratchet.process import exit_now
+from ratchet.settings import Settings
+from ratchet.testing.openai_server import OpenAIServer
+from worker.main import build_worker
+
+REPLAY_EVERY_TASK = os.environ.get("RATCHET_TEST_CACHE") != "1"
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory):
+    state = tmp_path_factory.mktemp("temporal")
+    server = DevServer(db_file=state / "temporal.db", log_file=state / "server.log")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+async def client(dev_server: DevServer) -> Client:
+    return await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
+
+
+@pytest.fixture(scope="session")
+def openai_server():
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer) -> Settings:
+    return Settings(
+        temporal_address=dev_server.address,
+        task_queue=f"test-{uuid.uuid4().hex[:12]}",
+        workspace_root=tmp_path / "workspaces",
+        artifact_dir=tmp_path / "artifacts",
+        ledger_path=tmp_path / "ledger.sqlite3",
+        openai_base_url=openai_server.base_url,
+        openai_api_key=f"key-{uuid.uuid4().hex[:12]}",
+        max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
+    )
+
+
+@pytest.fixture
+async def worker(client: Client, settings: Settings):
+    async with build_worker(client, settings) as running:
+        yield running
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._ratchet_exit_status = int(exitstatus)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the process with pytest's own status: temporalio can abort at interpreter exit
+    (SDK issue #300) after every test has passed; that must never turn CI red."""
+    status = getattr(config, "_ratchet_exit_status", None)
+    if status is not None:
+        exit_now(status)

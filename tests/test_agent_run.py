@@ -1,0 +1,130 @@
+"""The walking skeleton on the real dev server: scripted and openai paths, errors, budgets."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from ratchet.contracts import AgentResult, Phase
+from ratchet.demo import SAMPLE, demo_script
+from tests.runs import activity_attempts, scripted, start, state_of
+
+
+def seed_calculator(settings, name: str) -> None:
+    shutil.copytree(SAMPLE, settings.workspace_root / name)
+
+
+async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, settings, worker):
+    seed_calculator(settings, "calc")
+    handle = await start(client, settings, scripted("coder", demo_script(), workspace="calc"))
+    result = await handle.result()
+    assert result.phase == Phase.DONE, result.last_error
+    assert "tests pass" in result.answer
+    assert "return a + b" in (settings.workspace_root / "calc" / "calc.py").read_text()
+    state = await state_of(handle)
+    outputs = [r.result.output for r in state.tool_calls if r.tool == "run_command"]
+    assert outputs[0].startswith("exit code 1") and outputs[-1].startswith("exit code 0")
+
+
+async def test_demo_agent_through_the_openai_client(client, settings, worker, openai_server):
+    seed_calculator(settings, "calc")
+    openai_server.set_script(demo_script(), key=settings.openai_api_key.get_secret_value())
+    handle = await start(client, settings, {"agent": "coder", "objective": "fix it", "workspace": "calc"})
+    result = await handle.result()
+    assert result.phase == Phase.DONE, result.last_error
+    assert "return a + b" in (settings.workspace_root / "calc" / "calc.py").read_text()
+    requests = openai_server.chat_requests(key=settings.openai_api_key.get_secret_value())
+    assert len(requests) == 5
+    assert requests[0].json["tools"][0]["function"]["name"] == "list_files"
+    assert requests[0].headers["idempotency-key"] == f"{handle.id}/1/model"
+    assert result.used.prompt_tokens > 0
+
+
+async def test_rate_limit_is_retried_and_visible_in_history(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"content": "done"}], key=key)
+    openai_server.enqueue_faults([{"status": 429, "retry_after": 1}], key=key)
+    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
+    result = await handle.result()
+    assert result.phase == Phase.DONE
+    assert await activity_attempts(handle, "model.call") == [2]
+
+
+async def test_bad_api_key_fails_the_run_at_once(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.enqueue_faults([{"status": 401}], key=key)
+    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert "401" in str(failure.value.cause) and "OPENAI_API_KEY" in str(failure.value.cause)
+    assert len(openai_server.chat_requests(key=key)) == 1
+    assert (await state_of(handle)).phase == Phase.FAILED
+
+
+async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script(
+        [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "recovered"}], key=key
+    )
+    openai_server.enqueue_faults([{"bad_tool_json": True}], key=key)
+    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
+    result = await handle.result()
+    assert result.phase == Phase.DONE and result.answer == "recovered"
+    state = await state_of(handle)
+    tool_messages = [m.content for m in state.messages if m.role == "tool"]
+    assert tool_messages[0].startswith("ERROR: tool arguments are not valid JSON")
+    assert state.bad_tool_calls == 1
+
+
+async def test_a_retried_tool_sees_the_same_idempotency_key(client, settings, worker):
+    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a", "fail_first": True}}]}, {"content": "ok"}]
+    handle = await start(client, settings, scripted("probe", script, workspace="w"))
+    assert (await handle.result()).phase == Phase.DONE
+    lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
+    assert lines == [
+        f"attempt 1 {handle.id}/1/call_1_0",
+        f"attempt 2 {handle.id}/1/call_1_0",
+        f"done {handle.id}/1/call_1_0 a",
+    ]
+
+
+async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
+    loop = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(10)]
+    handle = await start(client, settings, scripted("probe", loop, budget={"max_steps": 3}))
+    result = await handle.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED
+    assert "step budget exhausted: 3 of 3" in result.last_error
+    state = await state_of(handle)
+    assert state.phase == Phase.BUDGET_EXHAUSTED
+    assert [r.step for r in state.tool_calls] == [1, 2, 3]
+    assert state.used.model_calls == 3
+
+
+async def test_unknown_tool_and_invalid_arguments_are_bounded(client, settings, worker):
+    bad = [{"tool_calls": [{"name": "rm_rf", "arguments": {}}, {"name": "probe_append", "arguments": {"nope": 1}}]}]
+    handle = await start(client, settings, scripted("probe", bad * 4))
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert "invalid tool calls (limit 5)" in str(failure.value.cause)
+    state = await state_of(handle)
+    errors = [m.content for m in state.messages if m.role == "tool"][:2]
+    assert errors[0].startswith("ERROR: unknown tool 'rm_rf'")
+    assert "label: Field required" in errors[1]
+
+
+async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, worker, tmp_path):
+    outside = tmp_path / "outside.txt"
+    (settings.workspace_root / "w").mkdir(parents=True)
+    (settings.workspace_root / "w" / "link").symlink_to(tmp_path)
+    attempts = ["../outside.txt", str(outside), "link/outside.txt"]
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": p, "content": "x"}} for p in attempts]}]
+    handle = await start(client, settings, scripted("probe", script + [{"content": "done"}], workspace="w"))
+    assert (await handle.result()).phase == Phase.DONE
+    state = await state_of(handle)
+    assert [r.result.ok for r in state.tool_calls] == [False, False, False]
+    assert "contains '..'" in state.tool_calls[0].result.output
+    assert "absolute" in state.tool_calls[1].result.output
+    assert "escapes the workspace" in state.tool_calls[2].result.output
+    assert not outside.exists()

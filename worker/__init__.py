@@ -1,0 +1,1 @@
+"""The worker: wires client, data converter, workflows and activities."""

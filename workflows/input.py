@@ -1,0 +1,49 @@
+"""Validating the workflow input inside the workflow, so bad input fails the run at once.
+
+The run method takes a RawValue rather than a typed model: a typed parameter is decoded by the
+SDK before our code runs, and a decode failure there fails the workflow *task*, which Temporal
+retries forever. Here every problem becomes a non-retryable `InvalidInput` that names the field.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from ratchet.contracts import AgentRun
+
+EXAMPLE = '{"agent": "coder", "objective": "make the tests pass"}'
+
+
+def invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, type="InvalidInput", non_retryable=True)
+
+
+def parse_run(raw: RawValue | None) -> AgentRun:
+    if raw is None:
+        raise invalid(f"no input: start the run with --input '{EXAMPLE}'")
+    try:
+        value = workflow.payload_converter().from_payload(raw.payload, None)
+    except Exception as exc:  # any decode failure is the caller's input, not our bug
+        raise invalid(f"input is not valid JSON: {exc}") from None
+    if isinstance(value, AgentRun):
+        return value
+    if not isinstance(value, dict):
+        raise invalid(f"input must be a JSON object like {EXAMPLE}, got {type(value).__name__}")
+    try:
+        return AgentRun.model_validate(value)
+    except ValidationError as exc:
+        raise invalid("invalid input: " + describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """`budget.max_steps: Input should be greater than or equal to 1; ...`"""
+    parts = []
+    for err in exc.errors()[:10]:
+        field = ".".join(str(p) for p in err["loc"]) or "(input)"
+        parts.append(f"{field}: {err['msg']}")
+    return "; ".join(parts)
