@@ -1,0 +1,111 @@
+"""As a user would: the real `temporal` CLI, and a worker process killed with SIGKILL mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+
+from ratchet.contracts import AgentResult, Phase
+from ratchet.devserver import temporal_binary
+from tests.plugins.probe import PROBE_LOG
+from tests.runs import scripted, start, state_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+async def temporal_cli(address: str, *args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(), *args, "--address", address,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode, out.decode()
+
+
+async def test_temporal_cli_starts_queries_and_reads_a_run(dev_server, settings, worker):
+    wid = f"cli-{uuid.uuid4().hex[:8]}"
+    run = scripted("probe", [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "fine"}])
+    code, out = await temporal_cli(
+        dev_server.address, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        "--workflow-id", wid, "--input", json.dumps(run),
+    )
+    assert code == 0, out
+    code, out = await temporal_cli(dev_server.address, "workflow", "result", "--workflow-id", wid, "--output", "json")
+    assert code == 0, out
+    assert '"DONE"' in out and '"fine"' in out
+    code, out = await temporal_cli(
+        dev_server.address, "workflow", "query", "--workflow-id", wid, "--name", "state", "--output", "json"
+    )
+    assert code == 0, out
+    state = json.loads(out)["queryResult"][0]
+    assert state["phase"] == "DONE" and state["tool_calls"][0]["tool"] == "probe_append"
+
+
+async def test_temporal_cli_malformed_input_fails_at_once_naming_the_field(dev_server, settings, worker):
+    wid = f"cli-bad-{uuid.uuid4().hex[:8]}"
+    bad = {"agent": "probe", "objective": "x", "budget": {"max_steps": "many"}}
+    code, out = await temporal_cli(
+        dev_server.address, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        "--workflow-id", wid, "--input", json.dumps(bad),
+    )
+    assert code == 0, out
+    code, out = await asyncio.wait_for(
+        temporal_cli(dev_server.address, "workflow", "result", "--workflow-id", wid), timeout=20
+    )
+    assert code != 0
+    assert "budget.max_steps" in out and "FAILED" in out
+    code, out = await temporal_cli(dev_server.address, "workflow", "show", "--workflow-id", wid)
+    assert "WorkflowTaskFailed" not in out, "bad input must fail the workflow, not its task"
+
+
+async def start_worker_process(settings, env_extra: dict | None = None) -> asyncio.subprocess.Process:
+    env = dict(
+        os.environ,
+        TEMPORAL_ADDRESS=settings.temporal_address,
+        RATCHET_TASK_QUEUE=settings.task_queue,
+        RATCHET_WORKSPACE_ROOT=str(settings.workspace_root),
+        RATCHET_ARTIFACT_DIR=str(settings.artifact_dir),
+        RATCHET_LEDGER_PATH=str(settings.ledger_path),
+        RATCHET_MAX_CACHED_WORKFLOWS="0",
+        RATCHET_PLUGINS="tests.plugins.probe",
+        **(env_extra or {}),
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "worker", cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    while b"ready" not in line:
+        assert line, "worker exited before it was ready"
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    return proc
+
+
+async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(client, settings):
+    steps = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": f"s{i}", "sleep_s": 0.4}}]} for i in range(6)]
+    first = await start_worker_process(settings)
+    handle = await start(client, settings, scripted("probe", steps + [{"content": "all done"}], workspace="crash"))
+    while len((await state_of(handle)).tool_calls) < 2:
+        await asyncio.sleep(0.1)
+    completed_before_kill = {r.key for r in (await state_of(handle)).tool_calls}
+    first.send_signal(signal.SIGKILL)
+    await first.wait()
+    second = await start_worker_process(settings)
+    try:
+        result: AgentResult = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        second.terminate()
+        assert await second.wait() == 0, "a worker stopped with SIGTERM exits 0"
+    assert result.phase == Phase.DONE and result.answer == "all done"
+    done_lines = [
+        line.split()[1]
+        for line in (settings.workspace_root / "crash" / PROBE_LOG).read_text().splitlines()
+        if line.startswith("done ")
+    ]
+    for key in completed_before_kill:
+        assert done_lines.count(key) == 1, f"{key} ran again after the crash"
+    assert len(set(done_lines)) == 6
