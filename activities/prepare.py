@@ -48,6 +48,10 @@ class RunPreparer:
             budget=_budget(profile.budget, req),
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             max_bad_tool_calls=profile.max_bad_tool_calls,
+            failure_policy=profile.failure_policy,
+            verifier=profile.verifier,
+            revert_on_failed_verification=profile.revert_on_failed_verification,
+            allow_irreversible=list(profile.allow_irreversible),
         )
 
     def _model_settings(self, profile: AgentProfile, req: PrepareRun) -> ModelSettings:

@@ -1,30 +1,53 @@
-"""Tool activities: each registered tool runs as its own activity type `tool.<name>`."""
+"""Tool activities: each registered tool runs as activity type `tool.<name>`, its undo as `undo.<name>`.
+
+Side-effecting calls go through the idempotency ledger (activities/ledger.py): a retry after the
+side effect was done and recorded returns the recorded result without acting again, and an undo
+runs at most once per key.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.ledger import EntryStatus, Ledger
 from activities.workspace import open_workspace
 from ratchet.artifacts import ArtifactStore
-from ratchet.contracts import ToolInvocation, ToolResult
-from ratchet.tools import FatalToolError, Tool, ToolContext, ToolError, ToolRegistry
+from ratchet.contracts import EffectClass, ToolInvocation, ToolResult, UndoInvocation
+from ratchet.keys import undo_key
+from ratchet.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
 INVALID_ARGUMENTS = "InvalidArguments"
+OUTCOME_UNKNOWN = "OutcomeUnknown"
 
 
 class ToolActivities:
-    def __init__(self, registry: ToolRegistry, workspace_root: Path, artifacts: ArtifactStore) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        workspace_root: Path,
+        artifacts: ArtifactStore,
+        ledger: Ledger,
+        settings: Any = None,
+    ) -> None:
         self.registry = registry
         self.workspace_root = Path(workspace_root)
         self.artifacts = artifacts
+        self.ledger = ledger
+        self.settings = settings
+        self.after_record: Callable[[ToolInvocation], None] | None = None
+        """Test hook: runs after the ledger recorded a completed call, before the activity returns
+        (raising here simulates a worker that died with its completion unreported)."""
 
     def activities(self) -> list[Callable]:
-        return [self._activity_for(tool) for tool in self.registry.tools.values()]
+        acts = [self._activity_for(tool) for tool in self.registry.tools.values()]
+        acts += [self._undo_activity_for(tool) for tool in self.registry.tools.values() if tool.undo]
+        return acts
 
     def _activity_for(self, tool: Tool) -> Callable:
         async def run_tool(inv: ToolInvocation) -> ToolResult:
@@ -33,31 +56,99 @@ class ToolActivities:
         run_tool.__name__ = f"tool_{tool.name}"
         return activity.defn(name=f"tool.{tool.name}")(run_tool)
 
+    def _undo_activity_for(self, tool: Tool) -> Callable:
+        async def run_undo(inv: UndoInvocation) -> str:
+            return await self.undo(tool, inv)
+
+        run_undo.__name__ = f"undo_{tool.name}"
+        return activity.defn(name=f"undo.{tool.name}")(run_undo)
+
     async def execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
         try:
             args = tool.args_model.model_validate(inv.arguments)
         except ValidationError as exc:
             return ToolResult(ok=False, output=_validation_message(tool.name, exc), error_type=INVALID_ARGUMENTS)
         try:
-            ctx = self._context(inv)
-            out = await tool.call(ctx, args)
+            ctx = self._context(inv.key, inv)
+            if tool.effect == EffectClass.READ_ONLY:
+                return _result(tool, await tool.call(ctx, args))
+            return await self._execute_once(tool, inv, ctx, args)
         except ToolError as exc:
             return ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type="ToolError")
         except FatalToolError as exc:
             raise ApplicationError(f"{tool.name}: {exc}", type="FatalToolError", non_retryable=True) from exc
-        return ToolResult(ok=True, output=out.output, undo=out.undo)
 
-    def _context(self, inv: ToolInvocation) -> ToolContext:
-        info = activity.info()
+    async def _execute_once(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolResult:
+        entry = self.ledger.begin(inv.key)
+        if entry is not None and entry.status == EntryStatus.COMPLETED:
+            activity.logger.info("%s: already done, returning the recorded result", inv.key)
+            return ToolResult.model_validate(entry.result)
+        if entry is not None:  # started before, never recorded as completed: outcome unknown
+            found = await self._reconcile(tool, inv, ctx, args)
+            if found is not None:
+                return self._record(inv, _result(tool, found))
+        try:
+            out = await tool.call(ctx, args)
+        except ToolError as exc:
+            result = ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type="ToolError")
+            return self._record(inv, result)
+        return self._record(inv, _result(tool, out))
+
+    async def _reconcile(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolOutput | None:
+        if tool.reconcile is not None:
+            return await tool.call_reconcile(ctx, args)
+        if tool.idempotent:
+            return None
+        raise ApplicationError(
+            f"{inv.key}: an earlier attempt of {tool.name} started but its outcome is unknown, "
+            f"{tool.name} has no reconcile hook and is not idempotent; a person must decide whether "
+            f"it took effect (inspect the target system, then roll back or continue)",
+            type=OUTCOME_UNKNOWN,
+            non_retryable=True,
+        )
+
+    def _record(self, inv: ToolInvocation, result: ToolResult) -> ToolResult:
+        recorded = self.ledger.get(inv.key)
+        if recorded is not None and recorded.undo is not None:
+            result.undo = recorded.undo  # the state from before the *first* attempt
+        self.ledger.complete(inv.key, result.model_dump(mode="json"))
+        if self.after_record is not None:
+            self.after_record(inv)
+        return result
+
+    async def undo(self, tool: Tool, inv: UndoInvocation) -> str:
+        key = undo_key(inv.key)
+        entry = self.ledger.begin(key)
+        if entry is not None and entry.status == EntryStatus.COMPLETED:
+            return str((entry.result or {}).get("output", "already undone"))
+        undo_info = inv.undo
+        if undo_info is None:
+            forward = self.ledger.get(inv.key)
+            undo_info = forward.undo if forward else None
+        args = tool.args_model.model_validate(inv.arguments)
+        try:
+            out = await tool.call_undo(self._context(key, inv), args, undo_info)
+        except FatalToolError as exc:
+            raise ApplicationError(f"undo {tool.name}: {exc}", type="UndoFailed", non_retryable=True) from exc
+        self.ledger.complete(key, {"output": out.output})
+        return out.output
+
+    def _context(self, key: str, inv: ToolInvocation | UndoInvocation) -> ToolContext:
         return ToolContext(
-            key=inv.key,
+            key=key,
             workflow_id=inv.workflow_id,
             step=inv.step,
             call_id=inv.call_id,
-            attempt=info.attempt,
+            attempt=activity.info().attempt,
             workspace=open_workspace(self.workspace_root, inv.workspace),
             artifacts=self.artifacts,
+            record_undo=lambda undo: self.ledger.set_undo(key, undo),
+            settings=self.settings,
         )
+
+
+def _result(tool: Tool, out: ToolOutput) -> ToolResult:
+    return ToolResult(ok=True, output=out.output, undo=out.undo)
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:

@@ -6,21 +6,18 @@ run_command takes an argv list and never goes through a shell.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import sys
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from activities.commands import cap, run_program
 from activities.workspace import confine, display
 from ratchet.artifacts import ArtifactRef
 from ratchet.tools import ToolContext, ToolError, ToolOutput, tool, undo_for
 
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024
-OUTPUT_CAP = 16 * 1024
 
 
 class ReadFileArgs(BaseModel):
@@ -63,9 +60,10 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
     if path.is_dir():
         raise ToolError(f"{args.path} is a directory")
     previous = ctx.artifacts.put(path.read_bytes()) if path.is_file() else None
+    undo = {"path": args.path, "previous": previous.model_dump() if previous else None}
+    ctx.record_undo(undo)
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, data)
-    undo = {"path": args.path, "previous": previous.model_dump() if previous else None}
     return ToolOutput(output=f"wrote {len(data)} bytes to {display(ctx.workspace, path)}", undo=undo)
 
 
@@ -73,7 +71,7 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
 def undo_write_file(ctx: ToolContext, args: WriteFileArgs, undo: dict | None) -> str:
     """Restore the previous bytes exactly, or remove a file the call created."""
     if undo is None:
-        return "nothing to undo"
+        return "nothing to undo: the call never got as far as writing"
     path = confine(ctx.workspace, undo["path"])
     if undo["previous"] is None:
         path.unlink(missing_ok=True)
@@ -102,43 +100,8 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
 @tool(effect="irreversible", timeout_s=660, max_attempts=1)
 async def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     """Run a program in the workspace (argv list, no shell) and return its exit code and output."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args.argv,
-            cwd=ctx.workspace,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except (FileNotFoundError, PermissionError) as exc:
-        raise ToolError(f"cannot run {args.argv[0]!r}: {exc.strerror}") from None
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout=args.timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-        _kill_group(proc)
-        await proc.wait()
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        raise ToolError(f"{args.argv[0]} timed out after {args.timeout_s}s") from None
-    return f"exit code {proc.returncode}\n{_cap(out.decode(errors='replace'))}"
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _cap(text: str) -> str:
-    if len(text) <= OUTPUT_CAP:
-        return text
-    half = OUTPUT_CAP // 2
-    return f"{text[:half]}\n... ({len(text) - OUTPUT_CAP} characters cut) ...\n{text[-half:]}"
+    done = await run_program(args.argv, ctx.workspace, args.timeout_s)
+    return f"exit code {done.exit_code}\n{cap(done.output)}"
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -34,12 +34,23 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main()
 
 
+def _codec_server(args: argparse.Namespace) -> int:
+    from ratchet.codec_server import main as codec_server_main
+
+    return codec_server_main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
     sub = root.add_subparsers(dest="command", required=True)
     sub.add_parser("worker", help="run a worker (settings from the environment)").set_defaults(fn=_worker)
     sub.add_parser("config", help="print the effective settings, secrets masked").set_defaults(fn=_config)
     sub.add_parser("demo", help="dev server + worker + a demo agent run").set_defaults(fn=_demo)
+    codec = sub.add_parser("codec-server", help="decrypt payloads for the Web UI and `temporal --codec-endpoint`")
+    codec.add_argument("--port", type=int, default=8081)
+    codec.add_argument("--host", default="127.0.0.1")
+    codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
+    codec.set_defaults(fn=_codec_server)
     return root
 
 

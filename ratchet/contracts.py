@@ -56,6 +56,14 @@ class EffectClass(StrEnum):
     IRREVERSIBLE = "irreversible"
 
 
+class FailurePolicy(StrEnum):
+    """What a run does with its side effects when it fails or is cancelled."""
+
+    ROLLBACK_TO_LAST_CHECKPOINT = "rollback_to_last_checkpoint"
+    ROLLBACK_ALL = "rollback_all"
+    KEEP = "keep"
+
+
 # --- content-addressed artifacts ---------------------------------------------------------------
 
 
@@ -118,6 +126,11 @@ class BudgetOverride(Strict):
     max_duration_s: float | None = Field(default=None, gt=0, le=366 * 24 * 3600)
 
 
+class ResumeFrom(Strict):
+    workflow_id: str = Field(min_length=1, max_length=1000)
+    checkpoint_id: str = Field(min_length=1, max_length=100)
+
+
 class AgentRun(Strict):
     """What a user sends, e.g. `temporal workflow start --input '{"agent": "coder", ...}'`."""
 
@@ -130,6 +143,10 @@ class AgentRun(Strict):
     )
     model: ModelOverride | None = None
     budget: BudgetOverride | None = None
+    on_failure: FailurePolicy | None = Field(default=None, description="Overrides the profile's failure policy.")
+    resume_from: ResumeFrom | None = Field(
+        default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."
+    )
 
     @field_validator("objective")
     @classmethod
@@ -170,6 +187,14 @@ class ToolSpec(BaseModel):
     timeout_s: float = 60.0
     max_attempts: int = 5
     idempotent: bool = False
+    has_undo: bool = False
+
+
+class Verifier(BaseModel):
+    """A command whose exit code 0 makes a step a checkpoint (e.g. the project's tests)."""
+
+    argv: list[str]
+    timeout_s: float = 300.0
 
 
 class RunPlan(BaseModel):
@@ -183,6 +208,11 @@ class RunPlan(BaseModel):
     budget: Budget
     workspace: str
     max_bad_tool_calls: int = 5
+    failure_policy: FailurePolicy = FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT
+    verifier: Verifier | None = None
+    revert_on_failed_verification: bool = False
+    allow_irreversible: list[str] = Field(default_factory=list)
+    fork: Checkpoint | None = None
 
 
 class PrepareRun(BaseModel):
@@ -266,6 +296,121 @@ class ToolCallRecord(BaseModel):
     result: ToolResult
 
 
+# --- effects, undo, checkpoints --------------------------------------------------------------
+
+
+class EffectStatus(StrEnum):
+    PENDING = "pending"
+    """Registered; the call is scheduled or its outcome is unknown."""
+    DONE = "done"
+    FAILED = "failed"
+    """The call failed; it may still have taken effect, so its undo runs too."""
+    UNDONE = "undone"
+    UNDO_FAILED = "undo_failed"
+    NOT_UNDONE = "not_undone"
+    """Left in place: irreversible, or an older effect behind an undo that failed."""
+
+
+class Effect(BaseModel):
+    tool: str
+    step: int
+    call_id: str
+    key: str
+    arguments: dict[str, Any]
+    effect: EffectClass
+    status: EffectStatus = EffectStatus.PENDING
+    undo: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class UndoInvocation(BaseModel):
+    key: str
+    """The forward call's key; the undo's own key is `{key}/undo`."""
+    workflow_id: str
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    workspace: str
+    undo: dict[str, Any] | None
+
+
+class Evidence(BaseModel):
+    argv: list[str]
+    exit_code: int
+    passed: bool
+    tests_run: int | None = None
+    tests_failed: int | None = None
+    output: str
+    output_ref: ArtifactRef | None = None
+
+
+class VerifyRequest(BaseModel):
+    key: str
+    workflow_id: str
+    workspace: str
+    verifier: Verifier
+    changed: dict[str, ArtifactRef | None] = Field(
+        default_factory=dict, description="Paths written since the last checkpoint -> bytes before (None: absent)."
+    )
+
+
+class VerifyResult(BaseModel):
+    evidence: Evidence
+    patch_ref: ArtifactRef | None = None
+    workspace_ref: ArtifactRef | None = None
+    """Manifest {path: ArtifactRef} of every workspace file, for forks."""
+
+
+class Checkpoint(BaseModel):
+    id: str
+    step: int
+    created_at: str
+    effects_len: int
+    messages_len: int
+    messages: list[Message] | None = None
+    """Filled only in a copy taken for a fork; a live run's checkpoint is a prefix of its messages."""
+    transcript_ref: ArtifactRef | None
+    unsent: int
+    summary: str
+    evidence: Evidence | None = None
+    patch_ref: ArtifactRef | None = None
+    workspace_ref: ArtifactRef | None = None
+
+
+class RollbackRequest(Strict):
+    checkpoint_id: str = Field(min_length=1, max_length=100)
+    then: Literal["continue", "stop"] = "continue"
+
+
+class RollbackReport(BaseModel):
+    checkpoint_id: str | None
+    reason: str = ""
+    undone: list[str] = Field(default_factory=list)
+    irreversible: list[str] = Field(default_factory=list)
+    """Effects that cannot be undone and were left in place."""
+    not_undone: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.not_undone and not self.errors
+
+
+class LoadCheckpoint(BaseModel):
+    workflow_id: str
+    checkpoint_id: str
+    workspace: str
+    """The new run's workspace, which receives the checkpoint's files."""
+
+
+class RollbackPlanItem(BaseModel):
+    tool: str
+    step: int
+    key: str
+    action: Literal["undo", "irreversible", "already_undone"]
+
+
 # --- state and result ------------------------------------------------------------------------
 
 
@@ -289,6 +434,9 @@ class AgentState(BaseModel):
     transcript_ref: ArtifactRef | None = None
     unsent: int = 0
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    effects: list[Effect] = Field(default_factory=list)
+    checkpoints: list[Checkpoint] = Field(default_factory=list)
+    rollbacks: list[RollbackReport] = Field(default_factory=list)
     used: BudgetUsed = Field(default_factory=BudgetUsed)
     bad_tool_calls: int = 0
     answer: str | None = None

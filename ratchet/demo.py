@@ -26,6 +26,7 @@ from ratchet.settings import load_settings
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "calculator"
 FIXED_CALC = (SAMPLE / "calc.py").read_text().replace("return a - b", "return a + b")
+BROKEN_CALC = FIXED_CALC.replace("return a * b", "return a ** b")
 TESTS = ["python", "-m", "unittest", "-q"]
 
 
@@ -34,8 +35,9 @@ def demo_script() -> list[dict]:
         {"tool_calls": [{"name": "list_files", "arguments": {}}, {"name": "run_command", "arguments": {"argv": TESTS}}]},
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "calc.py", "content": FIXED_CALC}}]},
-        {"tool_calls": [{"name": "run_command", "arguments": {"argv": TESTS}}]},
-        {"content": "Fixed add() in calc.py: it subtracted instead of adding. All tests pass now."},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "calc.py", "content": BROKEN_CALC}}]},
+        {"content": "Fixed add() in calc.py (it subtracted); all tests pass at checkpoint cp-1. "
+                    "A follow-up change to multiply() broke the tests and was rolled back to cp-1."},
     ]
 
 
@@ -113,22 +115,33 @@ async def _follow(address: str, workflow_id: str) -> AgentState:
     """Print each tool call as it completes, until the run ends."""
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     handle = client.get_workflow_handle(workflow_id)
-    shown = 0
+    shown = [0, 0, 0]
     state: AgentState | None = None
     result_task = asyncio.ensure_future(handle.result())
     while True:
         state = await handle.query("state", result_type=AgentState) or state
         if state is not None:
-            for record in state.tool_calls[shown:]:
-                status = "ok " if record.result.ok else "ERR"
-                first = record.result.output.splitlines()[0] if record.result.output else ""
-                print(f"  step {record.step:>2}  {status} {record.tool:<12} {_args(record.arguments):<44} -> {first[:60]}",
-                      flush=True)
-            shown = len(state.tool_calls)
+            _show(state, shown)
         if result_task.done():
             result_task.exception()  # a failed run is reported from its state
             return await handle.query("state", result_type=AgentState)
         await asyncio.sleep(0.3)
+
+
+def _show(state: AgentState, shown: list[int]) -> None:
+    """Print tool calls, checkpoints and rollbacks not shown yet."""
+    for record in state.tool_calls[shown[0]:]:
+        status = "ok " if record.result.ok else "ERR"
+        first = record.result.output.splitlines()[0] if record.result.output else ""
+        print(f"  step {record.step:>2}  {status} {record.tool:<12} {_args(record.arguments):<40} -> {first[:60]}",
+              flush=True)
+    for cp in state.checkpoints[shown[1]:]:
+        print(f"  checkpoint {cp.id}: {cp.summary}; patch {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}",
+              flush=True)
+    for report in state.rollbacks[shown[2]:]:
+        print(f"  rollback to {report.checkpoint_id or 'start'} ({report.reason}): undone {len(report.undone)}, "
+              f"left irreversible {len(report.irreversible)}, failed {len(report.not_undone)}", flush=True)
+    shown[:] = [len(state.tool_calls), len(state.checkpoints), len(state.rollbacks)]
 
 
 def _args(raw: str) -> str:
@@ -137,5 +150,6 @@ def _args(raw: str) -> str:
     except ValueError:
         return raw[:44]
     if isinstance(value, dict):
-        value = {k: (v if len(str(v)) < 30 else str(v)[:27] + "...") for k, v in value.items()}
-    return json.dumps(value)[:44]
+        value = {k: (" ".join(v) if isinstance(v, list) else v) for k, v in value.items()}
+        value = {k: (v if len(str(v)) < 24 else str(v)[:21] + "...") for k, v in value.items()}
+    return json.dumps(value)[:40]

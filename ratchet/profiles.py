@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ratchet.contracts import Budget
+from ratchet.contracts import Budget, FailurePolicy, Verifier
 
 
 @dataclass
@@ -20,6 +20,13 @@ class AgentProfile:
     max_bad_tool_calls: int = 5
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
+    failure_policy: FailurePolicy = FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT
+    verifier: Verifier | None = None
+    """Run after each step with side effects; exit code 0 makes the step a checkpoint."""
+    revert_on_failed_verification: bool = False
+    """Undo a step's effects when its verification fails (the ratchet: only verified work stays)."""
+    allow_irreversible: list[str] = field(default_factory=list)
+    """Irreversible tools this profile may use without approval."""
 
 
 @dataclass
@@ -44,6 +51,9 @@ CODER = AgentProfile(
     ),
     tools=["list_files", "read_file", "write_file", "run_command"],
     budget=Budget(max_steps=20, max_tokens=200_000),
+    verifier=Verifier(argv=["python", "-m", "unittest"]),
+    revert_on_failed_verification=True,
+    allow_irreversible=["run_command"],
 )
 
 

@@ -60,6 +60,26 @@ class Settings(BaseSettings):
         Path(".ratchet/ledger.sqlite3"), validation_alias=_env("RATCHET_LEDGER_PATH")
     )
 
+    codec_keys: SecretStr | None = Field(
+        None,
+        validation_alias=_env("RATCHET_CODEC_KEYS"),
+        description="Payload encryption keys, ID:BASE64KEY[,ID:BASE64KEY...] (32-byte keys); "
+        "the first encrypts, all decrypt. Unset: payloads are not encrypted.",
+    )
+
+    @field_validator("codec_keys")
+    @classmethod
+    def _codec_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            from ratchet.codec import parse_keys  # cryptography only when keys are set
+
+            parse_keys(value.get_secret_value())
+        return value
+
+    tracker_path: Path = Field(
+        Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH")
+    )
+
     @field_validator("temporal_address")
     @classmethod
     def _host_port(cls, value: str) -> str:

@@ -47,6 +47,9 @@ class ToolContext:
     attempt: int
     workspace: Path
     artifacts: ArtifactStore
+    record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
+    """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works."""
+    settings: Any = None
 
 
 @dataclass
@@ -71,6 +74,8 @@ class Tool:
     max_attempts: int = 5
     idempotent: bool = False
     undo: ToolFn | None = None
+    reconcile: ToolFn | None = None
+    """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -79,6 +84,7 @@ class Tool:
             timeout_s=self.timeout_s,
             max_attempts=self.max_attempts,
             idempotent=self.idempotent,
+            has_undo=self.undo is not None,
         )
 
     def openai_schema(self) -> dict[str, Any]:
@@ -90,10 +96,24 @@ class Tool:
         }
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> ToolOutput:
-        result = self.fn(ctx, args)
-        if inspect.isawaitable(result):
-            result = await result
-        return result if isinstance(result, ToolOutput) else ToolOutput(output=str(result))
+        return _as_output(await _maybe_await(self.fn(ctx, args)))
+
+    async def call_undo(self, ctx: ToolContext, args: BaseModel, undo: dict[str, Any] | None) -> ToolOutput:
+        assert self.undo is not None
+        return _as_output(await _maybe_await(self.undo(ctx, args, undo)))
+
+    async def call_reconcile(self, ctx: ToolContext, args: BaseModel) -> ToolOutput | None:
+        assert self.reconcile is not None
+        found = await _maybe_await(self.reconcile(ctx, args))
+        return None if found is None else _as_output(found)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _as_output(value: Any) -> ToolOutput:
+    return value if isinstance(value, ToolOutput) else ToolOutput(output=str(value))
 
 
 @dataclass
@@ -144,6 +164,16 @@ class ToolRegistry:
 
         return register
 
+    def reconcile_for(self, name: str) -> Callable[[ToolFn], ToolFn]:
+        """Decorator: `reconcile(ctx, args)` asks the target system whether an interrupted call
+        of tool `name` took effect: a ToolOutput if it did, None if it did not."""
+
+        def register(fn: ToolFn) -> ToolFn:
+            self.tools[name].reconcile = fn
+            return fn
+
+        return register
+
     def get(self, name: str) -> Tool:
         return self.tools[name]
 
@@ -166,3 +196,4 @@ def _args_model(fn: ToolFn) -> type[BaseModel]:
 default_registry = ToolRegistry()
 tool = default_registry.tool
 undo_for = default_registry.undo_for
+reconcile_for = default_registry.reconcile_for

@@ -8,7 +8,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from ratchet.contracts import AgentResult, Phase
-from ratchet.demo import SAMPLE, demo_script
+from ratchet.demo import FIXED_CALC, SAMPLE, demo_script
 from tests.runs import activity_attempts, scripted, start, state_of
 
 
@@ -22,10 +22,17 @@ async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, setti
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
     assert "tests pass" in result.answer
-    assert "return a + b" in (settings.workspace_root / "calc" / "calc.py").read_text()
     state = await state_of(handle)
-    outputs = [r.result.output for r in state.tool_calls if r.tool == "run_command"]
-    assert outputs[0].startswith("exit code 1") and outputs[-1].startswith("exit code 0")
+    assert [r.result.output.splitlines()[0] for r in state.tool_calls if r.tool == "run_command"] == ["exit code 1"]
+    # the good patch became a checkpoint with its diff and test evidence ...
+    [checkpoint] = state.checkpoints
+    assert checkpoint.evidence.passed and checkpoint.evidence.tests_run == 2
+    assert checkpoint.patch_ref is not None and checkpoint.workspace_ref is not None
+    # ... the bad one failed verification and was reverted to it, byte for byte
+    [report] = state.rollbacks
+    assert report.checkpoint_id == "cp-1" and len(report.undone) == 1 and report.clean
+    assert (settings.workspace_root / "calc" / "calc.py").read_text() == FIXED_CALC
+    assert "Verification failed" in state.messages[-2].content
 
 
 async def test_demo_agent_through_the_openai_client(client, settings, worker, openai_server):

@@ -13,7 +13,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-import activities.workspace_tools  # noqa: F401  (registers the built-in tools)
+import activities.tracker_tools  # noqa: F401  (registers the built-in tools)
+import activities.workspace_tools  # noqa: F401
+from activities.checkpoints import CheckpointActivities
+from activities.ledger import SqliteLedger
 from activities.model import ModelActivities
 from activities.prepare import RunPreparer
 from activities.tools import ToolActivities
@@ -50,22 +53,33 @@ def _tls(settings: Settings):
     )
 
 
-def all_activities(
-    settings: Settings, profiles: ProfileRegistry | None = None, tools: ToolRegistry | None = None
-) -> list[Callable]:
-    artifacts = DirectoryArtifactStore(settings.artifact_dir)
-    tools = tools or default_registry
-    model = ModelActivities(settings, artifacts)
-    preparer = RunPreparer(settings, profiles or default_profiles, tools, artifacts)
-    tool_acts = ToolActivities(tools, settings.workspace_root, artifacts)
-    return [model.call, preparer.prepare, *tool_acts.activities()]
+class Activities:
+    """Every activity object a worker runs, built from settings (tests reach in for hooks)."""
+
+    def __init__(
+        self, settings: Settings, client: Client | None = None,
+        profiles: ProfileRegistry | None = None, tools: ToolRegistry | None = None,
+    ) -> None:
+        artifacts = DirectoryArtifactStore(settings.artifact_dir)
+        tools = tools or default_registry
+        self.model = ModelActivities(settings, artifacts)
+        self.preparer = RunPreparer(settings, profiles or default_profiles, tools, artifacts)
+        self.tools = ToolActivities(tools, settings.workspace_root, artifacts, SqliteLedger(settings.ledger_path), settings)
+        self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client)
+
+    def all(self) -> list[Callable]:
+        return [
+            self.model.call, self.preparer.prepare, self.checkpoints.verify, self.checkpoints.fork,
+            *self.tools.activities(),
+        ]
 
 
-def build_worker(client: Client, settings: Settings, **overrides) -> Worker:
+def build_worker(client: Client, settings: Settings, activities: Activities | None = None, **overrides) -> Worker:
+    activities = activities or Activities(settings, client)
     options = dict(
         task_queue=settings.task_queue,
         workflows=[AgentWorkflow],
-        activities=all_activities(settings),
+        activities=activities.all(),
         max_concurrent_activities=settings.max_concurrent_activities,
         max_cached_workflows=settings.max_cached_workflows,
         graceful_shutdown_timeout=timedelta(seconds=10),

@@ -1,7 +1,11 @@
-"""AgentWorkflow: the agent's explicit state machine, THINK -> ACT -> ... -> a terminal phase.
+"""AgentWorkflow: the agent's explicit state machine.
 
-Deterministic and free of I/O: every model call and tool call is an activity; all state is an
-`AgentState` (queryable at any moment).
+    STARTING -> (THINKING -> ACTING -> [verify -> checkpoint])* -> DONE | BUDGET_EXHAUSTED
+    on failure or cancellation: ROLLING_BACK per the failure policy -> FAILED | CANCELLED |
+    COMPENSATION_FAILED; a `rollback` update with then=stop ends in ROLLED_BACK.
+
+Deterministic and free of I/O: every model call, tool call, undo and verification is an
+activity; all state is an `AgentState`, queryable at any moment.
 """
 
 from __future__ import annotations
@@ -17,80 +21,121 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Contracts and pure helpers only: pydantic and the standard library.
-    from pydantic import ValidationError
-
     from ratchet import budget as budgets
     from ratchet import keys
     from ratchet.contracts import (
-        AgentResult,
-        AgentRun,
-        AgentState,
-        Message,
-        ModelReply,
-        ModelRequest,
-        Phase,
-        PrepareRun,
-        RunPlan,
-        ToolCallRecord,
-        ToolCallRequest,
-        ToolInvocation,
-        ToolResult,
+        AgentResult, AgentRun, AgentState, Checkpoint, Effect, EffectClass, EffectStatus, FailurePolicy,
+        LoadCheckpoint, Message, ModelReply, ModelRequest, Phase, PrepareRun, RollbackPlanItem,
+        RollbackReport, RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation,
+        ToolResult, ToolSpec, VerifyRequest, VerifyResult,
     )
+    from workflows import saga
     from workflows.input import parse_run
 
 INVALID_ARGUMENTS = "InvalidArguments"
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60), maximum_attempts=8,
 )
+
+
+class RunFailed(Exception):
+    """A failure that ends the run after its failure policy has been applied."""
 
 
 @workflow.defn(name="AgentWorkflow")
 class AgentWorkflow:
     def __init__(self) -> None:
         self._state: AgentState | None = None
+        self._rollbacks: list[tuple[int, RollbackRequest]] = []
+        self._rollback_done: dict[int, RollbackReport] = {}
+        self._next_request = 0
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        info = workflow.info()
         run = parse_run(raw)
         self._state = state = AgentState(
-            workflow_id=info.workflow_id, run=run, started_at=workflow.now().isoformat()
+            workflow_id=workflow.info().workflow_id, run=run, started_at=workflow.now().isoformat()
         )
         state.plan = plan = await self._prepare(run)
-        state.messages = [
-            Message(role="system", content=plan.system_prompt),
-            Message(role="user", content=run.objective),
-        ]
+        state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
         try:
+            if run.resume_from is not None:
+                await self._fork(state, plan)
             return await self._loop(state, plan)
+        except RunFailed as failure:
+            await self._apply_failure_policy(state, plan, str(failure))
+            phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
+            self._finish(phase, error=str(failure))
+            raise ApplicationError(self._failure_message(str(failure)), type="AgentFailed", non_retryable=True) from None
         except asyncio.CancelledError:
-            state.phase = Phase.CANCELLED
+            await self._apply_failure_policy(state, plan, "cancelled")
+            state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             raise
+
+    # --- queries and updates -------------------------------------------------------------
 
     @workflow.query
     def state(self) -> AgentState | None:
         return self._state
 
+    @workflow.query
+    def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
+        """Dry run: the effects a rollback to `checkpoint_id` would undo, newest first."""
+        state = self._require_state()
+        return saga.rollback_plan(state, state.plan, self._boundary(checkpoint_id))
+
+    @workflow.update
+    async def rollback(self, request: RollbackRequest) -> RollbackReport:
+        """Undo every effect above the checkpoint (newest first), restore the conversation to it,
+        then continue or stop as asked. Runs at the next step boundary."""
+        request_id = self._next_request
+        self._next_request += 1
+        self._rollbacks.append((request_id, request))
+        await workflow.wait_condition(lambda: request_id in self._rollback_done)
+        return self._rollback_done.pop(request_id)
+
+    @rollback.validator
+    def _validate_rollback(self, request: RollbackRequest) -> None:
+        state = self._require_state()
+        if state.phase.terminal:
+            raise ValueError(f"run is {state.phase}; nothing to roll back")
+        self._boundary(request.checkpoint_id)
+
+    # --- the loop ------------------------------------------------------------------------
+
     async def _prepare(self, run: AgentRun) -> RunPlan:
         try:
             return await workflow.execute_local_activity(
-                "run.prepare",
-                PrepareRun(run=run, workflow_id=workflow.info().workflow_id),
-                result_type=RunPlan,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=5),
-                summary=f"prepare agent {run.agent}",
+                "run.prepare", PrepareRun(run=run, workflow_id=workflow.info().workflow_id),
+                result_type=RunPlan, start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=5), summary=f"prepare agent {run.agent}",
             )
         except ActivityError as err:
-            raise ApplicationError(
-                _cause(err), type="InvalidInput", non_retryable=True
-            ) from None
+            raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
+
+    async def _fork(self, state: AgentState, plan: RunPlan) -> None:
+        source = state.run.resume_from
+        assert source is not None
+        try:
+            checkpoint = await workflow.execute_activity(
+                "checkpoint.fork",
+                LoadCheckpoint(workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace),
+                result_type=Checkpoint, start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+                summary=f"fork from {source.workflow_id} {source.checkpoint_id}",
+            )
+        except ActivityError as err:
+            raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
+        state.messages = list(checkpoint.messages or []) + [Message(role="user", content=state.run.objective)]
+        state.transcript_ref = checkpoint.transcript_ref
+        state.unsent = checkpoint.unsent
+        state.checkpoints = [checkpoint.model_copy(update={"messages": None, "effects_len": 0})]
 
     async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
         while True:
+            if await self._serve_rollbacks(state, plan):
+                return self._finish(Phase.ROLLED_BACK)
             reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
             if reason:
                 return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
@@ -100,29 +145,27 @@ class AgentWorkflow:
             if not reply.message.tool_calls:
                 state.answer = reply.message.content or ""
                 return self._finish(Phase.DONE)
+            effects_before = len(state.effects)
             await self._act(state, plan, reply.message.tool_calls)
+            changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
+            if plan.verifier is not None and changed:
+                await self._verify(state, plan)
 
     async def _think(self, state: AgentState, plan: RunPlan) -> ModelReply:
         state.phase = Phase.THINKING
         request = ModelRequest(
-            key=keys.model_key(state.workflow_id, state.step),
-            step=state.step,
-            transcript_ref=state.transcript_ref,
-            new_messages=state.messages[state.unsent :],
-            tools_ref=plan.tools_ref,
-            settings=plan.model,
+            key=keys.model_key(state.workflow_id, state.step), step=state.step,
+            transcript_ref=state.transcript_ref, new_messages=state.messages[state.unsent :],
+            tools_ref=plan.tools_ref, settings=plan.model,
         )
         try:
             reply = await workflow.execute_activity(
-                "model.call",
-                request,
-                result_type=ModelReply,
+                "model.call", request, result_type=ModelReply,
                 start_to_close_timeout=timedelta(seconds=plan.model.timeout_s + 30),
-                retry_policy=MODEL_RETRY,
-                summary=f"step {state.step}: model call",
+                retry_policy=MODEL_RETRY, summary=f"step {state.step}: model call",
             )
         except ActivityError as err:
-            self._fail(f"step {state.step}: model call failed: {_cause(err)}")
+            raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
         state.transcript_ref = reply.transcript_ref
@@ -132,13 +175,16 @@ class AgentWorkflow:
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
         state.phase = Phase.ACTING
         call_ids = keys.unique_call_ids([c.id for c in calls])
-        results = await asyncio.gather(
-            *(self._call_tool(state, plan, call, cid) for call, cid in zip(calls, call_ids))
+        outcomes = await asyncio.gather(
+            *(self._call_tool(state, plan, call, cid) for call, cid in zip(calls, call_ids)), return_exceptions=True
         )
-        for call, result in zip(calls, results):
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        for call, result in zip(calls, outcomes):
             state.messages.append(Message(role="tool", tool_call_id=call.id, content=_tool_message(result)))
         if state.bad_tool_calls > plan.max_bad_tool_calls:
-            self._fail(
+            raise RunFailed(
                 f"the model made {state.bad_tool_calls} invalid tool calls "
                 f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
             )
@@ -152,23 +198,21 @@ class AgentWorkflow:
             problem = f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}"
         if problem is not None:
             return self._bad_call(state, ToolResult(ok=False, output=problem, error_type=INVALID_ARGUMENTS))
-        try:
-            result = await workflow.execute_activity(
-                f"tool.{spec.name}",
-                ToolInvocation(
-                    key=key, workflow_id=state.workflow_id, step=step, call_id=call_id,
-                    tool=spec.name, arguments=args, workspace=plan.workspace,
-                ),
-                result_type=ToolResult,
-                start_to_close_timeout=timedelta(seconds=spec.timeout_s),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=500),
-                    maximum_attempts=spec.max_attempts,
-                ),
-                summary=f"step {step}: tool {spec.name} {_brief(args)}".rstrip(),
+        if spec.effect == EffectClass.IRREVERSIBLE and spec.name not in plan.allow_irreversible:
+            return ToolResult(
+                ok=False, error_type="Refused",
+                output=f"{spec.name} is irreversible and this profile does not allow it without approval",
             )
+        effect = self._register_effect(state, spec, step, call_id, key, args)
+        try:
+            result = await self._execute_tool(state, plan, spec, key, call_id, args)
         except ActivityError as err:
-            self._fail(f"step {step}: tool {spec.name} failed: {_cause(err)}")
+            if effect is not None:
+                effect.status, effect.error = EffectStatus.FAILED, _cause(err)
+            raise RunFailed(f"step {step}: tool {spec.name} failed: {_cause(err)}") from None
+        if effect is not None:
+            effect.status = EffectStatus.DONE if result.ok else EffectStatus.FAILED
+            effect.undo = result.undo
         if result.error_type == INVALID_ARGUMENTS:
             self._bad_call(state, result)
         state.used.tool_calls += 1
@@ -177,20 +221,141 @@ class AgentWorkflow:
         )
         return result
 
+    def _register_effect(
+        self, state: AgentState, spec: ToolSpec, step: int, call_id: str, key: str, args: dict[str, Any]
+    ) -> Effect | None:
+        """Pushed before the call is scheduled: a call that times out may still have acted."""
+        if spec.effect == EffectClass.READ_ONLY:
+            return None
+        effect = Effect(tool=spec.name, step=step, call_id=call_id, key=key, arguments=args, effect=spec.effect)
+        state.effects.append(effect)
+        return effect
+
+    async def _execute_tool(
+        self, state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any]
+    ) -> ToolResult:
+        return await workflow.execute_activity(
+            f"tool.{spec.name}",
+            ToolInvocation(
+                key=key, workflow_id=state.workflow_id, step=state.step, call_id=call_id,
+                tool=spec.name, arguments=args, workspace=plan.workspace,
+            ),
+            result_type=ToolResult,
+            start_to_close_timeout=timedelta(seconds=spec.timeout_s),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts),
+            summary=f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip(),
+        )
+
+    # --- verification and checkpoints ----------------------------------------------------
+
+    async def _verify(self, state: AgentState, plan: RunPlan) -> None:
+        """Run the verifier; pass -> checkpoint; fail -> evidence to the model (and revert)."""
+        boundary = state.checkpoints[-1].effects_len if state.checkpoints else 0
+        try:
+            result = await self._run_verifier(state, plan, boundary)
+        except ActivityError as err:
+            raise RunFailed(f"step {state.step}: verification could not run: {_cause(err)}") from None
+        evidence = result.evidence
+        if evidence.passed:
+            state.checkpoints.append(_checkpoint(state, result))
+            return
+        note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
+        if plan.revert_on_failed_verification:
+            last = state.checkpoints[-1].id if state.checkpoints else None
+            report = await self._rollback_effects(state, plan, boundary, last, "verification failed")
+            if not report.clean:
+                raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
+            note += f"\nYour changes since {last or 'the start'} were reverted ({len(report.undone)} undone)."
+        state.messages.append(Message(role="user", content=note))
+
+    async def _run_verifier(self, state: AgentState, plan: RunPlan, boundary: int) -> VerifyResult:
+        assert plan.verifier is not None
+        return await workflow.execute_activity(
+            "checkpoint.verify",
+            VerifyRequest(
+                key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
+                workspace=plan.workspace, verifier=plan.verifier, changed=_changed_files(state.effects[boundary:]),
+            ),
+            result_type=VerifyResult,
+            start_to_close_timeout=timedelta(seconds=plan.verifier.timeout_s + 60),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=f"step {state.step}: verify {' '.join(plan.verifier.argv)}"[:200],
+        )
+
+    # --- rollback and failure policy -------------------------------------------------------
+
+    async def _serve_rollbacks(self, state: AgentState, plan: RunPlan) -> bool:
+        """Run requested rollbacks at a step boundary; True if one asked the run to stop."""
+        stop = False
+        while self._rollbacks:
+            request_id, request = self._rollbacks.pop(0)
+            report = await self._rollback_to(state, plan, request.checkpoint_id, "rollback requested")
+            self._rollback_done[request_id] = report
+            if not report.clean:
+                raise RunFailed(f"rollback to {request.checkpoint_id} did not complete")
+            stop = stop or request.then == "stop"
+        return stop
+
+    async def _rollback_to(self, state: AgentState, plan: RunPlan, checkpoint_id: str | None, reason: str) -> RollbackReport:
+        boundary = self._boundary(checkpoint_id) if checkpoint_id else 0
+        report = await self._rollback_effects(state, plan, boundary, checkpoint_id, reason)
+        if report.clean:
+            checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
+            if checkpoint is not None:
+                del state.messages[checkpoint.messages_len :]
+                state.transcript_ref, state.unsent = checkpoint.transcript_ref, checkpoint.unsent
+                state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
+        return report
+
+    async def _rollback_effects(
+        self, state: AgentState, plan: RunPlan, boundary: int, checkpoint_id: str | None, reason: str
+    ) -> RollbackReport:
+        previous_phase = state.phase
+        state.phase = Phase.ROLLING_BACK
+        report = await saga.compensate(state, plan, boundary, RollbackReport(checkpoint_id=checkpoint_id, reason=reason))
+        state.rollbacks.append(report)
+        state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
+        return report
+
+    async def _apply_failure_policy(self, state: AgentState, plan: RunPlan | None, reason: str) -> None:
+        if plan is None:
+            return
+        policy = state.run.on_failure or plan.failure_policy
+        if policy == FailurePolicy.KEEP or not state.effects:
+            return
+        target = state.checkpoints[-1].id if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT else None
+        await self._rollback_to(state, plan, target, f"{policy}: {reason}")
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _boundary(self, checkpoint_id: str) -> int:
+        state = self._require_state()
+        for checkpoint in state.checkpoints:
+            if checkpoint.id == checkpoint_id:
+                return checkpoint.effects_len
+        known = ", ".join(c.id for c in state.checkpoints) or "none yet"
+        raise ValueError(f"unknown checkpoint {checkpoint_id!r}; this run has: {known}")
+
+    def _require_state(self) -> AgentState:
+        if self._state is None or self._state.plan is None:
+            raise ValueError("the run has not started yet")
+        return self._state
+
     def _bad_call(self, state: AgentState, result: ToolResult) -> ToolResult:
         state.bad_tool_calls += 1
         state.last_error = result.output
         return result
 
-    def _fail(self, message: str) -> None:
-        assert self._state is not None
-        self._state.phase = Phase.FAILED
-        self._state.last_error = message
-        raise ApplicationError(message, type="AgentFailed", non_retryable=True)
-
-    def _finish(self, phase: Phase, error: str | None = None) -> AgentResult:
+    def _failure_message(self, reason: str) -> str:
         state = self._state
         assert state is not None
+        if state.phase != Phase.COMPENSATION_FAILED:
+            return reason
+        left = [f"step {e.step} {e.tool}: {e.error}" for e in state.effects if e.status in (EffectStatus.UNDO_FAILED, EffectStatus.NOT_UNDONE)]
+        return f"{reason}; compensation failed, effects not undone: {'; '.join(left)}"
+
+    def _finish(self, phase: Phase, error: str | None = None) -> AgentResult:
+        state = self._require_state()
         state.phase = phase
         if error:
             state.last_error = error
@@ -202,6 +367,28 @@ class AgentWorkflow:
     def _elapsed_s(self, state: AgentState) -> float:
         started = datetime.fromisoformat(state.started_at) if state.started_at else workflow.now()
         return (workflow.now() - started).total_seconds()
+
+
+def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
+    evidence = result.evidence
+    tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
+    return Checkpoint(
+        id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
+        effects_len=len(state.effects), messages_len=len(state.messages),
+        transcript_ref=state.transcript_ref, unsent=state.unsent,
+        summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
+        evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,
+    )
+
+
+def _changed_files(effects: list[Effect]) -> dict[str, Any]:
+    """Paths written by these effects -> their bytes before the first write (None: absent)."""
+    changed: dict[str, Any] = {}
+    for effect in effects:
+        undo = effect.undo or {}
+        if "path" in undo and "previous" in undo and undo["path"] not in changed:
+            changed[undo["path"]] = undo["previous"]
+    return changed
 
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:

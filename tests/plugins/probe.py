@@ -28,7 +28,7 @@ def _append(ctx: ToolContext, line: str) -> None:
         log.write(line + "\n")
 
 
-@tool(effect="compensable", timeout_s=3, max_attempts=20)
+@tool(effect="compensable", timeout_s=3, max_attempts=20, idempotent=True)
 async def probe_append(ctx: ToolContext, args: AppendArgs) -> str:
     """Append a label to probe.log (optionally after a pause, or failing its first attempt)."""
     _append(ctx, f"attempt {ctx.attempt} {ctx.key}")

@@ -1,0 +1,133 @@
+"""Checkpoint activities: verify a step (evidence, patch, workspace snapshot) and fork from one.
+
+`checkpoint.verify` runs the profile's verifier in the workspace and returns the evidence, the
+accepted patch as a unified diff of the files changed since the last checkpoint, and a manifest
+of the workspace's files (content-addressed, so unchanged files cost nothing) that a fork restores.
+`checkpoint.fork` reads a checkpoint from another run (by query) and restores its files into the
+new run's workspace.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shutil
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from activities.commands import cap, run_program
+from activities.workspace import confine, open_workspace
+from ratchet.artifacts import ArtifactStore, get_json, put_json
+from ratchet.contracts import (
+    AgentState, ArtifactRef, Checkpoint, Evidence, LoadCheckpoint, VerifyRequest, VerifyResult,
+)
+from ratchet.tools import ToolError
+
+MAX_SNAPSHOT_FILES = 2000
+_UNITTEST = re.compile(r"Ran (\d+) tests?")
+_UNITTEST_FAILED = re.compile(r"FAILED \((?:failures=(\d+))?(?:, )?(?:errors=(\d+))?")
+_PYTEST = re.compile(r"(?:(\d+) failed)?(?:, )?(?:(\d+) passed)")
+
+
+class CheckpointActivities:
+    def __init__(self, workspace_root: Path, artifacts: ArtifactStore, client: Client | None = None) -> None:
+        self.workspace_root = Path(workspace_root)
+        self.artifacts = artifacts
+        self.client = client
+
+    @activity.defn(name="checkpoint.verify")
+    async def verify(self, req: VerifyRequest) -> VerifyResult:
+        workspace = open_workspace(self.workspace_root, req.workspace)
+        try:
+            done = await run_program(req.verifier.argv, workspace, req.verifier.timeout_s)
+            exit_code, output = done.exit_code, done.output
+        except ToolError as exc:
+            exit_code, output = 127, str(exc)
+        run, failed = test_counts(output)
+        evidence = Evidence(
+            argv=req.verifier.argv, exit_code=exit_code, passed=exit_code == 0,
+            tests_run=run, tests_failed=failed, output=cap(output, 4000),
+            output_ref=self.artifacts.put(output.encode(), "text/plain"),
+        )
+        if not evidence.passed:
+            return VerifyResult(evidence=evidence)
+        return VerifyResult(
+            evidence=evidence,
+            patch_ref=self._patch(workspace, req.changed),
+            workspace_ref=put_json(self.artifacts, self._manifest(workspace)),
+        )
+
+    def _patch(self, workspace: Path, changed: dict[str, ArtifactRef | None]) -> ArtifactRef | None:
+        chunks = []
+        for rel, before_ref in sorted(changed.items()):
+            before = self.artifacts.get(before_ref).decode(errors="replace") if before_ref else ""
+            path = confine(workspace, rel)
+            after = path.read_text(errors="replace") if path.is_file() else ""
+            chunks.extend(difflib.unified_diff(
+                before.splitlines(keepends=True), after.splitlines(keepends=True),
+                fromfile=f"a/{rel}" if before_ref else "/dev/null", tofile=f"b/{rel}",
+            ))
+        return self.artifacts.put("".join(chunks).encode(), "text/x-diff") if chunks else None
+
+    def _manifest(self, workspace: Path) -> dict[str, dict]:
+        manifest = {}
+        for path in sorted(workspace.rglob("*")):
+            rel = path.relative_to(workspace)
+            if path.is_symlink() or not path.is_file() or "__pycache__" in rel.parts:
+                continue
+            manifest[str(rel)] = self.artifacts.put(path.read_bytes()).model_dump()
+            if len(manifest) >= MAX_SNAPSHOT_FILES:
+                break
+        return manifest
+
+    @activity.defn(name="checkpoint.fork")
+    async def fork(self, req: LoadCheckpoint) -> Checkpoint:
+        """Copy a checkpoint of another run and restore its files into `req.workspace`.
+        The source run is only queried, never changed."""
+        checkpoint = await self._load(req.workflow_id, req.checkpoint_id)
+        if checkpoint.workspace_ref is not None:
+            self._restore(open_workspace(self.workspace_root, req.workspace), checkpoint.workspace_ref)
+        return checkpoint
+
+    async def _load(self, workflow_id: str, checkpoint_id: str) -> Checkpoint:
+        assert self.client is not None, "checkpoint.fork needs a Temporal client"
+        try:
+            state = await self.client.get_workflow_handle(workflow_id).query("state", result_type=AgentState)
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            raise _invalid(f"resume_from.workflow_id: cannot read run {workflow_id!r}: {exc}") from None
+        found = next((c for c in state.checkpoints if c.id == checkpoint_id), None) if state else None
+        if found is None:
+            known = ", ".join(c.id for c in state.checkpoints) if state else ""
+            raise _invalid(
+                f"resume_from.checkpoint_id: run {workflow_id!r} has no checkpoint {checkpoint_id!r}"
+                f" (it has: {known or 'none'})"
+            )
+        return found.model_copy(update={"messages": state.messages[: found.messages_len]})
+
+    def _restore(self, workspace: Path, manifest_ref: ArtifactRef) -> None:
+        for child in workspace.iterdir():
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        for rel, ref in get_json(self.artifacts, manifest_ref).items():
+            path = confine(workspace, rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(self.artifacts.get(ArtifactRef.model_validate(ref)))
+
+
+def test_counts(output: str) -> tuple[int | None, int | None]:
+    """(tests run, tests failed) from unittest or pytest output, if recognisable."""
+    if match := _UNITTEST.search(output):
+        failed = _UNITTEST_FAILED.search(output)
+        bad = sum(int(n) for n in failed.groups() if n) if failed else 0
+        return int(match.group(1)), bad
+    if match := _PYTEST.search(output):
+        failed, passed = int(match.group(1) or 0), int(match.group(2))
+        return failed + passed, failed
+    return None, None
+
+
+def _invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, type="InvalidInput", non_retryable=True)

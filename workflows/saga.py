@@ -1,0 +1,105 @@
+"""Compensation: undo the effects above a boundary, newest first (workflow-side, deterministic).
+
+Each undo runs as activity `undo.<tool>` with key `{key}/undo` and its own retry policy. When an
+undo finally fails, compensation stops there: the failed effect and every older one above the
+boundary are marked and reported, never dropped, because undoing an older effect underneath a
+newer one that is still in place could corrupt the target.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from ratchet.contracts import (
+        AgentState,
+        Effect,
+        EffectClass,
+        EffectStatus,
+        RollbackPlanItem,
+        RollbackReport,
+        RunPlan,
+        UndoInvocation,
+    )
+
+UNDO_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+
+
+def undoable(plan: RunPlan, effect: Effect) -> bool:
+    spec = next((t for t in plan.tools if t.name == effect.tool), None)
+    return effect.effect == EffectClass.COMPENSABLE and spec is not None and spec.has_undo
+
+
+def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[RollbackPlanItem]:
+    items = []
+    for effect in reversed(state.effects[boundary:]):
+        if effect.status == EffectStatus.UNDONE:
+            action = "already_undone"
+        else:
+            action = "undo" if undoable(plan, effect) else "irreversible"
+        items.append(RollbackPlanItem(tool=effect.tool, step=effect.step, key=effect.key, action=action))
+    return items
+
+
+async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: RollbackReport) -> RollbackReport:
+    """Undo state.effects[boundary:], newest first. On a clean run the effects above the
+    boundary are removed from the stack (the report keeps what was done)."""
+    pending = list(reversed(state.effects[boundary:]))
+    for index, effect in enumerate(pending):
+        if effect.status == EffectStatus.UNDONE:
+            continue
+        if not undoable(plan, effect):
+            effect.status = EffectStatus.NOT_UNDONE
+            effect.error = "irreversible: left in place"
+            report.irreversible.append(_label(effect))
+            continue
+        try:
+            await _undo(state, plan, effect)
+        except ActivityError as err:
+            effect.status = EffectStatus.UNDO_FAILED
+            effect.error = _message(err)
+            report.errors.append(f"{_label(effect)}: {effect.error}")
+            report.not_undone.append(_label(effect))
+            for older in pending[index + 1 :]:
+                if older.status != EffectStatus.UNDONE:
+                    older.status = EffectStatus.NOT_UNDONE
+                    older.error = f"not attempted: the undo of {_label(effect)} failed"
+                    report.not_undone.append(_label(older))
+            return report
+        effect.status = EffectStatus.UNDONE
+        report.undone.append(_label(effect))
+    del state.effects[boundary:]
+    return report
+
+
+async def _undo(state: AgentState, plan: RunPlan, effect: Effect) -> None:
+    await workflow.execute_activity(
+        f"undo.{effect.tool}",
+        UndoInvocation(
+            key=effect.key, workflow_id=state.workflow_id, step=effect.step, call_id=effect.call_id,
+            tool=effect.tool, arguments=effect.arguments, workspace=plan.workspace, undo=effect.undo,
+        ),
+        result_type=str,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=UNDO_RETRY,
+        summary=f"undo step {effect.step}: {effect.tool}",
+    )
+
+
+def _label(effect: Effect) -> str:
+    return f"step {effect.step} {effect.tool} ({effect.key})"
+
+
+def _message(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err) or type(err).__name__
