@@ -10,7 +10,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 import activities.tracker_tools  # noqa: F401  (registers the built-in tools)
@@ -21,6 +20,7 @@ from activities.model import ModelActivities
 from activities.prepare import RunPreparer
 from activities.tools import ToolActivities
 from ratchet.artifacts import DirectoryArtifactStore
+from ratchet.converter import data_converter
 from ratchet.process import exit_now
 from ratchet.profiles import ProfileRegistry, default_profiles
 from ratchet.settings import Settings, SettingsError, load_settings
@@ -38,7 +38,7 @@ async def connect(settings: Settings) -> Client:
         namespace=settings.temporal_namespace,
         api_key=api_key,
         tls=tls if tls is not None else bool(api_key),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
     )
 
 

@@ -10,9 +10,9 @@ import asyncio
 
 from pydantic import BaseModel
 
-from ratchet.contracts import Budget
+from ratchet.contracts import Budget, FailurePolicy, Verifier
 from ratchet.profiles import AgentProfile, register_profile
-from ratchet.tools import ToolContext, tool
+from ratchet.tools import FatalToolError, ToolContext, tool, undo_for
 
 PROBE_LOG = "probe.log"
 
@@ -46,5 +46,67 @@ register_profile(
         system_prompt="You are a test agent.",
         tools=["probe_append", "write_file", "read_file", "list_files"],
         budget=Budget(max_steps=50),
+    )
+)
+
+
+class WaitArgs(BaseModel):
+    seconds: float
+
+
+@tool(effect="read_only", timeout_s=60)
+async def probe_wait(ctx: ToolContext, args: WaitArgs) -> str:
+    """Pause inside a step (gives tests time to send updates or cancel)."""
+    await asyncio.sleep(args.seconds)
+    return f"waited {args.seconds}s"
+
+
+class NoteArgs(BaseModel):
+    note: str
+
+
+@tool(effect="compensable", timeout_s=5, idempotent=True)
+def flaky_undo_note(ctx: ToolContext, args: NoteArgs) -> str:
+    """Write a note whose undo fails on its first attempt."""
+    _append(ctx, f"note {ctx.key} {args.note}")
+    return "noted"
+
+
+@undo_for("flaky_undo_note")
+def undo_flaky_undo_note(ctx: ToolContext, args: NoteArgs, undo: dict | None) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("undo service briefly unavailable")
+    _append(ctx, f"undone {ctx.key}")
+    return "unnoted"
+
+
+@tool(effect="compensable", timeout_s=5, idempotent=True)
+def doomed_note(ctx: ToolContext, args: NoteArgs) -> str:
+    """Write a note whose undo can never succeed."""
+    _append(ctx, f"doomed {ctx.key} {args.note}")
+    return "noted"
+
+
+@undo_for("doomed_note")
+def undo_doomed_note(ctx: ToolContext, args: NoteArgs, undo: dict | None) -> str:
+    raise FatalToolError("the archive is read-only; this note cannot be removed")
+
+
+@tool(effect="read_only", timeout_s=5)
+def probe_fatal(ctx: ToolContext, args: NoteArgs) -> str:
+    """Fail the run (non-retryable)."""
+    raise FatalToolError(args.note)
+
+
+BROKEN_MARKER = "BROKEN"
+
+register_profile(
+    AgentProfile(
+        name="saga",
+        system_prompt="You are a test agent with side effects.",
+        tools=["write_file", "read_file", "create_ticket", "probe_wait", "flaky_undo_note", "doomed_note", "probe_fatal"],
+        budget=Budget(max_steps=50),
+        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
     )
 )

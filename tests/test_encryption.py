@@ -1,0 +1,197 @@
+"""Payload encryption: the codec, a run whose secrets never reach the server in clear, the codec server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+from pydantic import SecretStr
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from ratchet.codec import KEY_ID, CodecKeyError, EncryptionCodec
+from ratchet.codec_server import CodecServer
+from ratchet.contracts import Phase
+from ratchet.converter import data_converter, payload_codec
+from ratchet.devserver import temporal_binary
+from ratchet.settings import Settings, SettingsError, load_settings
+from tests.runs import scripted, start, state_of
+from worker.main import build_worker
+
+
+def new_key() -> bytes:
+    return os.urandom(32)
+
+
+def spec(**keys: bytes) -> str:
+    return ",".join(f"{key_id}:{base64.b64encode(key).decode()}" for key_id, key in keys.items())
+
+
+def plain_payload(text: str) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(text).encode())
+
+
+# ---- the codec -----------------------------------------------------------------------------
+
+
+async def test_round_trip_uses_a_fresh_nonce_per_payload():
+    codec = EncryptionCodec({"k1": new_key()})
+    original = plain_payload("hello secret")
+    first, second = await codec.encode([original, original])
+    assert first.metadata["encoding"] == b"binary/encrypted" and first.metadata[KEY_ID] == b"k1"
+    assert b"secret" not in first.data and first.data != second.data
+    assert await codec.decode([first, second]) == [original, original]
+    assert await codec.decode([original]) == [original]  # unencrypted payloads pass through
+
+
+async def test_rotation_keeps_old_payloads_readable_and_missing_keys_are_named():
+    old_key, new = new_key(), new_key()
+    written = (await EncryptionCodec({"k1": old_key}).encode([plain_payload("x")]))[0]
+    rotated = EncryptionCodec.from_spec(spec(k2=new, k1=old_key))
+    assert rotated.current == "k2"
+    assert (await rotated.encode([plain_payload("y")]))[0].metadata[KEY_ID] == b"k2"
+    assert await rotated.decode([written]) == [plain_payload("x")]
+    with pytest.raises(CodecKeyError, match="key id 'k1', which is not in RATCHET_CODEC_KEYS"):
+        await EncryptionCodec({"k2": new}).decode([written])
+    with pytest.raises(CodecKeyError, match="wrong key"):
+        await EncryptionCodec({"k1": new}).decode([written])
+
+
+def test_bad_keys_fail_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("RATCHET_CODEC_KEYS", "k1:" + base64.b64encode(b"short").decode())
+    with pytest.raises(SettingsError, match="RATCHET_CODEC_KEYS: .*'k1' is 5 bytes"):
+        load_settings()
+    monkeypatch.setenv("RATCHET_CODEC_KEYS", spec(k1=new_key()))
+    assert payload_codec(load_settings()).key_ids == ["k1"]
+    monkeypatch.delenv("RATCHET_CODEC_KEYS")
+    assert data_converter(Settings()) is pydantic_data_converter  # encryption off by default
+
+
+# ---- a run on the dev server ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def encrypted(dev_server, settings):
+    """An encrypting client and an in-process worker on their own task queue."""
+    keyed = settings.model_copy(
+        update={"codec_keys": SecretStr(spec(k1=new_key())), "task_queue": f"{settings.task_queue}-enc"}
+    )
+    enc_client = await Client.connect(dev_server.address, data_converter=data_converter(keyed))
+    async with build_worker(enc_client, keyed):
+        yield enc_client, keyed
+
+
+def secret_run(marker: str) -> dict:
+    script = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": f"pin {marker}"}}]},
+        {"tool_calls": [
+            {"name": "read_file", "arguments": {"path": "notes.txt"}},
+            {"name": "read_file", "arguments": {"path": f"gone-{marker}.txt"}},
+        ]},
+        {"content": f"the pin is {marker}"},
+    ]
+    return scripted("probe", script, objective=f"find the pin {marker}", workspace="w")
+
+
+async def raw_history(dev_server, workflow_id: str) -> tuple[bytes, str]:
+    """The history as the server stores it, read without any codec."""
+    plain = await Client.connect(dev_server.address)
+    history = await plain.get_workflow_handle(workflow_id).fetch_history()
+    return b"".join(event.SerializeToString() for event in history.events), history.to_json()
+
+
+async def test_secrets_in_input_tool_results_and_failures_never_reach_the_server(
+    dev_server, client, settings, worker, encrypted, openai_server
+):
+    marker = f"secret-{uuid.uuid4().hex}"
+    enc_client, keyed = encrypted
+
+    handle = await start(enc_client, keyed, secret_run(marker))
+    result = await handle.result()
+    assert result.phase == Phase.DONE and marker in result.answer
+    outputs = [r.result.output for r in (await state_of(handle)).tool_calls]
+    assert outputs[1] == f"pin {marker}" and f"gone-{marker}.txt: no such file" in outputs[2]
+
+    api_key = keyed.openai_api_key.get_secret_value()
+    openai_server.enqueue_faults([{"status": 401, "message": f"key rejected {marker}"}], key=api_key)
+    failed = await start(enc_client, keyed, {"agent": "probe", "objective": "x"})
+    with pytest.raises(WorkflowFailureError) as failure:
+        await failed.result()
+    assert marker in str(failure.value.cause)
+
+    for workflow_id in (handle.id, failed.id):
+        raw, as_json = await raw_history(dev_server, workflow_id)
+        assert b"binary/encrypted" in raw
+        assert marker.encode() not in raw and marker not in as_json
+    assert "Encoded failure" in (await raw_history(dev_server, failed.id))[1]
+
+    control = await start(client, settings, secret_run(marker))  # same run, no codec: it leaks
+    await control.result()
+    assert marker.encode() in (await raw_history(dev_server, control.id))[0]
+
+
+# ---- the codec server ----------------------------------------------------------------------
+
+
+def post(url: str, body: dict | None = None, method: str = "POST", **headers: str) -> tuple[int, dict, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def test_codec_server_speaks_the_remote_codec_protocol():
+    codec = EncryptionCodec({"k1": new_key()})
+    body = {"payloads": [{"metadata": {"encoding": b64(b"json/plain")}, "data": b64(b'"top secret"')}]}
+    with CodecServer(codec, port=0, cors_origins=("http://ui.test",), namespace="default") as server:
+        status, _, encoded = post(f"{server.url}/encode", body, **{"X-Namespace": "default"})
+        assert status == 200 and b"top secret" not in encoded
+        sealed = json.loads(encoded)["payloads"][0]
+        assert base64.b64decode(sealed["metadata"]["encoding"]) == b"binary/encrypted"
+        status, _, decoded = post(f"{server.url}/default/decode", json.loads(encoded))
+        assert status == 200 and json.loads(decoded) == body
+        status, _, text = post(f"{server.url}/decode", json.loads(encoded), **{"X-Namespace": "other"})
+        assert status == 403 and b"'other'" in text
+        sealed["metadata"][KEY_ID] = b64(b"k9")
+        status, _, text = post(f"{server.url}/decode", {"payloads": [sealed]})
+        assert status == 400 and b"'k9'" in text
+        status, headers, _ = post(f"{server.url}/decode", method="OPTIONS", Origin="http://ui.test")
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == "http://ui.test"
+        assert headers["Access-Control-Allow-Headers"] == "X-Namespace, Content-Type"
+        assert headers["Access-Control-Allow-Credentials"] == "true"
+        _, headers, _ = post(f"{server.url}/decode", method="OPTIONS", Origin="http://evil.test")
+        assert "Access-Control-Allow-Origin" not in headers
+
+
+async def temporal_show(dev_server, workflow_id: str, *extra: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(), "workflow", "show", "-w", workflow_id, "--address", dev_server.address, "--detailed", *extra,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0, out.decode()
+    return out.decode()
+
+
+async def test_temporal_cli_decrypts_through_the_codec_server(dev_server, encrypted):
+    enc_client, keyed = encrypted
+    marker = f"secret-{uuid.uuid4().hex}"
+    handle: WorkflowHandle = await start(enc_client, keyed, secret_run(marker))
+    await handle.result()
+    with CodecServer(payload_codec(keyed), port=0, namespace="default") as server:
+        assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
+    assert marker not in await temporal_show(dev_server, handle.id)
