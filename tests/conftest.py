@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer)
         workspace_root=tmp_path / "workspaces",
         artifact_dir=tmp_path / "artifacts",
         ledger_path=tmp_path / "ledger.sqlite3",
+        tracker_path=tmp_path / "tracker.sqlite3",
         openai_base_url=openai_server.base_url,
         openai_api_key=f"key-{uuid.uuid4().hex[:12]}",
         max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
@@ -60,7 +62,7 @@ def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer)
 
 @pytest.fixture
 async def worker(client: Client, settings: Settings):
-    async with build_worker(client, settings) as running:
+    async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)) as running:
         yield running
 
 

@@ -70,6 +70,7 @@ async def start_worker_process(settings, env_extra: dict | None = None) -> async
         RATCHET_WORKSPACE_ROOT=str(settings.workspace_root),
         RATCHET_ARTIFACT_DIR=str(settings.artifact_dir),
         RATCHET_LEDGER_PATH=str(settings.ledger_path),
+        RATCHET_TRACKER_PATH=str(settings.tracker_path),
         RATCHET_MAX_CACHED_WORKFLOWS="0",
         RATCHET_PLUGINS="tests.plugins.probe",
         **(env_extra or {}),
