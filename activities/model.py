@@ -12,6 +12,7 @@ from typing import Any
 import openai
 from temporalio import activity
 
+from activities.ledger import EntryStatus, Ledger
 from activities.model_errors import classify
 from activities.scripted import scripted_reply
 from ratchet.artifacts import ArtifactStore, get_json, put_json
@@ -20,9 +21,10 @@ from ratchet.settings import Settings
 
 
 class ModelActivities:
-    def __init__(self, settings: Settings, artifacts: ArtifactStore) -> None:
+    def __init__(self, settings: Settings, artifacts: ArtifactStore, ledger: Ledger | None = None) -> None:
         self.settings = settings
         self.artifacts = artifacts
+        self.ledger = ledger
         self._client: openai.AsyncOpenAI | None = None
 
     def client(self) -> openai.AsyncOpenAI:
@@ -38,6 +40,18 @@ class ModelActivities:
 
     @activity.defn(name="model.call")
     async def call(self, req: ModelRequest) -> ModelReply:
+        """One model turn. A reply that arrived but whose completion was lost (worker crash) is
+        in the ledger under the call's key: the retry returns it instead of paying twice."""
+        if self.ledger is not None:
+            entry = self.ledger.begin(req.key)
+            if entry is not None and entry.status == EntryStatus.COMPLETED:
+                return ModelReply.model_validate(entry.result)
+        reply = await self._call(req)
+        if self.ledger is not None:
+            self.ledger.complete(req.key, reply.model_dump(mode="json"))
+        return reply
+
+    async def _call(self, req: ModelRequest) -> ModelReply:
         transcript = self._transcript(req)
         if req.settings.provider == "scripted":
             assert req.settings.script_ref is not None, "scripted provider without a script"
@@ -52,7 +66,14 @@ class ModelActivities:
 
     def _transcript(self, req: ModelRequest) -> list[Message]:
         earlier = get_json(self.artifacts, req.transcript_ref) if req.transcript_ref else []
-        return [Message.model_validate(m) for m in earlier] + list(req.new_messages)
+        return [Message.model_validate(m) for m in earlier] + [self._inline(m) for m in req.new_messages]
+
+    def _inline(self, message: Message) -> Message:
+        """A long tool output travels through history as a reference; the model sees all of it."""
+        if message.content_ref is None:
+            return message
+        full = self.artifacts.get(message.content_ref).decode(errors="replace")
+        return message.model_copy(update={"content": full, "content_ref": None})
 
     async def _openai(self, req: ModelRequest, transcript: list[Message]):
         settings = req.settings

@@ -24,6 +24,8 @@ from ratchet.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutp
 
 INVALID_ARGUMENTS = "InvalidArguments"
 OUTCOME_UNKNOWN = "OutcomeUnknown"
+INLINE_OUTPUT_CHARS = 8 * 1024
+PREVIEW_CHARS = 2 * 1024
 
 
 class ToolActivities:
@@ -64,6 +66,9 @@ class ToolActivities:
         return activity.defn(name=f"undo.{tool.name}")(run_undo)
 
     async def execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
+        return offload(await self._execute(tool, inv), self.artifacts)
+
+    async def _execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
         try:
             args = tool.args_model.model_validate(inv.arguments)
         except ValidationError as exc:
@@ -149,6 +154,15 @@ class ToolActivities:
 
 def _result(tool: Tool, out: ToolOutput) -> ToolResult:
     return ToolResult(ok=True, output=out.output, undo=out.undo)
+
+
+def offload(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:
+    """Outputs over INLINE_OUTPUT_CHARS go to the artifact store; history keeps a preview + ref."""
+    if len(result.output) <= INLINE_OUTPUT_CHARS:
+        return result
+    ref = artifacts.put(result.output.encode(), "text/plain")
+    preview = result.output[:PREVIEW_CHARS] + f"\n... ({len(result.output)} characters; full output in artifact {ref.digest[:12]})"
+    return result.model_copy(update={"output": preview, "output_ref": ref})
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:

@@ -236,6 +236,8 @@ class Message(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     tool_call_id: str | None = None
+    content_ref: ArtifactRef | None = None
+    """Full content in the artifact store when `content` is a shortened preview."""
 
 
 class Usage(BaseModel):

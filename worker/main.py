@@ -62,9 +62,10 @@ class Activities:
     ) -> None:
         artifacts = DirectoryArtifactStore(settings.artifact_dir)
         tools = tools or default_registry
-        self.model = ModelActivities(settings, artifacts)
+        ledger = SqliteLedger(settings.ledger_path)
+        self.model = ModelActivities(settings, artifacts, ledger)
         self.preparer = RunPreparer(settings, profiles or default_profiles, tools, artifacts)
-        self.tools = ToolActivities(tools, settings.workspace_root, artifacts, SqliteLedger(settings.ledger_path), settings)
+        self.tools = ToolActivities(tools, settings.workspace_root, artifacts, ledger, settings)
         self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client)
 
     def all(self) -> list[Callable]:

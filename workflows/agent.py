@@ -182,7 +182,9 @@ class AgentWorkflow:
             if isinstance(outcome, BaseException):
                 raise outcome
         for call, result in zip(calls, outcomes):
-            state.messages.append(Message(role="tool", tool_call_id=call.id, content=_tool_message(result)))
+            state.messages.append(
+                Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
+            )
         if state.bad_tool_calls > plan.max_bad_tool_calls:
             raise RunFailed(
                 f"the model made {state.bad_tool_calls} invalid tool calls "
