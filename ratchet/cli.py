@@ -7,6 +7,7 @@ import json
 import sys
 
 from ratchet.process import exit_now
+from ratchet.replay import add_arguments as replay_arguments
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -40,6 +41,12 @@ def _codec_server(args: argparse.Namespace) -> int:
     return codec_server_main(args)
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from ratchet.replay import main as replay_main
+
+    return replay_main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
     sub = root.add_subparsers(dest="command", required=True)
@@ -51,6 +58,12 @@ def parser() -> argparse.ArgumentParser:
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
     codec.set_defaults(fn=_codec_server)
+    replay = sub.add_parser("replay", help="replay histories against today's workflow code (the deploy gate)")
+    replay_arguments(replay)
+    replay.set_defaults(fn=_replay)
+    from ratchet.run_commands import register as register_run_commands
+
+    register_run_commands(sub)
     return root
 
 
