@@ -29,5 +29,9 @@ test: install compose-tool
 worker: install
 	$(PY) -m worker
 
+# Re-record tests/histories/*.json (the replay corpus) after an intended workflow change.
+histories: install
+	$(PY) -m ratchet.record_histories
+
 clean:
 	rm -rf .ratchet

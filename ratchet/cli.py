@@ -7,7 +7,6 @@ import json
 import sys
 
 from ratchet.process import exit_now
-from ratchet.replay import add_arguments as replay_arguments
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -58,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
     codec.set_defaults(fn=_codec_server)
+    from ratchet.replay import add_arguments as replay_arguments
+
     replay = sub.add_parser("replay", help="replay histories against today's workflow code (the deploy gate)")
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)

@@ -1,0 +1,185 @@
+"""The replay deploy gate: the committed corpus replays against today's AgentWorkflow, a changed
+workflow is caught and located in agent terms, and `ratchet replay` exits as CI needs.
+
+Re-record the corpus after an intended change of workflow logic with `make histories`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import RawValue
+
+from ratchet.contracts import AgentResult, Phase
+from ratchet.converter import data_converter
+from ratchet.history_scenarios import SCENARIOS, workflow_id
+from ratchet.replay import ERROR, NONDETERMINISTIC, OK, exit_code, replay_paths, table
+from tests.runs import scripted, start
+from worker.main import build_worker
+from workflows.agent import AgentWorkflow
+
+ROOT = Path(__file__).resolve().parent.parent
+HISTORIES = ROOT / "tests" / "histories"
+CORPUS = sorted(HISTORIES.glob("*.json"))
+
+
+# Unsandboxed: the sandbox would re-import this test module, and replay needs no sandbox to
+# compare commands with the history.
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class AuditedAgentWorkflow(AgentWorkflow):
+    """Today's workflow plus an activity before anything else: a change that needs a patch."""
+
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
+        await workflow.execute_activity("audit.record", "start", start_to_close_timeout=timedelta(seconds=5))
+        return await super().run(raw)
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class ModeratedAgentWorkflow(AgentWorkflow):
+    """Today's workflow plus an activity before every model call after the first."""
+
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
+        return await super().run(raw)
+
+    async def _think(self, state, plan):  # noqa: ANN001  (AgentWorkflow's own signature)
+        if state.step >= 2:
+            await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
+        return await super()._think(state, plan)
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class PatchedModeratedAgentWorkflow(AgentWorkflow):
+    """The same change behind workflow.patched(): old runs keep the old path (docs/REPLAY.md)."""
+
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
+        return await super().run(raw)
+
+    async def _think(self, state, plan):  # noqa: ANN001
+        if state.step >= 2 and workflow.patched("moderate-model-calls"):
+            await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
+        return await super()._think(state, plan)
+
+
+SCRIPT = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
+
+
+def quiet(line: str) -> None:
+    pass
+
+
+def test_every_scenario_has_a_recorded_history():
+    assert {p.stem for p in CORPUS} >= set(SCENARIOS), "run `make histories` to record the new scenarios"
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+async def test_committed_history_replays(path: Path):
+    [outcome] = await replay_paths([path], progress=quiet)
+    assert outcome.result == OK, (
+        f"{path.name}: {outcome.result} at {outcome.divergence}: {outcome.detail}\n"
+        "an intended change of workflow logic needs workflow.patched() (docs/REPLAY.md), then `make histories`"
+    )
+
+
+async def test_an_extra_activity_at_the_start_is_nondeterministic_everywhere():
+    outcomes = await replay_paths([HISTORIES], workflows=[AuditedAgentWorkflow], progress=quiet)
+    assert [o.result for o in outcomes] == [NONDETERMINISTIC] * len(CORPUS), table(outcomes)
+    by_id = {o.workflow_id: o for o in outcomes}
+    assert by_id[workflow_id("plain-run")].divergence == "before step 1, run.prepare"
+    assert "workflow_execution_failed" in by_id[workflow_id("invalid-input")].divergence
+    assert exit_code(outcomes) == 1
+
+
+async def test_an_extra_activity_before_later_model_calls_is_located_at_step_2():
+    assert hasattr(AgentWorkflow, "_think"), "ModeratedAgentWorkflow overrides AgentWorkflow._think"
+    outcomes = await replay_paths([HISTORIES], workflows=[ModeratedAgentWorkflow], progress=quiet)
+    by_id = {o.workflow_id: o for o in outcomes}
+    for single_step in ("invalid-input", "model-401"):  # no second model call to diverge at
+        assert by_id.pop(workflow_id(single_step)).result == OK, table(outcomes)
+    for outcome in by_id.values():
+        assert (outcome.result, outcome.divergence) == (NONDETERMINISTIC, "step 2, model call"), table(outcomes)
+        assert "model.moderate" in outcome.detail
+    assert exit_code(outcomes) == 1
+
+
+async def test_the_same_change_behind_a_patch_replays_clean():
+    outcomes = await replay_paths([HISTORIES], workflows=[PatchedModeratedAgentWorkflow], progress=quiet)
+    assert {o.result for o in outcomes} == {OK}, table(outcomes)
+
+
+async def ratchet_replay(*args: str, address: str = "127.0.0.1:1", **extra_env: str) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODEC_KEYS"}
+    env.update(TEMPORAL_ADDRESS=address, **extra_env)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli", "replay", *args, cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode, out.decode()
+
+
+async def visible(client: Client, query: str, count: int) -> None:
+    for _ in range(50):  # visibility is eventually consistent
+        if (await client.count_workflows(query)).count == count:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def test_replay_server_finds_and_replays_the_runs(client, dev_server, settings, worker):
+    handles = [await start(client, settings, scripted("probe", SCRIPT)) for _ in range(2)]
+    for handle in handles:
+        assert (await handle.result()).phase == Phase.DONE
+    for handle in handles:
+        for e in (await handle.fetch_history()).events:
+            print(handle.id, e.event_id, e.event_time.ToDatetime().time(), e.event_type)
+    query = f'TaskQueue="{settings.task_queue}"'
+    await visible(client, query, 2)
+    code, out = await ratchet_replay("--server", "--query", query, "--limit", "10", address=dev_server.address)
+    assert code == 0, out
+    for handle in handles:
+        assert any(line.startswith(handle.id) and f" {OK}" in line for line in out.splitlines()), out
+
+
+async def test_replay_reports_a_garbage_file_as_an_error(tmp_path: Path):
+    (tmp_path / "garbage.json").write_text("{not a history")
+    (tmp_path / "no-events.json").write_text(json.dumps({"events": []}))
+    (tmp_path / "good.json").write_bytes(CORPUS[0].read_bytes())
+    code, out = await ratchet_replay(str(tmp_path))
+    assert code == 2, out
+    rows = [line.split() for line in out.splitlines() if line and not line.startswith(("[", "replaying"))]
+    assert [row[2] for row in rows[1:]] == [ERROR, OK, ERROR], out
+    assert "is not a JSON history" in out
+
+
+async def test_replay_reports_an_unreachable_server_as_an_error():
+    code, out = await ratchet_replay("--server")
+    assert code == 2, out
+    assert ERROR in out and "server" in out
+
+
+async def test_encrypted_runs_replay_with_the_workers_keys_and_are_an_error_without(client, dev_server, settings):
+    keys = "k1:" + base64.b64encode(os.urandom(32)).decode()
+    keyed = settings.model_copy(update={"codec_keys": SecretStr(keys)})
+    encrypting = await Client.connect(dev_server.address, data_converter=data_converter(keyed))
+    async with build_worker(encrypting, keyed):
+        handle = await start(encrypting, keyed, scripted("probe", SCRIPT))
+        assert (await handle.result()).phase == Phase.DONE
+    query = f'WorkflowId="{handle.id}"'
+    await visible(client, query, 1)
+    code, out = await ratchet_replay("--server", "--query", query, address=dev_server.address, RATCHET_CODEC_KEYS=keys)
+    assert code == 0, out
+    code, out = await ratchet_replay("--server", "--query", query, address=dev_server.address)
+    assert code == 2, out
+    assert "binary/encrypted" in out and "set RATCHET_CODEC_KEYS" in out
