@@ -52,6 +52,11 @@ class RunPreparer:
             verifier=profile.verifier,
             revert_on_failed_verification=profile.revert_on_failed_verification,
             allow_irreversible=list(profile.allow_irreversible),
+            approval_rules=list(profile.approval_rules),
+            approval_timeout_s=profile.approval_timeout_s,
+            on_approval_timeout=profile.on_approval_timeout,
+            continue_as_new_events=profile.continue_as_new_events,
+            search_attributes=self.settings.search_attributes,
         )
 
     def _model_settings(self, profile: AgentProfile, req: PrepareRun) -> ModelSettings:

@@ -47,7 +47,7 @@ class ToolActivities:
         (raising here simulates a worker that died with its completion unreported)."""
 
     def activities(self) -> list[Callable]:
-        acts = [self._activity_for(tool) for tool in self.registry.tools.values()]
+        acts = [self._activity_for(tool) for tool in self.registry.tools.values() if tool.kind == "activity"]
         acts += [self._undo_activity_for(tool) for tool in self.registry.tools.values() if tool.undo]
         return acts
 
@@ -149,6 +149,8 @@ class ToolActivities:
             artifacts=self.artifacts,
             record_undo=lambda undo: self.ledger.set_undo(key, undo),
             settings=self.settings,
+            heartbeat=activity.heartbeat,
+            resume_from=(activity.info().heartbeat_details or [None])[0],
         )
 
 

@@ -25,6 +25,8 @@ class Phase(StrEnum):
     STARTING = "STARTING"
     THINKING = "THINKING"
     ACTING = "ACTING"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    PAUSED = "PAUSED"
     ROLLING_BACK = "ROLLING_BACK"
     DONE = "DONE"
     FAILED = "FAILED"
@@ -179,10 +181,22 @@ class ModelSettings(BaseModel):
     script_ref: ArtifactRef | None = None
 
 
+class ApprovalRule(BaseModel):
+    """Ask a person before `tool` runs when argument `argument` matches regex `pattern`
+    (no argument: always)."""
+
+    tool: str
+    argument: str | None = None
+    pattern: str = ".*"
+
+
 class ToolSpec(BaseModel):
     """What the workflow needs to know about a tool; the JSON schema goes to the artifact store."""
 
     name: str
+    kind: Literal["activity", "timer"] = "activity"
+    """`timer` tools (wait) run in the workflow as durable timers, not as activities."""
+    heartbeat_s: float | None = None
     effect: EffectClass = EffectClass.READ_ONLY
     timeout_s: float = 60.0
     max_attempts: int = 5
@@ -212,7 +226,11 @@ class RunPlan(BaseModel):
     verifier: Verifier | None = None
     revert_on_failed_verification: bool = False
     allow_irreversible: list[str] = Field(default_factory=list)
-    fork: Checkpoint | None = None
+    approval_rules: list[ApprovalRule] = Field(default_factory=list)
+    approval_timeout_s: float | None = None
+    on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
+    continue_as_new_events: int = 10_000
+    search_attributes: bool = True
 
 
 class PrepareRun(BaseModel):
@@ -413,6 +431,44 @@ class RollbackPlanItem(BaseModel):
     action: Literal["undo", "irreversible", "already_undone"]
 
 
+# --- approvals, messages, paging -------------------------------------------------------------
+
+
+class PendingApproval(BaseModel):
+    call_id: str
+    tool: str
+    step: int
+    arguments: dict[str, Any]
+    requested_at: str
+    reason: str
+
+
+class Decision(BaseModel):
+    approved: bool
+    reason: str = ""
+    by: str = "person"
+
+
+class ApproveRequest(Strict):
+    call_id: str = Field(min_length=1, max_length=200)
+
+
+class RejectRequest(Strict):
+    call_id: str = Field(min_length=1, max_length=200)
+    reason: str = Field("rejected", max_length=10_000)
+
+
+class TranscriptPage(Strict):
+    offset: int = Field(0, ge=0)
+    limit: int = Field(50, ge=1, le=1000)
+
+
+class Transcript(BaseModel):
+    total: int
+    offset: int
+    messages: list[Message]
+
+
 # --- state and result ------------------------------------------------------------------------
 
 
@@ -440,9 +496,22 @@ class AgentState(BaseModel):
     checkpoints: list[Checkpoint] = Field(default_factory=list)
     rollbacks: list[RollbackReport] = Field(default_factory=list)
     used: BudgetUsed = Field(default_factory=BudgetUsed)
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    decisions: dict[str, Decision] = Field(default_factory=dict)
+    inbox: list[str] = Field(default_factory=list)
+    """Messages sent by signal, added to the conversation at the next step boundary."""
+    paused: bool = False
+    continued: int = 0
+    """How many times this run has continued as new."""
     bad_tool_calls: int = 0
     answer: str | None = None
     last_error: str | None = None
+
+
+class Continuation(BaseModel):
+    """The input of a run that continues as new: the whole state, same workflow id and keys."""
+
+    continuation: AgentState
 
 
 class AgentResult(BaseModel):

@@ -1,20 +1,49 @@
 """The data converter every Ratchet client and worker uses.
 
-pydantic JSON for values. With RATCHET_CODEC_KEYS set, payloads are also encrypted
-(ratchet/codec.py) and failures carry their message and stack trace inside an encrypted payload
-(`encode_common_attributes`), so error text that quotes a prompt or a file never reaches the
-server in clear. Workers and clients of one namespace must use the same keys.
+pydantic JSON for values. Then two optional codecs, in this order on the way out:
+
+1. encryption (RATCHET_CODEC_KEYS, ratchet/codec.py): payloads are encrypted, and failures carry
+   their message and stack trace inside an encrypted payload (`encode_common_attributes`), so
+   error text that quotes a prompt or a file never reaches the server in clear;
+2. claim check (RATCHET_CLAIM_CHECK_BYTES, on by default, ratchet/claim_check.py): payloads still
+   over the threshold go to the artifact store and history keeps a reference.
+
+Encrypting first means the artifact store only ever holds what history would have held:
+ciphertext when keys are set. Decoding runs the chain backwards. Workers and clients of one
+namespace must use the same keys and reach the same artifact store.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
+from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
+from ratchet.claim_check import ClaimCheckCodec
 from ratchet.codec import EncryptionCodec
 from ratchet.settings import Settings
+
+
+class CodecChain(PayloadCodec):
+    """Several codecs as one: encode in the given order, decode in reverse."""
+
+    def __init__(self, codecs: Sequence[PayloadCodec]) -> None:
+        self.codecs = list(codecs)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = list(payloads)
+        for codec in self.codecs:
+            out = await codec.encode(out)
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = list(payloads)
+        for codec in reversed(self.codecs):
+            out = await codec.decode(out)
+        return out
 
 
 def payload_codec(settings: Settings) -> EncryptionCodec | None:
@@ -24,12 +53,26 @@ def payload_codec(settings: Settings) -> EncryptionCodec | None:
     return EncryptionCodec.from_spec(settings.codec_keys.get_secret_value())
 
 
+def claim_check_codec(settings: Settings) -> ClaimCheckCodec | None:
+    """The claim check for RATCHET_CLAIM_CHECK_BYTES over RATCHET_ARTIFACT_DIR, or None when off."""
+    if settings.claim_check_bytes == 0:
+        return None
+    from ratchet.artifacts import DirectoryArtifactStore
+
+    artifact_dir = settings.artifact_dir
+    return ClaimCheckCodec(lambda: DirectoryArtifactStore(artifact_dir), settings.claim_check_bytes)
+
+
 def data_converter(settings: Settings) -> DataConverter:
-    codec = payload_codec(settings)
-    if codec is None:
+    encryption = payload_codec(settings)
+    codecs = [c for c in (encryption, claim_check_codec(settings)) if c is not None]
+    if not codecs:
         return pydantic_data_converter
-    return dataclasses.replace(
-        pydantic_data_converter,
-        payload_codec=codec,
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    converter = dataclasses.replace(
+        pydantic_data_converter, payload_codec=codecs[0] if len(codecs) == 1 else CodecChain(codecs)
     )
+    if encryption is not None:
+        converter = dataclasses.replace(
+            converter, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
+        )
+    return converter

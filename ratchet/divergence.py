@@ -7,7 +7,7 @@ task starts, and find the first workflow task whose commands today's code no lon
 (bisection, a few replays). That task's `ActivityTaskScheduled` events name the activity type
 (`model.call`, `tool.<name>`) and carry the input, whose `step` field (ModelRequest,
 ToolInvocation) is the agent step; `user_metadata.summary` ("step 4: tool write_file a.py") is
-the fallback. The local activity `run.prepare` is a `MarkerRecorded` event.
+the fallback. `run.prepare` (before step 1) was a local activity (`MarkerRecorded`) in older histories.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ Decode = Callable[[Payload], Awaitable[Any]]
 
 _QUOTED_TYPE = re.compile(r"scheduled event '([^']+)'")
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
+_PATCH_MARKER, _PATCH_DATA = "core_patch", "patch-data"
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,14 @@ async def locate(events: Sequence[HistoryEvent], message: str, fails: Probe, dec
         else:
             lo = mid + 1
     quoted = _QUOTED_TYPE.search(message)
-    activities = await agent_activities(events, decode or plain_json)
-    return _describe_task(events, activities, starts, lo - 1, quoted.group(1) if quoted else None)
+    decode = decode or plain_json
+    activities = await agent_activities(events, decode)
+    return await _describe_task(events, activities, starts, lo - 1, quoted.group(1) if quoted else None, decode)
 
 
-def _describe_task(
-    events: Sequence[HistoryEvent], activities: list[Activity], starts: list[int], task: int, wanted: str | None
+async def _describe_task(
+    events: Sequence[HistoryEvent], activities: list[Activity], starts: list[int], task: int, wanted: str | None,
+    decode: Decode,
 ) -> str:
     first = starts[task] if 0 <= task < len(starts) else 0
     end = starts[task + 1] if 0 <= task + 1 < len(starts) else float("inf")
@@ -66,7 +69,7 @@ def _describe_task(
     if chosen:
         return chosen[0].label
     before = [a for a in activities if a.event_id < end]
-    where = _first_command(events, first)
+    where = await _first_command(events, first, decode)
     return f"after {before[-1].label}, at {where}" if before else f"at {where}"
 
 
@@ -107,7 +110,9 @@ async def _scheduled(event: HistoryEvent, decode: Decode, last_step: int) -> tup
     if isinstance(step, int):
         return Activity(event.event_id, activity_type, describe_activity(activity_type, step)), step
     label = describe_activity(activity_type, None)
-    if event.user_metadata.HasField("summary"):
+    if activity_type == "run.prepare":
+        label = "before step 1, run.prepare"
+    elif event.user_metadata.HasField("summary"):
         summary = await decode(event.user_metadata.summary)
         label = summary.replace(":", ",", 1) if isinstance(summary, str) and summary else label
     return Activity(event.event_id, activity_type, label), last_step
@@ -131,7 +136,7 @@ async def plain_json(payload: Payload) -> Any:
         return None
 
 
-def _first_command(events: Sequence[HistoryEvent], task_started: int) -> str:
+async def _first_command(events: Sequence[HistoryEvent], task_started: int, decode: Decode) -> str:
     """The event right after the task's WorkflowTaskCompleted: its first command, e.g. the run's end."""
     completed = next(
         (e.event_id for e in events
@@ -141,4 +146,16 @@ def _first_command(events: Sequence[HistoryEvent], task_started: int) -> str:
     after = next((e for e in events if completed is not None and e.event_id == completed + 1), None)
     if after is None:
         return "the end of the history"
-    return EventType.Name(after.event_type).removeprefix("EVENT_TYPE_").lower() + f" (event {after.event_id})"
+    patch = await _patch_id(after, decode)
+    what = f"patch {patch!r}" if patch else EventType.Name(after.event_type).removeprefix("EVENT_TYPE_").lower()
+    return f"{what} (event {after.event_id})"
+
+
+async def _patch_id(event: HistoryEvent, decode: Decode) -> str | None:
+    """The id of a `workflow.patched()` marker."""
+    attrs = event.marker_recorded_event_attributes
+    if attrs.marker_name != _PATCH_MARKER or _PATCH_DATA not in attrs.details:
+        return None
+    payloads = attrs.details[_PATCH_DATA].payloads
+    data = await decode(payloads[0]) if payloads else None
+    return str(data.get("id")) if isinstance(data, dict) else None

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ratchet.contracts import Budget, FailurePolicy, Verifier
+from typing import Literal
+
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
 
 
 @dataclass
@@ -27,6 +29,12 @@ class AgentProfile:
     """Undo a step's effects when its verification fails (the ratchet: only verified work stays)."""
     allow_irreversible: list[str] = field(default_factory=list)
     """Irreversible tools this profile may use without approval."""
+    approval_rules: list[ApprovalRule] = field(default_factory=list)
+    """Tools (or tool arguments matching a pattern) that wait for a person's approval."""
+    approval_timeout_s: float | None = None
+    on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
+    continue_as_new_events: int = 10_000
+    """Continue as new at a step boundary once history has this many events (or Temporal suggests it)."""
 
 
 @dataclass

@@ -7,7 +7,8 @@ Starts a private dev server, a local OpenAI-compatible server and an in-process 
 (max_cached_workflows=0, the probe tools of tests/plugins/probe.py), runs the scenarios of
 ratchet/history_scenarios.py one by one, and writes each history exactly as
 `temporal workflow show --output json` exports it: what `ratchet replay` and
-tests/test_replay.py read. Payloads are never encrypted here (RATCHET_CODEC_KEYS is ignored).
+tests/test_replay.py read. Payloads are never encrypted or claim-checked here (RATCHET_CODEC_KEYS
+and RATCHET_CLAIM_CHECK_BYTES are ignored), so the files replay anywhere, on their own.
 
 What differs between two recordings of unchanged code, legitimately:
 - event times, and the times inside local-activity markers (`run.prepare`'s `complete_time`);
@@ -65,7 +66,7 @@ def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
         temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=0,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
         openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
-        plugins="tests.plugins.probe", codec_keys=None,
+        plugins="tests.plugins.probe", codec_keys=None, claim_check_bytes=0,
     )
 
 

@@ -2,8 +2,9 @@
 
 Histories come from JSON files as `temporal workflow show --output json` exports them (the
 SDK's `WorkflowHistory.to_json` form loads too) or from a server's visibility query. Replay uses
-the worker's data converter (ratchet/converter.py), so RATCHET_CODEC_KEYS must match the
-worker's. A failing history is then bisected to the agent step where it diverges.
+the worker's data converter (ratchet/converter.py); every payload is decoded first, so missing
+keys (RATCHET_CODEC_KEYS) or claim-check blobs (RATCHET_ARTIFACT_DIR) are an ERROR, not a false
+divergence. A failing history is then bisected to the agent step where it diverges.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Replayer
-from temporalio.workflow import NondeterminismError
+from temporalio.workflow import NondeterminismError, _Definition
 
 from ratchet.divergence import locate
 from ratchet.replay import ERROR, FAILED, NONDETERMINISTIC, OK, Outcome, Progress
@@ -84,22 +86,25 @@ async def replay(
     progress: Progress | None = None,
 ) -> list[Outcome]:
     """A verdict per loaded history, in order; loading errors pass through."""
-    replayer = Replayer(
-        workflows=list(workflows or _default_workflows()), data_converter=converter, runtime=_quiet_runtime()
-    )
-    loaded = [item for item in items if isinstance(item, Loaded)]
-    verdicts: dict[int, Outcome] = {}
-    for n, item in enumerate(loaded, 1):
-        verdicts[id(item)] = outcome = await _replay_one(replayer, converter, item)
-        if progress:
-            progress(f"[{n}/{len(loaded)}] {outcome.workflow_id}: {_short(outcome)}")
-    return [verdicts[id(item)] if isinstance(item, Loaded) else item for item in items]
+    workflows = list(workflows or _default_workflows())
+    replayer = Replayer(workflows=workflows, data_converter=converter, runtime=_quiet_runtime())
+    names = {_Definition.must_from_class(w).name for w in workflows}  # the SDK's reading of @workflow.defn
+    total = sum(isinstance(item, Loaded) for item in items)
+    outcomes: list[Outcome] = []
+    done = 0
+    for item in items:
+        if isinstance(item, Loaded):
+            item = await _replay_one(replayer, converter, names, item)
+            done += 1
+            if progress:
+                progress(f"[{done}/{total}] {item.workflow_id}: {_short(item)}")
+        outcomes.append(item)
+    return outcomes
 
 
-async def _replay_one(replayer: Replayer, converter: DataConverter, item: Loaded) -> Outcome:
-    events = item.history.events
-    outcome = Outcome(item.history.workflow_id, item.source, events=len(events))
-    problem = await _undecodable_input(converter, item.history)
+async def _replay_one(replayer: Replayer, converter: DataConverter, names: set[str], item: Loaded) -> Outcome:
+    outcome = Outcome(item.history.workflow_id, item.source, events=len(item.history.events))
+    problem = _foreign(item.history, names) or await _undecodable_input(converter, item.history)
     if problem:
         outcome.result, outcome.detail = ERROR, problem
         return outcome
@@ -108,9 +113,13 @@ async def _replay_one(replayer: Replayer, converter: DataConverter, item: Loaded
         return outcome
     outcome.result = NONDETERMINISTIC if isinstance(failure, NondeterminismError) else FAILED
     outcome.detail = _reason(failure)
+    outcome.divergence = await _locate(replayer, converter, item.history, failure)
+    return outcome
 
+
+async def _locate(replayer: Replayer, converter: DataConverter, history: WorkflowHistory, failure: Exception) -> str:
     async def fails(prefix: Sequence[HistoryEvent]) -> bool:
-        return await _failure(replayer, WorkflowHistory(item.history.workflow_id, prefix)) is not None
+        return await _failure(replayer, WorkflowHistory(history.workflow_id, prefix)) is not None
 
     async def decode(payload: Payload) -> Any:
         try:
@@ -118,19 +127,42 @@ async def _replay_one(replayer: Replayer, converter: DataConverter, item: Loaded
         except Exception:  # an undecodable payload only costs the label its step
             return None
 
-    outcome.divergence = await locate(events, str(failure), fails, decode)
-    return outcome
+    return await locate(history.events, str(failure), fails, decode)
+
+
+def _foreign(history: WorkflowHistory, names: set[str]) -> str | None:
+    name = history.events[0].workflow_execution_started_event_attributes.workflow_type.name
+    return None if name in names else f"workflow type {name!r} is not replayed here (only {', '.join(sorted(names))})"
 
 
 async def _undecodable_input(converter: DataConverter, history: WorkflowHistory) -> str | None:
-    """Encrypted payloads without the keys would replay as a bogus divergence: say so instead."""
-    payloads = history.events[0].workflow_execution_started_event_attributes.input.payloads
+    """A history this process cannot decode (encrypted without the keys, claim checks without the
+    artifact store) would replay as a bogus divergence: an ERROR that says why instead."""
+    payloads = [p for event in history.events for p in _payloads(event)]
     try:
-        await converter.decode(list(payloads))
+        if converter.payload_codec is not None:
+            await converter.payload_codec.decode(payloads)
+        await converter.decode(list(history.events[0].workflow_execution_started_event_attributes.input.payloads))
     except Exception as exc:
-        hint = "" if converter.payload_codec else "; set RATCHET_CODEC_KEYS as on the worker"
-        return f"cannot decode the run's input: {_one_line(str(exc))}{hint}"
+        return (f"cannot decode the history: {_one_line(str(exc))} "
+                "(replay needs the worker's RATCHET_CODEC_KEYS and RATCHET_ARTIFACT_DIR)")
     return None
+
+
+def _payloads(message: Message) -> list[Payload]:
+    """Every Payload inside a protobuf message (inputs, results, markers, failure attributes)."""
+    if isinstance(message, Payload):
+        return [message]
+    found: list[Payload] = []
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if isinstance(value, Message):
+            value = [value]
+        elif hasattr(value, "values"):  # a map field
+            value = value.values()
+        found.extend(p for item in value if isinstance(item, Message) for p in _payloads(item))
+    return found
 
 
 async def _failure(replayer: Replayer, history: WorkflowHistory) -> Exception | None:
@@ -155,7 +187,7 @@ def _reason(failure: Exception) -> str:
     """Core's message out of its `Failure { failure: Some(Failure { message: "..." ...` dump."""
     text = str(failure)
     found = _CORE_MESSAGE.search(text)
-    return _one_line(found.group(1).encode().decode("unicode_escape") if found else text)
+    return _one_line(found.group(1).replace('\\"', '"') if found else text)
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -41,6 +42,51 @@ class Settings(BaseSettings):
     max_cached_workflows: int = Field(
         1000, ge=0, le=100_000, validation_alias=_env("RATCHET_MAX_CACHED_WORKFLOWS")
     )
+    max_concurrent_workflow_tasks: int = Field(
+        100, ge=2, le=10_000, validation_alias=_env("RATCHET_MAX_CONCURRENT_WORKFLOW_TASKS")
+    )
+    shutdown_grace_s: float = Field(
+        30.0,
+        ge=0,
+        le=24 * 3600,
+        validation_alias=_env("RATCHET_SHUTDOWN_GRACE_S"),
+        description="On SIGTERM, how long running activities may take to finish before they are cancelled.",
+    )
+
+    # --- operations: payload size, metrics, logs, tracing (docs/OPERATIONS.md) ---
+    claim_check_bytes: int = Field(
+        256 * 1024,
+        ge=0,
+        le=2 * 1024 * 1024,
+        validation_alias=_env("RATCHET_CLAIM_CHECK_BYTES"),
+        description="Payloads larger than this go to the artifact store and history keeps a reference; "
+        "0 turns the claim check off. At most 2 MiB, Temporal's own payload limit.",
+    )
+    metrics_port: int | None = Field(
+        None, ge=1, le=65_535, validation_alias=_env("RATCHET_METRICS_PORT"),
+        description="Serve Prometheus metrics on http://HOST:PORT/metrics (worker only); unset: off.",
+    )
+    metrics_host: str = Field("0.0.0.0", min_length=1, validation_alias=_env("RATCHET_METRICS_HOST"))
+    log_format: Literal["text", "json"] = Field("text", validation_alias=_env("RATCHET_LOG_FORMAT"))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", validation_alias=_env("RATCHET_LOG_LEVEL")
+    )
+    otel: bool = Field(
+        False,
+        validation_alias=_env("RATCHET_OTEL"),
+        description="OpenTelemetry tracing of workflows and activities (needs the [otel] extra); "
+        "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME as the OpenTelemetry SDK reads them.",
+    )
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     plugins: str = Field(
         "",
@@ -76,6 +122,11 @@ class Settings(BaseSettings):
             parse_keys(value.get_secret_value())
         return value
 
+    search_attributes: bool = Field(
+        True,
+        validation_alias=_env("RATCHET_SEARCH_ATTRIBUTES"),
+        description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval; they must be registered on the namespace.",
+    )
     tracker_path: Path = Field(
         Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH")
     )

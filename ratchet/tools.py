@@ -50,6 +50,10 @@ class ToolContext:
     record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
     """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works."""
     settings: Any = None
+    heartbeat: Callable[..., None] = lambda *details: None
+    """Report progress (long tools); the details come back in `resume_from` after a retry."""
+    resume_from: Any = None
+    """Details of the last heartbeat of an earlier attempt, or None."""
 
 
 @dataclass
@@ -73,6 +77,9 @@ class Tool:
     timeout_s: float = 60.0
     max_attempts: int = 5
     idempotent: bool = False
+    kind: str = "activity"
+    heartbeat_s: float | None = None
+    """Long tools: heartbeat timeout; call ctx.heartbeat(progress) well within it."""
     undo: ToolFn | None = None
     reconcile: ToolFn | None = None
     """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
@@ -85,6 +92,8 @@ class Tool:
             max_attempts=self.max_attempts,
             idempotent=self.idempotent,
             has_undo=self.undo is not None,
+            kind=self.kind,
+            heartbeat_s=self.heartbeat_s,
         )
 
     def openai_schema(self) -> dict[str, Any]:
@@ -135,6 +144,8 @@ class ToolRegistry:
         timeout_s: float = 60.0,
         max_attempts: int = 5,
         idempotent: bool = False,
+        kind: str = "activity",
+        heartbeat_s: float | None = None,
     ) -> Callable[[ToolFn], ToolFn]:
         """Decorator: register `fn(ctx, args: SomeModel)`; the description is its docstring."""
 
@@ -149,6 +160,8 @@ class ToolRegistry:
                     timeout_s=timeout_s,
                     max_attempts=max_attempts,
                     idempotent=idempotent,
+                    kind=kind,
+                    heartbeat_s=heartbeat_s,
                 )
             )
             return fn

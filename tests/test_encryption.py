@@ -14,7 +14,6 @@ import pytest
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from ratchet.codec import KEY_ID, CodecKeyError, EncryptionCodec
 from ratchet.codec_server import CodecServer
@@ -71,7 +70,7 @@ def test_bad_keys_fail_naming_the_variable(monkeypatch):
     monkeypatch.setenv("RATCHET_CODEC_KEYS", spec(k1=new_key()))
     assert payload_codec(load_settings()).key_ids == ["k1"]
     monkeypatch.delenv("RATCHET_CODEC_KEYS")
-    assert data_converter(Settings()) is pydantic_data_converter  # encryption off by default
+    assert payload_codec(Settings()) is None  # encryption off by default (the claim check is on)
 
 
 # ---- a run on the dev server ---------------------------------------------------------------

@@ -6,6 +6,8 @@ Re-record the corpus after an intended change of workflow logic with `make histo
 
 from __future__ import annotations
 
+import base64
+
 import asyncio
 import base64
 import json
@@ -23,7 +25,7 @@ from temporalio.common import RawValue
 from ratchet.contracts import AgentResult, Phase
 from ratchet.converter import data_converter
 from ratchet.history_scenarios import SCENARIOS, workflow_id
-from ratchet.replay import ERROR, NONDETERMINISTIC, OK, exit_code, replay_paths, table
+from ratchet.replay import ERROR, FAILED, NONDETERMINISTIC, OK, exit_code, replay_paths, table
 from tests.runs import scripted, start
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow
@@ -73,6 +75,20 @@ class PatchedModeratedAgentWorkflow(AgentWorkflow):
         return await super()._think(state, plan)
 
 
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class BrokenAgentWorkflow(AgentWorkflow):
+    """Today's workflow with a bug that raises before the second model call."""
+
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
+        return await super().run(raw)
+
+    async def _think(self, state, plan):  # noqa: ANN001
+        if state.step >= 2:
+            raise RuntimeError("a bug in the new code")
+        return await super()._think(state, plan)
+
+
 SCRIPT = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
 
 
@@ -98,7 +114,7 @@ async def test_an_extra_activity_at_the_start_is_nondeterministic_everywhere():
     assert [o.result for o in outcomes] == [NONDETERMINISTIC] * len(CORPUS), table(outcomes)
     by_id = {o.workflow_id: o for o in outcomes}
     assert by_id[workflow_id("plain-run")].divergence == "before step 1, run.prepare"
-    assert "workflow_execution_failed" in by_id[workflow_id("invalid-input")].divergence
+    assert by_id[workflow_id("invalid-input")].divergence.startswith("at ")  # its one task, no activity
     assert exit_code(outcomes) == 1
 
 
@@ -107,11 +123,19 @@ async def test_an_extra_activity_before_later_model_calls_is_located_at_step_2()
     outcomes = await replay_paths([HISTORIES], workflows=[ModeratedAgentWorkflow], progress=quiet)
     by_id = {o.workflow_id: o for o in outcomes}
     for single_step in ("invalid-input", "model-401"):  # no second model call to diverge at
-        assert by_id.pop(workflow_id(single_step)).result == OK, table(outcomes)
-    for outcome in by_id.values():
+        assert by_id[workflow_id(single_step)].result == OK, table(outcomes)
+    for name in ("plain-run", "tool-retry", "bad-tool-calls", "budget-exhausted"):
+        outcome = by_id[workflow_id(name)]
         assert (outcome.result, outcome.divergence) == (NONDETERMINISTIC, "step 2, model call"), table(outcomes)
         assert "model.moderate" in outcome.detail
     assert exit_code(outcomes) == 1
+
+
+async def test_code_that_raises_in_replay_is_a_failure_located_in_agent_terms():
+    [outcome] = await replay_paths([HISTORIES / "tool-retry.json"], workflows=[BrokenAgentWorkflow], progress=quiet)
+    assert (outcome.result, outcome.divergence) == (FAILED, "step 2, model call"), table([outcome])
+    assert "a bug in the new code" in outcome.detail
+    assert exit_code([outcome]) == 1
 
 
 async def test_the_same_change_behind_a_patch_replays_clean():
@@ -138,12 +162,12 @@ async def visible(client: Client, query: str, count: int) -> None:
 
 
 async def test_replay_server_finds_and_replays_the_runs(client, dev_server, settings, worker):
-    handles = [await start(client, settings, scripted("probe", SCRIPT)) for _ in range(2)]
-    for handle in handles:
+    handles = []
+    # One after the other: with max_cached_workflows=0, two runs whose first workflow tasks overlap
+    # can lose a run.prepare local activity and wait out the 10 s workflow task timeout.
+    for _ in range(2):
+        handles.append(handle := await start(client, settings, scripted("probe", SCRIPT)))
         assert (await handle.result()).phase == Phase.DONE
-    for handle in handles:
-        for e in (await handle.fetch_history()).events:
-            print(handle.id, e.event_id, e.event_time.ToDatetime().time(), e.event_type)
     query = f'TaskQueue="{settings.task_queue}"'
     await visible(client, query, 2)
     code, out = await ratchet_replay("--server", "--query", query, "--limit", "10", address=dev_server.address)
@@ -156,11 +180,14 @@ async def test_replay_reports_a_garbage_file_as_an_error(tmp_path: Path):
     (tmp_path / "garbage.json").write_text("{not a history")
     (tmp_path / "no-events.json").write_text(json.dumps({"events": []}))
     (tmp_path / "good.json").write_bytes(CORPUS[0].read_bytes())
+    other = json.loads(CORPUS[0].read_text())
+    other["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"] = "OtherWorkflow"
+    (tmp_path / "other-type.json").write_text(json.dumps(other))
     code, out = await ratchet_replay(str(tmp_path))
     assert code == 2, out
     rows = [line.split() for line in out.splitlines() if line and not line.startswith(("[", "replaying"))]
-    assert [row[2] for row in rows[1:]] == [ERROR, OK, ERROR], out
-    assert "is not a JSON history" in out
+    assert [row[2] for row in rows[1:]] == [ERROR, OK, ERROR, ERROR], out
+    assert "is not a JSON history" in out and "'OtherWorkflow' is not replayed here" in out
 
 
 async def test_replay_reports_an_unreachable_server_as_an_error():
@@ -182,4 +209,23 @@ async def test_encrypted_runs_replay_with_the_workers_keys_and_are_an_error_with
     assert code == 0, out
     code, out = await ratchet_replay("--server", "--query", query, address=dev_server.address)
     assert code == 2, out
-    assert "binary/encrypted" in out and "set RATCHET_CODEC_KEYS" in out
+    assert "cannot decode the history" in out and "RATCHET_CODEC_KEYS" in out
+
+
+def _patch_markers(path: Path) -> list[str]:
+    text = path.read_text()
+    patches = [
+        json.loads(base64.b64decode(payload["data"]))["id"]
+        for event in json.loads(text)["events"]
+        if event.get("markerRecordedEventAttributes", {}).get("markerName") == "core_patch"
+        for payload in event["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"]
+    ]
+    return ["search-attributes-v1" in patches, '"RatchetPhase"' in text]
+
+
+def test_the_search_attributes_patch_is_recorded_by_new_runs_only():
+    """workflows/agent.py guards its search attributes with workflow.patched: a history from before
+    the change has neither marker nor upserts and still replays clean (the corpus test above);
+    a new run records the marker and publishes RatchetPhase."""
+    assert _patch_markers(HISTORIES / "pre-search-attributes.json") == [False, False]
+    assert _patch_markers(HISTORIES / "plain-run.json") == [True, True]

@@ -12,7 +12,7 @@ from tests.runs import scripted, start, state_of
 from tests.test_cli_and_crash import temporal_cli
 from tests.test_rollback import TWO_CHECKPOINTS, wait_for
 
-SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 1}}]}] * 3 + [
+SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 3}}]}] + [
     {"content": "finished"}
 ]
 
@@ -30,6 +30,8 @@ async def ratchet(settings, *args: str) -> tuple[int, str]:
 async def test_checkpoints_rollback_and_fork_from_the_command_line(client, settings, worker, dev_server):
     handle = await start(client, settings, scripted("saga", SLOW, workspace="cli"))
     await wait_for(handle, lambda s: len(s.checkpoints) == 2)
+    await handle.signal("pause")  # rollback requests are served while paused
+    await wait_for(handle, lambda s: s.phase == Phase.PAUSED)
 
     code, out = await ratchet(settings, "checkpoints", handle.id)
     assert code == 0, out

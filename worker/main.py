@@ -1,4 +1,11 @@
-"""`ratchet worker` / `python -m worker`: run a Ratchet worker until SIGINT or SIGTERM."""
+"""`ratchet worker` / `python -m worker`: run a Ratchet worker until SIGINT or SIGTERM.
+
+SIGTERM (or SIGINT) drains: the worker stops polling, so it takes no new workflow or activity
+tasks; running activities get RATCHET_SHUTDOWN_GRACE_S to finish, then are cancelled (an activity
+that heartbeats sees the cancellation; its retry runs on another worker); then the process exits
+0. A second signal stops at once (exit 1), as does a drain still stuck DRAIN_MARGIN_S past the
+grace period (an activity that neither finishes nor heartbeats).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,17 @@ import asyncio
 import importlib
 import logging
 import signal
+import sys
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 import activities.tracker_tools  # noqa: F401  (registers the built-in tools)
+import activities.time_tools  # noqa: F401
 import activities.workspace_tools  # noqa: F401
 from activities.checkpoints import CheckpointActivities
 from activities.ledger import SqliteLedger
@@ -21,16 +32,23 @@ from activities.prepare import RunPreparer
 from activities.tools import ToolActivities
 from ratchet.artifacts import DirectoryArtifactStore
 from ratchet.converter import data_converter
+from ratchet.logs import LogContextInterceptor, configure_logging
+from ratchet.metrics import MetricsInterceptor, metrics_runtime
 from ratchet.process import exit_now
 from ratchet.profiles import ProfileRegistry, default_profiles
+from ratchet.redaction import RedactSecretsInterceptor, secret_values
 from ratchet.settings import Settings, SettingsError, load_settings
 from ratchet.tools import ToolRegistry, default_registry
+from ratchet.tracing import flush_tracing, tracing_interceptors
 from workflows.agent import AgentWorkflow
 
 log = logging.getLogger("ratchet.worker")
+DRAIN_MARGIN_S = 10.0
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """A client with Ratchet's data converter (codecs) and, with RATCHET_OTEL, tracing.
+    `runtime`: the worker's Temporal runtime when it serves metrics (CLI commands pass none)."""
     api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
     tls = _tls(settings)
     return await Client.connect(
@@ -39,6 +57,8 @@ async def connect(settings: Settings) -> Client:
         api_key=api_key,
         tls=tls if tls is not None else bool(api_key),
         data_converter=data_converter(settings),
+        interceptors=tracing_interceptors(settings),
+        runtime=runtime,
     )
 
 
@@ -48,9 +68,16 @@ def _tls(settings: Settings):
     from temporalio.service import TLSConfig
 
     return TLSConfig(
-        client_cert=settings.temporal_tls_cert.read_bytes(),
-        client_private_key=settings.temporal_tls_key.read_bytes() if settings.temporal_tls_key else None,
+        client_cert=_read(settings.temporal_tls_cert, "TEMPORAL_TLS_CLIENT_CERT_PATH"),
+        client_private_key=_read(settings.temporal_tls_key, "TEMPORAL_TLS_CLIENT_KEY_PATH") if settings.temporal_tls_key else None,
     )
+
+
+def _read(path: Path, env_name: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SettingsError(f"{env_name}: cannot read {path}: {exc.strerror}") from None
 
 
 class Activities:
@@ -82,8 +109,11 @@ def build_worker(client: Client, settings: Settings, activities: Activities | No
         workflows=[AgentWorkflow],
         activities=activities.all(),
         max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
         max_cached_workflows=settings.max_cached_workflows,
-        graceful_shutdown_timeout=timedelta(seconds=10),
+        graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_s),
+        # outermost first: logs and metrics see errors after secrets were redacted
+        interceptors=[LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secret_values(settings))],
     )
     options.update(overrides)
     return Worker(client, **options)
@@ -98,29 +128,70 @@ def load_plugins(settings: Settings) -> None:
             raise SettingsError(f"RATCHET_PLUGINS: cannot import {name!r}: {exc}") from None
 
 
+class DrainIncomplete(Exception):
+    """The worker was stopped before its running activities finished."""
+
+
 async def serve(settings: Settings) -> None:
     load_plugins(settings)
-    client = await connect(settings)
+    client = await connect(settings, runtime=metrics_runtime(settings))
     worker = build_worker(client, settings)
-    stop = asyncio.Event()
+    first, second = _signals()
+    running = asyncio.create_task(worker.run())
+    log.info("worker on task queue %r at %s", settings.task_queue, settings.temporal_address)
+    if settings.metrics_port is not None:
+        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    print(f"ratchet worker ready: task queue {settings.task_queue!r} at {settings.temporal_address}", flush=True)
+    await _first_of(running, first.wait())
+    if running.done():
+        return await running  # the worker stopped on its own: raise its error
+    log.info("draining: polling stopped; running activities have %.0fs to finish", settings.shutdown_grace_s)
+    drained = asyncio.create_task(worker.shutdown())
+    await _first_of(drained, second.wait(), timeout=settings.shutdown_grace_s + DRAIN_MARGIN_S)
+    flush_tracing()
+    if not drained.done():
+        raise DrainIncomplete("stopped before running activities finished (second signal, or drain timed out)")
+    await drained
+    await running
+    log.info("drained; exiting")
+
+
+def _signals() -> tuple[asyncio.Event, asyncio.Event]:
+    """Events for the first and the second SIGINT/SIGTERM."""
+    first, second = asyncio.Event(), asyncio.Event()
+
+    def received() -> None:
+        (second if first.is_set() else first).set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("worker on task queue %r at %s", settings.task_queue, settings.temporal_address)
-    print(f"ratchet worker ready: task queue {settings.task_queue!r} at {settings.temporal_address}", flush=True)
-    async with worker:
-        await stop.wait()
-        log.info("shutting down: finishing running tasks")
+        loop.add_signal_handler(sig, received)
+    return first, second
+
+
+async def _first_of(task: asyncio.Task, other, timeout: float | None = None) -> None:
+    waiter = asyncio.ensure_future(other)
+    try:
+        await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings()
+    except SettingsError as exc:
+        print(f"ratchet worker: {exc}", file=sys.stderr, flush=True)
+        exit_now(2)
+    configure_logging(settings)
+    try:
         asyncio.run(serve(settings))
     except SettingsError as exc:
-        print(f"ratchet worker: {exc}", flush=True)
+        print(f"ratchet worker: {exc}", file=sys.stderr, flush=True)
         exit_now(2)
+    except DrainIncomplete as exc:
+        log.error("%s", exc)
+        exit_now(1)
     except Exception:
         log.exception("worker stopped on an error")
         exit_now(1)

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -24,12 +24,13 @@ with workflow.unsafe.imports_passed_through():
     from ratchet import budget as budgets
     from ratchet import keys
     from ratchet.contracts import (
-        AgentResult, AgentRun, AgentState, Checkpoint, Effect, EffectClass, EffectStatus, FailurePolicy,
-        LoadCheckpoint, Message, ModelReply, ModelRequest, Phase, PrepareRun, RollbackPlanItem,
-        RollbackReport, RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation,
-        ToolResult, ToolSpec, VerifyRequest, VerifyResult,
+        AgentResult, AgentRun, AgentState, ApproveRequest, Checkpoint, Continuation, Decision, Effect,
+        EffectClass, EffectStatus, FailurePolicy, LoadCheckpoint, Message, ModelReply, ModelRequest,
+        PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
+        RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
+        Transcript, TranscriptPage, VerifyRequest, VerifyResult,
     )
-    from workflows import saga
+    from workflows import approvals, saga
     from workflows.input import parse_run
 
 INVALID_ARGUMENTS = "InvalidArguments"
@@ -37,6 +38,12 @@ MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60), maximum_attempts=8,
 )
+
+
+SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
+SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
+SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
+SEARCH_ATTRIBUTES_PATCH = "search-attributes-v1"
 
 
 class RunFailed(Exception):
@@ -50,18 +57,36 @@ class AgentWorkflow:
         self._rollbacks: list[tuple[int, RollbackRequest]] = []
         self._rollback_done: dict[int, RollbackReport] = {}
         self._next_request = 0
+        self._publish_enabled = False
+        self._published: tuple | None = None
+        self._early_inbox: list[str] = []
+        self._early_paused: bool | None = None
+        """Signals that arrive before the state exists (same first task as the start) wait here."""
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        run = parse_run(raw)
-        self._state = state = AgentState(
-            workflow_id=workflow.info().workflow_id, run=run, started_at=workflow.now().isoformat()
-        )
-        state.plan = plan = await self._prepare(run)
-        state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
+        self._publish_enabled = self._search_attributes_patch()
+        parsed = parse_run(raw)
+        if isinstance(parsed, Continuation):
+            self._state = state = parsed.continuation
+            state.continued += 1
+            plan = state.plan
+            assert plan is not None
+        else:
+            self._state = state = AgentState(
+                workflow_id=workflow.info().workflow_id, run=parsed, started_at=workflow.now().isoformat()
+            )
+            state.plan = plan = await self._prepare(parsed)
+            state.messages = [
+                Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
+            ]
+        state.inbox.extend(self._early_inbox)
+        if self._early_paused is not None:
+            state.paused = self._early_paused
         try:
-            if run.resume_from is not None:
+            if not isinstance(parsed, Continuation) and parsed.resume_from is not None:
                 await self._fork(state, plan)
+            self._publish(state, plan)
             return await self._loop(state, plan)
         except RunFailed as failure:
             await self._apply_failure_policy(state, plan, str(failure))
@@ -73,11 +98,63 @@ class AgentWorkflow:
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             raise
 
+    def _search_attributes_patch(self) -> bool:
+        """The versioning example: search attributes came after the first runs were recorded.
+        New runs record the patch marker and publish them; histories from before the change
+        replay without them. Decided first, before any other command of the run."""
+        return workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+
     # --- queries and updates -------------------------------------------------------------
 
     @workflow.query
     def state(self) -> AgentState | None:
         return self._state
+
+    @workflow.query
+    def transcript(self, page: TranscriptPage) -> Transcript:
+        """The conversation, paged (`state` has everything; this stays small)."""
+        messages = self._require_state().messages
+        return Transcript(total=len(messages), offset=page.offset, messages=messages[page.offset : page.offset + page.limit])
+
+    @workflow.signal
+    def send_message(self, text: str) -> None:
+        """A user message, added to the conversation at the next step boundary."""
+        if not isinstance(text, str) or not text.strip():
+            return
+        text = text[:100_000].replace("\x00", "")
+        (self._state.inbox if self._state is not None else self._early_inbox).append(text)
+
+    @workflow.signal
+    def pause(self) -> None:
+        self._set_paused(True)
+
+    @workflow.signal
+    def resume(self) -> None:
+        self._set_paused(False)
+
+    def _set_paused(self, paused: bool) -> None:
+        if self._state is None:
+            self._early_paused = paused
+        else:
+            self._state.paused = paused
+
+    @workflow.update
+    def approve(self, request: ApproveRequest) -> str:
+        self._require_state().decisions[request.call_id] = Decision(approved=True)
+        return f"approved {request.call_id}"
+
+    @approve.validator
+    def _validate_approve(self, request: ApproveRequest) -> None:
+        approvals.validate_decision(self._require_state(), request.call_id)
+
+    @workflow.update
+    def reject(self, request: RejectRequest) -> str:
+        self._require_state().decisions[request.call_id] = Decision(approved=False, reason=request.reason)
+        return f"rejected {request.call_id}"
+
+    @reject.validator
+    def _validate_reject(self, request: RejectRequest) -> None:
+        approvals.validate_decision(self._require_state(), request.call_id)
 
     @workflow.query
     def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
@@ -106,7 +183,9 @@ class AgentWorkflow:
 
     async def _prepare(self, run: AgentRun) -> RunPlan:
         try:
-            return await workflow.execute_local_activity(
+            # A regular activity, not a local one: a local activity pending while the run is
+            # evicted from the worker cache stalls the workflow task until it times out.
+            return await workflow.execute_activity(
                 "run.prepare", PrepareRun(run=run, workflow_id=workflow.info().workflow_id),
                 result_type=RunPlan, start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=5), summary=f"prepare agent {run.agent}",
@@ -136,6 +215,14 @@ class AgentWorkflow:
         while True:
             if await self._serve_rollbacks(state, plan):
                 return self._finish(Phase.ROLLED_BACK)
+            if state.paused:
+                await self._wait_while_paused(state, plan)
+                continue
+            self._deliver_inbox(state)
+            if self._should_continue_as_new(plan):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self._deliver_inbox(state)
+                workflow.continue_as_new(Continuation(continuation=state))
             reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
             if reason:
                 return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
@@ -150,6 +237,38 @@ class AgentWorkflow:
             changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
             if plan.verifier is not None and changed:
                 await self._verify(state, plan)
+
+    async def _wait_while_paused(self, state: AgentState, plan: RunPlan) -> None:
+        """Costs nothing but history while paused; a rollback request is served while paused."""
+        running_phase, state.phase = state.phase, Phase.PAUSED
+        self._publish(state, plan)
+        await workflow.wait_condition(lambda: not state.paused or bool(self._rollbacks))
+        state.phase = running_phase
+        self._publish(state, plan)
+
+    def _deliver_inbox(self, state: AgentState) -> None:
+        for text in state.inbox:
+            state.messages.append(Message(role="user", content=text))
+        state.inbox.clear()
+
+    def _should_continue_as_new(self, plan: RunPlan) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= plan.continue_as_new_events
+
+    def _publish(self, state: AgentState, plan: RunPlan) -> None:
+        """Search attributes for `temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`.
+        Guarded by a patch: histories recorded before they existed replay without them."""
+        if not plan.search_attributes or not self._publish_enabled:
+            return
+        phase = state.phase if state.phase in (Phase.AWAITING_APPROVAL, Phase.PAUSED) or state.phase.terminal else "RUNNING"
+        wanted = (state.run.agent, str(phase), bool(state.pending_approvals))
+        if wanted == self._published:
+            return
+        self._published = wanted
+        workflow.upsert_search_attributes(TypedSearchAttributes([
+            SearchAttributePair(SA_AGENT, wanted[0]), SearchAttributePair(SA_PHASE, wanted[1]),
+            SearchAttributePair(SA_APPROVAL, wanted[2]),
+        ]))
 
     async def _think(self, state: AgentState, plan: RunPlan) -> ModelReply:
         state.phase = Phase.THINKING
@@ -200,11 +319,27 @@ class AgentWorkflow:
             problem = f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}"
         if problem is not None:
             return self._bad_call(state, ToolResult(ok=False, output=problem, error_type=INVALID_ARGUMENTS))
-        if spec.effect == EffectClass.IRREVERSIBLE and spec.name not in plan.allow_irreversible:
-            return ToolResult(
-                ok=False, error_type="Refused",
-                output=f"{spec.name} is irreversible and this profile does not allow it without approval",
-            )
+        reason = approvals.needs_approval(plan, spec, args)
+        if reason is not None:
+            decision = await self._await_approval(state, plan, spec, call_id, args, reason)
+            if not decision.approved:
+                return ToolResult(ok=False, error_type="Rejected", output=f"a person rejected this call: {decision.reason}")
+        if spec.kind == "timer":
+            result = await self._timer(state, plan, args)
+        else:
+            result = await self._run_activity_tool(state, plan, spec, key, call_id, args)
+        if result.error_type == INVALID_ARGUMENTS:
+            self._bad_call(state, result)
+        state.used.tool_calls += 1
+        state.tool_calls.append(
+            ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=call.arguments, result=result)
+        )
+        return result
+
+    async def _run_activity_tool(
+        self, state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any]
+    ) -> ToolResult:
+        step = state.step
         effect = self._register_effect(state, spec, step, call_id, key, args)
         try:
             result = await self._execute_tool(state, plan, spec, key, call_id, args)
@@ -215,13 +350,37 @@ class AgentWorkflow:
         if effect is not None:
             effect.status = EffectStatus.DONE if result.ok else EffectStatus.FAILED
             effect.undo = result.undo
-        if result.error_type == INVALID_ARGUMENTS:
-            self._bad_call(state, result)
-        state.used.tool_calls += 1
-        state.tool_calls.append(
-            ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=call.arguments, result=result)
-        )
         return result
+
+    async def _await_approval(
+        self, state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any], reason: str
+    ) -> Decision:
+        state.pending_approvals.append(PendingApproval(
+            call_id=call_id, tool=spec.name, step=state.step, arguments=args,
+            requested_at=workflow.now().isoformat(), reason=reason,
+        ))
+        state.phase = Phase.AWAITING_APPROVAL
+        self._publish(state, plan)
+        timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
+        try:
+            await workflow.wait_condition(lambda: call_id in state.decisions, timeout=timeout)
+        except asyncio.TimeoutError:
+            state.decisions[call_id] = approvals.on_timeout(plan)
+        state.pending_approvals = [p for p in state.pending_approvals if p.call_id != call_id]
+        if not state.pending_approvals:
+            state.phase = Phase.ACTING
+        self._publish(state, plan)
+        decision = state.decisions[call_id]
+        if decision.by == "timeout" and plan.on_approval_timeout == "fail":
+            raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
+        return decision
+
+    async def _timer(self, state: AgentState, plan: RunPlan, args: dict[str, Any]) -> ToolResult:
+        seconds, problem = approvals.timer_seconds(args, workflow.now())
+        if problem is not None:
+            return self._bad_call(state, ToolResult(ok=False, output=problem, error_type=INVALID_ARGUMENTS))
+        await workflow.sleep(timedelta(seconds=seconds), summary=f"step {state.step}: wait {seconds:.0f}s")
+        return ToolResult(ok=True, output=f"waited {seconds:.0f}s; it is now {workflow.now().isoformat()}")
 
     def _register_effect(
         self, state: AgentState, spec: ToolSpec, step: int, call_id: str, key: str, args: dict[str, Any]
@@ -244,6 +403,7 @@ class AgentWorkflow:
             ),
             result_type=ToolResult,
             start_to_close_timeout=timedelta(seconds=spec.timeout_s),
+            heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts),
             summary=f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip(),
         )
@@ -361,6 +521,8 @@ class AgentWorkflow:
         state.phase = phase
         if error:
             state.last_error = error
+        if state.plan is not None:
+            self._publish(state, state.plan)
         return AgentResult(
             workflow_id=state.workflow_id, phase=phase, answer=state.answer,
             steps=state.step, used=state.used, last_error=state.last_error,

@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from ratchet.contracts import AgentRun
+    from ratchet.contracts import AgentRun, Continuation
 
 EXAMPLE = '{"agent": "coder", "objective": "make the tests pass"}'
 
@@ -23,7 +23,7 @@ def invalid(message: str) -> ApplicationError:
     return ApplicationError(message, type="InvalidInput", non_retryable=True)
 
 
-def parse_run(raw: RawValue | None) -> AgentRun:
+def parse_run(raw: RawValue | None) -> AgentRun | Continuation:
     if raw is None:
         raise invalid(f"no input: start the run with --input '{EXAMPLE}'")
     try:
@@ -32,6 +32,8 @@ def parse_run(raw: RawValue | None) -> AgentRun:
         raise invalid(f"input is not valid JSON: {exc}") from None
     if isinstance(value, AgentRun):
         return value
+    if isinstance(value, dict) and set(value) == {"continuation"}:
+        return Continuation.model_validate(value)  # our own continue-as-new input
     if not isinstance(value, dict):
         raise invalid(f"input must be a JSON object like {EXAMPLE}, got {type(value).__name__}")
     try:

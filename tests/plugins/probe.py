@@ -10,7 +10,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from ratchet.contracts import Budget, FailurePolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
 from ratchet.profiles import AgentProfile, register_profile
 from ratchet.tools import FatalToolError, ToolContext, tool, undo_for
 
@@ -108,5 +108,36 @@ register_profile(
         budget=Budget(max_steps=50),
         verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
+    )
+)
+
+
+class CountArgs(BaseModel):
+    items: int
+    per_item_s: float = 0.2
+
+
+@tool(effect="read_only", timeout_s=120, max_attempts=5, heartbeat_s=2)
+async def long_count(ctx: ToolContext, args: CountArgs) -> str:
+    """Process items one by one, heartbeating progress; a retry resumes after the last one done."""
+    start = (ctx.resume_from or -1) + 1
+    _append(ctx, f"attempt {ctx.attempt} starts at {start}")
+    for item in range(start, args.items):
+        await asyncio.sleep(args.per_item_s)
+        _append(ctx, f"item {item}")
+        ctx.heartbeat(item)
+    return f"counted {args.items} items"
+
+
+register_profile(
+    AgentProfile(
+        name="approver",
+        system_prompt="You are a background test agent.",
+        tools=["create_ticket", "probe_append", "wait", "long_count"],
+        budget=Budget(max_steps=1000, max_tokens=10**12),
+        approval_rules=[ApprovalRule(tool="create_ticket", argument="title", pattern="^prod")],
+        approval_timeout_s=3 * 24 * 3600,
+        on_approval_timeout="reject",
+        continue_as_new_events=400,
     )
 )

@@ -1,0 +1,78 @@
+"""Approvals, messages and search attributes through the plain `temporal` CLI on the dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+from ratchet.contracts import AgentResult, Phase
+from tests.runs import scripted, start, state_of
+from tests.test_cli_and_crash import temporal_cli
+from tests.test_rollback import wait_for
+
+TWO_PROD_TICKETS = [
+    {"tool_calls": [
+        {"name": "create_ticket", "arguments": {"title": "prod: restart api"}},
+        {"name": "create_ticket", "arguments": {"title": "prod: drop table"}},
+        {"name": "create_ticket", "arguments": {"title": "staging: warm cache"}},
+    ]},
+    {"content": "done with tickets"},
+]
+
+
+async def listed(address: str, query: str) -> set[str]:
+    code, out = await temporal_cli(address, "workflow", "list", "--query", query, "--output", "json")
+    assert code == 0, out
+    return {row["execution"]["workflowId"] for row in json.loads(out or "[]")}
+
+
+async def test_approve_reject_message_and_find_waiting_runs(client, settings, worker, dev_server):
+    address = dev_server.address
+    handle = await start(client, settings, scripted("approver", TWO_PROD_TICKETS, workspace="appr"))
+    idle = await start(client, settings, scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 60}}]}]))
+    await wait_for(handle, lambda s: len(s.pending_approvals) == 2)
+    state = await state_of(handle)
+    assert state.phase == Phase.AWAITING_APPROVAL
+    restart, drop = (p.call_id for p in state.pending_approvals)
+
+    query = f'RatchetPhase="AWAITING_APPROVAL" AND TaskQueue="{settings.task_queue}"'
+    for _ in range(50):
+        if await listed(address, query) == {handle.id}:
+            break
+        await asyncio.sleep(0.2)
+    assert await listed(address, query) == {handle.id}
+    assert handle.id in await listed(address, "RatchetAwaitingApproval=true")
+    assert idle.id not in await listed(address, "RatchetAwaitingApproval=true")
+
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+                                   "--name", "approve", "--input", json.dumps({"call_id": "call_9_9"}))
+    assert code != 0 and "no pending approval for call 'call_9_9'" in out
+
+    code, out = await temporal_cli(address, "workflow", "signal", "--workflow-id", handle.id,
+                                   "--name", "send_message", "--input", json.dumps("please be careful"))
+    assert code == 0, out
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+                                   "--name", "approve", "--input", json.dumps({"call_id": restart}))
+    assert code == 0, out
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+                                   "--name", "approve", "--input", json.dumps({"call_id": restart}))
+    assert code != 0 and "already decided (approved)" in out
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+                                   "--name", "reject", "--input", json.dumps({"call_id": drop, "reason": "never in prod"}))
+    assert code == 0, out
+
+    result: AgentResult = await handle.result()
+    assert result.phase == Phase.DONE
+    with sqlite3.connect(settings.tracker_path) as conn:
+        titles = {t for (t,) in conn.execute("SELECT title FROM tickets")}
+    assert titles == {"prod: restart api", "staging: warm cache"}
+
+    code, out = await temporal_cli(address, "workflow", "query", "--workflow-id", handle.id,
+                                   "--name", "state", "--output", "json")
+    final = json.loads(out)["queryResult"][0]
+    contents = [m["content"] for m in final["messages"]]
+    assert "ERROR: a person rejected this call: never in prod" in contents
+    assert contents.count("please be careful") == 1
+    assert handle.id not in await listed(address, query)
+    await idle.terminate()

@@ -1,0 +1,86 @@
+"""Background agents on the time-skipping test server: days and weeks in seconds."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from ratchet.contracts import AgentResult, AgentState, Phase
+from tests.runs import scripted
+from worker.main import build_worker
+
+TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
+
+
+@pytest.fixture(scope="module")
+async def env():
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(TEST_SERVER), data_converter=pydantic_data_converter
+    )
+    yield environment
+    await environment.shutdown()
+
+
+@pytest.fixture
+def ts_settings(settings):
+    # the time-skipping server has no custom search attributes registered
+    return settings.model_copy(update={"search_attributes": False})
+
+
+async def run_to_end(env, settings, run: dict) -> tuple[AgentResult, AgentState, timedelta]:
+    async with build_worker(env.client, settings, graceful_shutdown_timeout=timedelta(0)):
+        before = await env.get_current_time()
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", run, id=f"ts-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult
+        )
+        result = await handle.result()
+        state = await handle.query("state", result_type=AgentState)
+        return result, state, (await env.get_current_time()) - before
+
+
+async def test_an_approval_waits_three_days_then_times_out(env, ts_settings):
+    script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: restart db"}}]}, {"content": "gave up"}]
+    started = time.monotonic()
+    result, state, elapsed = await run_to_end(env, ts_settings, scripted("approver", script))
+    assert result.phase == Phase.DONE
+    assert elapsed >= timedelta(days=3)
+    assert time.monotonic() - started < 20
+    [decision] = state.decisions.values()
+    assert not decision.approved and decision.by == "timeout"
+    assert "a person rejected this call: no decision before the approval timeout" in state.messages[-2].content
+    assert state.effects == [] and state.pending_approvals == []
+
+
+async def test_wait_a_week_is_a_durable_timer(env, ts_settings):
+    script = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 7 * 24 * 3600}}]}, {"content": "a week later"}]
+    result, state, elapsed = await run_to_end(env, ts_settings, scripted("approver", script))
+    assert result.phase == Phase.DONE and result.answer == "a week later"
+    assert elapsed >= timedelta(days=7)
+    assert state.tool_calls[0].result.output.startswith("waited 604800s")
+
+
+async def test_a_paused_run_resumes_after_a_month(env, ts_settings):
+    script = [
+        {"tool_calls": [{"name": "wait", "arguments": {"seconds": 60}}]},
+        {"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]},
+        {"content": "resumed"},
+    ]
+    async with build_worker(env.client, ts_settings, graceful_shutdown_timeout=timedelta(0)):
+        handle = await env.client.start_workflow(
+            "AgentWorkflow", scripted("approver", script, workspace="pz"),
+            id=f"ts-{uuid.uuid4().hex[:8]}", task_queue=ts_settings.task_queue, result_type=AgentResult,
+        )
+        await handle.signal("pause")
+        await env.sleep(timedelta(days=30))
+        state = await handle.query("state", result_type=AgentState)
+        assert state.phase == Phase.PAUSED and state.paused
+        await handle.signal("resume")
+        result = await handle.result()
+    assert result.phase == Phase.DONE and result.answer == "resumed"

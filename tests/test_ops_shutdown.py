@@ -1,0 +1,67 @@
+"""SIGTERM drains a worker process: no new tasks, running activities finish or are cancelled
+after the grace period, exit code 0."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import EventType
+
+from ratchet.contracts import AgentResult, Phase
+from tests.ops_workers import start_worker, wait_for_running_activity
+from tests.runs import activity_attempts, scripted, start, state_of
+from worker.main import build_worker
+
+
+def wait_script(seconds: float) -> list[dict]:
+    return [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": seconds}}]}, {"content": "waited"}]
+
+
+async def test_sigterm_lets_the_running_activity_finish_takes_no_new_task_and_exits_0(client, settings):
+    worker = await start_worker(settings, RATCHET_SHUTDOWN_GRACE_S="20")
+    handle = await start(client, settings, scripted("priced", wait_script(2.5)))
+    await wait_for_running_activity(handle, "tool.probe_wait")
+    signalled = time.monotonic()
+    code = await worker.stop(timeout=20 + 10)
+    took = time.monotonic() - signalled
+    assert code == 0, worker.output
+    assert took > 1.0, "the worker waited for its running activity"
+    assert "draining" in worker.output and "drained" in worker.output
+
+    events = (await handle.fetch_history()).events
+    scheduled = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    completed = [
+        scheduled[e.activity_task_completed_event_attributes.scheduled_event_id]
+        for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    ]
+    assert completed[-1] == "tool.probe_wait", "the running activity finished on the draining worker"
+    assert events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, (
+        "the workflow task that follows was left for another worker"
+    )
+
+    async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
+        result: AgentResult = await asyncio.wait_for(handle.result(), 20)
+        state = await state_of(handle)
+    assert result.phase == Phase.DONE and result.answer == "waited"
+    assert state.tool_calls[0].result.output == "waited 2.5s"
+    assert await activity_attempts(handle, "tool.probe_wait") == [1], "finished once, not retried"
+
+
+async def test_an_activity_longer_than_the_grace_period_is_cancelled_and_the_worker_still_exits_0(client, settings):
+    """The cancelled attempt fails as `WorkerShutdown`; Temporal retries it on another worker."""
+    worker = await start_worker(settings, RATCHET_SHUTDOWN_GRACE_S="0.5")
+    handle = await start(client, settings, scripted("priced", wait_script(30)))
+    try:
+        await wait_for_running_activity(handle, "tool.probe_wait")
+        signalled = time.monotonic()
+        assert await worker.stop(timeout=10) == 0, worker.output
+        assert time.monotonic() - signalled < 5
+        [pending] = (await handle.describe()).raw_description.pending_activities
+        assert pending.attempt == 2 and pending.last_failure.application_failure_info.type == "WorkerShutdown"
+    finally:
+        await handle.terminate("test over")

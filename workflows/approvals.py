@@ -1,0 +1,64 @@
+"""Approval rules and decisions, and durable-timer argument parsing (pure, deterministic)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from ratchet.contracts import AgentState, Decision, EffectClass, RunPlan, ToolSpec
+
+MAX_WAIT_S = 366 * 24 * 3600
+
+
+def needs_approval(plan: RunPlan, spec: ToolSpec, args: dict[str, Any]) -> str | None:
+    """Why this call must wait for a person, or None."""
+    if spec.effect == EffectClass.IRREVERSIBLE and spec.name not in plan.allow_irreversible:
+        return f"{spec.name} is irreversible"
+    for rule in plan.approval_rules:
+        if rule.tool != spec.name:
+            continue
+        if rule.argument is None:
+            return f"profile requires approval for {spec.name}"
+        value = args.get(rule.argument)
+        if value is not None and re.search(rule.pattern, str(value)):
+            return f"{spec.name} {rule.argument} matches {rule.pattern!r}"
+    return None
+
+
+def validate_decision(state: AgentState, call_id: str) -> None:
+    if any(p.call_id == call_id for p in state.pending_approvals):
+        return
+    if call_id in state.decisions:
+        raise ValueError(f"call {call_id!r} was already decided ({'approved' if state.decisions[call_id].approved else 'rejected'})")
+    pending = ", ".join(p.call_id for p in state.pending_approvals) or "none"
+    raise ValueError(f"no pending approval for call {call_id!r}; pending: {pending}")
+
+
+def on_timeout(plan: RunPlan) -> Decision:
+    approved = plan.on_approval_timeout == "approve"
+    return Decision(approved=approved, reason="no decision before the approval timeout", by="timeout")
+
+
+def timer_seconds(args: dict[str, Any], now: datetime) -> tuple[float, str | None]:
+    seconds, until = args.get("seconds"), args.get("until")
+    if (seconds is None) == (until is None):
+        return 0, "wait needs exactly one of 'seconds' or 'until'"
+    if until is not None:
+        try:
+            target = datetime.fromisoformat(str(until).replace("Z", "+00:00"))
+        except ValueError:
+            return 0, f"wait: 'until' is not an ISO 8601 time: {until!r}"
+        if target.tzinfo is None:
+            return 0, "wait: 'until' needs a time zone, e.g. 2026-12-01T09:00:00Z"
+        seconds = (target - now).total_seconds()
+    try:
+        seconds = float(seconds)
+    except (TypeError, ValueError):
+        return 0, f"wait: 'seconds' must be a number, got {seconds!r}"
+    if not 0 <= seconds <= MAX_WAIT_S:
+        return 0, f"wait: {seconds:.0f}s is outside 0..{MAX_WAIT_S}s"
+    return seconds, None
