@@ -1,10 +1,14 @@
-"""`ratchet checkpoints | rollback | fork`: operate on runs through the Temporal client.
+"""`ratchet checkpoints | rollback | fork | approve | reject | send | watch`: operate on runs.
 
 The same operations with the plain CLI:
     temporal workflow query  --workflow-id W --name state
     temporal workflow query  --workflow-id W --name rollback_plan --input '"cp-1"'
     temporal workflow update execute --workflow-id W --name rollback --input '{"checkpoint_id": "cp-1"}'
     temporal workflow start --type AgentWorkflow ... --input '{"agent": ..., "resume_from": {...}}'
+    temporal workflow update execute --workflow-id W --name approve --input '{"call_id": "call_3_0"}'
+    temporal workflow update execute --workflow-id W --name reject --input '{"call_id": "call_3_0", "reason": "no"}'
+    temporal workflow signal --workflow-id W --name send_message --input '"also update the changelog"'
+    temporal workflow signal --workflow-id W --name pause     (and --name resume)
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import uuid
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from ratchet.contracts import AgentState, RollbackPlanItem, RollbackReport, RollbackRequest
+from ratchet.contracts import (
+    AgentState, ApproveRequest, Phase, RejectRequest, RollbackPlanItem, RollbackReport, RollbackRequest,
+)
 from ratchet.settings import load_settings
 
 
@@ -80,6 +86,7 @@ async def fork(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
+    register_background(sub)
     cmd = sub.add_parser("checkpoints", help="list a run's checkpoints with their evidence")
     cmd.add_argument("workflow_id")
     cmd.set_defaults(fn=_sync(checkpoints))
@@ -106,3 +113,89 @@ def _sync(fn):
             return 2
 
     return run
+
+
+async def approve(args: argparse.Namespace) -> int:
+    return await _decide(args.workflow_id, "approve", ApproveRequest(call_id=args.call_id))
+
+
+async def reject(args: argparse.Namespace) -> int:
+    return await _decide(args.workflow_id, "reject", RejectRequest(call_id=args.call_id, reason=args.reason))
+
+
+async def _decide(workflow_id: str, update: str, request) -> int:
+    handle = (await _client()).get_workflow_handle(workflow_id)
+    try:
+        print(await handle.execute_update(update, request, result_type=str))
+    except WorkflowUpdateFailedError as exc:
+        print(f"{update} refused: {exc.cause}")
+        return 1
+    return 0
+
+
+async def send(args: argparse.Namespace) -> int:
+    await (await _client()).get_workflow_handle(args.workflow_id).signal("send_message", args.text)
+    print(f"sent to {args.workflow_id}; it joins the conversation at the next step boundary")
+    return 0
+
+
+async def watch(args: argparse.Namespace) -> int:
+    """Live view: phase, step, budget, pending approvals, checkpoints, until the run closes."""
+    client = await _client()
+    handle = client.get_workflow_handle(args.workflow_id)
+    last = ""
+    while True:
+        state = await _state(client, args.workflow_id)
+        view = render(state)
+        if view != last:
+            print(view, flush=True)
+            last = view
+        if state.phase.terminal or args.once:
+            return 0 if state.phase in (Phase.DONE, Phase.ROLLED_BACK) or args.once else 1
+        description = await handle.describe()
+        if description.status is not None and description.status.name != "RUNNING":
+            return 1
+        await asyncio.sleep(args.interval)
+
+
+def render(state: AgentState) -> str:
+    plan = state.plan
+    budget = plan.budget if plan else None
+    tokens = state.used.prompt_tokens + state.used.completion_tokens
+    lines = [
+        f"[{state.phase}] step {state.step}"
+        + (f"/{budget.max_steps}" if budget else "")
+        + f"  tokens {tokens}" + (f"/{budget.max_tokens}" if budget else "")
+        + f"  cost ${state.used.cost_usd:.4f}  tool calls {state.used.tool_calls}"
+        + (f"  continued x{state.continued}" if state.continued else "")
+    ]
+    for pending in state.pending_approvals:
+        lines.append(f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})")
+    for cp in state.checkpoints:
+        lines.append(f"  checkpoint {cp.id}: {cp.summary}")
+    if state.last_error:
+        lines.append(f"  last error: {state.last_error[:200]}")
+    if state.answer:
+        lines.append(f"  answer: {state.answer[:500]}")
+    return "\n".join(lines)
+
+
+def register_background(sub) -> None:
+    cmd = sub.add_parser("approve", help="approve a pending tool call")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("call_id")
+    cmd.set_defaults(fn=_sync(approve))
+    cmd = sub.add_parser("reject", help="reject a pending tool call; the reason goes to the model")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("call_id")
+    cmd.add_argument("--reason", default="rejected by a person")
+    cmd.set_defaults(fn=_sync(reject))
+    cmd = sub.add_parser("send", help="send the agent a message (joins at the next step boundary)")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("text")
+    cmd.set_defaults(fn=_sync(send))
+    cmd = sub.add_parser("watch", help="live view of a run until it ends")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("--interval", type=float, default=1.0)
+    cmd.add_argument("--once", action="store_true", help="print the current view and exit")
+    cmd.set_defaults(fn=_sync(watch))

@@ -76,3 +76,22 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
     assert contents.count("please be careful") == 1
     assert handle.id not in await listed(address, query)
     await idle.terminate()
+
+
+async def test_ratchet_approve_send_and_watch(client, settings, worker):
+    from tests.test_run_commands import ratchet
+
+    script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: page on-call"}}]}, {"content": "paged"}]
+    handle = await start(client, settings, scripted("approver", script, workspace="appr2"))
+    await wait_for(handle, lambda s: len(s.pending_approvals) == 1)
+    code, out = await ratchet(settings, "watch", handle.id, "--once")
+    assert code == 0 and "[AWAITING_APPROVAL]" in out and "awaiting approval: call_1_0 create_ticket" in out, out
+    code, out = await ratchet(settings, "send", handle.id, "thanks")
+    assert code == 0, out
+    code, out = await ratchet(settings, "reject", handle.id, "call_9_9")
+    assert code == 1 and "no pending approval for call 'call_9_9'" in out, out
+    code, out = await ratchet(settings, "approve", handle.id, "call_1_0")
+    assert code == 0 and "approved call_1_0" in out, out
+    code, out = await ratchet(settings, "watch", handle.id, "--interval", "0.2")
+    assert code == 0 and "[DONE]" in out and "answer: paged" in out, out
+    assert "thanks" in [m.content for m in (await state_of(handle)).messages]
