@@ -1,0 +1,73 @@
+"""Continue-as-new on a dev server that suggests it early: state, budget and signals survive."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from ratchet.contracts import AgentResult, AgentState, Phase
+from ratchet.devserver import DevServer
+from tests.runs import scripted
+from worker.main import build_worker
+
+SUGGEST_AT = 600
+
+
+@pytest.fixture(scope="module")
+def early_server(tmp_path_factory):
+    state = tmp_path_factory.mktemp("temporal-can")
+    server = DevServer(
+        db_file=state / "temporal.db", log_file=state / "server.log",
+        dynamic_config={"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)},
+    )
+    with server:
+        yield server
+
+
+def steps(n: int) -> list[dict]:
+    return [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(n)] + [
+        {"content": f"{n} steps done"}
+    ]
+
+
+async def run_long(early_server, settings, agent: str, n: int, signals: int = 0) -> tuple[AgentResult, AgentState, list]:
+    client = await Client.connect(early_server.address, data_converter=pydantic_data_converter)
+    settings = settings.model_copy(update={"temporal_address": early_server.address, "max_cached_workflows": 50})
+    async with build_worker(client, settings):
+        handle = await client.start_workflow(
+            "AgentWorkflow", scripted(agent, steps(n), workspace="long", budget={"max_steps": n + 1, "max_tokens": 10**10}),
+            id=f"can-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult,
+        )
+        for i in range(signals):  # spread over the run, across handovers
+            await asyncio.sleep(0.15)
+            await handle.signal("send_message", f"note {i}")
+        result = await handle.result()
+        state = await handle.query("state", result_type=AgentState)
+        history = await client.get_workflow_handle(handle.id).fetch_history()
+        return result, state, history.events
+
+
+async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_server, settings):
+    result, state, events = await run_long(early_server, settings, "probe", 500, signals=20)
+    assert result.phase == Phase.DONE and result.answer == "500 steps done"
+    assert state.continued >= 3
+    assert len(events) < SUGGEST_AT + 100, "the current run's history stays near the bound"
+    assert state.used.steps == 501 and state.used.tool_calls == 500
+    keys = [r.key for r in state.tool_calls]
+    assert len(keys) == len(set(keys)) == 500 and keys[-1].endswith("/500/call_500_0")
+    delivered = Counter(m.content for m in state.messages if m.role == "user" and m.content.startswith("note "))
+    assert delivered == Counter({f"note {i}": 1 for i in range(20)})
+    lines = (settings.workspace_root / "long" / "probe.log").read_text().splitlines()
+    assert sum(line.startswith("done ") for line in lines) == 500
+
+
+async def test_the_event_bound_continues_as_new_before_the_suggestion(early_server, settings):
+    result, state, events = await run_long(early_server, settings, "approver", 120)
+    assert result.phase == Phase.DONE
+    assert state.continued >= 2
+    assert len(events) < 400 + 50
