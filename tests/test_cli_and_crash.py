@@ -110,3 +110,31 @@ async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(clie
     for key in completed_before_kill:
         assert done_lines.count(key) == 1, f"{key} ran again after the crash"
     assert len(set(done_lines)) == 6
+
+
+async def test_a_long_tool_resumes_from_its_heartbeat_after_a_worker_kill(client, settings):
+    script = [{"tool_calls": [{"name": "long_count", "arguments": {"items": 16, "per_item_s": 0.3}}]}, {"content": "counted"}]
+    first = await start_worker_process(settings)
+    handle = await start(client, settings, scripted("approver", script, workspace="hb"))
+    log = settings.workspace_root / "hb" / PROBE_LOG
+    while not log.exists() or sum(line.startswith("item ") for line in log.read_text().splitlines()) < 8:
+        await asyncio.sleep(0.1)
+    first.send_signal(signal.SIGKILL)
+    await first.wait()
+    second = await start_worker_process(settings)
+    try:
+        result: AgentResult = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        second.terminate()
+        await second.wait()
+    assert result.phase == Phase.DONE
+    lines = log.read_text().splitlines()
+    starts = [line for line in lines if line.startswith("attempt ")]
+    assert starts[0] == "attempt 1 starts at 0"
+    resumed_at = int(starts[1].split()[-1])
+    assert starts[1].startswith("attempt 2") and resumed_at >= 3, starts
+    items = [line for line in lines if line.startswith("item ")]
+    assert sorted(set(items), key=lambda s: int(s.split()[1])) == [f"item {i}" for i in range(16)]
+    # heartbeats reach the server at most every 0.8 x heartbeat timeout (1.6 s = ~5 items here):
+    # only the items after the last one the server received are done again
+    assert len(items) - 16 <= 6
