@@ -95,3 +95,24 @@ async def test_ratchet_approve_send_and_watch(client, settings, worker):
     code, out = await ratchet(settings, "watch", handle.id, "--interval", "0.2")
     assert code == 0 and "[DONE]" in out and "answer: paged" in out, out
     assert "thanks" in [m.content for m in (await state_of(handle)).messages]
+
+
+async def test_a_temporal_schedule_starts_recurring_agents(client, settings, worker, dev_server):
+    address, schedule_id = dev_server.address, f"nightly-{settings.task_queue}"
+    run = scripted("probe", [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "tick"}}]}, {"content": "tick done"}],
+                   workspace="nightly")
+    code, out = await temporal_cli(
+        address, "schedule", "create", "--schedule-id", schedule_id, "--interval", "24h",
+        "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        "--workflow-id", f"{schedule_id}-run", "--input", json.dumps(run),
+    )
+    assert code == 0, out
+    try:
+        code, out = await temporal_cli(address, "schedule", "trigger", "--schedule-id", schedule_id)
+        assert code == 0, out
+        log = settings.workspace_root / "nightly" / "probe.log"
+        async with asyncio.timeout(30):
+            while not (log.exists() and "tick" in log.read_text()):
+                await asyncio.sleep(0.2)
+    finally:
+        await temporal_cli(address, "schedule", "delete", "--schedule-id", schedule_id)
