@@ -194,8 +194,9 @@ class ToolSpec(BaseModel):
     """What the workflow needs to know about a tool; the JSON schema goes to the artifact store."""
 
     name: str
-    kind: Literal["activity", "timer"] = "activity"
-    """`timer` tools (wait) run in the workflow as durable timers, not as activities."""
+    kind: Literal["activity", "timer", "child"] = "activity"
+    """`timer` tools (wait) run in the workflow as durable timers; `child` tools (delegate) as
+    child workflows; the rest as activities."""
     heartbeat_s: float | None = None
     effect: EffectClass = EffectClass.READ_ONLY
     timeout_s: float = 60.0
@@ -521,3 +522,6 @@ class AgentResult(BaseModel):
     steps: int
     used: BudgetUsed
     last_error: str | None = None
+    workspace: str | None = None
+    effects: list[Effect] = Field(default_factory=list)
+    """Side effects left in place (for a parent that must be able to undo this run)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     # Contracts and pure helpers only: pydantic and the standard library.
@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
         Transcript, TranscriptPage, VerifyRequest, VerifyResult,
     )
-    from workflows import approvals, saga
+    from workflows import approvals, children, saga
     from workflows.input import parse_run
 
 INVALID_ARGUMENTS = "InvalidArguments"
@@ -326,6 +326,8 @@ class AgentWorkflow:
                 return ToolResult(ok=False, error_type="Rejected", output=f"a person rejected this call: {decision.reason}")
         if spec.kind == "timer":
             result = await self._timer(state, plan, args)
+        elif spec.kind == "child":
+            result = await self._delegate(state, plan, spec, key, call_id, args)
         else:
             result = await self._run_activity_tool(state, plan, spec, key, call_id, args)
         if result.error_type == INVALID_ARGUMENTS:
@@ -381,6 +383,28 @@ class AgentWorkflow:
             return self._bad_call(state, ToolResult(ok=False, output=problem, error_type=INVALID_ARGUMENTS))
         await workflow.sleep(timedelta(seconds=seconds), summary=f"step {state.step}: wait {seconds:.0f}s")
         return ToolResult(ok=True, output=f"waited {seconds:.0f}s; it is now {workflow.now().isoformat()}")
+
+    async def _delegate(
+        self, state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any]
+    ) -> ToolResult:
+        """A child AgentWorkflow with the parent's remaining budget; its spend is charged here."""
+        child_run, problem = children.child_run(state, plan, args)
+        if problem is not None:
+            return self._bad_call(state, ToolResult(ok=False, output=problem, error_type=INVALID_ARGUMENTS))
+        effect = self._register_effect(state, spec, state.step, call_id, key, args)
+        assert effect is not None
+        try:
+            child: AgentResult = await workflow.execute_child_workflow(
+                "AgentWorkflow", child_run, id=children.child_id(key), result_type=AgentResult,
+                task_queue=workflow.info().task_queue,
+            )
+        except ChildWorkflowError as err:
+            effect.status, effect.error = EffectStatus.FAILED, _cause(err)
+            return ToolResult(ok=False, error_type="SubAgentFailed", output=f"sub-agent {args.get('agent')} failed: {_cause(err)}")
+        children.charge(state.used, child.used)
+        effect.status = EffectStatus.DONE
+        effect.undo = children.undo_info(child)
+        return ToolResult(ok=child.phase == Phase.DONE, output=children.summary(child), undo=effect.undo)
 
     def _register_effect(
         self, state: AgentState, spec: ToolSpec, step: int, call_id: str, key: str, args: dict[str, Any]
@@ -526,6 +550,8 @@ class AgentWorkflow:
         return AgentResult(
             workflow_id=state.workflow_id, phase=phase, answer=state.answer,
             steps=state.step, used=state.used, last_error=state.last_error,
+            workspace=state.plan.workspace if state.plan else None,
+            effects=[e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE],
         )
 
     def _elapsed_s(self, state: AgentState) -> float:
@@ -579,8 +605,8 @@ def _brief(args: dict[str, Any]) -> str:
 
 
 def _cause(err: BaseException) -> str:
-    """The message of the first real failure under Temporal's ActivityError wrapper."""
-    while isinstance(err, ActivityError) and err.__cause__ is not None:
+    """The message of the first real failure under Temporal's Activity/ChildWorkflow wrappers."""
+    while isinstance(err, (ActivityError, ChildWorkflowError)) and err.__cause__ is not None:
         err = err.__cause__
     if isinstance(err, ApplicationError):
         return err.message

@@ -36,6 +36,8 @@ UNDO_RETRY = RetryPolicy(
 
 def undoable(plan: RunPlan, effect: Effect) -> bool:
     spec = next((t for t in plan.tools if t.name == effect.tool), None)
+    if spec is not None and spec.kind == "child":
+        return True
     return effect.effect == EffectClass.COMPENSABLE and spec is not None and spec.has_undo
 
 
@@ -81,18 +83,31 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
     return report
 
 
-async def _undo(state: AgentState, plan: RunPlan, effect: Effect) -> None:
+async def _undo(state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None) -> None:
+    spec = next((t for t in plan.tools if t.name == effect.tool), None)
+    if spec is not None and spec.kind == "child":
+        await _undo_child(state, plan, effect)
+        return
     await workflow.execute_activity(
         f"undo.{effect.tool}",
         UndoInvocation(
             key=effect.key, workflow_id=state.workflow_id, step=effect.step, call_id=effect.call_id,
-            tool=effect.tool, arguments=effect.arguments, workspace=plan.workspace, undo=effect.undo,
+            tool=effect.tool, arguments=effect.arguments, workspace=workspace or plan.workspace, undo=effect.undo,
         ),
         result_type=str,
         start_to_close_timeout=timedelta(seconds=60),
         retry_policy=UNDO_RETRY,
         summary=f"undo step {effect.step}: {effect.tool}",
     )
+
+
+async def _undo_child(state: AgentState, plan: RunPlan, effect: Effect) -> None:
+    """Undo what a finished sub-agent left in place, newest first, in its workspace. A child that
+    did not finish (failed or cancelled) compensated its own effects by its failure policy."""
+    info = effect.undo or {}
+    for child_effect in reversed([Effect.model_validate(e) for e in info.get("effects", [])]):
+        if child_effect.status != EffectStatus.UNDONE:
+            await _undo(state, plan, child_effect, workspace=info.get("workspace"))
 
 
 def _label(effect: Effect) -> str:

@@ -141,3 +141,13 @@ register_profile(
         continue_as_new_events=400,
     )
 )
+
+register_profile(
+    AgentProfile(
+        name="boss",
+        system_prompt="You delegate.",
+        tools=["delegate", "probe_wait", "write_file"],
+        budget=Budget(max_steps=20),
+        failure_policy=FailurePolicy.ROLLBACK_ALL,
+    )
+)

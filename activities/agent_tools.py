@@ -1,0 +1,27 @@
+"""`delegate`: hand a task to another agent profile as a child AgentWorkflow.
+
+The workflow runs it (not an activity): the child gets the parent's remaining budget, its spend
+is charged to the parent, and the parent records it as an effect whose undo compensates the
+child's own effects. Cancelling the parent cancels the child, which compensates itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ratchet.tools import ToolContext, tool
+
+
+class DelegateArgs(BaseModel):
+    agent: str = Field(description="Profile of the sub-agent.")
+    objective: str = Field(min_length=1, description="What the sub-agent must achieve.")
+    max_steps: int | None = Field(None, ge=1, description="Cap on the sub-agent's steps (within the parent's budget).")
+    model: dict[str, Any] | None = Field(None, description="Model override for the sub-agent (e.g. a script).")
+
+
+@tool(kind="child", effect="compensable")
+def delegate(ctx: ToolContext, args: DelegateArgs) -> str:
+    """Hand a sub-task to another agent and get its answer."""
+    raise RuntimeError("delegate runs in the workflow as a child workflow, not as an activity")

@@ -1,0 +1,58 @@
+"""Sub-agents: a child AgentWorkflow per delegate call, budgets over the tree, compensation."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from ratchet.contracts import AgentResult, Phase
+from tests.runs import scripted, start, state_of
+from tests.test_rollback import wait_for
+
+CHILD_SCRIPT = [
+    {"tool_calls": [{"name": "write_file", "arguments": {"path": "child.txt", "content": "from the child"}},
+                    {"name": "create_ticket", "arguments": {"title": "child ticket"}}]},
+    {"content": "child finished"},
+]
+
+
+def delegate(**arguments) -> dict:
+    return {"tool_calls": [{"name": "delegate", "arguments": arguments}]}
+
+
+def tickets(settings) -> list[str]:
+    with sqlite3.connect(settings.tracker_path) as conn:
+        return [t for (t,) in conn.execute("SELECT title FROM tickets")]
+
+
+async def test_cancelling_the_parent_compensates_the_childs_effects(client, settings, worker):
+    script = [
+        delegate(agent="saga", objective="make child.txt", model={"provider": "scripted", "script": CHILD_SCRIPT}),
+        {"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 30}}]},
+    ]
+    handle = await start(client, settings, scripted("boss", script, workspace="tree"))
+    await wait_for(handle, lambda s: s.step == 2)
+    state = await state_of(handle)
+    assert "sub-agent" in state.tool_calls[0].result.output and "child finished" in state.tool_calls[0].result.output
+    assert state.used.steps == 2 + 2, "the child's two steps are charged to the parent"
+    assert (settings.workspace_root / "tree" / "child.txt").exists() and tickets(settings) == ["child ticket"]
+
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    state = await state_of(handle)
+    assert state.phase == Phase.CANCELLED and state.rollbacks[-1].clean
+    assert not (settings.workspace_root / "tree" / "child.txt").exists()
+    assert tickets(settings) == []
+
+
+async def test_a_child_gets_only_the_parents_remaining_budget(client, settings, worker):
+    forever = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(20)]
+    script = [delegate(agent="probe", objective="loop", model={"provider": "scripted", "script": forever}), {"content": "ok"}]
+    handle = await start(client, settings, scripted("boss", script, workspace="b", budget={"max_steps": 5}))
+    result: AgentResult = await handle.result()
+    state = await state_of(handle)
+    assert "ended BUDGET_EXHAUSTED after 4 steps" in state.tool_calls[0].result.output
+    assert result.phase == Phase.BUDGET_EXHAUSTED and state.used.steps == 5
