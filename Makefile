@@ -35,3 +35,10 @@ histories: install
 
 clean:
 	rm -rf .ratchet
+
+# Benchmarks against the raw Temporal SDK floor; not part of `make test`. About 25 minutes;
+# `make bench BENCH_ARGS=--quick` takes a few. Writes bench/results/latest.md and PNG plots.
+bench: install
+	@$(PY) -c "import matplotlib" 2>/dev/null || $(PY) -m pip install -q matplotlib
+	@[ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q py-spy
+	$(PY) -m bench $(BENCH_ARGS)

@@ -1,12 +1,14 @@
-"""Metrics scraped from a worker process during a run, its JSON logs, and OpenTelemetry spans."""
+"""A worker process: metrics scraped during a run, JSON logs, exported traces; tracing in-process."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
+import threading
 import urllib.request
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
@@ -53,10 +55,37 @@ def total(samples: dict[str, float], name: str, **labels: str) -> float:
     return sum(v for series, v in samples.items() if pattern.match(series) and all(w in series for w in wanted))
 
 
-async def test_worker_process_serves_metrics_during_a_run_and_logs_json(client, settings):
-    port = free_port()
+class OtlpReceiver:
+    """Collects the bodies of OTLP/HTTP trace exports (protobuf; span names are plain bytes)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                receiver.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_worker_process_serves_metrics_during_a_run_logs_json_and_exports_traces(client, settings):
+    port, otlp = free_port(), OtlpReceiver()
     worker = await start_worker(
-        settings, RATCHET_METRICS_HOST="127.0.0.1", RATCHET_METRICS_PORT=str(port), RATCHET_LOG_FORMAT="json"
+        settings, RATCHET_METRICS_HOST="127.0.0.1", RATCHET_METRICS_PORT=str(port), RATCHET_LOG_FORMAT="json",
+        RATCHET_OTEL="1", OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
     )
     try:
         handle = await start(client, settings, scripted("priced", SCRIPT, workspace="w"))
@@ -70,6 +99,7 @@ async def test_worker_process_serves_metrics_during_a_run_and_logs_json(client, 
         after = scrape(port)
     finally:
         assert await worker.stop() == 0, worker.output
+        otlp.close()
 
     assert total(after, "ratchet_steps", model="scripted") == 3
     assert total(after, "ratchet_model_tokens", kind="prompt") > 0
@@ -92,6 +122,10 @@ async def test_worker_process_serves_metrics_during_a_run_and_logs_json(client, 
     fatal = [r for r in ours if r.get("activity_type") == "tool.probe_fatal"]
     assert fatal and fatal[0]["outcome"] == "failed" and "cannot go on" in fatal[0]["message"]
     assert any("draining" in r["message"] for r in records)
+
+    exported = b"".join(otlp.bodies)
+    for span in (b"RunWorkflow:AgentWorkflow", b"RunActivity:model.call", b"RunActivity:tool.write_file"):
+        assert span in exported, "spans flushed to the OTLP endpoint before the worker exited"
 
 
 async def test_opentelemetry_spans_cover_the_client_the_workflow_and_each_activity(dev_server, settings):

@@ -3,7 +3,6 @@ at start (exit 2) with a message that names the environment variable."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os

@@ -23,6 +23,7 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 import activities.tracker_tools  # noqa: F401  (registers the built-in tools)
+import activities.agent_tools  # noqa: F401
 import activities.time_tools  # noqa: F401
 import activities.workspace_tools  # noqa: F401
 from activities.checkpoints import CheckpointActivities
@@ -113,7 +114,9 @@ def build_worker(client: Client, settings: Settings, activities: Activities | No
         max_cached_workflows=settings.max_cached_workflows,
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_s),
         # outermost first: logs and metrics see errors after secrets were redacted
-        interceptors=[LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secret_values(settings))],
+        interceptors=[
+            LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secret_values(settings)),
+        ],
     )
     options.update(overrides)
     return Worker(client, **options)
@@ -145,7 +148,7 @@ async def serve(settings: Settings) -> None:
     await _first_of(running, first.wait())
     if running.done():
         return await running  # the worker stopped on its own: raise its error
-    log.info("draining: polling stopped; running activities have %.0fs to finish", settings.shutdown_grace_s)
+    log.info("draining: polling stopped; running activities have %gs to finish", settings.shutdown_grace_s)
     drained = asyncio.create_task(worker.shutdown())
     await _first_of(drained, second.wait(), timeout=settings.shutdown_grace_s + DRAIN_MARGIN_S)
     flush_tracing()
