@@ -22,7 +22,7 @@ COPY ratchet/ ./ratchet/
 COPY workflows/ ./workflows/
 COPY activities/ ./activities/
 COPY worker/ ./worker/
-RUN pip install . \
+RUN pip install ".[otel]" \
     && rm -rf /app/build /app/*.egg-info
 
 # Unprivileged runtime user. /data is where docker-compose mounts the shared

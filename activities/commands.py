@@ -12,6 +12,8 @@ from pathlib import Path
 from ratchet.tools import ToolError
 
 OUTPUT_CAP = 16 * 1024
+SECRET_VARIABLES = ("OPENAI_API_KEY", "TEMPORAL_API_KEY", "RATCHET_CODEC_KEYS", "AZURE_OPENAI_API_KEY")
+SECRET_PREFIXES = ("TEMPORAL_TLS_",)
 
 
 @dataclass
@@ -22,7 +24,7 @@ class Completed:
 
 async def run_program(argv: list[str], cwd: Path, timeout_s: float) -> Completed:
     """Run argv in cwd; `python` resolves to this interpreter's environment first."""
-    env = dict(os.environ)
+    env = child_environment()
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -40,6 +42,15 @@ async def run_program(argv: list[str], cwd: Path, timeout_s: float) -> Completed
             raise
         raise ToolError(f"{argv[0]} timed out after {timeout_s}s") from None
     return Completed(exit_code=proc.returncode or 0, output=out.decode(errors="replace"))
+
+
+def child_environment() -> dict[str, str]:
+    """The worker's environment minus its credentials: a program the model runs (`env`,
+    `printenv`) must not be able to read the model key, the Temporal key or the codec keys."""
+    return {
+        name: value for name, value in os.environ.items()
+        if name not in SECRET_VARIABLES and not name.startswith(SECRET_PREFIXES)
+    }
 
 
 def cap(text: str, limit: int = OUTPUT_CAP) -> str:

@@ -135,3 +135,15 @@ async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, w
     assert "absolute" in state.tool_calls[1].result.output
     assert "escapes the workspace" in state.tool_calls[2].result.output
     assert not outside.exists()
+
+
+async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(client, settings, worker, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    monkeypatch.setenv("RATCHET_CODEC_KEYS", "k1:also-secret")
+    argv = ["python", "-c", "import os; print(sorted(k for k in os.environ if 'KEY' in k))"]
+    script = [{"tool_calls": [{"name": "run_command", "arguments": {"argv": argv}}]}, {"content": "ok"}]
+    seed_calculator(settings, "env")
+    handle = await start(client, settings, scripted("coder", script, workspace="env"))
+    assert (await handle.result()).phase == Phase.DONE
+    output = (await state_of(handle)).tool_calls[0].result.output
+    assert output.startswith("exit code 0") and "OPENAI_API_KEY" not in output and "RATCHET_CODEC_KEYS" not in output

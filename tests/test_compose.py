@@ -346,7 +346,7 @@ def test_dockerfile_matches_compose() -> None:
     assert re.search(r"^STOPSIGNAL SIGTERM\s*$", text, re.M), "STOPSIGNAL"
     users = re.findall(r"^USER\s+(\S+)", text, re.M)
     assert users and users[-1].split(":")[0] not in ("root", "0"), users
-    assert re.search(r"^RUN .*pip install \.", text, re.M), "pip install ."
+    assert re.search(r"^RUN .*pip install (\.|\"\.)", text, re.M), "pip install ."
     for pkg in ("ratchet/", "workflows/", "activities/", "worker/"):
         assert re.search(rf"^COPY {re.escape(pkg)}", text, re.M), f"COPY {pkg}"
 
