@@ -95,7 +95,7 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
         "--type", "AgentWorkflow", "--task-queue", "ratchet", "--workflow-id", workflow_id,
         "--input", run_input,
     ]
-    shown = run_input if len(run_input) < 200 else run_input[:160] + " ...}'"
+    shown = run_input if len(run_input) < 200 else run_input[:160] + " ...}"
     print(f"\n$ temporal workflow start --type AgentWorkflow --task-queue ratchet --workflow-id {workflow_id} "
           f"--input '{shown}'", flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -129,18 +129,22 @@ async def _follow(address: str, workflow_id: str) -> AgentState:
 
 
 def _show(state: AgentState, shown: list[int]) -> None:
-    """Print tool calls, checkpoints and rollbacks not shown yet."""
+    """Print tool calls, checkpoints and rollbacks not shown yet, in step order."""
+    lines: list[tuple[int, int, str]] = []
     for record in state.tool_calls[shown[0]:]:
         status = "ok " if record.result.ok else "ERR"
         first = record.result.output.splitlines()[0] if record.result.output else ""
-        print(f"  step {record.step:>2}  {status} {record.tool:<12} {_args(record.arguments):<40} -> {first[:60]}",
-              flush=True)
+        lines.append((record.step, 0, f"  step {record.step:>2}  {status} {record.tool:<12} "
+                                      f"{_args(record.arguments):<40} -> {first[:60]}"))
     for cp in state.checkpoints[shown[1]:]:
-        print(f"  checkpoint {cp.id}: {cp.summary}; patch {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}",
-              flush=True)
+        patch = cp.patch_ref.digest[:12] if cp.patch_ref else "-"
+        lines.append((cp.step, 1, f"  checkpoint {cp.id}: {cp.summary}; patch {patch}"))
     for report in state.rollbacks[shown[2]:]:
-        print(f"  rollback to {report.checkpoint_id or 'start'} ({report.reason}): undone {len(report.undone)}, "
-              f"left irreversible {len(report.irreversible)}, failed {len(report.not_undone)}", flush=True)
+        lines.append((state.step, 2, f"  rollback to {report.checkpoint_id or 'start'} ({report.reason}): "
+                                     f"undone {len(report.undone)}, left irreversible {len(report.irreversible)}, "
+                                     f"failed {len(report.not_undone)}"))
+    for _, _, line in sorted(lines, key=lambda item: item[:2]):
+        print(line, flush=True)
     shown[:] = [len(state.tool_calls), len(state.checkpoints), len(state.rollbacks)]
 
 
