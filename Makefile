@@ -24,7 +24,7 @@ compose-tool:
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq docker-compose >/dev/null; }
 
 test: install compose-tool
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=10
 
 worker: install
 	$(PY) -m worker
@@ -32,6 +32,11 @@ worker: install
 # Re-record tests/histories/*.json (the replay corpus) after an intended workflow change.
 histories: install
 	$(PY) -m ratchet.record_histories
+
+# Fault tolerance, measured (docs/RELIABILITY.md): runs under SIGKILLed workers, a dev server
+# restart and a failing model endpoint, then an audit of the outside store.
+chaos: install
+	$(PY) -m ratchet.chaos --runs 50
 
 clean:
 	rm -rf .ratchet
