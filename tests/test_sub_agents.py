@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -56,3 +57,22 @@ async def test_a_child_gets_only_the_parents_remaining_budget(client, settings, 
     state = await state_of(handle)
     assert "ended BUDGET_EXHAUSTED after 4 steps" in state.tool_calls[0].result.output
     assert result.phase == Phase.BUDGET_EXHAUSTED and state.used.steps == 5
+
+
+async def test_cancelling_the_parent_cancels_a_running_child_which_compensates(client, settings, worker):
+    child_script = CHILD_SCRIPT[:1] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 30}}]}]
+    script = [delegate(agent="saga", objective="slow child", model={"provider": "scripted", "script": child_script})]
+    handle = await start(client, settings, scripted("boss", script, workspace="tree2"))
+    child = client.get_workflow_handle(f"{handle.id}/1/call_1_0/child")
+    await wait_for(handle, lambda s: any(e.tool == "delegate" for e in s.effects))
+    await asyncio.sleep(0.5)  # the child starts right after its effect is registered
+    await wait_for(child, lambda s: s.step == 2)
+    assert tickets(settings) == ["child ticket"]
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    child_state = await state_of(child)
+    assert child_state.phase == Phase.CANCELLED and child_state.rollbacks[-1].clean
+    assert not (settings.workspace_root / "tree2" / "child.txt").exists()
+    assert tickets(settings) == []
+    assert (await state_of(handle)).phase == Phase.CANCELLED

@@ -30,7 +30,12 @@ def child_run(state: AgentState, plan: RunPlan, args: dict[str, Any]) -> tuple[d
     child_budget: dict[str, Any] = {"max_steps": steps_left, "max_tokens": tokens_left}
     if budget.max_cost_usd is not None:
         child_budget["max_cost_usd"] = max(budget.max_cost_usd - used.cost_usd, 0.0)
-    run: dict[str, Any] = {"agent": agent, "objective": objective, "workspace": plan.workspace, "budget": child_budget}
+    # A delegate call is atomic for the parent: a child that fails or is cancelled undoes all of
+    # its own effects (rollback_all), and a finished child's effects are undone by the parent.
+    run: dict[str, Any] = {
+        "agent": agent, "objective": objective, "workspace": plan.workspace, "budget": child_budget,
+        "on_failure": "rollback_all",
+    }
     if isinstance(args.get("model"), dict):
         run["model"] = args["model"]
     return run, None
