@@ -95,7 +95,9 @@ class ModelActivities:
             )
             choice = completion.choices[0]
         except (openai.OpenAIError, ValueError, IndexError, TypeError) as exc:
-            raise classify(exc if isinstance(exc, Exception) else Exception(exc)) from exc
+            # `from None`: the openai exception chain and its stack traces (~6 KB) would exceed
+            # the server's size limit for a retrying activity's last failure, hiding the reason.
+            raise classify(exc) from None
         message = from_openai(choice.message)
         usage = Usage(
             prompt_tokens=getattr(completion.usage, "prompt_tokens", 0) or 0,

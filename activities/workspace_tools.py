@@ -60,7 +60,9 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
     if path.is_dir():
         raise ToolError(f"{args.path} is a directory")
     previous = ctx.artifacts.put(path.read_bytes()) if path.is_file() else None
-    undo = {"path": args.path, "previous": previous.model_dump() if previous else None}
+    created = _missing_parents(ctx.workspace, path)
+    undo = {"path": args.path, "previous": previous.model_dump() if previous else None,
+            "created_dirs": [display(ctx.workspace, d) for d in created]}
     ctx.record_undo(undo)
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, data)
@@ -73,11 +75,16 @@ def undo_write_file(ctx: ToolContext, args: WriteFileArgs, undo: dict | None) ->
     if undo is None:
         return "nothing to undo: the call never got as far as writing"
     path = confine(ctx.workspace, undo["path"])
-    if undo["previous"] is None:
-        path.unlink(missing_ok=True)
-        return f"removed {undo['path']}"
-    _atomic_write(path, ctx.artifacts.get(ArtifactRef.model_validate(undo["previous"])))
-    return f"restored {undo['path']}"
+    if undo["previous"] is not None:
+        _atomic_write(path, ctx.artifacts.get(ArtifactRef.model_validate(undo["previous"])))
+        return f"restored {undo['path']}"
+    path.unlink(missing_ok=True)
+    path.with_name(f".{path.name}.ratchet-tmp").unlink(missing_ok=True)
+    for rel in undo.get("created_dirs", []):  # deepest first; only if the call left them empty
+        directory = confine(ctx.workspace, rel)
+        if directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+    return f"removed {undo['path']}"
 
 
 @tool(effect="read_only", timeout_s=30)
@@ -102,6 +109,16 @@ async def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     """Run a program in the workspace (argv list, no shell) and return its exit code and output."""
     done = await run_program(args.argv, ctx.workspace, args.timeout_s)
     return f"exit code {done.exit_code}\n{cap(done.output)}"
+
+
+def _missing_parents(workspace: Path, path: Path) -> list[Path]:
+    """The directories a write to `path` will create, deepest first."""
+    missing = []
+    parent = path.parent
+    while parent != workspace and not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    return missing
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

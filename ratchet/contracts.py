@@ -15,6 +15,20 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 MAX_OBJECTIVE_CHARS = 200_000
 
 
+def valid_unicode(text: str) -> bool:
+    """False for strings JSON can carry but UTF-8 cannot (lone surrogates such as "\\ud800")."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def scrub_text(text: str) -> str:
+    """NUL characters dropped and lone surrogates replaced, so the text always serializes."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
 class Strict(BaseModel):
     """Input a person types: unknown fields are mistakes, not extensions."""
 
@@ -155,6 +169,8 @@ class AgentRun(Strict):
     def _no_nul(cls, value: str) -> str:
         if "\x00" in value:
             raise ValueError("must not contain NUL characters")
+        if not valid_unicode(value):
+            raise ValueError("must be valid Unicode (it contains a lone surrogate)")
         if not value.strip():
             raise ValueError("must not be blank")
         return value

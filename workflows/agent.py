@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         EffectClass, EffectStatus, FailurePolicy, LoadCheckpoint, Message, ModelReply, ModelRequest,
         PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
-        Transcript, TranscriptPage, VerifyRequest, VerifyResult,
+        Transcript, TranscriptPage, VerifyRequest, VerifyResult, scrub_text, valid_unicode,
     )
     from workflows import approvals, children, saga
     from workflows.input import parse_run
@@ -121,7 +121,7 @@ class AgentWorkflow:
         """A user message, added to the conversation at the next step boundary."""
         if not isinstance(text, str) or not text.strip():
             return
-        text = text[:100_000].replace("\x00", "")
+        text = scrub_text(text[:100_000])
         (self._state.inbox if self._state is not None else self._early_inbox).append(text)
 
     @workflow.signal
@@ -588,6 +588,8 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
         return {}, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object"
     if not isinstance(value, dict):
         return {}, "tool arguments must be a JSON object"
+    if not valid_unicode(json.dumps(value, ensure_ascii=False)):
+        return {}, "tool arguments contain invalid Unicode (a lone surrogate); send valid UTF-8 text"
     return value, None
 
 
