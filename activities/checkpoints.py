@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from activities.commands import cap, run_program
+from activities.heartbeat import heartbeating
 from activities.workspace import confine, open_workspace
 from ratchet.artifacts import ArtifactStore, get_json, put_json
 from ratchet.contracts import (
@@ -43,7 +44,8 @@ class CheckpointActivities:
     async def verify(self, req: VerifyRequest) -> VerifyResult:
         workspace = open_workspace(self.workspace_root, req.workspace)
         try:
-            done = await run_program(req.verifier.argv, workspace, req.verifier.timeout_s)
+            async with heartbeating():
+                done = await run_program(req.verifier.argv, workspace, req.verifier.timeout_s)
             exit_code, output = done.exit_code, done.output
         except ToolError as exc:
             exit_code, output = 127, str(exc)

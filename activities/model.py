@@ -12,6 +12,7 @@ from typing import Any
 import openai
 from temporalio import activity
 
+from activities.heartbeat import heartbeating
 from activities.ledger import EntryStatus, Ledger
 from activities.model_errors import classify
 from activities.scripted import scripted_reply
@@ -46,7 +47,8 @@ class ModelActivities:
             entry = self.ledger.begin(req.key)
             if entry is not None and entry.status == EntryStatus.COMPLETED:
                 return ModelReply.model_validate(entry.result)
-        reply = await self._call(req)
+        async with heartbeating():
+            reply = await self._call(req)
         if self.ledger is not None:
             self.ledger.complete(req.key, reply.model_dump(mode="json"))
         return reply

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.ledger import EntryStatus, Ledger
 from activities.workspace import open_workspace
 from ratchet.artifacts import ArtifactStore
@@ -132,7 +133,8 @@ class ToolActivities:
             undo_info = forward.undo if forward else None
         args = tool.args_model.model_validate(inv.arguments)
         try:
-            out = await tool.call_undo(self._context(key, inv), args, undo_info)
+            async with heartbeating():
+                out = await tool.call_undo(self._context(key, inv), args, undo_info)
         except FatalToolError as exc:
             raise ApplicationError(f"undo {tool.name}: {exc}", type="UndoFailed", non_retryable=True) from exc
         self.ledger.complete(key, {"output": out.output})

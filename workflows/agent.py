@@ -40,6 +40,8 @@ MODEL_RETRY = RetryPolicy(
 )
 
 
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+"""model.call, checkpoint.verify and undo.* heartbeat every 5 s: a dead worker is noticed in 20 s."""
 SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
 SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
 SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
@@ -282,6 +284,7 @@ class AgentWorkflow:
                 "model.call", request, result_type=ModelReply,
                 start_to_close_timeout=timedelta(seconds=plan.model.timeout_s + 30),
                 retry_policy=MODEL_RETRY, summary=f"step {state.step}: model call",
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
             )
         except ActivityError as err:
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
@@ -465,6 +468,7 @@ class AgentWorkflow:
             result_type=VerifyResult,
             start_to_close_timeout=timedelta(seconds=plan.verifier.timeout_s + 60),
             retry_policy=RetryPolicy(maximum_attempts=3),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             summary=f"step {state.step}: verify {' '.join(plan.verifier.argv)}"[:200],
         )
 

@@ -97,6 +97,7 @@ async def _undo(state: AgentState, plan: RunPlan, effect: Effect, workspace: str
         result_type=str,
         start_to_close_timeout=timedelta(seconds=60),
         retry_policy=UNDO_RETRY,
+        heartbeat_timeout=timedelta(seconds=20),
         summary=f"undo step {effect.step}: {effect.tool}",
     )
 
