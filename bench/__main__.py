@@ -1,0 +1,177 @@
+"""`python -m bench [--quick] [--out DIR] [--only SECTION ...]`: run the benchmarks, print every figure
+as `name=value`, write DIR/latest.md, latest.json and PNG plots (default DIR: bench/results).
+
+Sections, in order: steps (step and history cost), components, throughput, sweep, cached, long
+(long run + replay), profile (py-spy), micro (model.call in-process). A dev server of its own is
+started in a temporary directory and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import temporalio
+
+from bench import longrun, micro, profiling, scale, steps
+from bench.harness import SERVER_CONFIG, REPO, connect_env, machine_load
+from bench.progress import Progress
+from bench.report import compute_figures, fmt, markdown
+
+SECTIONS = ("steps", "components", "throughput", "sweep", "cached", "long", "profile", "micro")
+FULL = dict(
+    variants=["floor", "ratchet", "local"], steps=[5, 20, 50], reps=3, warm_runs=2,
+    component_variants=["ratchet", "ledger", "verify", "no_sa", "unsandboxed", "local_unsandboxed"],
+    component_steps=20, component_reps=2, throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
+    headline_agents=100, headline_steps=20, cached=1000, cached_unsandboxed=300, long_steps=5000, long_budget_s=420, replay_steps=1000,
+    profile=(25, 4),
+)
+QUICK = dict(
+    FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify", "unsandboxed"],
+    component_steps=10, component_reps=1, throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
+    headline_steps=5, cached=200, cached_unsandboxed=100, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2),
+)
+
+
+def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
+    units = {
+        "steps": len(cfg["variants"]) * len(cfg["steps"]) * cfg["reps"],
+        "components": len(cfg["component_variants"]) * cfg["component_reps"],
+        "throughput": 2 * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 2, "long": 3,
+        "profile": 2, "micro": 1,
+    }
+    return sum(n for section, n in units.items() if section in only)
+
+
+def server_version() -> str:
+    from ratchet.devserver import temporal_binary
+
+    done = subprocess.run([temporal_binary(), "--version"], capture_output=True, text=True, timeout=30)
+    return done.stdout.strip()
+
+
+def meta(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "command": "python -m bench " + " ".join(sys.argv[1:]) if sys.argv[1:] else "make bench", "quick": args.quick,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cores": os.cpu_count(), "memory_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+        "load_start": machine_load(), "temporalio": temporalio.__version__, "server": server_version(),
+        "python": platform.python_version(), "variants": cfg["variants"], "component_steps": cfg["component_steps"],
+        "headline_agents": cfg["headline_agents"], "load_note": args.load_note,
+    }
+
+
+async def run(cfg: dict[str, Any], args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
+    from ratchet.devserver import DevServer
+
+    results: dict[str, Any] = {"meta": meta(cfg, args), "config": cfg}
+    progress = Progress(planned_units(cfg, only))
+    began = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="ratchet-bench-"))
+    server = DevServer(db_file=work / "temporal.db", log_file=work / "server.log", dynamic_config=SERVER_CONFIG)
+    progress.note(f"dev server starting in {work}; {planned_units(cfg, only)} measurements planned")
+    with server:
+        env = await connect_env(server.address, server.process.pid if server.process else None, work)
+        if "steps" in only:
+            results["step_cost"] = await steps.step_cost(env, progress, cfg["variants"], cfg["steps"], cfg["reps"], cfg["warm_runs"])
+        if "components" in only:
+            results["components"] = await steps.step_cost(
+                env, progress, cfg["component_variants"], [cfg["component_steps"]], cfg["component_reps"],
+                cfg["warm_runs"], section="components")
+        if "throughput" in only:
+            results["throughput"] = await scale.throughput_pair(env, progress, *cfg["throughput"])
+        if "sweep" in only:
+            results["sweep"] = await scale.sweep(env, progress, cfg["levels"], cfg["level_steps"],
+                                                 cfg["headline_agents"], cfg["headline_steps"])
+        if "cached" in only:
+            results["cached"] = await scale.cached_runs(env, progress, cfg["cached"])
+            results["cached_unsandboxed"] = await scale.cached_runs(env, progress, cfg["cached_unsandboxed"], "unsandboxed")
+        if "long" in only:
+            results["long"] = await longrun.long_and_replay(env, progress, cfg["long_steps"], cfg["replay_steps"],
+                                                            cfg["long_budget_s"])
+        if "profile" in only:
+            results["profile"] = await profiling.profile(env, progress, *cfg["profile"], work)
+    if "micro" in only:
+        progress.begin("micro: model.call in-process by transcript length")
+        results["micro"] = await micro.model_call_costs()
+        progress.end("done")
+    results["meta"]["load_end"] = machine_load()
+    results["meta"]["duration_s"] = time.monotonic() - began
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`old` with the sections `new` measured replaced; the report names what was re-run when."""
+    merged = {**old, **{k: v for k, v in new.items() if k not in ("meta", "config", "figures")}}
+    sections = sorted(k for k in new if k not in ("meta", "config", "figures"))
+    merged["meta"] = dict(old["meta"])
+    merged["meta"].setdefault("updates", []).append(
+        f"{', '.join(sections)} re-measured by `{new['meta']['command']}` on {new['meta']['date']} "
+        f"({new['meta']['duration_s'] / 60:.1f} min; load {new['meta']['load_start']} -> {new['meta']['load_end']}; "
+        f"long-run budget {new['config']['long_budget_s']:.0f} s)")
+    merged["config"] = {**old.get("config", {}), **{k: v for k, v in new["config"].items() if k.startswith(("long", "replay", "cached"))}}
+    return merged
+
+
+def write(results: dict[str, Any], out: Path) -> dict[str, float]:
+    from bench.plots import plot_all
+
+    out.mkdir(parents=True, exist_ok=True)
+    figures = compute_figures(results)
+    results["figures"] = figures
+    plots = [p.name for p in plot_all(results, out)]
+    (out / "latest.md").write_text(markdown(results, figures, plots))
+    (out / "latest.json").write_text(json.dumps(results, indent=1, default=str))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions (a few minutes)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--long-budget-s", type=float, help="time budget of the long run (default 420 s, quick 180 s)")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --only: replace just those sections in OUT/latest.json and re-render the report")
+    parser.add_argument("--from-json", type=Path, help="re-render the report and plots from a saved latest.json")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (server db, worker logs, py-spy raw stacks)")
+    parser.add_argument("--load-note", default="other agents' test suites share this machine",
+                        help="what else ran on the machine (goes into the report)")
+    args = parser.parse_args(argv)
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.long_budget_s is not None:
+        cfg["long_budget_s"] = args.long_budget_s
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())
+    else:
+        results = asyncio.run(run(cfg, args, set(args.only or SECTIONS)))
+        if args.merge:
+            results = merge(json.loads((args.out / "latest.json").read_text()), results)
+    figures = write(results, args.out)
+    print(f"cores={results['meta']['cores']}")
+    print(f"temporalio={results['meta']['temporalio']}")
+    print(f"dev_server={results['meta']['server'].splitlines()[0] if results['meta']['server'] else '?'}")
+    for name, value in figures.items():
+        print(f"{name}={fmt(value)}")
+    print(f"report: {args.out / 'latest.md'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # temporalio can abort at interpreter exit (SDK issue #300)

@@ -1,0 +1,48 @@
+"""The floor: the same N-step task written directly on the Temporal SDK.
+
+One model activity and one tool activity per step, minimal payloads (ints and short strings), a
+scripted "model" that asks for the tool until the last step. Default data converter, default
+sandbox, the same timeouts as Ratchet's calls. Nothing here imports Ratchet.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+
+FLOOR_WORKFLOW = "BenchFloor"
+RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+
+
+@activity.defn(name="floor.model")
+async def floor_model(turn: list[int]) -> str:
+    """Scripted model: [step, steps] -> the tool to call, or "" for the final answer."""
+    step, steps = turn
+    return "echo" if step <= steps else ""
+
+
+@activity.defn(name="floor.tool")
+async def floor_tool(step: int) -> str:
+    return f"echo {step}"
+
+
+@workflow.defn(name=FLOOR_WORKFLOW)
+class FloorWorkflow:
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        step = 0
+        while True:
+            step += 1
+            call = await workflow.execute_activity(
+                floor_model, [step, steps], start_to_close_timeout=timedelta(seconds=90), retry_policy=RETRY
+            )
+            if not call:
+                return step - 1
+            await workflow.execute_activity(
+                floor_tool, step, start_to_close_timeout=timedelta(seconds=30), retry_policy=RETRY
+            )
+
+
+ACTIVITIES = [floor_model, floor_tool]

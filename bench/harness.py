@@ -1,0 +1,203 @@
+"""The bench harness: a dev server, worker processes measured from /proc, and one N-step run.
+
+A worker is a fresh child process (`bench.worker_proc`), so cold starts are real and its CPU and
+memory are its own. Every variant runs the same task: N steps of (model call -> one fast tool
+call), then a final model call that answers.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+
+from bench.floor import FLOOR_WORKFLOW
+from bench.prototypes import LOCAL_UNSANDBOXED_WORKFLOW, LOCAL_WORKFLOW, UNSANDBOXED_WORKFLOW
+
+REPO = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SERVER_CONFIG = {
+    # one uncut 1,000-step history to replay; Ratchet's own bound still applies elsewhere
+    "limit.historyCount.suggestContinueAsNew": "200000",
+    "limit.historySize.suggestContinueAsNew": "200000000",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    worker: str
+    """`floor` or `ratchet` (bench.worker_proc kind)."""
+    workflow: str
+    profile: str = "bench"
+    tool: str = "bench_echo"
+    env: tuple[tuple[str, str], ...] = ()
+    label: str = ""
+
+
+VARIANTS = {
+    v.name: v
+    for v in (
+        Variant("floor", "floor", FLOOR_WORKFLOW, label="raw SDK floor"),
+        Variant("ratchet", "ratchet", "AgentWorkflow", label="Ratchet, read-only tool"),
+        Variant("local", "ratchet", LOCAL_WORKFLOW, label="Ratchet, read-only tool as local activity (prototype)"),
+        Variant("ledger", "ratchet", "AgentWorkflow", tool="bench_note", label="Ratchet, compensable tool (ledger)"),
+        Variant("verify", "ratchet", "AgentWorkflow", profile="bench_verify", tool="bench_note",
+                label="Ratchet, compensable tool + verify/checkpoint"),
+        Variant("unsandboxed", "ratchet", UNSANDBOXED_WORKFLOW, label="Ratchet outside the SDK sandbox (prototype)"),
+        Variant("local_unsandboxed", "ratchet", LOCAL_UNSANDBOXED_WORKFLOW,
+                label="Ratchet, local read-only tools, no sandbox (prototype)"),
+        Variant("no_sa", "ratchet", "AgentWorkflow", env=(("BENCH_SEARCH_ATTRIBUTES", "0"),),
+                label="Ratchet, search-attribute upserts off"),
+    )
+}
+
+
+def read_proc(pid: int) -> dict[str, float]:
+    """CPU seconds (self + reaped children), RSS and peak RSS (MiB) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = sum(int(x) for x in fields[11:15]) / CLOCK_TICKS  # utime, stime, cutime, cstime
+    mem = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                mem[key] = int(value.split()[0]) / 1024
+    return {"cpu_s": cpu, "rss_mib": mem.get("VmRSS", 0.0), "peak_rss_mib": mem.get("VmHWM", 0.0)}
+
+
+def machine_load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+class WorkerProcess:
+    """`with WorkerProcess(kind, address, root) as w:` a polling worker on its own task queue."""
+
+    def __init__(self, kind: str, address: str, root: Path, env: dict[str, str] | None = None) -> None:
+        self.kind, self.address, self.root = kind, address, Path(root)
+        self.queue = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.startup_s = 0.0
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout_s: float = 180) -> WorkerProcess:
+        self.root.mkdir(parents=True, exist_ok=True)
+        log = open(self.root / f"worker-{self.kind}.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.worker_proc", self.kind, self.address, self.queue, str(self.root)],
+            cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        if not line.startswith("READY"):
+            self.stop()
+            raise RuntimeError(f"bench worker {self.kind} did not start; see {self.root}/worker-{self.kind}.log")
+        self.startup_s = float(line.split()[1])
+        return self
+
+    def stats(self) -> dict[str, float]:
+        return read_proc(self.pid)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> WorkerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class Env:
+    """One bench session: the server's address and pid, a work dir, and the driver's clients."""
+
+    address: str
+    server_pid: int | None
+    root: Path
+    raw: Client
+    ratchet: Client
+    notes: list[str] = field(default_factory=list)
+
+    def worker(self, variant: Variant) -> WorkerProcess:
+        return WorkerProcess(variant.worker, self.address, self.root, dict(variant.env))
+
+    def client(self, variant: Variant) -> Client:
+        return self.raw if variant.worker == "floor" else self.ratchet
+
+    def server_cpu_s(self) -> float:
+        return read_proc(self.server_pid)["cpu_s"] if self.server_pid else 0.0
+
+
+async def connect_env(address: str, server_pid: int | None, root: Path) -> Env:
+    from ratchet.settings import Settings
+    from worker.main import connect
+
+    settings = Settings(temporal_address=address, artifact_dir=root / "artifacts")
+    return Env(address, server_pid, root, await Client.connect(address), await connect(settings))
+
+
+def script(steps: int, tool: str = "bench_echo") -> list[dict[str, Any]]:
+    calls = [{"tool_calls": [{"name": tool, "arguments": {"text": str(i)}}]} for i in range(steps)]
+    return calls + [{"content": "done"}]
+
+
+def workflow_input(variant: Variant, steps: int) -> Any:
+    if variant.worker == "floor":
+        return steps
+    return {
+        "agent": variant.profile, "objective": f"bench {steps} steps", "workspace": "bench",
+        "model": {"provider": "scripted", "script": script(steps, variant.tool)},
+        "budget": {"max_steps": steps + 1},
+    }
+
+
+async def start_run(env: Env, variant: Variant, steps: int, queue: str, run_input: Any = None) -> WorkflowHandle:
+    return await env.client(variant).start_workflow(
+        variant.workflow, workflow_input(variant, steps) if run_input is None else run_input,
+        id=f"bench-{variant.name}-{steps}-{uuid.uuid4().hex[:10]}", task_queue=queue,
+    )
+
+
+def check_result(variant: Variant, steps: int, result: Any) -> None:
+    """A run that did not do its N steps must not be timed as if it had."""
+    done = result == steps if variant.worker == "floor" else (result.get("phase"), result.get("steps")) == ("DONE", steps + 1)
+    if not done:
+        raise RuntimeError(f"{variant.name} run of {steps} steps ended wrongly: {result!r}")
+
+
+async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple[float, WorkflowHandle]:
+    """Wall seconds from start request to result, as a caller sees it."""
+    began = time.perf_counter()
+    handle = await start_run(env, variant, steps, queue)
+    check_result(variant, steps, await handle.result())
+    return time.perf_counter() - began, handle
+
+
+def model_activity(variant: Variant) -> str:
+    return "floor.model" if variant.worker == "floor" else "model.call"

@@ -1,0 +1,86 @@
+"""In-process costs of the model activity's own work, by transcript length (no server).
+
+Each `model.call` reads the transcript so far from the artifact store, appends the reply, and
+writes the whole transcript back (fsync'd), and goes through the SQLite ledger twice (begin,
+complete: two fsync'd commits). The scripted provider also reads its script each call. All of it
+runs on the worker's event loop, so while it runs no other workflow or activity makes progress.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from bench.harness import script
+
+LENGTHS = (10, 100, 1000, 5000)
+"""Agent steps already in the transcript (two messages each: the tool call and its result)."""
+
+
+def _timed(fn, repeats: int) -> float:
+    """Median milliseconds of `fn()` over `repeats` calls."""
+    times = []
+    for i in range(repeats):
+        began = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - began) * 1000)
+    return median(times)
+
+
+def _transcript(steps: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a benchmark agent."},
+                                      {"role": "user", "content": "bench"}]
+    for i in range(steps):
+        messages.append({"role": "assistant", "tool_calls": [
+            {"id": f"call_{i + 1}_0", "name": "bench_echo", "arguments": f'{{"text": "{i}"}}'}]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i + 1}_0", "content": f"echo {i}"})
+    return messages
+
+
+async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, float]]:
+    from activities.ledger import SqliteLedger
+    from activities.model import ModelActivities
+    from ratchet.artifacts import DirectoryArtifactStore, get_json, put_json
+    from ratchet.contracts import Message, ModelRequest, ModelSettings
+    from ratchet.settings import Settings
+
+    root = Path(tempfile.mkdtemp(prefix="bench-micro-"))
+    store, ledger = DirectoryArtifactStore(root / "artifacts"), SqliteLedger(root / "ledger.sqlite3")
+    model = ModelActivities(Settings(), store, ledger)
+    tools_ref = put_json(store, [])
+    rows = []
+    for steps in lengths:
+        transcript = _transcript(steps)
+        ref, script_ref = put_json(store, transcript), put_json(store, script(steps + 1))
+        settings = ModelSettings(provider="scripted", script_ref=script_ref)
+        new = [Message(role="tool", tool_call_id="x", content="echo")]
+        calls = []
+        for i in range(repeats):
+            request = ModelRequest(key=f"micro/{steps}/{i}", step=steps + 1, transcript_ref=ref,
+                                   new_messages=new, tools_ref=tools_ref, settings=settings)
+            began = time.perf_counter()
+            await model.call(request)
+            calls.append((time.perf_counter() - began) * 1000)
+        rows.append({
+            "steps": steps, "transcript_kib": ref.size / 1024,
+            "model_call_ms": median(calls),
+            "ledger_ms": _timed(lambda i: (ledger.begin(f"l/{steps}/{i}"), ledger.complete(f"l/{steps}/{i}", {})), repeats),
+            "transcript_read_ms": _timed(lambda i: [Message.model_validate(m) for m in get_json(store, ref)], repeats),
+            "transcript_write_ms": _timed(lambda i: put_json(store, transcript + [{"role": "user", "content": str(i)}]), repeats),
+            "script_read_ms": _timed(lambda i: get_json(store, script_ref), repeats),
+        })
+    rows.append({"fsync_ms": _timed(lambda i: _fsync(root / f"f{i}"), repeats)})
+    shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "wb") as out:
+        out.write(b"x")
+        out.flush()
+        os.fsync(out.fileno())

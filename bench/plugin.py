@@ -1,0 +1,59 @@
+"""Bench tools and profiles, loaded by bench workers through RATCHET_PLUGINS=bench.plugin.
+
+`bench_echo` is the fast read-only tool of the step-cost runs (the floor's tool does the same);
+`bench_note` is its side-effecting twin (through the idempotency ledger, with an undo), used to
+price the ledger and verification.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ratchet.contracts import Budget, FailurePolicy, Verifier
+from ratchet.profiles import AgentProfile, register_profile
+from ratchet.tools import ToolContext, tool, undo_for
+
+BIG_BUDGET = Budget(max_steps=100_000, max_tokens=10**15)
+NO_CONTINUE_AS_NEW = 10**9
+
+
+class EchoArgs(BaseModel):
+    text: str
+
+
+@tool(effect="read_only", timeout_s=5)
+async def bench_echo(ctx: ToolContext, args: EchoArgs) -> str:
+    """Return the text (a fast read-only tool)."""
+    return f"echo {args.text}"
+
+
+@tool(effect="compensable", timeout_s=5, idempotent=True)
+async def bench_note(ctx: ToolContext, args: EchoArgs) -> str:
+    """Pretend to write a note (a fast side-effecting tool: ledger, effect record, undo)."""
+    ctx.record_undo({"text": args.text})
+    return f"noted {args.text}"
+
+
+@undo_for("bench_note")
+async def undo_bench_note(ctx: ToolContext, args: EchoArgs, undo: dict | None) -> str:
+    return "unnoted"
+
+
+def _profile(name: str, **extra) -> AgentProfile:
+    base = dict(
+        system_prompt="You are a benchmark agent.",
+        tools=["bench_echo", "bench_note", "wait"],
+        budget=BIG_BUDGET,
+        failure_policy=FailurePolicy.KEEP,
+    )
+    return register_profile(AgentProfile(name=name, **{**base, **extra}))
+
+
+_profile("bench")
+"""Step cost and scale: continue-as-new at Ratchet's default bound (never reached at N <= 50)."""
+_profile("bench_verify", verifier=Verifier(argv=["true"], timeout_s=30))
+"""Every step with bench_note is verified and checkpointed (`true` as the verifier)."""
+_profile("bench_long", continue_as_new_events=400)
+"""Long runs: continue-as-new every ~400 events, as the `approver` test profile."""
+_profile("bench_replay", continue_as_new_events=NO_CONTINUE_AS_NEW)
+"""One long history to replay (the bench server's suggested-continue-as-new limit is raised)."""

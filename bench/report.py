@@ -1,0 +1,208 @@
+"""The figures of a bench run, `name=value` lines, and bench/results/latest.md."""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from bench.findings import findings
+from bench.harness import VARIANTS
+from bench.history import PHASES
+from bench.scale import knee
+from bench.steps import cell_medians, component_figures, step_figures
+
+TARGETS = {
+    # name: (comparison, bound, what the issue asks)
+    "step_time_ratio": ("<=", 1.0, "Ratchet ms/step / floor at N max"),
+    "step_time_ratio_local": ("<=", 0.8, "same, read-only tools as local activities"),
+    "worker_cpu_ratio": ("<=", 1.2, "worker CPU per step / floor"),
+    "cold_start_ratio": ("<=", 1.2, "first run in a fresh worker / floor"),
+    "history_bytes_ratio": ("<=", 1.3, "history bytes per step / floor at N max"),
+    "history_growth": ("<=", 1.1, "Ratchet bytes/step at N max / at N min"),
+    "throughput_ratio": (">=", 1.0, "steps/s Ratchet / floor, 20 runs x 10 steps"),
+    "scale_wft_timeouts": ("<=", 0, "workflow task timeouts, 100 agents"),
+    "cached_rss_mib": ("<=", 250, "worker RSS with 1,000 cached runs"),
+    "replay_events_per_s": (">=", 5000, "Replayer, 1,000-step history"),
+    "long_rss_ratio": ("<=", 1.1, "worker RSS, last quarter / first quarter"),
+    "long_history_ratio": ("<=", 1.1, "history bytes per run, last quarter / first quarter"),
+}
+
+
+def compute_figures(results: dict[str, Any]) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    if results.get("step_cost"):
+        figures.update(step_figures(results["step_cost"]))
+    if results.get("components"):
+        figures.update(component_figures(results["components"]))
+    pair = results.get("throughput") or []
+    floor = [c["steps_per_s"] for c in pair if c["variant"] == "floor"]
+    ratchet = [c["steps_per_s"] for c in pair if c["variant"] == "ratchet"]
+    if floor and ratchet:
+        figures["throughput_ratio"] = median(ratchet) / median(floor)
+        figures["throughput_floor_steps_per_s"], figures["throughput_ratchet_steps_per_s"] = median(floor), median(ratchet)
+    sweep = results.get("sweep") or []
+    headline = next((c for c in sweep if c["agents"] == results["meta"]["headline_agents"]), None)
+    if headline:
+        for key in ("steps_per_s", "p50_step_ms", "p99_step_ms", "peak_rss_mib", "wft_timeouts"):
+            figures[f"scale_{key}"] = headline[key]
+    if sweep:
+        figures["scale_knee_agents"] = knee(sweep)
+        figures["scale_max_steps_per_s"] = max(c["steps_per_s"] for c in sweep)
+    cached = results.get("cached")
+    if cached:
+        figures["cached_runs"], figures["cached_rss_mib"] = cached["runs"], cached["rss_mib"]
+        figures["cached_kib_per_run"], figures["cached_not_in_timer"] = cached["kib_per_run"], cached["not_cached"]
+    unsandboxed = results.get("cached_unsandboxed")
+    if unsandboxed:
+        figures["cached_unsandboxed_kib_per_run"] = unsandboxed["kib_per_run"]
+        figures["cached_unsandboxed_rss_mib_at_1000"] = unsandboxed["idle_rss_mib"] + unsandboxed["kib_per_run"] * 1000 / 1024
+    long = results.get("long") or {}
+    if long.get("replay"):
+        replay = long["replay"]
+        figures["replay_events"] = replay["ratchet"]["events"]
+        figures["replay_events_per_s"] = replay["ratchet"]["events_per_s"]
+        figures["replay_first_events_per_s"] = replay["ratchet"]["first_events_per_s"]
+        for name in ("unsandboxed", "floor"):
+            if name in replay:
+                figures[f"replay_events_per_s_{name}"] = replay[name]["events_per_s"]
+    if long.get("long"):
+        run = long["long"]
+        for key in ("steps", "steps_done", "runs", "wall_s", "peak_rss_mib", "rss_ratio", "history_ratio", "input_ratio", "step_ms_ratio"):
+            figures[f"long_{key}"] = run[key]
+    cells = (results.get("step_cost") or []) + (results.get("components") or []) + pair + sweep
+    figures["wft_timeouts_total"] = sum(c.get("wft_timeouts", 0) for c in cells) + (long.get("long") or {}).get("wft_timeouts", 0)
+    return figures
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def verdict(name: str, value: float) -> str:
+    if name not in TARGETS:
+        return ""
+    op, bound, _ = TARGETS[name]
+    ok = value <= bound if op == "<=" else value >= bound
+    return f"{'met' if ok else 'MISSED'} ({op} {bound})"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
+
+
+def _step_rows(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    header = ["variant", "N", "reps", "ms/step", "min-max", "worker CPU ms/step", "server CPU ms/step",
+              "cold first run s", "worker start s", "start->1st model ms", *[f"{p} ms/step" for p in PHASES]]
+    rows = []
+    for (variant, n), r in sorted(cell_medians(cells).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows.append([variant, n, r["reps"], r["ms_per_step"], f"{r['ms_per_step_min']:.0f}-{r['ms_per_step_max']:.0f}",
+                     r["cpu_ms_per_step"], r["server_cpu_ms_per_step"], r["cold_s"], r["startup_s"], r["prepare_ms"],
+                     *[r[f"{p}_ms_per_step"] for p in PHASES]])
+    return header, rows
+
+
+def _history_rows(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    header = ["variant", "N", "events/step", "bytes/step", "steady bytes/step", "largest event B", "start input B"]
+    rows = [[v, n, r["events_per_step"], r["bytes_per_step"], r["steady_bytes_per_step"], r["largest_event"], r["input_bytes"]]
+            for (v, n), r in sorted(cell_medians(cells).items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+    return header, rows
+
+
+def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str]) -> str:
+    meta = results["meta"]
+    out = [
+        "# Ratchet benchmarks", "",
+        f"`{meta['command']}` on {meta['date']}; {meta['duration_s'] / 60:.1f} min.", "",
+        *[f"- update: {u}" for u in meta.get("updates", [])], *([""] if meta.get("updates") else []),
+        f"- machine: {meta['cores']} cores, {meta['memory_gib']:.0f} GiB; load average at start {meta['load_start']}, "
+        f"at end {meta['load_end']} ({meta['load_note']})",
+        f"- temporalio {meta['temporalio']}; dev server: {meta['server']}; Python {meta['python']}",
+        "- every figure compares variants measured in the same run on the same dev server; cells interleaved, each "
+        "in a fresh worker process", "",
+        "## Figures", "",
+        *_table(["name", "value", "target", "meaning"],
+                [[k, v, verdict(k, v), TARGETS.get(k, ("", "", ""))[2]] for k, v in figures.items()]),
+        "", "## Findings", "", *findings(results, figures), "",
+        "## Step cost", "",
+        "Variants: " + "; ".join(f"`{n}` {VARIANTS[n].label}" for n in meta["variants"]), "",
+        "Phase columns come from server event times: activity queue (scheduled->started), activity run "
+        "(started->completed), workflow task queue and run; per step.", "",
+        *_table(*_step_rows(results.get("step_cost") or [])),
+        "", "## History cost", "", *_table(*_history_rows(results.get("step_cost") or [])), "",
+    ]
+    if results.get("components"):
+        out += ["## What each piece costs (N=%d)" % meta["component_steps"], "",
+                *_table(*_step_rows(results["components"])), ""]
+    out += _scale_section(results) + _long_section(results) + _profile_section(results) + _micro_section(results)
+    out += ["## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
+    return "\n".join(out)
+
+
+def _scale_section(results: dict[str, Any]) -> list[str]:
+    out = []
+    cols = ["variant", "agents", "steps", "steps/s", "p50 step ms", "p99 step ms", "peak RSS MiB",
+            "worker CPU ms/step", "server CPU ms/step", "WFT timeouts"]
+    keys = ["variant", "agents", "steps", "steps_per_s", "p50_step_ms", "p99_step_ms", "peak_rss_mib",
+            "cpu_ms_per_step", "server_cpu_ms_per_step", "wft_timeouts"]
+    for title, cells in (("Throughput, floor vs Ratchet", results.get("throughput")), ("Concurrency sweep (Ratchet)", results.get("sweep"))):
+        if cells:
+            out += [f"## {title}", "", *_table(cols, [[c[k] for k in keys] for c in cells]), ""]
+    rows = [[c.get("variant", "ratchet"), c["runs"], c["idle_rss_mib"], c["rss_mib"], c["kib_per_run"], c["not_cached"]]
+            for c in (results.get("cached"), results.get("cached_unsandboxed")) if c]
+    if rows:
+        out += ["## Cached runs", "", "Runs each waiting on a 10-minute timer (one model call, then `wait`), all in "
+                "one worker's cache; RSS after they all reached the timer.", "",
+                *_table(["workflow", "runs", "idle RSS MiB", "RSS MiB", "KiB per cached run", "not at timer"], rows), ""]
+    return out
+
+
+def _long_section(results: dict[str, Any]) -> list[str]:
+    long = results.get("long") or {}
+    out = []
+    if long.get("replay"):
+        replay = long["replay"]
+        rows = [[name, r["events"], r["bytes"] / 1024, r["first_s"], r["median_s"], r["events_per_s"]]
+                for name, r in replay.items() if isinstance(r, dict)]
+        out += ["## Replay", "", f"Histories of {replay['steps']} steps, temporalio Replayer, 3 replays each in the bench "
+                "process: `ratchet` AgentWorkflow as deployed, `unsandboxed` the same class with sandboxed=False, "
+                "`floor` the raw-SDK workflow's history.", "",
+                *_table(["workflow", "events", "KiB", "first s", "median s", "events/s"], rows), ""]
+    if long.get("long"):
+        r = long["long"]
+        out += ["## Long run", "", *_table(
+            ["figure", "first quarter", "last quarter", "ratio"],
+            [["worker RSS MiB", r["rss_first_mib"], r["rss_last_mib"], r["rss_ratio"]],
+             ["history bytes per run", r["run_bytes_first"], r["run_bytes_last"], r["history_ratio"]],
+             ["run input bytes (before claim check)", r["run_input_first"], r["run_input_last"], r["input_ratio"]],
+             ["median ms per step", r["step_ms_first"], r["step_ms_last"], r["step_ms_ratio"]]]),
+            "", f"{r['steps_done']} of {r['steps']} steps in {r['runs']} runs, {r['wall_s']:.0f} s"
+            f"{'' if r['completed'] else ' (stopped: the time budget was spent)'}, peak RSS {r['peak_rss_mib']:.0f} MiB.", ""]
+    return out
+
+
+def _profile_section(results: dict[str, Any]) -> list[str]:
+    prof = results.get("profile") or []
+    if not prof:
+        return []
+    labels = sorted({k for p in prof for k in p["by_category"]}, key=lambda k: -max(p["by_category"].get(k, 0) for p in prof))
+    rows = [[k, *[p["by_category"].get(k, 0.0) for p in prof]] for k in labels]
+    rows.append(["total Python (py-spy --gil)", *[p["python_ms_per_step"] for p in prof]])
+    rows.append(["worker CPU (/proc, incl. Rust core)", *[p["worker_cpu_ms_per_step"] for p in prof]])
+    out = ["## Profile (py-spy, worker ms per step)", "", *_table(["category", *[p["variant"] for p in prof]], rows), ""]
+    for p in prof:
+        out += [f"Top leaf functions, {p['variant']}: " + "; ".join(f"`{k[:90]}` {v:.2f}" for k, v in p["top_leaf"][:8]), ""]
+    return out
+
+
+def _micro_section(results: dict[str, Any]) -> list[str]:
+    rows = [r for r in results.get("micro") or [] if "steps" in r]
+    if not rows:
+        return []
+    keys = ["steps", "transcript_kib", "model_call_ms", "transcript_read_ms", "transcript_write_ms", "script_read_ms", "ledger_ms"]
+    fsync = next((r["fsync_ms"] for r in results["micro"] if "fsync_ms" in r), 0.0)
+    return ["## model.call in-process, by transcript length", "",
+            "Median ms per call on the worker's event loop (scripted provider, no server).", "",
+            *_table(keys, [[r[k] for k in keys] for r in rows]), "", f"One fsync of a small file: {fsync:.2f} ms.", ""]

@@ -1,0 +1,66 @@
+"""One bench worker process: `python -m bench.worker_proc KIND ADDRESS QUEUE ROOT`.
+
+KIND is `floor` (raw SDK: temporalio and bench.floor only) or `ratchet` (the production worker,
+`worker.main.build_worker`, with RATCHET_PLUGINS=bench.plugin and the bench.prototypes workflows
+registered beside AgentWorkflow). Prints `READY <seconds since start>` once polling; SIGTERM stops
+it. The parent measures its CPU and memory from /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+STARTED = time.monotonic()
+
+
+async def floor_worker(address: str, queue: str):
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from bench.floor import ACTIVITIES, FloorWorkflow
+
+    client = await Client.connect(address)
+    return Worker(client, task_queue=queue, workflows=[FloorWorkflow], activities=ACTIVITIES)
+
+
+async def ratchet_worker(address: str, queue: str, root: Path):
+    from bench.prototypes import PROTOTYPES
+    from ratchet.logs import configure_logging
+    from ratchet.settings import Settings
+    from workflows.agent import AgentWorkflow
+    from worker.main import build_worker, connect, load_plugins
+
+    settings = Settings(
+        temporal_address=address, task_queue=queue, plugins="bench.plugin",
+        workspace_root=root / "workspaces", artifact_dir=root / "artifacts",
+        ledger_path=root / "ledger.sqlite3", tracker_path=root / "tracker.sqlite3",
+        search_attributes=os.environ.get("BENCH_SEARCH_ATTRIBUTES", "1") == "1",
+    )
+    configure_logging(settings)
+    load_plugins(settings)
+    client = await connect(settings)
+    return build_worker(client, settings, workflows=[AgentWorkflow, *PROTOTYPES])
+
+
+async def main(kind: str, address: str, queue: str, root: Path) -> None:
+    worker = await (floor_worker(address, queue) if kind == "floor" else ratchet_worker(address, queue, root))
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with worker:
+        print(f"READY {time.monotonic() - STARTED:.3f}", flush=True)
+        await stop.wait()
+        os._exit(0)  # no drain: the bench stops workers between cells, with nothing running
+
+
+if __name__ == "__main__":
+    kind, address, queue, root = sys.argv[1:5]
+    try:
+        asyncio.run(main(kind, address, queue, Path(root)))
+    finally:
+        sys.stdout.flush()
+        os._exit(0)  # temporalio can abort at interpreter exit (SDK issue #300)

@@ -1,0 +1,28 @@
+"""The bench harness at its smallest (one cell per variant, N=2), so `make bench` cannot rot."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bench.__main__ import write
+from bench.harness import VARIANTS, connect_env
+from bench.steps import step_cell
+
+
+async def test_bench_harness_measures_a_floor_and_a_ratchet_cell(dev_server, tmp_path):
+    env = await connect_env(dev_server.address, dev_server.process.pid, tmp_path / "work")
+    cells = await asyncio.gather(*(step_cell(env, VARIANTS[name], 2, warm_runs=1) for name in ("floor", "ratchet")))
+    for cell in cells:
+        assert cell["ms_per_step"] > 0 and cell["cold_s"] > 0 and cell["events_per_step"] > 0
+        assert cell["wft_timeouts"] == 0
+    ratchet = cells[1]
+    assert ratchet["fields"], "payload field sizes of Ratchet's activities"
+    results = {"meta": {
+        "command": "test", "date": "-", "duration_s": 1.0, "cores": 2, "memory_gib": 1.0, "load_start": [0],
+        "load_end": [0], "load_note": "-", "temporalio": "-", "server": "-", "python": "-",
+        "variants": ["floor", "ratchet"], "component_steps": 2, "headline_agents": 100,
+    }, "step_cost": list(cells)}
+    figures = write(results, tmp_path / "out")
+    assert figures["step_time_ratio"] > 0 and figures["history_bytes_ratio"] > 1
+    report = (tmp_path / "out" / "latest.md").read_text()
+    assert "step_time_ratio" in report and "## Findings" in report
