@@ -7,6 +7,7 @@ far (in the artifact store), so the bytes each step adds to history do not grow 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
 import openai
@@ -26,6 +27,7 @@ class ModelActivities:
         self.settings = settings
         self.artifacts = artifacts
         self.ledger = ledger
+        self.transcripts = TranscriptCache()
         self._client: openai.AsyncOpenAI | None = None
 
     def client(self) -> openai.AsyncOpenAI:
@@ -64,11 +66,17 @@ class ModelActivities:
             message, usage, finish, model = await self._openai(req, transcript)
         transcript.append(message)
         ref = put_json(self.artifacts, [m.model_dump(exclude_defaults=True) for m in transcript])
+        self.transcripts.put(ref.digest, transcript, ref.size)
         return ModelReply(message=message, usage=usage, finish_reason=finish, transcript_ref=ref, model=model)
 
     def _transcript(self, req: ModelRequest) -> list[Message]:
-        earlier = get_json(self.artifacts, req.transcript_ref) if req.transcript_ref else []
-        return [Message.model_validate(m) for m in earlier] + [self._inline(m) for m in req.new_messages]
+        earlier: list[Message] = []
+        if req.transcript_ref is not None:
+            cached = self.transcripts.get(req.transcript_ref.digest)
+            if cached is None:
+                cached = [Message.model_validate(m) for m in get_json(self.artifacts, req.transcript_ref)]
+            earlier = cached
+        return list(earlier) + [self._inline(m) for m in req.new_messages]
 
     def _inline(self, message: Message) -> Message:
         """A long tool output travels through history as a reference; the model sees all of it."""
@@ -106,6 +114,32 @@ class ModelActivities:
             completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
         )
         return message, usage, choice.finish_reason, completion.model or settings.model
+
+
+class TranscriptCache:
+    """Parsed transcripts by digest, so a run's next model call on this worker skips re-reading
+    and re-validating the whole conversation (content-addressed: an entry can never be stale)."""
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[str, tuple[list[Message], int]] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, digest: str) -> list[Message] | None:
+        entry = self.entries.get(digest)
+        if entry is None:
+            return None
+        self.entries.move_to_end(digest)
+        return entry[0]
+
+    def put(self, digest: str, transcript: list[Message], size: int) -> None:
+        if digest in self.entries or size > self.max_bytes:
+            return
+        self.entries[digest] = (list(transcript), size)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, (_, dropped) = self.entries.popitem(last=False)
+            self.bytes -= dropped
 
 
 def to_openai(message: Message) -> dict[str, Any]:
