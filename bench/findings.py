@@ -43,8 +43,9 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"{ratchet['ms_per_step']:.0f} -> {local['ms_per_step']:.0f} ms/step (step_time_ratio_local="
             f"{figures.get('step_time_ratio_local', 0):.2f}). Change: in workflows/agent.py `_execute_tool`, call "
             f"`workflow.execute_local_activity` for `spec.effect == READ_ONLY` tools with `timeout_s <= 10` and no "
-            f"heartbeat (same activity name and input, so the worker needs no change); keep regular activities "
-            f"for everything else. Note the cache-eviction caveat in `_prepare`'s comment: a pending local activity "
+            f"heartbeat (same activity name and input, so the worker needs no change), behind "
+            f"`workflow.patched(...)` so recorded histories still replay; keep regular activities for everything "
+            f"else. Note the cache-eviction caveat in `_prepare`'s comment: a pending local activity "
             f"holds the workflow task, so keep the timeout bound short.")
     if floor and ratchet:
         prof = {p["variant"]: p for p in results.get("profile") or []}
@@ -78,9 +79,9 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
         out.append(
             f"- **History bytes.** {ratchet['bytes_per_step']:.0f} B/step vs the floor's {floor['bytes_per_step']:.0f} "
             f"(events/step {ratchet['events_per_step']:.1f} vs {floor['events_per_step']:.1f}). Largest fields per step: "
-            f"{top}. Per model call the request repeats `settings` (with `script_ref`), `tools_ref`, the "
-            f"transcript ref and a 64-hex idempotency-key-sized digest each; pydantic writes every `None`/default "
-            f"field (`tool_calls: []`, `content_ref: null`, ...).")
+            f"{top}. Every model request repeats `settings` (with `script_ref`) and `tools_ref`, both constant for "
+            f"the run; every ArtifactRef spells out a 64-hex digest, its size and its media type; pydantic writes "
+            f"every `None`/default field (`tool_calls: []`, `content_ref: null`, ...).")
     sweep = sorted(results.get("sweep") or [], key=lambda c: c["agents"])
     if sweep:
         best = max(sweep, key=lambda c: c["steps_per_s"])
@@ -109,9 +110,10 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
     replay = (results.get("long") or {}).get("replay")
     if replay:
         parts = ", ".join(f"{k} {v['events_per_s']:.0f}" for k, v in replay.items() if isinstance(v, dict))
+        gain = replay["unsandboxed"]["events_per_s"] / replay["ratchet"]["events_per_s"] if "unsandboxed" in replay else 0
         out.append(
             f"- **Replay** ({replay['steps']} steps, events/s): {parts}. Replay is CPU in the Python SDK per workflow "
-            f"activation; the sandbox roughly halves it (each payload of each command is visited three times "
+            f"activation; outside the sandbox the same code replays {gain:.1f}x faster (each payload of each command is visited three times "
             f"by the SDK's CommandAwarePayloadVisitor, and in the sandbox every visit runs "
             f"`get_serialization_context` through `exec`; the `summary=` of every activity is one more payload). "
             f"`@workflow.defn(sandboxed=False)` on AgentWorkflow is the largest single lever, with "
