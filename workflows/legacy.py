@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from ratchet.contracts import AgentResult
 
 
-@workflow.defn(name="AgentWorkflow")
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
 class PreSearchAttributesAgentWorkflow(AgentWorkflow):
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
