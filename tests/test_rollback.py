@@ -208,3 +208,19 @@ async def test_unknown_checkpoint_in_rollback_is_rejected_and_changes_nothing(cl
     assert after.rollbacks == [] and after.effects == before.effects
     history = await handle.fetch_history()
     assert not any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events)
+
+
+async def test_cancel_during_a_model_call_is_a_cancellation_not_a_failure(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"tool_calls": [write("a.txt", "v1")]}, {"content": "never"}], key=key)
+    handle = await start(client, settings, {"agent": "saga", "objective": "x", "workspace": "cm"})
+    await wait_for(handle, lambda s: len(s.effects) == 1 and s.step == 1)
+    openai_server.enqueue_faults([{"timeout": 8}], key=key)
+    await wait_for(handle, lambda s: s.step == 2)
+    await asyncio.sleep(0.5)  # the second model call is waiting on the stalled endpoint
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert isinstance(failure.value.cause, CancelledError)
+    state = await state_of(handle)
+    assert state.phase == Phase.CANCELLED

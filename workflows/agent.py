@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     # Contracts and pure helpers only: pydantic and the standard library.
@@ -199,6 +199,7 @@ class AgentWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=5), summary=f"prepare agent {run.agent}",
             )
         except ActivityError as err:
+            _raise_if_cancelled(err)
             raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
 
     async def _fork(self, state: AgentState, plan: RunPlan) -> None:
@@ -213,6 +214,7 @@ class AgentWorkflow:
                 summary=f"fork from {source.workflow_id} {source.checkpoint_id}",
             )
         except ActivityError as err:
+            _raise_if_cancelled(err)
             raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
         state.messages = list(checkpoint.messages or []) + [Message(role="user", content=state.run.objective)]
         state.transcript_ref = checkpoint.transcript_ref
@@ -293,6 +295,7 @@ class AgentWorkflow:
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
             )
         except ActivityError as err:
+            _raise_if_cancelled(err)
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
@@ -355,6 +358,7 @@ class AgentWorkflow:
         try:
             result = await self._execute_tool(state, plan, spec, key, call_id, args)
         except ActivityError as err:
+            _raise_if_cancelled(err)
             if effect is not None:
                 effect.status, effect.error = EffectStatus.FAILED, _cause(err)
             raise RunFailed(f"step {step}: tool {spec.name} failed: {_cause(err)}") from None
@@ -408,6 +412,7 @@ class AgentWorkflow:
                 task_queue=workflow.info().task_queue,
             )
         except ChildWorkflowError as err:
+            _raise_if_cancelled(err)
             effect.status, effect.error = EffectStatus.FAILED, _cause(err)
             return ToolResult(ok=False, error_type="SubAgentFailed", output=f"sub-agent {args.get('agent')} failed: {_cause(err)}")
         children.charge(state.used, child.used)
@@ -449,6 +454,7 @@ class AgentWorkflow:
         try:
             result = await self._run_verifier(state, plan, boundary)
         except ActivityError as err:
+            _raise_if_cancelled(err)
             raise RunFailed(f"step {state.step}: verification could not run: {_cause(err)}") from None
         evidence = result.evidence
         if evidence.passed:
@@ -614,6 +620,13 @@ def _brief(args: dict[str, Any]) -> str:
             text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
             return text[:80]
     return ""
+
+
+def _raise_if_cancelled(err: BaseException) -> None:
+    """An activity or child cancelled because the run was cancelled is the run's cancellation,
+    not a failure: it must take the cancellation path (compensate, end CANCELLED)."""
+    if is_cancelled_exception(err):
+        raise asyncio.CancelledError() from err
 
 
 def _cause(err: BaseException) -> str:
