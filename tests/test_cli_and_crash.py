@@ -11,6 +11,7 @@ import uuid
 
 from ratchet.contracts import AgentResult, Phase
 from ratchet.devserver import temporal_binary
+from tests.ops_workers import worker_env
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, state_of
 
@@ -63,18 +64,7 @@ async def test_temporal_cli_malformed_input_fails_at_once_naming_the_field(dev_s
 
 
 async def start_worker_process(settings, env_extra: dict | None = None) -> asyncio.subprocess.Process:
-    env = dict(
-        os.environ,
-        TEMPORAL_ADDRESS=settings.temporal_address,
-        RATCHET_TASK_QUEUE=settings.task_queue,
-        RATCHET_WORKSPACE_ROOT=str(settings.workspace_root),
-        RATCHET_ARTIFACT_DIR=str(settings.artifact_dir),
-        RATCHET_LEDGER_PATH=str(settings.ledger_path),
-        RATCHET_TRACKER_PATH=str(settings.tracker_path),
-        RATCHET_MAX_CACHED_WORKFLOWS="0",
-        RATCHET_PLUGINS="tests.plugins.probe",
-        **(env_extra or {}),
-    )
+    env = worker_env(settings, **(env_extra or {}))
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "worker", cwd=ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
