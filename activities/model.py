@@ -18,7 +18,8 @@ from activities.ledger import EntryStatus, Ledger
 from activities.model_errors import classify
 from activities.scripted import scripted_reply
 from ratchet.artifacts import ArtifactStore, get_json, put_json
-from ratchet.contracts import Message, ModelReply, ModelRequest, ToolCallRequest, Usage
+from ratchet import keys
+from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, ToolCallRequest, Usage
 from ratchet.settings import Settings
 
 
@@ -28,6 +29,7 @@ class ModelActivities:
         self.artifacts = artifacts
         self.ledger = ledger
         self.transcripts = TranscriptCache()
+        self.configs: OrderedDict[str, ModelCallConfig] = OrderedDict()
         self._client: openai.AsyncOpenAI | None = None
 
     def client(self) -> openai.AsyncOpenAI:
@@ -45,6 +47,8 @@ class ModelActivities:
     async def call(self, req: ModelRequest) -> ModelReply:
         """One model turn. A reply that arrived but whose completion was lost (worker crash) is
         in the ledger under the call's key: the retry returns it instead of paying twice."""
+        if req.key is None:
+            req.key = keys.model_key(activity.info().workflow_id, req.step)
         if self.ledger is not None:
             entry = self.ledger.begin(req.key)
             if entry is not None and entry.status == EntryStatus.COMPLETED:
@@ -56,25 +60,41 @@ class ModelActivities:
         return reply
 
     async def _call(self, req: ModelRequest) -> ModelReply:
+        config = self._config(req)
+        req.settings = config.settings  # resolved in place: the metrics interceptor prices the call by it
         transcript = self._transcript(req)
-        if req.settings.provider == "scripted":
-            assert req.settings.script_ref is not None, "scripted provider without a script"
-            script = get_json(self.artifacts, req.settings.script_ref)
+        if config.settings.provider == "scripted":
+            assert config.settings.script_ref is not None, "scripted provider without a script"
+            script = get_json(self.artifacts, config.settings.script_ref)
             message, usage = scripted_reply(script, transcript, req.step)
             finish, model = ("tool_calls" if message.tool_calls else "stop"), "scripted"
         else:
-            message, usage, finish, model = await self._openai(req, transcript)
+            message, usage, finish, model = await self._openai(req, config, transcript)
         transcript.append(message)
         ref = put_json(self.artifacts, [m.model_dump(exclude_defaults=True) for m in transcript])
-        self.transcripts.put(ref.digest, transcript, ref.size)
-        return ModelReply(message=message, usage=usage, finish_reason=finish, transcript_ref=ref, model=model)
+        self.transcripts.put(ref.digest, transcript, ref.size or 0)
+        return ModelReply(message=message, usage=usage, finish_reason=finish, transcript=ref.digest, model=model)
+
+    def _config(self, req: ModelRequest) -> ModelCallConfig:
+        """The run's settings and tool schemas: one artifact per run, parsed once per worker."""
+        if req.call_ref is None:
+            assert req.settings is not None and req.tools_ref is not None, "model request without settings"
+            return ModelCallConfig(settings=req.settings, tools=get_json(self.artifacts, req.tools_ref))
+        config = self.configs.get(req.call_ref)
+        if config is None:
+            config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
+            self.configs[req.call_ref] = config
+            while len(self.configs) > 256:
+                self.configs.popitem(last=False)
+        self.configs.move_to_end(req.call_ref)
+        return config
 
     def _transcript(self, req: ModelRequest) -> list[Message]:
         earlier: list[Message] = []
-        if req.transcript_ref is not None:
-            cached = self.transcripts.get(req.transcript_ref.digest)
+        if req.transcript is not None:
+            cached = self.transcripts.get(req.transcript)
             if cached is None:
-                cached = [Message.model_validate(m) for m in get_json(self.artifacts, req.transcript_ref)]
+                cached = [Message.model_validate(m) for m in get_json(self.artifacts, ArtifactRef.json(req.transcript))]
             earlier = cached
         return list(earlier) + [self._inline(m) for m in req.new_messages]
 
@@ -85,22 +105,21 @@ class ModelActivities:
         full = self.artifacts.get(message.content_ref).decode(errors="replace")
         return message.model_copy(update={"content": full, "content_ref": None})
 
-    async def _openai(self, req: ModelRequest, transcript: list[Message]):
-        settings = req.settings
+    async def _openai(self, req: ModelRequest, config: ModelCallConfig, transcript: list[Message]):
+        settings = config.settings
         kwargs: dict[str, Any] = {}
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         if settings.max_output_tokens is not None:
             kwargs["max_tokens"] = settings.max_output_tokens
-        tools = get_json(self.artifacts, req.tools_ref)
-        if tools:
-            kwargs["tools"] = tools
+        if config.tools:
+            kwargs["tools"] = config.tools
         try:
             completion = await self.client().chat.completions.create(
                 model=settings.model,
                 messages=[to_openai(m) for m in transcript],
                 timeout=settings.timeout_s,
-                extra_headers={"Idempotency-Key": req.key},
+                extra_headers={"Idempotency-Key": req.key or ""},
                 **kwargs,
             )
             choice = completion.choices[0]

@@ -6,7 +6,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.artifacts import ArtifactStore, put_json
-from ratchet.contracts import Budget, ModelSettings, PrepareRun, RunPlan
+from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan
 from ratchet.profiles import AgentProfile, ProfileRegistry
 from ratchet.settings import Settings
 from ratchet.tools import ToolRegistry
@@ -39,12 +39,16 @@ class RunPreparer:
                 non_retryable=True,
             )
         tools = [self.tools.get(name) for name in profile.tools]
+        model = self._model_settings(profile, req)
+        schemas = [t.openai_schema() for t in tools]
+        call = ModelCallConfig(settings=model, tools=schemas)
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
-            model=self._model_settings(profile, req),
+            model=model,
             tools=[t.spec() for t in tools],
-            tools_ref=put_json(self.artifacts, [t.openai_schema() for t in tools]),
+            tools_ref=put_json(self.artifacts, schemas),
+            call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             budget=_budget(profile.budget, req),
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             max_bad_tool_calls=profile.max_bad_tool_calls,

@@ -20,7 +20,7 @@ from activities.ledger import EntryStatus, Ledger
 from activities.workspace import open_workspace
 from ratchet.artifacts import ArtifactStore
 from ratchet.contracts import EffectClass, ToolInvocation, ToolResult, UndoInvocation
-from ratchet.keys import undo_key
+from ratchet.keys import call_key, undo_key
 from ratchet.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
 INVALID_ARGUMENTS = "InvalidArguments"
@@ -54,7 +54,7 @@ class ToolActivities:
 
     def _activity_for(self, tool: Tool) -> Callable:
         async def run_tool(inv: ToolInvocation) -> ToolResult:
-            return await self.execute(tool, inv)
+            return await self.execute(tool, _with_identity(inv, tool.name))
 
         run_tool.__name__ = f"tool_{tool.name}"
         return activity.defn(name=f"tool.{tool.name}")(run_tool)
@@ -158,6 +158,18 @@ class ToolActivities:
 
 def _result(tool: Tool, out: ToolOutput) -> ToolResult:
     return ToolResult(ok=True, output=out.output, undo=out.undo)
+
+
+def _with_identity(inv: ToolInvocation, tool_name: str) -> ToolInvocation:
+    """Fill what the workflow leaves out of history: the workflow id and tool name from the
+    activity's info, the key as the workflow computed it for the effect record."""
+    if inv.key and inv.workflow_id and inv.tool:
+        return inv
+    workflow_id = inv.workflow_id or activity.info().workflow_id
+    return inv.model_copy(update={
+        "workflow_id": workflow_id, "tool": inv.tool or tool_name,
+        "key": inv.key or call_key(workflow_id, inv.step, inv.call_id),
+    })
 
 
 def offload(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:

@@ -61,7 +61,7 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
         new = [Message(role="tool", tool_call_id="x", content="echo")]
         calls = []
         for i in range(repeats):
-            request = ModelRequest(key=f"micro/{steps}/{i}", step=steps + 1, transcript_ref=ref,
+            request = ModelRequest(key=f"micro/{steps}/{i}", step=steps + 1, transcript=ref.digest,
                                    new_messages=new, tools_ref=tools_ref, settings=settings)
             began = time.perf_counter()
             await model.call(request)

@@ -87,8 +87,22 @@ class ArtifactRef(BaseModel):
     """A blob in the artifact store, named by the sha256 of its bytes."""
 
     digest: str
-    size: int
+    size: int | None = None
+    """None when only the digest travelled (transcripts, a run's model call config)."""
     media_type: str = "application/octet-stream"
+
+    @classmethod
+    def json(cls, digest: str) -> ArtifactRef:
+        return cls(digest=digest, media_type="application/json")
+
+
+def _digest_of_legacy_ref(data: Any, old: str, new: str) -> Any:
+    """Payloads recorded before refs travelled as bare digests carry `{old: {"digest": ...}}`."""
+    if isinstance(data, dict) and old in data:
+        data = dict(data)
+        ref = data.pop(old)
+        data.setdefault(new, ref.get("digest") if isinstance(ref, dict) else ref)
+    return data
 
 
 # --- the scripted provider's script ----------------------------------------------------------
@@ -248,6 +262,15 @@ class RunPlan(BaseModel):
     on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
     continue_as_new_events: int = 10_000
     search_attributes: bool = True
+    call_ref: str | None = None
+    """Digest of the run's `ModelCallConfig` artifact: what every model request of the run shares."""
+
+
+class ModelCallConfig(BaseModel):
+    """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""
+
+    settings: ModelSettings
+    tools: list[dict[str, Any]]
 
 
 class PrepareRun(BaseModel):
@@ -285,35 +308,52 @@ class Usage(BaseModel):
 
 
 class ModelRequest(BaseModel):
-    """Only what is new since the previous call; the rest is in the transcript artifact."""
+    """Only what is new since the previous call: the conversation so far is the `transcript`
+    artifact, settings and tool schemas the run's `call_ref` artifact (both digests)."""
 
-    key: str
     step: int
-    transcript_ref: ArtifactRef | None
     new_messages: list[Message]
-    tools_ref: ArtifactRef
-    settings: ModelSettings
+    transcript: str | None = None
+    call_ref: str | None = None
+    key: str | None = None
+    """The idempotency key; absent: `{workflow id}/{step}/model` from the activity's own info."""
+    settings: ModelSettings | None = None
+    tools_ref: ArtifactRef | None = None
+    """`settings` and `tools_ref` instead of `call_ref`: requests of runs planned before it existed."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
 
 class ModelReply(BaseModel):
     message: Message
     usage: Usage
+    transcript: str
+    """Digest of the conversation including this reply."""
     finish_reason: str | None = None
-    transcript_ref: ArtifactRef
     model: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
 
 # --- tool activities -------------------------------------------------------------------------
 
 
 class ToolInvocation(BaseModel):
-    key: str
-    workflow_id: str
     step: int
     call_id: str
-    tool: str
     arguments: dict[str, Any]
     workspace: str
+    key: str = ""
+    workflow_id: str = ""
+    tool: str = ""
+    """Empty: filled by the tool activity from its own info (workflow id, activity type), the key
+    as `{workflow id}/{step}/{call id}`; so history does not repeat them for every call."""
 
 
 class ToolResult(BaseModel):
@@ -407,12 +447,17 @@ class Checkpoint(BaseModel):
     messages_len: int
     messages: list[Message] | None = None
     """Filled only in a copy taken for a fork; a live run's checkpoint is a prefix of its messages."""
-    transcript_ref: ArtifactRef | None
+    transcript: str | None = None
     unsent: int
     summary: str
     evidence: Evidence | None = None
     patch_ref: ArtifactRef | None = None
     workspace_ref: ArtifactRef | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
 
 class RollbackRequest(Strict):
@@ -506,7 +551,8 @@ class AgentState(BaseModel):
     step: int = 0
     started_at: str | None = None
     messages: list[Message] = Field(default_factory=list)
-    transcript_ref: ArtifactRef | None = None
+    transcript: str | None = None
+    """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
     unsent: int = 0
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     effects: list[Effect] = Field(default_factory=list)
@@ -523,6 +569,11 @@ class AgentState(BaseModel):
     bad_tool_calls: int = 0
     answer: str | None = None
     last_error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
 
 class Continuation(BaseModel):

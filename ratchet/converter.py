@@ -1,6 +1,8 @@
 """The data converter every Ratchet client and worker uses.
 
-pydantic JSON for values. Then two optional codecs, in this order on the way out:
+pydantic JSON for values, without fields that hold their default (`RatchetPayloadConverter`: every
+default a contract leaves out is filled back in on decode, so history carries only what differs;
+changing a contract's default therefore changes what recorded payloads mean). Then two optional codecs, in this order on the way out:
 
 1. encryption (RATCHET_CODEC_KEYS, ratchet/codec.py): payloads are encrypted, and failures carry
    their message and stack trace inside an encrypted payload (`encode_common_attributes`), so
@@ -18,13 +20,45 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from typing import Any
+
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter, DataConverter, DefaultFailureConverterWithEncodedAttributes, DefaultPayloadConverter,
+    JSONPlainPayloadConverter, PayloadCodec,
+)
 
 from ratchet.claim_check import ClaimCheckCodec
 from ratchet.codec import EncryptionCodec
 from ratchet.settings import Settings
+
+
+class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """pydantic JSON without default-valued fields (`"content_ref": null`, `"tool_calls": []`, ...).
+    Decoding is pydantic's own: an absent field takes its default."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        data = self._schema_serializer.to_json(value, exclude_defaults=True)
+        return Payload(metadata={"encoding": b"json/plain"}, data=data)
+
+
+_JSON = CompactJSONPayloadConverter()
+_ENCODINGS = tuple(
+    _JSON if isinstance(c, JSONPlainPayloadConverter) else c for c in DefaultPayloadConverter.default_encoding_payload_converters
+)
+
+
+class RatchetPayloadConverter(CompositePayloadConverter):
+    """The SDK builds a payload converter for every workflow activation (per serialization
+    context); every instance shares one JSON converter, so its cache of pydantic TypeAdapters
+    lives as long as the process instead of one activation."""
+
+    def __init__(self) -> None:
+        super().__init__(*_ENCODINGS)
+
+
+BASE_CONVERTER = DataConverter(payload_converter_class=RatchetPayloadConverter)
 
 
 class CodecChain(PayloadCodec):
@@ -67,9 +101,9 @@ def data_converter(settings: Settings) -> DataConverter:
     encryption = payload_codec(settings)
     codecs = [c for c in (encryption, claim_check_codec(settings)) if c is not None]
     if not codecs:
-        return pydantic_data_converter
+        return BASE_CONVERTER
     converter = dataclasses.replace(
-        pydantic_data_converter, payload_codec=codecs[0] if len(codecs) == 1 else CodecChain(codecs)
+        BASE_CONVERTER, payload_codec=codecs[0] if len(codecs) == 1 else CodecChain(codecs)
     )
     if encryption is not None:
         converter = dataclasses.replace(

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 
 from ratchet.contracts import AgentState
 from ratchet.devserver import DevServer, free_port, temporal_binary
@@ -113,7 +113,7 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
 
 async def _follow(address: str, workflow_id: str) -> AgentState:
     """Print each tool call as it completes, until the run ends."""
-    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    client = await Client.connect(address, data_converter=BASE_CONVERTER)
     handle = client.get_workflow_handle(workflow_id)
     shown = [0, 0, 0]
     state: AgentState | None = None

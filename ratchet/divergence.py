@@ -20,7 +20,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 
 Probe = Callable[[Sequence[HistoryEvent]], Awaitable[bool]]
 """Replays a history prefix; True if the replay fails."""
@@ -131,7 +131,7 @@ async def _local_activity_type(event: HistoryEvent, decode: Decode) -> str | Non
 async def plain_json(payload: Payload) -> Any:
     """The default `Decode`: pydantic JSON, no codec."""
     try:
-        return pydantic_data_converter.payload_converter.from_payload(payload)
+        return BASE_CONVERTER.payload_converter.from_payload(payload)
     except Exception:  # an undecodable payload only costs us the label
         return None
 

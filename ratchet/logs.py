@@ -22,6 +22,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from ratchet import keys
 from ratchet.settings import Settings
 
 log = logging.getLogger("ratchet.activity")
@@ -135,6 +136,9 @@ def _fields(input: ExecuteActivityInput) -> dict[str, Any]:
     arg = input.args[0] if input.args else None
     for name in _INPUT_FIELDS:
         value = getattr(arg, name, None)
-        if value is not None:
+        if value:
             fields[name] = value
+    if "key" not in fields and isinstance(fields.get("step"), int) and info.workflow_id:
+        # model and tool requests leave their key out of history; it is derived the same way here
+        fields["key"] = keys.call_key(info.workflow_id, fields["step"], fields.get("call_id") or "model")
     return fields

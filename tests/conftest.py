@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 
 import tests.plugins.probe  # noqa: F401  (registers the probe tools and profile)
 from ratchet.devserver import DevServer
@@ -36,7 +36,7 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 async def client(dev_server: DevServer) -> Client:
-    return await Client.connect(dev_server.address, data_converter=pydantic_data_converter)
+    return await Client.connect(dev_server.address, data_converter=BASE_CONVERTER)
 
 
 @pytest.fixture(scope="session")

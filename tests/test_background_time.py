@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 from temporalio.testing import WorkflowEnvironment
 
 from ratchet.contracts import AgentResult, AgentState, Phase
@@ -22,7 +22,7 @@ TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 @pytest.fixture(scope="module")
 async def env():
     environment = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(TEST_SERVER), data_converter=pydantic_data_converter
+        test_server_existing_path=str(TEST_SERVER), data_converter=BASE_CONVERTER
     )
     yield environment
     await environment.shutdown()

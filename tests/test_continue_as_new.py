@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 
 from ratchet.contracts import AgentResult, AgentState, Phase
 from ratchet.devserver import DevServer
@@ -36,7 +36,7 @@ def steps(n: int) -> list[dict]:
 
 
 async def run_long(early_server, settings, agent: str, n: int, signals: int = 0) -> tuple[AgentResult, AgentState, list]:
-    client = await Client.connect(early_server.address, data_converter=pydantic_data_converter)
+    client = await Client.connect(early_server.address, data_converter=BASE_CONVERTER)
     settings = settings.model_copy(update={"temporal_address": early_server.address, "max_cached_workflows": 50})
     async with build_worker(client, settings):
         handle = await client.start_workflow(

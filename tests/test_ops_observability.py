@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 
 from ratchet.contracts import Phase
 from ratchet.devserver import free_port
@@ -139,7 +139,7 @@ async def test_opentelemetry_spans_cover_the_client_the_workflow_and_each_activi
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     traced = settings.model_copy(update={"otel": True})
     traced_client = await Client.connect(
-        dev_server.address, data_converter=pydantic_data_converter, interceptors=tracing_interceptors(traced, provider)
+        dev_server.address, data_converter=BASE_CONVERTER, interceptors=tracing_interceptors(traced, provider)
     )
     script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
     async with build_worker(traced_client, traced, graceful_shutdown_timeout=timedelta(0)):

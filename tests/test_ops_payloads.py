@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 
 import tests.plugins.ops  # noqa: F401  (big_output tool, `bulk` profile)
 from ratchet.artifacts import DirectoryArtifactStore
@@ -70,7 +70,7 @@ async def test_with_encryption_the_store_holds_only_ciphertext(tmp_path):
     [blob] = list(tmp_path.glob("*/*"))
     assert marker.encode() not in blob.read_bytes() and b"binary/encrypted" in blob.read_bytes()
     assert await converter.decode([encoded]) == [marker * 100]
-    assert data_converter(Settings(claim_check_bytes=0)) is pydantic_data_converter
+    assert data_converter(Settings(claim_check_bytes=0)) is BASE_CONVERTER
 
 
 # ---- a run on the dev server -----------------------------------------------------------------

@@ -217,7 +217,7 @@ class AgentWorkflow:
             _raise_if_cancelled(err)
             raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
         state.messages = list(checkpoint.messages or []) + [Message(role="user", content=state.run.objective)]
-        state.transcript_ref = checkpoint.transcript_ref
+        state.transcript = checkpoint.transcript
         state.unsent = checkpoint.unsent
         state.checkpoints = [checkpoint.model_copy(update={"messages": None, "effects_len": 0})]
 
@@ -282,11 +282,11 @@ class AgentWorkflow:
 
     async def _think(self, state: AgentState, plan: RunPlan) -> ModelReply:
         state.phase = Phase.THINKING
-        request = ModelRequest(
-            key=keys.model_key(state.workflow_id, state.step), step=state.step,
-            transcript_ref=state.transcript_ref, new_messages=state.messages[state.unsent :],
-            tools_ref=plan.tools_ref, settings=plan.model,
-        )
+        request = ModelRequest(step=state.step, transcript=state.transcript, new_messages=state.messages[state.unsent :])
+        if plan.call_ref is not None:
+            request.call_ref = plan.call_ref  # the key: {workflow id}/{step}/model, made by the activity
+        else:  # a run planned before call_ref existed
+            request.key, request.settings, request.tools_ref = keys.model_key(state.workflow_id, state.step), plan.model, plan.tools_ref
         try:
             reply = await workflow.execute_activity(
                 "model.call", request, result_type=ModelReply,
@@ -299,7 +299,7 @@ class AgentWorkflow:
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
-        state.transcript_ref = reply.transcript_ref
+        state.transcript = reply.transcript
         state.unsent = len(state.messages)
         return reply
 
@@ -435,10 +435,8 @@ class AgentWorkflow:
     ) -> ToolResult:
         return await workflow.execute_activity(
             f"tool.{spec.name}",
-            ToolInvocation(
-                key=key, workflow_id=state.workflow_id, step=state.step, call_id=call_id,
-                tool=spec.name, arguments=args, workspace=plan.workspace,
-            ),
+            # key, workflow id and tool name come from the activity's own info (not repeated in history)
+            ToolInvocation(step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace),
             result_type=ToolResult,
             start_to_close_timeout=timedelta(seconds=spec.timeout_s),
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
@@ -505,7 +503,7 @@ class AgentWorkflow:
             checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
             if checkpoint is not None:
                 del state.messages[checkpoint.messages_len :]
-                state.transcript_ref, state.unsent = checkpoint.transcript_ref, checkpoint.unsent
+                state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
                 state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
         return report
 
@@ -581,7 +579,7 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     return Checkpoint(
         id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
         effects_len=len(state.effects), messages_len=len(state.messages),
-        transcript_ref=state.transcript_ref, unsent=state.unsent,
+        transcript=state.transcript, unsent=state.unsent,
         summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
         evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,
     )

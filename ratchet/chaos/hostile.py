@@ -24,6 +24,7 @@ from temporalio.common import RawValue
 from temporalio.service import RPCError
 
 from ratchet.chaos.stack import Stack, connect, task_failures, tree
+from ratchet.contracts import AgentState
 from ratchet.chaos.supervisor import WorkerProcess
 from ratchet.devserver import DevServer, temporal_binary
 
@@ -136,7 +137,9 @@ class Probe:
         return f"{result.get('phase')}: {result.get('answer')}"
 
     async def state(self, wid: str) -> dict:
-        return await self.client.get_workflow_handle(wid).query("state")
+        """The state as plain JSON with every field present (payloads leave defaults out)."""
+        raw = await self.client.get_workflow_handle(wid).query("state")
+        return AgentState.model_validate(raw).model_dump(mode="json") if raw else raw
 
     async def state_or_none(self, wid: str) -> dict | None:
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from ratchet.converter import BASE_CONVERTER
 from temporalio.testing import ActivityEnvironment
 
 from ratchet.chaos.audit import TMP_SUFFIX
@@ -196,7 +196,7 @@ async def _undo_again(stack: Stack, handle, fresh_ledger: bool) -> int:
             attrs = event.activity_task_scheduled_event_attributes
             if not attrs.activity_type.name.startswith("undo."):
                 continue
-            inv = pydantic_data_converter.payload_converter.from_payload(attrs.input.payloads[0], UndoInvocation)
+            inv = BASE_CONVERTER.payload_converter.from_payload(attrs.input.payloads[0], UndoInvocation)
             await ActivityEnvironment().run(acts.undo, default_registry.get(inv.tool), inv)
             count += 1
     return count

@@ -152,11 +152,11 @@ _RUNTIME = None
 
 async def connect(address: str) -> Client:
     """A client whose core logs only errors: the retries while the server restarts are expected."""
-    from temporalio.contrib.pydantic import pydantic_data_converter
+    from ratchet.converter import BASE_CONVERTER
     from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
     global _RUNTIME
     if _RUNTIME is None:
         quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
         _RUNTIME = Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
-    return await Client.connect(address, data_converter=pydantic_data_converter, runtime=_RUNTIME)
+    return await Client.connect(address, data_converter=BASE_CONVERTER, runtime=_RUNTIME)
