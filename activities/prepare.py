@@ -9,7 +9,7 @@ from ratchet.artifacts import ArtifactStore, put_json
 from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan
 from ratchet.profiles import AgentProfile, ProfileRegistry
 from ratchet.settings import Settings
-from ratchet.tools import ToolRegistry
+from ratchet.tools import ToolRegistry, runs_locally
 
 
 class RunPreparer:
@@ -46,7 +46,7 @@ class RunPreparer:
             agent=profile.name,
             system_prompt=profile.system_prompt,
             model=model,
-            tools=[t.spec() for t in tools],
+            tools=[t.spec().model_copy(update={"local": self.settings.local_tools and runs_locally(t.spec())}) for t in tools],
             tools_ref=put_json(self.artifacts, schemas),
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             budget=_budget(profile.budget, req),

@@ -233,6 +233,10 @@ class ToolSpec(BaseModel):
     max_attempts: int = 5
     idempotent: bool = False
     has_undo: bool = False
+    local: bool = False
+    """Run as a local activity (in the worker holding the workflow task: no server round trips,
+    one marker event). Decided by run.prepare for fast read-only tools (`ratchet.tools.runs_locally`);
+    recorded in the plan, so replay takes the same path."""
 
 
 class Verifier(BaseModel):

@@ -88,6 +88,12 @@ class Settings(BaseSettings):
     def _upper(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    local_tools: bool = Field(
+        True,
+        validation_alias=_env("RATCHET_LOCAL_TOOLS"),
+        description="Fast read-only tools (timeout at most 30 s, no heartbeat) run as local activities: "
+        "no server round trip per call. Read-only only: a local activity may run again after a worker crash.",
+    )
     plugins: str = Field(
         "",
         validation_alias=_env("RATCHET_PLUGINS"),

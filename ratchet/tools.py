@@ -125,6 +125,19 @@ def _as_output(value: Any) -> ToolOutput:
     return value if isinstance(value, ToolOutput) else ToolOutput(output=str(value))
 
 
+LOCAL_TOOL_MAX_S = 30.0
+
+
+def runs_locally(spec: ToolSpec) -> bool:
+    """Fast read-only activity tools run as local activities. Only read-only ones: a local
+    activity whose worker dies is run again by the next, which a side effect must not be. No
+    heartbeating ones, and a short timeout: a local activity holds its workflow task open."""
+    return (
+        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY
+        and spec.heartbeat_s is None and spec.timeout_s <= LOCAL_TOOL_MAX_S
+    )
+
+
 @dataclass
 class ToolRegistry:
     tools: dict[str, Tool] = field(default_factory=dict)

@@ -17,7 +17,9 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError, ApplicationError, ChildWorkflowError, FailureError, is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     # Contracts and pure helpers only: pydantic and the standard library.
@@ -357,7 +359,7 @@ class AgentWorkflow:
         effect = self._register_effect(state, spec, step, call_id, key, args)
         try:
             result = await self._execute_tool(state, plan, spec, key, call_id, args)
-        except ActivityError as err:
+        except FailureError as err:  # a local activity's final failure is not wrapped in an ActivityError
             _raise_if_cancelled(err)
             if effect is not None:
                 effect.status, effect.error = EffectStatus.FAILED, _cause(err)
@@ -433,15 +435,20 @@ class AgentWorkflow:
     async def _execute_tool(
         self, state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any]
     ) -> ToolResult:
+        # key, workflow id and tool name come from the activity's own info (not repeated in history)
+        invocation = ToolInvocation(step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace)
+        retry = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts)
+        summary = f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip()
+        if spec.local:  # fast and read-only (see ToolSpec.local): no server round trip
+            return await workflow.execute_local_activity(
+                f"tool.{spec.name}", invocation, result_type=ToolResult,
+                start_to_close_timeout=timedelta(seconds=spec.timeout_s), retry_policy=retry, summary=summary,
+            )
         return await workflow.execute_activity(
-            f"tool.{spec.name}",
-            # key, workflow id and tool name come from the activity's own info (not repeated in history)
-            ToolInvocation(step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace),
-            result_type=ToolResult,
+            f"tool.{spec.name}", invocation, result_type=ToolResult,
             start_to_close_timeout=timedelta(seconds=spec.timeout_s),
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
-            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts),
-            summary=f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip(),
+            retry_policy=retry, summary=summary,
         )
 
     # --- verification and checkpoints ----------------------------------------------------
