@@ -46,7 +46,7 @@ class RunPreparer:
             agent=profile.name,
             system_prompt=profile.system_prompt,
             model=model,
-            tools=[t.spec().model_copy(update={"local": self.settings.local_tools and runs_locally(t.spec())}) for t in tools],
+            tools=[t.spec().model_copy(update={"local": self._local_tools and runs_locally(t.spec())}) for t in tools],
             tools_ref=put_json(self.artifacts, schemas),
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             budget=_budget(profile.budget, req),
@@ -62,6 +62,12 @@ class RunPreparer:
             continue_as_new_events=profile.continue_as_new_events,
             search_attributes=self.settings.search_attributes,
         )
+
+    @property
+    def _local_tools(self) -> bool:
+        """Not on a worker without a workflow cache: evicting a run after every task cancels its
+        local activities and the task waits out its timeout (10 s) before the next try."""
+        return self.settings.local_tools and self.settings.max_cached_workflows > 0
 
     def _model_settings(self, profile: AgentProfile, req: PrepareRun) -> ModelSettings:
         override = req.run.model

@@ -92,7 +92,8 @@ class Settings(BaseSettings):
         True,
         validation_alias=_env("RATCHET_LOCAL_TOOLS"),
         description="Fast read-only tools (timeout at most 30 s, no heartbeat) run as local activities: "
-        "no server round trip per call. Read-only only: a local activity may run again after a worker crash.",
+        "no server round trip per call. Read-only only: a local activity may run again after a worker crash. "
+        "Off on a worker with RATCHET_MAX_CACHED_WORKFLOWS=0 (its evictions cancel local activities).",
     )
     plugins: str = Field(
         "",

@@ -1,5 +1,6 @@
 """Fast read-only tools run as local activities: no server round trip, one marker event each;
-everything with a side effect stays a regular activity. RATCHET_LOCAL_TOOLS=false turns it off."""
+everything with a side effect stays a regular activity. RATCHET_LOCAL_TOOLS=false turns it off,
+and so does a worker without a workflow cache."""
 
 from __future__ import annotations
 
@@ -45,18 +46,24 @@ async def run_probe(client, settings) -> tuple[WorkflowHandle, list[str], int]:
     return handle, *await activity_kinds(handle)
 
 
-async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, settings, worker):
-    handle, scheduled, markers = await run_probe(client, settings)
+async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, settings):
+    cached = settings.model_copy(update={"max_cached_workflows": 10})
+    async with build_worker(client, cached, graceful_shutdown_timeout=timedelta(0)):
+        handle, scheduled, markers = await run_probe(client, cached)
+        plan = (await state_of(handle)).plan
     assert "tool.write_file" in scheduled
     assert not {"tool.read_file", "tool.list_files"} & set(scheduled), scheduled
     assert markers == 3
-    plan = (await state_of(handle)).plan
     assert {t.name for t in plan.tools if t.local} == {"read_file", "list_files"}
 
 
-async def test_local_tools_can_be_turned_off(client, settings):
-    off = settings.model_copy(update={"local_tools": False, "task_queue": f"off-{uuid.uuid4().hex[:8]}"})
+async def test_local_tools_can_be_turned_off_and_are_off_without_a_workflow_cache(client, settings, worker):
+    """A worker without a workflow cache (the tests' default worker) evicts a run after every task,
+    which cancels its local activities: there, every tool is a regular activity."""
+    off = settings.model_copy(update={"local_tools": False, "task_queue": f"off-{uuid.uuid4().hex[:8]}", "max_cached_workflows": 10})
     async with build_worker(client, off, graceful_shutdown_timeout=timedelta(0)):
         _, scheduled, markers = await run_probe(client, off)
-    assert scheduled.count("tool.read_file") == 2 and "tool.list_files" in scheduled
-    assert markers == 0
+    assert scheduled.count("tool.read_file") == 2 and "tool.list_files" in scheduled and markers == 0
+    assert settings.max_cached_workflows == 0 and settings.local_tools
+    _, scheduled, markers = await run_probe(client, settings)
+    assert scheduled.count("tool.read_file") == 2 and markers == 0
