@@ -108,7 +108,9 @@ class CheckpointActivities:
                 f"resume_from.checkpoint_id: run {workflow_id!r} has no checkpoint {checkpoint_id!r}"
                 f" (it has: {known or 'none'})"
             )
-        return found.model_copy(update={"messages": state.messages[: found.messages_len]})
+        return found.model_copy(update={
+            "messages": state.messages[: found.messages_len - state.messages_base], "messages_base": state.messages_base,
+        })
 
     def _restore(self, workspace: Path, manifest_ref: ArtifactRef) -> None:
         for child in workspace.iterdir():

@@ -450,7 +450,9 @@ class Checkpoint(BaseModel):
     effects_len: int
     messages_len: int
     messages: list[Message] | None = None
-    """Filled only in a copy taken for a fork; a live run's checkpoint is a prefix of its messages."""
+    """Filled only in a copy taken for a fork (messages `messages_base`..`messages_len`); a live
+    run's checkpoint is a prefix of its messages."""
+    messages_base: int = 0
     transcript: str | None = None
     unsent: int
     summary: str
@@ -555,10 +557,18 @@ class AgentState(BaseModel):
     step: int = 0
     started_at: str | None = None
     messages: list[Message] = Field(default_factory=list)
+    """The conversation from message `messages_base` on; the earlier ones were handed over into
+    the transcript artifact at a continue-as-new."""
+    messages_base: int = 0
     transcript: str | None = None
     """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
     unsent: int = 0
+    """Index (counted from the first message of the run, like `messages_len`) of the first message
+    the model has not seen."""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    """The most recent tool calls; `tool_calls_archived` older ones were dropped at handovers
+    (their outputs are in the transcript, their side effects in `effects`)."""
+    tool_calls_archived: int = 0
     effects: list[Effect] = Field(default_factory=list)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
     rollbacks: list[RollbackReport] = Field(default_factory=list)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections import Counter
 
 import pytest
 from temporalio.client import Client
-from ratchet.converter import BASE_CONVERTER
 
-from ratchet.contracts import AgentResult, AgentState, Phase
+from ratchet.artifacts import DirectoryArtifactStore, get_json
+from ratchet.contracts import AgentResult, AgentState, ArtifactRef, Phase
+from ratchet.converter import BASE_CONVERTER
 from ratchet.devserver import DevServer
 from tests.runs import scripted
 from worker.main import build_worker
+from workflows.handover import KEEP_TOOL_CALLS
 
 SUGGEST_AT = 600
 
@@ -59,9 +62,18 @@ async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_se
     assert len(events) < SUGGEST_AT + 100, "the current run's history stays near the bound"
     assert state.used.steps == 501 and state.used.tool_calls == 500
     keys = [r.key for r in state.tool_calls]
-    assert len(keys) == len(set(keys)) == 500 and keys[-1].endswith("/500/call_500_0")
-    delivered = Counter(m.content for m in state.messages if m.role == "user" and m.content.startswith("note "))
+    assert len(keys) == len(set(keys)) and state.tool_calls_archived + len(keys) == 500
+    assert keys[-1].endswith("/500/call_500_0")
+    # the handover carried only the recent part; the whole conversation is in the transcript artifact
+    transcript = get_json(DirectoryArtifactStore(settings.artifact_dir), ArtifactRef.json(state.transcript))
+    assert len(transcript) == state.messages_base + len(state.messages) == 2 + 2 * 501 - 1 + 20
+    assert state.messages_base > 900 and transcript[-1]["content"] == "500 steps done"
+    delivered = Counter(m["content"] for m in transcript if m["role"] == "user" and m["content"].startswith("note "))
     assert delivered == Counter({f"note {i}": 1 for i in range(20)})
+    # the last handover carried only recent messages and tool calls (and every effect: rollback needs them)
+    carried = json.loads(events[0].workflow_execution_started_event_attributes.input.payloads[0].data)["continuation"]
+    assert len(carried["messages"]) <= 3 and len(carried["tool_calls"]) == KEEP_TOOL_CALLS
+    assert len(carried["effects"]) == carried["used"]["tool_calls"]
     lines = (settings.workspace_root / "long" / "probe.log").read_text().splitlines()
     assert sum(line.startswith("done ") for line in lines) == 500
 
@@ -71,3 +83,24 @@ async def test_the_event_bound_continues_as_new_before_the_suggestion(early_serv
     assert result.phase == Phase.DONE
     assert state.continued >= 2
     assert len(events) < 400 + 50
+
+
+def test_a_handover_keeps_what_a_rollback_to_the_oldest_checkpoint_needs():
+    from ratchet.contracts import AgentRun, Checkpoint, Message, ToolCallRecord, ToolResult
+    from workflows.handover import trimmed
+
+    messages = [Message(role="user", content=str(i)) for i in range(30)]
+    checkpoint = Checkpoint(id="cp-1", step=3, created_at="t", effects_len=0, messages_len=12, unsent=10, summary="s")
+    calls = [ToolCallRecord(step=i, call_id="c", tool="t", key=f"w/{i}/c", arguments="{}", result=ToolResult(ok=True, output="x"))
+             for i in range(KEEP_TOOL_CALLS + 7)]
+    state = AgentState(workflow_id="w", run=AgentRun(agent="a", objective="o"), messages=messages, unsent=28,
+                       checkpoints=[checkpoint], tool_calls=calls)
+    out = trimmed(state)
+    assert out.messages_base == 10 and [m.content for m in out.messages] == [str(i) for i in range(10, 30)]
+    assert out.tool_calls_archived == 7 and out.tool_calls[0].step == 7 and len(out.tool_calls) == KEEP_TOOL_CALLS
+    # what the workflow does on a rollback to cp-1: the messages up to it, from the base on, remain
+    del out.messages[checkpoint.messages_len - out.messages_base :]
+    assert [m.content for m in out.messages] == ["10", "11"]
+    # with no checkpoint, everything the model has seen goes: the handover is as small as the step
+    again = trimmed(out.model_copy(update={"checkpoints": [], "unsent": 12}))
+    assert again.messages == [] and again.messages_base == 12

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
         Transcript, TranscriptPage, VerifyRequest, VerifyResult, scrub_text, valid_unicode,
     )
-    from workflows import approvals, children, saga
+    from workflows import approvals, children, handover, saga
     from workflows.input import parse_run
 
 INVALID_ARGUMENTS = "InvalidArguments"
@@ -123,8 +123,13 @@ class AgentWorkflow:
     @workflow.query
     def transcript(self, page: TranscriptPage) -> Transcript:
         """The conversation, paged (`state` has everything; this stays small)."""
-        messages = self._require_state().messages
-        return Transcript(total=len(messages), offset=page.offset, messages=messages[page.offset : page.offset + page.limit])
+        state = self._require_state()
+        offset = max(page.offset, state.messages_base)  # earlier ones: in the transcript artifact
+        start = offset - state.messages_base
+        return Transcript(
+            total=state.messages_base + len(state.messages), offset=offset,
+            messages=state.messages[start : start + page.limit],
+        )
 
     @workflow.signal
     def send_message(self, text: str) -> None:
@@ -219,6 +224,7 @@ class AgentWorkflow:
             _raise_if_cancelled(err)
             raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
         state.messages = list(checkpoint.messages or []) + [Message(role="user", content=state.run.objective)]
+        state.messages_base = checkpoint.messages_base
         state.transcript = checkpoint.transcript
         state.unsent = checkpoint.unsent
         state.checkpoints = [checkpoint.model_copy(update={"messages": None, "effects_len": 0})]
@@ -234,7 +240,7 @@ class AgentWorkflow:
             if self._should_continue_as_new(plan):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._deliver_inbox(state)
-                workflow.continue_as_new(Continuation(continuation=state))
+                workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
             reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
             if reason:
                 return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
@@ -284,7 +290,8 @@ class AgentWorkflow:
 
     async def _think(self, state: AgentState, plan: RunPlan) -> ModelReply:
         state.phase = Phase.THINKING
-        request = ModelRequest(step=state.step, transcript=state.transcript, new_messages=state.messages[state.unsent :])
+        unsent = state.messages[state.unsent - state.messages_base :]
+        request = ModelRequest(step=state.step, transcript=state.transcript, new_messages=unsent)
         if plan.call_ref is not None:
             request.call_ref = plan.call_ref  # the key: {workflow id}/{step}/model, made by the activity
         else:  # a run planned before call_ref existed
@@ -302,7 +309,7 @@ class AgentWorkflow:
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
         state.transcript = reply.transcript
-        state.unsent = len(state.messages)
+        state.unsent = state.messages_base + len(state.messages)
         return reply
 
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
@@ -509,7 +516,7 @@ class AgentWorkflow:
         if report.clean:
             checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
             if checkpoint is not None:
-                del state.messages[checkpoint.messages_len :]
+                del state.messages[checkpoint.messages_len - state.messages_base :]
                 state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
                 state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
         return report
@@ -585,7 +592,7 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
     return Checkpoint(
         id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
-        effects_len=len(state.effects), messages_len=len(state.messages),
+        effects_len=len(state.effects), messages_len=state.messages_base + len(state.messages),
         transcript=state.transcript, unsent=state.unsent,
         summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
         evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,

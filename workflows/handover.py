@@ -1,0 +1,34 @@
+"""What a run hands to its continuation: the state, minus what only grows and is kept elsewhere.
+
+Carrying the whole `AgentState` made the continue-as-new input grow with every step (a 5,000-step
+run: 741 KiB -> 2.6 MiB, bench/results/latest.md), and every worker holding the run held it all.
+Kept elsewhere, so dropped here:
+
+- messages the model has already seen, up to the oldest point a rollback can return to (the
+  oldest checkpoint's unsent messages stay): they are in the transcript artifact (`transcript`);
+- tool call records but the last `KEEP_TOOL_CALLS`: their outputs are in the transcript, their
+  side effects in `effects` (never trimmed: rollback and compensation need every one).
+
+The run input itself (`run`, with a scripted model's script) is kept as it came: it does not grow.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from ratchet.contracts import AgentState
+
+KEEP_TOOL_CALLS = 50
+
+
+def trimmed(state: AgentState) -> AgentState:
+    keep_from = min([state.unsent] + [c.unsent for c in state.checkpoints])
+    drop = keep_from - state.messages_base
+    if drop > 0:
+        del state.messages[:drop]
+        state.messages_base = keep_from
+    if len(state.tool_calls) > KEEP_TOOL_CALLS:
+        state.tool_calls_archived += len(state.tool_calls) - KEEP_TOOL_CALLS
+        del state.tool_calls[:-KEEP_TOOL_CALLS]
+    return state
