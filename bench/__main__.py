@@ -31,14 +31,14 @@ from bench.report import compute_figures, fmt, markdown
 
 SECTIONS = ("steps", "components", "throughput", "sweep", "cached", "long", "profile", "micro")
 FULL = dict(
-    variants=["floor", "ratchet", "local"], steps=[5, 20, 50], reps=3, warm_runs=2,
-    component_variants=["ratchet", "ledger", "verify", "no_sa", "unsandboxed", "local_unsandboxed"],
+    variants=["floor", "ratchet", "regular"], steps=[5, 20, 50], reps=3, warm_runs=2,
+    component_variants=["ratchet", "ledger", "verify", "no_sa"],
     component_steps=20, component_reps=2, throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, cached_unsandboxed=300, long_steps=5000, long_budget_s=420, replay_steps=1000,
     profile=(25, 4),
 )
 QUICK = dict(
-    FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify", "unsandboxed"],
+    FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify"],
     component_steps=10, component_reps=1, throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
     headline_steps=5, cached=200, cached_unsandboxed=100, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2),
 )
@@ -48,7 +48,7 @@ def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
     units = {
         "steps": len(cfg["variants"]) * len(cfg["steps"]) * cfg["reps"],
         "components": len(cfg["component_variants"]) * cfg["component_reps"],
-        "throughput": 2 * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 2, "long": 3,
+        "throughput": 2 * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
         "profile": 2, "micro": 1,
     }
     return sum(n for section, n in units.items() if section in only)
@@ -96,7 +96,6 @@ async def run(cfg: dict[str, Any], args: argparse.Namespace, only: set[str]) -> 
                                                  cfg["headline_agents"], cfg["headline_steps"])
         if "cached" in only:
             results["cached"] = await scale.cached_runs(env, progress, cfg["cached"])
-            results["cached_unsandboxed"] = await scale.cached_runs(env, progress, cfg["cached_unsandboxed"], "unsandboxed")
         if "long" in only:
             results["long"] = await longrun.long_and_replay(env, progress, cfg["long_steps"], cfg["replay_steps"],
                                                             cfg["long_budget_s"])

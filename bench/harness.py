@@ -58,6 +58,8 @@ VARIANTS = {
                 label="Ratchet, local read-only tools, no sandbox (prototype)"),
         Variant("no_sa", "ratchet", "AgentWorkflow", env=(("BENCH_SEARCH_ATTRIBUTES", "0"),),
                 label="Ratchet, search-attribute upserts off"),
+        Variant("regular", "ratchet", "AgentWorkflow", env=(("BENCH_LOCAL_TOOLS", "0"),),
+                label="Ratchet, every tool a regular activity (RATCHET_LOCAL_TOOLS=false)"),
     )
 }
 

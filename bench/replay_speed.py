@@ -51,10 +51,7 @@ def _speeds(history: WorkflowHistory, times: list[float]) -> dict[str, float]:
 
 async def replay_speeds(env: Env, ratchet: WorkflowHistory, floor: WorkflowHistory | None, repeats: int = 3) -> dict[str, Any]:
     converter = data_converter(Settings(artifact_dir=env.root / "artifacts"))
-    cases = {
-        "ratchet": (Replayer(workflows=[AgentWorkflow], data_converter=converter), ratchet),
-        "unsandboxed": (Replayer(workflows=[UnsandboxedTwin], data_converter=converter), ratchet),
-    }
+    cases = {"ratchet": (Replayer(workflows=[AgentWorkflow], data_converter=converter), ratchet)}
     if floor is not None:
         cases["floor"] = (Replayer(workflows=[FloorWorkflow]), floor)
     times: dict[str, list[float]] = {name: [] for name in cases}

@@ -103,9 +103,9 @@ def step_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
         "cold_start_ratio": ("ratchet", small, "cold_s"),
         "history_bytes_ratio": ("ratchet", large, "bytes_per_step"),
         "history_events_ratio": ("ratchet", large, "events_per_step"),
-        "step_time_ratio_local": ("local", large, "ms_per_step"),
-        "worker_cpu_ratio_local": ("local", large, "cpu_ms_per_step"),
-        "history_bytes_ratio_local": ("local", large, "bytes_per_step"),
+        "step_time_ratio_regular": ("regular", large, "ms_per_step"),
+        "worker_cpu_ratio_regular": ("regular", large, "cpu_ms_per_step"),
+        "history_bytes_ratio_regular": ("regular", large, "bytes_per_step"),
     }
     for name, args in wanted.items():
         value = ratio(*args)
