@@ -12,6 +12,11 @@ The window the ledger cannot close: a crash after the side effect and before the
 A tool closes it by doing its side effect and its own record in one transaction (see the tracker
 tool) or by passing the key to a target system that deduplicates on it.
 
+Keys are `{workflow id}/{step}/{call}`: stable across retries, crashes and continue-as-new. A
+workflow id can be used again once its run has closed, by a new and unrelated run; `claim` (called
+by run.prepare with the run chain's first run id) moves the earlier chain's entries aside under
+`#{that chain}#{key}`, so the new run neither skips a side effect nor gets an old model reply.
+
 `SqliteLedger` (WAL mode) is safe for several worker processes on one host. A shared database
 (Postgres) implements the same `Ledger` protocol for many hosts; tests/test_ledger.py is the
 conformance suite a new implementation must pass.
@@ -55,6 +60,11 @@ class Ledger(Protocol):
 
     def get(self, key: str) -> Entry | None: ...
 
+    def claim(self, workflow_id: str, chain: str) -> str | None:
+        """Make `chain` (a run chain's first run id) the owner of the keys `{workflow_id}/...`. If
+        another chain owned them, its entries are archived as `#{old chain}#{key}` and the old chain
+        is returned; claiming again for the same chain changes nothing."""
+
 
 class SqliteLedger:
     def __init__(self, path: Path) -> None:
@@ -66,6 +76,9 @@ class SqliteLedger:
                 "CREATE TABLE IF NOT EXISTS ledger (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
                 " undo TEXT, result TEXT, starts INTEGER NOT NULL DEFAULT 1,"
                 " started_at REAL NOT NULL, completed_at REAL)"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS chains (workflow_id TEXT PRIMARY KEY, chain TEXT NOT NULL, claimed_at REAL NOT NULL)"
             )
 
     def _conn(self) -> sqlite3.Connection:
@@ -108,6 +121,29 @@ class SqliteLedger:
 
     def get(self, key: str) -> Entry | None:
         return self._read(self._conn(), key)
+
+    def claim(self, workflow_id: str, chain: str) -> str | None:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT chain FROM chains WHERE workflow_id = ?", (workflow_id,)).fetchone()
+            previous = row[0] if row else None
+            if previous != chain:
+                conn.execute(
+                    "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?) ON CONFLICT (workflow_id)"
+                    " DO UPDATE SET chain = excluded.chain, claimed_at = excluded.claimed_at",
+                    (workflow_id, chain, time.time()),
+                )
+                # entries written before claims existed belong to an earlier chain too
+                conn.execute(
+                    "UPDATE ledger SET key = '#' || ? || '#' || key WHERE key LIKE ? ESCAPE '\\'",
+                    (previous or "unclaimed", _like_prefix(f"{workflow_id}/")),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return previous if previous != chain else None
 
     def keys(self, prefix: str = "") -> list[Entry]:
         rows = self._conn().execute(

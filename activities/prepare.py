@@ -5,6 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.ledger import Ledger
 from ratchet.artifacts import ArtifactStore, put_json
 from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan
 from ratchet.profiles import AgentProfile, ProfileRegistry
@@ -14,8 +15,10 @@ from ratchet.tools import ToolRegistry, runs_locally
 
 class RunPreparer:
     def __init__(
-        self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, artifacts: ArtifactStore
+        self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, artifacts: ArtifactStore,
+        ledger: Ledger | None = None,
     ) -> None:
+        self.ledger = ledger
         self.settings = settings
         self.profiles = profiles
         self.tools = tools
@@ -40,6 +43,11 @@ class RunPreparer:
             )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
+        if self.ledger is not None and req.chain:
+            previous = self.ledger.claim(req.workflow_id, req.chain)
+            if previous is not None:
+                activity.logger.info("workflow id %s was used before (chain %s): its ledger entries were set aside",
+                                     req.workflow_id, previous)
         schemas = [t.openai_schema() for t in tools]
         call = ModelCallConfig(settings=model, tools=schemas)
         return RunPlan(

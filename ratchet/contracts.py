@@ -280,6 +280,8 @@ class ModelCallConfig(BaseModel):
 class PrepareRun(BaseModel):
     run: AgentRun
     workflow_id: str
+    chain: str = ""
+    """The run chain's first run id: the same across continue-as-new, new when the id is reused."""
 
 
 # --- model activity --------------------------------------------------------------------------

@@ -97,6 +97,22 @@ async def test_a_retried_tool_sees_the_same_idempotency_key(client, settings, wo
     ]
 
 
+async def test_a_reused_workflow_id_is_a_new_run_not_a_replay_of_the_old_one(client, settings, worker):
+    """Keys are {workflow id}/{step}/{call}; a second run under a closed run's id must neither get
+    the first run's recorded model replies nor skip its tool calls as already done."""
+    def script(label: str) -> list[dict]:
+        return [{"tool_calls": [{"name": "probe_append", "arguments": {"label": label}}]}, {"content": f"{label} done"}]
+
+    first = await start(client, settings, scripted("probe", script("first"), workspace="w"))
+    assert (await first.result()).answer == "first done"
+    second = await start(client, settings, scripted("probe", script("second"), workspace="w"), workflow_id=first.id)
+    assert (await second.result()).answer == "second done"
+    lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
+    assert [line for line in lines if line.startswith("done ")] == [
+        f"done {first.id}/1/call_1_0 first", f"done {first.id}/1/call_1_0 second",
+    ]
+
+
 async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
     loop = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(10)]
     handle = await start(client, settings, scripted("probe", loop, budget={"max_steps": 3}))

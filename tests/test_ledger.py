@@ -62,3 +62,25 @@ def test_one_winner_when_processes_race_for_a_key(tmp_path: Path):
         proc.join(30)
     winners = [queue.get(timeout=5) for _ in procs]
     assert winners.count(True) == 1
+
+
+def test_a_reused_workflow_id_sets_the_earlier_chains_entries_aside(ledger):
+    assert ledger.claim("wf", "chain-1") is None
+    ledger.begin("wf/1/model")
+    ledger.complete("wf/1/model", {"reply": "old"})
+    ledger.begin("wf-other/1/model")
+    assert ledger.claim("wf", "chain-1") is None, "the same chain claiming again (a retry) changes nothing"
+    assert ledger.get("wf/1/model").status == EntryStatus.COMPLETED
+    assert ledger.claim("wf", "chain-2") == "chain-1"
+    assert ledger.get("wf/1/model") is None and ledger.begin("wf/1/model") is None
+    archived = ledger.get("#chain-1#wf/1/model")
+    assert archived.result == {"reply": "old"}
+    assert ledger.get("wf-other/1/model") is not None, "another workflow id's entries stay"
+
+
+def test_entries_from_before_claims_belong_to_an_earlier_chain(ledger):
+    ledger.begin("wf_%/1/call")  # LIKE wildcards in the id are literal
+    ledger.begin("wfX%/1/call")
+    assert ledger.claim("wf_%", "chain-1") is None
+    assert ledger.get("wf_%/1/call") is None and ledger.get("#unclaimed#wf_%/1/call") is not None
+    assert ledger.get("wfX%/1/call") is not None

@@ -201,7 +201,8 @@ class AgentWorkflow:
             # A regular activity, not a local one: a local activity pending while the run is
             # evicted from the worker cache stalls the workflow task until it times out.
             return await workflow.execute_activity(
-                "run.prepare", PrepareRun(run=run, workflow_id=workflow.info().workflow_id),
+                "run.prepare",
+                PrepareRun(run=run, workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
                 result_type=RunPlan, start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=5), summary=f"prepare agent {run.agent}",
             )
