@@ -16,6 +16,7 @@ from temporalio import activity
 from activities.heartbeat import heartbeating
 from activities.ledger import EntryStatus, Ledger
 from activities.model_errors import classify
+from activities.prepare import RunPreparer
 from activities.scripted import scripted_reply
 from ratchet.artifacts import ArtifactStore, get_json, put_json
 from ratchet import keys
@@ -24,7 +25,11 @@ from ratchet.settings import Settings
 
 
 class ModelActivities:
-    def __init__(self, settings: Settings, artifacts: ArtifactStore, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self, settings: Settings, artifacts: ArtifactStore, ledger: Ledger | None = None,
+        preparer: RunPreparer | None = None,
+    ) -> None:
+        self.preparer = preparer
         self.settings = settings
         self.artifacts = artifacts
         self.ledger = ledger
@@ -49,12 +54,21 @@ class ModelActivities:
         in the ledger under the call's key: the retry returns it instead of paying twice."""
         if req.key is None:
             req.key = keys.model_key(activity.info().workflow_id, req.step)
+        plan = None
+        if req.first is not None:  # before the ledger: planning claims the workflow id for this run
+            assert self.preparer is not None, "this worker cannot plan runs"
+            plan = await self.preparer.prepare(req.first)
+            req.call_ref = plan.call_ref
+            req.new_messages = [
+                Message(role="system", content=plan.system_prompt), Message(role="user", content=req.first.run.objective),
+            ]
         if self.ledger is not None:
             entry = self.ledger.begin(req.key)
             if entry is not None and entry.status == EntryStatus.COMPLETED:
                 return ModelReply.model_validate(entry.result)
         async with heartbeating():
             reply = await self._call(req)
+        reply.plan = plan
         if self.ledger is not None:
             self.ledger.complete(req.key, reply.model_dump(mode="json"))
         return reply

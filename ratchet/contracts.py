@@ -326,6 +326,9 @@ class ModelRequest(BaseModel):
     settings: ModelSettings | None = None
     tools_ref: ArtifactRef | None = None
     """`settings` and `tools_ref` instead of `call_ref`: requests of runs planned before it existed."""
+    first: PrepareRun | None = None
+    """Step 1 of a new run: plan it first (as run.prepare), then start the conversation with the
+    profile's system prompt and the objective; the reply carries the plan."""
 
     @model_validator(mode="before")
     @classmethod
@@ -340,6 +343,8 @@ class ModelReply(BaseModel):
     """Digest of the conversation including this reply."""
     finish_reason: str | None = None
     model: str = ""
+    plan: RunPlan | None = None
+    """The run's plan, in the reply to a request with `first`."""
 
     @model_validator(mode="before")
     @classmethod

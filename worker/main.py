@@ -91,8 +91,8 @@ class Activities:
         artifacts = DirectoryArtifactStore(settings.artifact_dir)
         tools = tools or default_registry
         ledger = SqliteLedger(settings.ledger_path)
-        self.model = ModelActivities(settings, artifacts, ledger)
         self.preparer = RunPreparer(settings, profiles or default_profiles, tools, artifacts, ledger)
+        self.model = ModelActivities(settings, artifacts, ledger, self.preparer)
         self.tools = ToolActivities(tools, settings.workspace_root, artifacts, ledger, settings)
         self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client)
 

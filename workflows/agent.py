@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from ratchet.contracts import (
         AgentResult, AgentRun, AgentState, ApproveRequest, Checkpoint, Continuation, Decision, Effect,
         EffectClass, EffectStatus, FailurePolicy, LoadCheckpoint, Message, ModelReply, ModelRequest,
-        PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
+        ModelSettings, PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
         Transcript, TranscriptPage, VerifyRequest, VerifyResult, scrub_text, valid_unicode,
     )
@@ -48,6 +48,7 @@ SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
 SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
 SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
 SEARCH_ATTRIBUTES_PATCH = "search-attributes-v1"
+PLAN_IN_FIRST_CALL_PATCH = "plan-in-first-call-v1"
 
 
 class RunFailed(Exception):
@@ -86,27 +87,41 @@ class AgentWorkflow:
             self._state = state = AgentState(
                 workflow_id=workflow.info().workflow_id, run=parsed, started_at=workflow.now().isoformat()
             )
-            state.plan = plan = await self._prepare(parsed)
-            state.messages = [
-                Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
-            ]
+            if not self._plan_in_first_call(parsed):
+                state.plan = plan = await self._prepare(parsed)
+                state.messages = [
+                    Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
+                ]
         state.inbox.extend(self._early_inbox)
         if self._early_paused is not None:
             state.paused = self._early_paused
+        first: ModelReply | None = None
         try:
+            if state.plan is None:
+                first = await self._plan_and_think(state, state.run)
+            plan = state.plan
+            assert plan is not None
             if not isinstance(parsed, Continuation) and parsed.resume_from is not None:
                 await self._fork(state, plan)
             self._publish(state, plan)
-            return await self._loop(state, plan)
+            return await self._loop(state, plan, first)
         except RunFailed as failure:
-            await self._apply_failure_policy(state, plan, str(failure))
+            await self._apply_failure_policy(state, state.plan, str(failure))
             phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
             self._finish(phase, error=str(failure))
             raise ApplicationError(self._failure_message(str(failure)), type="AgentFailed", non_retryable=True) from None
         except asyncio.CancelledError:
-            await self._apply_failure_policy(state, plan, "cancelled")
+            await self._apply_failure_policy(state, state.plan, "cancelled")
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             raise
+
+    def _plan_in_first_call(self, run: AgentRun) -> bool:
+        """A new run is planned by its first model call (one activity round trip less than
+        run.prepare first), unless it forks or was paused or messaged before it began. Histories
+        from before the patch replay with run.prepare."""
+        if run.resume_from is not None or self._early_inbox or self._early_paused:
+            return False
+        return workflow.patched(PLAN_IN_FIRST_CALL_PATCH)
 
     def _search_attributes_patch(self) -> bool:
         """The versioning example: search attributes came after the first runs were recorded.
@@ -230,24 +245,27 @@ class AgentWorkflow:
         state.unsent = checkpoint.unsent
         state.checkpoints = [checkpoint.model_copy(update={"messages": None, "effects_len": 0})]
 
-    async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
+    async def _loop(self, state: AgentState, plan: RunPlan, first: ModelReply | None = None) -> AgentResult:
+        """`first`: step 1's reply when the first model call also planned the run."""
+        reply = first
         while True:
-            if await self._serve_rollbacks(state, plan):
-                return self._finish(Phase.ROLLED_BACK)
-            if state.paused:
-                await self._wait_while_paused(state, plan)
-                continue
-            self._deliver_inbox(state)
-            if self._should_continue_as_new(plan):
-                await workflow.wait_condition(workflow.all_handlers_finished)
+            if reply is None:
+                if await self._serve_rollbacks(state, plan):
+                    return self._finish(Phase.ROLLED_BACK)
+                if state.paused:
+                    await self._wait_while_paused(state, plan)
+                    continue
                 self._deliver_inbox(state)
-                workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
-            reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
-            if reason:
-                return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
-            state.step += 1
-            state.used.steps += 1
-            reply = await self._think(state, plan)
+                if self._should_continue_as_new(plan):
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    self._deliver_inbox(state)
+                    workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
+                reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
+                if reason:
+                    return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
+                state.step += 1
+                state.used.steps += 1
+                reply = await self._think(state, plan)
             if not reply.message.tool_calls:
                 state.answer = reply.message.content or ""
                 return self._finish(Phase.DONE)
@@ -256,6 +274,7 @@ class AgentWorkflow:
             changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
             if plan.verifier is not None and changed:
                 await self._verify(state, plan)
+            reply = None
 
     async def _wait_while_paused(self, state: AgentState, plan: RunPlan) -> None:
         """Costs nothing but history while paused; a rollback request is served while paused."""
@@ -311,6 +330,36 @@ class AgentWorkflow:
         state.messages.append(reply.message)
         state.transcript = reply.transcript
         state.unsent = state.messages_base + len(state.messages)
+        return reply
+
+    async def _plan_and_think(self, state: AgentState, run: AgentRun) -> ModelReply:
+        """Step 1 of a new run: one model.call that resolves the run's plan on the worker (as
+        run.prepare would), starts the conversation (system prompt, objective) and answers it."""
+        state.phase = Phase.THINKING
+        state.step = state.used.steps = 1
+        info = workflow.info()
+        request = ModelRequest(
+            step=1, new_messages=[], first=PrepareRun(run=run, workflow_id=info.workflow_id, chain=info.first_execution_run_id)
+        )
+        timeout_s = (run.model.timeout_s if run.model and run.model.timeout_s else ModelSettings().timeout_s) + 60
+        try:
+            reply = await workflow.execute_activity(
+                "model.call", request, result_type=ModelReply, start_to_close_timeout=timedelta(seconds=timeout_s),
+                retry_policy=MODEL_RETRY, summary=f"plan agent {run.agent}; step 1: model call",
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            )
+        except ActivityError as err:
+            _raise_if_cancelled(err)
+            if isinstance(err.cause, ApplicationError) and err.cause.type in ("InvalidInput", "InvalidProfile"):
+                raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
+            raise RunFailed(f"step 1: model call failed: {_cause(err)}") from None
+        assert reply.plan is not None, "a first model call returns the run's plan"
+        state.plan = plan = reply.plan
+        budgets.charge(state.used, reply.usage, plan.model)
+        state.messages = [
+            Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective), reply.message,
+        ]
+        state.transcript, state.unsent = reply.transcript, len(state.messages)
         return reply
 
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
@@ -570,7 +619,8 @@ class AgentWorkflow:
         return f"{reason}; compensation failed, effects not undone: {'; '.join(left)}"
 
     def _finish(self, phase: Phase, error: str | None = None) -> AgentResult:
-        state = self._require_state()
+        state = self._state  # the plan may not exist: a first model call that failed
+        assert state is not None
         state.phase = phase
         if error:
             state.last_error = error
