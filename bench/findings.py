@@ -26,48 +26,36 @@ def _fields(cells: list[dict[str, Any]], variant: str = "ratchet") -> list[tuple
 def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
     out: list[str] = []
     cells = results.get("step_cost") or []
-    floor, ratchet, local = _row(cells, "floor"), _row(cells, "ratchet"), _row(cells, "local")
+    floor, ratchet, regular = _row(cells, "floor"), _row(cells, "ratchet"), _row(cells, "regular")
     if floor and ratchet:
         out.append(
             f"- **Where a step's time goes.** Floor: {floor['ms_per_step']:.0f} ms/step wall, "
             f"{floor['server_cpu_ms_per_step']:.0f} ms dev-server CPU, {floor['cpu_ms_per_step']:.0f} ms worker CPU. "
             f"Ratchet: {ratchet['ms_per_step']:.0f} ms wall, {ratchet['server_cpu_ms_per_step']:.0f} ms server CPU, "
-            f"{ratchet['cpu_ms_per_step']:.0f} ms worker CPU. Server CPU per step exceeds worker CPU for both: on this "
-            f"machine the server's round trips, not Ratchet's Python, bound a step; Ratchet's extra worker CPU shows "
-            f"in the worker_cpu_ratio and at scale.")
-    if ratchet and local:
+            f"{ratchet['cpu_ms_per_step']:.0f} ms worker CPU. On this machine the server's round trips bound a step, "
+            f"so fewer round trips is what makes a step faster than the floor's.")
+    if ratchet and regular:
         out.append(
-            f"- **Local activities for fast read-only tools** (bench/prototypes.py, `LocalToolsAgentWorkflow`): "
-            f"events/step {ratchet['events_per_step']:.1f} -> {local['events_per_step']:.1f}, server CPU/step "
-            f"{ratchet['server_cpu_ms_per_step']:.0f} -> {local['server_cpu_ms_per_step']:.0f} ms, wall "
-            f"{ratchet['ms_per_step']:.0f} -> {local['ms_per_step']:.0f} ms/step (step_time_ratio_local="
-            f"{figures.get('step_time_ratio_local', 0):.2f}). Change: in workflows/agent.py `_execute_tool`, call "
-            f"`workflow.execute_local_activity` for `spec.effect == READ_ONLY` tools with `timeout_s <= 10` and no "
-            f"heartbeat (same activity name and input, so the worker needs no change), behind "
-            f"`workflow.patched(...)` so recorded histories still replay; keep regular activities for everything "
-            f"else. Note the cache-eviction caveat in `_prepare`'s comment: a pending local activity "
-            f"holds the workflow task, so keep the timeout bound short.")
+            f"- **Local activities for fast read-only tools** (`ToolSpec.local`, docs/ARCHITECTURE.md), against the "
+            f"same code with RATCHET_LOCAL_TOOLS=false: events/step {regular['events_per_step']:.1f} -> "
+            f"{ratchet['events_per_step']:.1f}, server CPU/step {regular['server_cpu_ms_per_step']:.0f} -> "
+            f"{ratchet['server_cpu_ms_per_step']:.0f} ms, worker CPU/step {regular['cpu_ms_per_step']:.0f} -> "
+            f"{ratchet['cpu_ms_per_step']:.0f} ms, wall {regular['ms_per_step']:.0f} -> {ratchet['ms_per_step']:.0f} "
+            f"ms/step (step_time_ratio_regular={figures.get('step_time_ratio_regular', 0):.2f}). Not on a worker "
+            f"without a workflow cache: there, evictions cancel local activities (10 concurrent runs took 76 s "
+            f"instead of 9 s), so prepare marks no tool local when RATCHET_MAX_CACHED_WORKFLOWS=0.")
     if floor and ratchet:
-        prof = {p["variant"]: p for p in results.get("profile") or []}
-        per_run = ""
-        if "ratchet" in prof:
-            steps, _ = results["config"]["profile"]
-            ms = prof["ratchet"]["by_category"].get("sandbox imports (new run)", 0.0) * steps
-            per_run = f" Re-importing workflows/agent.py into a fresh sandbox costs about {ms:.0f} ms of worker CPU per run."
         out.append(
             f"- **Start of a run.** From start to the first model call: Ratchet {ratchet['prepare_ms']:.0f} ms, floor "
-            f"{floor['prepare_ms']:.0f} ms: `run.prepare` is one more activity round trip (schedule, run, workflow "
-            f"task). cold_start_ratio={figures.get('cold_start_ratio', 0):.2f}.{per_run} Making `run.prepare` a local "
-            f"activity (it is fast and idempotent: content-addressed writes) would remove the round trip; the "
-            f"comment in `_prepare` explains why it is not one today (a local activity pending across a cache "
-            f"eviction stalls the task), which a short start_to_close_timeout bounds.")
+            f"{floor['prepare_ms']:.0f} ms; cold_start_ratio={figures.get('cold_start_ratio', 0):.2f}. The first model "
+            f"call plans the run (it was a separate `run.prepare` activity: one more schedule/run/workflow-task round "
+            f"trip before the first model call).")
     comp = results.get("components") or []
     base = _row(comp, "ratchet")
     if base:
         parts = []
         for name, what in (("ledger", "compensable tool through the ledger"), ("verify", "+ verify/checkpoint"),
-                           ("no_sa", "search-attribute upserts off"), ("unsandboxed", "AgentWorkflow outside the sandbox"),
-                           ("local_unsandboxed", "local read-only tools + no sandbox")):
+                           ("no_sa", "search-attribute upserts off")):
             row = _row(comp, name)
             if row:
                 parts.append(f"{what}: {row['ms_per_step_min'] - base['ms_per_step_min']:+.0f} ms/step wall (best rep), "
@@ -78,10 +66,16 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
         top = ", ".join(f"`{k}` {v:.0f} B" for k, v in _fields(cells)[:8])
         out.append(
             f"- **History bytes.** {ratchet['bytes_per_step']:.0f} B/step vs the floor's {floor['bytes_per_step']:.0f} "
-            f"(events/step {ratchet['events_per_step']:.1f} vs {floor['events_per_step']:.1f}). Largest fields per step: "
-            f"{top}. Every model request repeats `settings` (with `script_ref`) and `tools_ref`, both constant for "
-            f"the run; every ArtifactRef spells out a 64-hex digest, its size and its media type; pydantic writes "
-            f"every `None`/default field (`tool_calls: []`, `content_ref: null`, ...).")
+            f"(events/step {ratchet['events_per_step']:.1f} vs {floor['events_per_step']:.1f}); between model calls "
+            f"(steady state) {ratchet['steady_bytes_per_step']:.0f} vs {floor['steady_bytes_per_step']:.0f} B/step, ratio "
+            f"{ratchet['steady_bytes_per_step'] / floor['steady_bytes_per_step']:.2f}. The rest is once per run: the run "
+            f"input (the bench's scripted model sends its whole script: {ratchet['input_bytes']:.0f} B), which the first "
+            f"model call carries again to plan the run, the plan in its reply, two patch markers. Largest fields per step: "
+            f"{top}. Done: defaults left out of every payload, settings and tool schemas sent once per run "
+            f"(`call_ref`), transcripts as bare digests, keys derived by the activities, local read-only tools (one "
+            f"marker instead of three activity events and a workflow task). Left: two 64-hex digests per model call "
+            f"(transcript in, transcript out) and the run's call_ref, the SDK's local-activity marker data "
+            f"(~260 B: seq, times, activity type), and the activity summaries shown in the UI (~50 B each).")
     sweep = sorted(results.get("sweep") or [], key=lambda c: c["agents"])
     if sweep:
         best = max(sweep, key=lambda c: c["steps_per_s"])
@@ -93,12 +87,11 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"{(best['server_cpu_ms_per_step'] + best['cpu_ms_per_step']) * best['steps_per_s'] / 1000:.1f} of the "
             f"machine's {results['meta']['cores']} cores, shared with the other load: fewer server round trips per "
             f"step (local activities) and less worker CPU per step are what raise it.")
-    cached = [c for c in (results.get("cached"), results.get("cached_unsandboxed")) if c]
+    cached = results.get("cached")
     if cached:
-        parts = ", ".join(f"{c.get('variant', 'ratchet')} {c['kib_per_run']:.0f} KiB" for c in cached)
         out.append(
-            f"- **Memory per cached run** (a run waiting on a timer): {parts}. Each sandboxed run holds its own "
-            f"re-imported copy of workflows/agent.py and the sandbox's module proxies, besides its `AgentState`.")
+            f"- **Memory per cached run** (a run waiting on a timer): {cached['kib_per_run']:.0f} KiB: its "
+            f"`AgentState`, the workflow instance and the SDK's per-run structures.")
     micro = [r for r in results.get("micro") or [] if "steps" in r]
     if micro:
         first, last = micro[0], micro[-1]
@@ -110,14 +103,14 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
     replay = (results.get("long") or {}).get("replay")
     if replay:
         parts = ", ".join(f"{k} {v['events_per_s']:.0f}" for k, v in replay.items() if isinstance(v, dict))
-        gain = replay["unsandboxed"]["events_per_s"] / replay["ratchet"]["events_per_s"] if "unsandboxed" in replay else 0
         out.append(
-            f"- **Replay** ({replay['steps']} steps, events/s): {parts}. Replay is CPU in the Python SDK per workflow "
-            f"activation; outside the sandbox the same code replays {gain:.1f}x faster (each payload of each command is visited three times "
-            f"by the SDK's CommandAwarePayloadVisitor, and in the sandbox every visit runs "
-            f"`get_serialization_context` through `exec`; the `summary=` of every activity is one more payload). "
-            f"`@workflow.defn(sandboxed=False)` on AgentWorkflow is the largest single lever, with "
-            f"determinism then guarded by the replay tests alone.")
+            f"- **Replay** ({replay['steps']} steps, events/s): {parts}. The floor, a workflow that does nothing but "
+            f"call two activities, sets the pace: replay is the Python SDK's work per workflow activation (each "
+            f"activation's payloads are visited three times on the way in and three on the way out by the SDK's "
+            f"payload visitor, a data converter is built per activation, the activation runs on a thread pool) plus "
+            f"the Rust core's (a third of the CPU in `perf`, much of it copying history). Ratchet replays faster than "
+            f"the floor (it is outside the sandbox; the floor is not) but 5,000 events/s is beyond this SDK on this "
+            f"machine for any workflow, the floor included.")
     long = (results.get("long") or {}).get("long")
     if long:
         stopped = "" if long.get("completed", True) else f" (of {long['steps']}: the time budget ran out)"
@@ -125,6 +118,6 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"- **Long run.** {long['steps_done']} steps{stopped} in {long['runs']} runs: RSS ratio {long['rss_ratio']:.2f}, "
             f"history bytes per run ratio {long['history_ratio']:.2f}, run input (before claim check) ratio "
             f"{long['input_ratio']:.2f} ({long['run_input_first'] / 1024:.0f} -> {long['run_input_last'] / 1024:.0f} KiB), "
-            f"ms/step ratio {long['step_ms_ratio']:.2f}. The continue-as-new input carries the whole `AgentState`: "
-            f"`messages` and `tool_calls` from step 1, and the run input with its script.")
+            f"ms/step ratio {long['step_ms_ratio']:.2f}. A handover carries the run input (with the bench's "
+            f"5,000-reply script), the plan and only recent messages and tool calls (workflows/handover.py).")
     return out

@@ -85,8 +85,8 @@ async def agent_activities(events: Sequence[HistoryEvent], decode: Decode) -> li
         elif event.HasField("marker_recorded_event_attributes"):
             activity_type = await _local_activity_type(event, decode)
             if activity_type:
-                where = f"step {step}" if step else "before step 1"
-                found.append(Activity(event.event_id, activity_type, f"{where}, {activity_type}"))
+                label = describe_activity(activity_type, step) if step else f"before step 1, {activity_type}"
+                found.append(Activity(event.event_id, activity_type, label))
     return found
 
 
