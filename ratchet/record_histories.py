@@ -4,7 +4,8 @@
     python -m ratchet.record_histories plain-run ...   # some; --out DIR to write elsewhere
 
 Starts a private dev server, a local OpenAI-compatible server and an in-process worker
-(max_cached_workflows=0, the probe tools of tests/plugins/probe.py), runs the scenarios of
+(with a workflow cache, as deployed, so fast read-only tools are local activities; the probe tools
+of tests/plugins/probe.py), runs the scenarios of
 ratchet/history_scenarios.py one by one, and writes each history exactly as
 `temporal workflow show --output json` exports it: what `ratchet replay` and
 tests/test_replay.py read. Payloads are never encrypted or claim-checked here (RATCHET_CODEC_KEYS
@@ -63,7 +64,7 @@ async def export(address: str, name: str, out: Path) -> Path:
 
 def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
     return Settings(
-        temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=0,
+        temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=100,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
         openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
         plugins="tests.plugins.probe", codec_keys=None, claim_check_bytes=0,
