@@ -24,3 +24,14 @@ def test_an_entry_larger_than_the_cache_is_not_kept_and_copies_are_independent()
     cache.put("d", mine, 1)
     mine.append(Message(role="assistant", content="z"))
     assert len(cache.get("d")) == 1
+
+
+def test_a_run_keeps_only_its_latest_transcript():
+    cache = TranscriptCache()
+    first = [Message(role="user", content="a")]
+    second = first + [Message(role="assistant", content="b")]
+    cache.put("d1", first, 10, owner="run-1")
+    cache.put("x", first, 10, owner="run-2")
+    cache.put("d2", second, 20, owner="run-1")
+    assert cache.get("d1") is None and cache.get("d2") == second and cache.get("x") == first
+    assert cache.bytes == 30
