@@ -60,8 +60,10 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             if row:
                 parts.append(f"{what}: {row['ms_per_step_min'] - base['ms_per_step_min']:+.0f} ms/step wall (best rep), "
                              f"{row['cpu_ms_per_step'] - base['cpu_ms_per_step']:+.1f} ms worker CPU")
-        out.append("- **Pieces, against plain Ratchet in the same cells** — " + "; ".join(parts) + ". Wall deltas "
-                   "smaller than ~15 ms are within this machine's noise; the worker CPU deltas are the reliable part.")
+        out.append("- **Pieces, against plain Ratchet in the same cells** — " + "; ".join(parts) + ". The "
+                   "compensable tool is a regular activity where the read-only one is local, so its delta includes "
+                   "that round trip. Wall deltas smaller than ~15 ms are within this machine's noise; the worker CPU "
+                   "deltas are the reliable part.")
     if floor and ratchet:
         top = ", ".join(f"`{k}` {v:.0f} B" for k, v in _fields(cells)[:8])
         out.append(
@@ -119,5 +121,9 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"history bytes per run ratio {long['history_ratio']:.2f}, run input (before claim check) ratio "
             f"{long['input_ratio']:.2f} ({long['run_input_first'] / 1024:.0f} -> {long['run_input_last'] / 1024:.0f} KiB), "
             f"ms/step ratio {long['step_ms_ratio']:.2f}. A handover carries the run input (with the bench's "
-            f"5,000-reply script), the plan and only recent messages and tool calls (workflows/handover.py).")
+            f"5,000-reply script), the plan and only recent messages and tool calls (workflows/handover.py), so "
+            f"input and history per run stay flat. What still grows: the conversation the model call holds in memory "
+            f"(its transcript cache keeps one per run: 10,000 messages at 5,000 steps) and the whole-transcript "
+            f"write of every step (ms/step, and allocator churn in RSS). Any real model's context window ends such a "
+            f"conversation long before; chunked transcripts and context compaction would flatten both.")
     return out
