@@ -1,8 +1,7 @@
 """Replay speed: temporalio's Replayer over one long history, as `ratchet replay` runs it.
 
-Three figures from the same machine and moment: AgentWorkflow as deployed (sandboxed), the same
-class outside the sandbox (what `sandboxed=False` would buy), and the raw-SDK floor's history of
-the same number of steps.
+Two figures from the same machine and moment: AgentWorkflow as deployed and the raw-SDK floor's
+history of the same number of steps.
 """
 
 from __future__ import annotations
@@ -11,27 +10,14 @@ import time
 from statistics import median
 from typing import Any
 
-from temporalio import workflow
 from temporalio.client import WorkflowHistory
-from temporalio.common import RawValue
 from temporalio.worker import Replayer
 
 from bench.floor import FloorWorkflow
 from bench.harness import Env
-from ratchet.contracts import AgentResult
 from ratchet.converter import data_converter
 from ratchet.settings import Settings
 from workflows.agent import AgentWorkflow
-
-
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class UnsandboxedTwin(AgentWorkflow):
-    """AgentWorkflow outside the sandbox, under its own name: replays AgentWorkflow histories.
-    Only ever given to a Replayer here, never to a worker."""
-
-    @workflow.run
-    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        return await super().run(raw)
 
 
 async def _replay_once(replayer: Replayer, history: WorkflowHistory) -> float:
