@@ -134,10 +134,12 @@ class SqliteLedger:
                     " DO UPDATE SET chain = excluded.chain, claimed_at = excluded.claimed_at",
                     (workflow_id, chain, time.time()),
                 )
-                # entries written before claims existed belong to an earlier chain too
+                # entries written before claims existed belong to an earlier chain too; an exact,
+                # case-sensitive prefix (SQLite's LIKE ignores case: `Fix-Bug` is not `fix-bug`)
+                prefix = f"{workflow_id}/"
                 conn.execute(
-                    "UPDATE ledger SET key = '#' || ? || '#' || key WHERE key LIKE ? ESCAPE '\\'",
-                    (previous or "unclaimed", _like_prefix(f"{workflow_id}/")),
+                    "UPDATE ledger SET key = '#' || ? || '#' || key WHERE substr(key, 1, ?) = ?",
+                    (previous or "unclaimed", len(prefix), prefix),
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -147,7 +149,7 @@ class SqliteLedger:
 
     def keys(self, prefix: str = "") -> list[Entry]:
         rows = self._conn().execute(
-            "SELECT key FROM ledger WHERE key LIKE ? ESCAPE '\\' ORDER BY started_at", (_like_prefix(prefix),)
+            "SELECT key FROM ledger WHERE substr(key, 1, ?) = ? ORDER BY started_at", (len(prefix), prefix)
         ).fetchall()
         return [e for (key,) in rows if (e := self.get(key)) is not None]
 
@@ -165,6 +167,3 @@ class SqliteLedger:
             starts=starts,
         )
 
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -65,7 +65,11 @@ class ModelActivities:
         if self.ledger is not None:
             entry = self.ledger.begin(req.key)
             if entry is not None and entry.status == EntryStatus.COMPLETED:
-                return ModelReply.model_validate(entry.result)
+                cached = ModelReply.model_validate(entry.result)
+                req.settings = self._config(req).settings  # for the metrics interceptor
+                if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
+                    cached.plan = cached.plan or plan
+                return cached
         async with heartbeating():
             reply = await self._call(req)
         reply.plan = plan
@@ -184,7 +188,11 @@ class TranscriptCache:
             previous = self.latest.pop(owner, None)
             if previous is not None and previous != digest:
                 self._drop(previous)
-        if digest in self.entries or size > self.max_bytes:
+        if digest in self.entries:
+            if owner is not None:
+                self.latest[owner] = digest
+            return
+        if size > self.max_bytes:
             return
         self.entries[digest] = (list(transcript), size)
         self.bytes += size

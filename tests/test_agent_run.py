@@ -113,6 +113,15 @@ async def test_a_reused_workflow_id_is_a_new_run_not_a_replay_of_the_old_one(cli
     ]
 
 
+async def test_a_run_with_no_cost_budget_left_makes_no_model_call(client, settings, worker):
+    """What a sub-agent gets when its parent has spent its cost budget: not one paid call."""
+    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "x"}}]}, {"content": "done"}]
+    handle = await start(client, settings, scripted("probe", script, workspace="w", budget={"max_cost_usd": 0}))
+    result = await handle.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED and "cost budget" in result.last_error
+    assert result.used.model_calls == 0 and result.used.tool_calls == 0
+
+
 async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
     loop = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(10)]
     handle = await start(client, settings, scripted("probe", loop, budget={"max_steps": 3}))

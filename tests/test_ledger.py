@@ -84,3 +84,12 @@ def test_entries_from_before_claims_belong_to_an_earlier_chain(ledger):
     assert ledger.claim("wf_%", "chain-1") is None
     assert ledger.get("wf_%/1/call") is None and ledger.get("#unclaimed#wf_%/1/call") is not None
     assert ledger.get("wfX%/1/call") is not None
+
+
+def test_a_claim_leaves_ids_that_differ_only_in_case_alone(ledger):
+    """Temporal ids are case-sensitive; SQLite's LIKE is not."""
+    ledger.begin("Fix-Bug/1/model")
+    ledger.complete("Fix-Bug/1/model", {"reply": "theirs"})
+    assert ledger.claim("fix-bug", "chain-1") is None
+    assert ledger.get("Fix-Bug/1/model").result == {"reply": "theirs"}
+    assert [e.key for e in ledger.keys("fix-bug/")] == []

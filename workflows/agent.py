@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from ratchet import budget as budgets
     from ratchet import keys
     from ratchet.contracts import (
-        AgentResult, AgentRun, AgentState, ApproveRequest, Checkpoint, Continuation, Decision, Effect,
+        AgentResult, AgentRun, AgentState, ApproveRequest, BudgetUsed, Checkpoint, Continuation, Decision, Effect,
         EffectClass, EffectStatus, FailurePolicy, LoadCheckpoint, Message, ModelReply, ModelRequest,
         ModelSettings, PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
@@ -81,20 +81,17 @@ class AgentWorkflow:
         if isinstance(parsed, Continuation):
             self._state = state = parsed.continuation
             state.continued += 1
-            plan = state.plan
-            assert plan is not None
+            self._take_early_signals(state)
         else:
             self._state = state = AgentState(
                 workflow_id=workflow.info().workflow_id, run=parsed, started_at=workflow.now().isoformat()
             )
+            self._take_early_signals(state)
             if not self._plan_in_first_call(parsed):
                 state.plan = plan = await self._prepare(parsed)
                 state.messages = [
                     Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
                 ]
-        state.inbox.extend(self._early_inbox)
-        if self._early_paused is not None:
-            state.paused = self._early_paused
         first: ModelReply | None = None
         try:
             if state.plan is None:
@@ -115,11 +112,21 @@ class AgentWorkflow:
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             raise
 
+    def _take_early_signals(self, state: AgentState) -> None:
+        """Signals of the first task, before the state existed; later ones go to the state directly
+        (so a resume during run.prepare is not undone by an earlier pause, and messages keep order)."""
+        state.inbox[:0] = self._early_inbox
+        if self._early_paused is not None:
+            state.paused = self._early_paused
+
     def _plan_in_first_call(self, run: AgentRun) -> bool:
         """A new run is planned by its first model call (one activity round trip less than
-        run.prepare first), unless it forks or was paused or messaged before it began. Histories
-        from before the patch replay with run.prepare."""
+        run.prepare first), unless it forks, was paused or messaged before it began, or has no
+        cost budget left (a child of a parent that spent it: no paid call at all). Histories from
+        before the patch replay with run.prepare."""
         if run.resume_from is not None or self._early_inbox or self._early_paused:
+            return False
+        if run.budget is not None and run.budget.max_cost_usd is not None and run.budget.max_cost_usd <= 0:
             return False
         return workflow.patched(PLAN_IN_FIRST_CALL_PATCH)
 
@@ -248,6 +255,9 @@ class AgentWorkflow:
     async def _loop(self, state: AgentState, plan: RunPlan, first: ModelReply | None = None) -> AgentResult:
         """`first`: step 1's reply when the first model call also planned the run."""
         reply = first
+        spent_before_start = budgets.exhausted(plan.budget, BudgetUsed(), 0.0) if first is not None else None
+        if spent_before_start:  # a profile budget of zero: the first call was made, nothing acts on it
+            return self._finish(Phase.BUDGET_EXHAUSTED, error=spent_before_start)
         while True:
             if reply is None:
                 if await self._serve_rollbacks(state, plan):
