@@ -7,10 +7,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities.ledger import Ledger
 from ratchet.artifacts import ArtifactStore, put_json
-from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan
+from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ToolSpec
 from ratchet.profiles import AgentProfile, ProfileRegistry
 from ratchet.settings import Settings
-from ratchet.tools import ToolRegistry, runs_locally
+from ratchet.tools import Tool, ToolRegistry, runs_locally
 
 
 class RunPreparer:
@@ -48,14 +48,13 @@ class RunPreparer:
             if previous is not None:
                 activity.logger.info("workflow id %s was used before (chain %s): its ledger entries were set aside",
                                      req.workflow_id, previous)
-        schemas = [t.openai_schema() for t in tools]
-        call = ModelCallConfig(settings=model, tools=schemas)
+        call = ModelCallConfig(settings=model, tools=[t.openai_schema() for t in tools])
+        local_ok = self._local_tools
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
             model=model,
-            tools=[t.spec().model_copy(update={"local": self._local_tools and runs_locally(t.spec())}) for t in tools],
-            tools_ref=put_json(self.artifacts, schemas),
+            tools=[_spec(t, local_ok) for t in tools],
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             budget=_budget(profile.budget, req),
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
@@ -101,6 +100,12 @@ class RunPreparer:
                 non_retryable=True,
             )
         return settings
+
+
+def _spec(tool: Tool, local_ok: bool) -> ToolSpec:
+    spec = tool.spec()
+    spec.local = local_ok and runs_locally(spec)
+    return spec
 
 
 def _budget(default: Budget, req: PrepareRun) -> Budget:

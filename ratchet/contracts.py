@@ -96,13 +96,18 @@ class ArtifactRef(BaseModel):
         return cls(digest=digest, media_type="application/json")
 
 
-def _digest_of_legacy_ref(data: Any, old: str, new: str) -> Any:
-    """Payloads recorded before refs travelled as bare digests carry `{old: {"digest": ...}}`."""
-    if isinstance(data, dict) and old in data:
-        data = dict(data)
-        ref = data.pop(old)
-        data.setdefault(new, ref.get("digest") if isinstance(ref, dict) else ref)
-    return data
+class HasTranscript(BaseModel):
+    """A model with a `transcript` digest. Payloads recorded before transcripts travelled as bare
+    digests carry `"transcript_ref": {"digest": ...}` instead; they still validate."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_transcript_ref(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "transcript_ref" in data:
+            data = dict(data)
+            ref = data.pop("transcript_ref")
+            data.setdefault("transcript", ref.get("digest") if isinstance(ref, dict) else ref)
+        return data
 
 
 # --- the scripted provider's script ----------------------------------------------------------
@@ -253,7 +258,8 @@ class RunPlan(BaseModel):
     system_prompt: str
     model: ModelSettings
     tools: list[ToolSpec]
-    tools_ref: ArtifactRef
+    tools_ref: ArtifactRef | None = None
+    """Tool schemas alone: plans made before `call_ref` (which holds them now)."""
     budget: Budget
     workspace: str
     max_bad_tool_calls: int = 5
@@ -313,7 +319,7 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
-class ModelRequest(BaseModel):
+class ModelRequest(HasTranscript):
     """Only what is new since the previous call: the conversation so far is the `transcript`
     artifact, settings and tool schemas the run's `call_ref` artifact (both digests)."""
 
@@ -330,13 +336,8 @@ class ModelRequest(BaseModel):
     """Step 1 of a new run: plan it first (as run.prepare), then start the conversation with the
     profile's system prompt and the objective; the reply carries the plan."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
-
-class ModelReply(BaseModel):
+class ModelReply(HasTranscript):
     message: Message
     usage: Usage
     transcript: str
@@ -345,11 +346,6 @@ class ModelReply(BaseModel):
     model: str = ""
     plan: RunPlan | None = None
     """The run's plan, in the reply to a request with `first`."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
 
 # --- tool activities -------------------------------------------------------------------------
@@ -450,7 +446,7 @@ class VerifyResult(BaseModel):
     """Manifest {path: ArtifactRef} of every workspace file, for forks."""
 
 
-class Checkpoint(BaseModel):
+class Checkpoint(HasTranscript):
     id: str
     step: int
     created_at: str
@@ -466,11 +462,6 @@ class Checkpoint(BaseModel):
     evidence: Evidence | None = None
     patch_ref: ArtifactRef | None = None
     workspace_ref: ArtifactRef | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
 
 
 class RollbackRequest(Strict):
@@ -556,7 +547,7 @@ class BudgetUsed(BaseModel):
     tool_calls: int = 0
 
 
-class AgentState(BaseModel):
+class AgentState(HasTranscript):
     workflow_id: str
     run: AgentRun
     plan: RunPlan | None = None
@@ -591,10 +582,10 @@ class AgentState(BaseModel):
     answer: str | None = None
     last_error: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _digest_of_legacy_ref(data, "transcript_ref", "transcript")
+    @property
+    def message_count(self) -> int:
+        """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
+        return self.messages_base + len(self.messages)
 
 
 class Continuation(BaseModel):

@@ -149,7 +149,7 @@ class AgentWorkflow:
         offset = max(page.offset, state.messages_base)  # earlier ones: in the transcript artifact
         start = offset - state.messages_base
         return Transcript(
-            total=state.messages_base + len(state.messages), offset=offset,
+            total=state.message_count, offset=offset,
             messages=state.messages[start : start + page.limit],
         )
 
@@ -339,7 +339,7 @@ class AgentWorkflow:
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
         state.transcript = reply.transcript
-        state.unsent = state.messages_base + len(state.messages)
+        state.unsent = state.message_count
         return reply
 
     async def _plan_and_think(self, state: AgentState, run: AgentRun) -> ModelReply:
@@ -653,7 +653,7 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
     return Checkpoint(
         id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
-        effects_len=len(state.effects), messages_len=state.messages_base + len(state.messages),
+        effects_len=len(state.effects), messages_len=state.message_count,
         transcript=state.transcript, unsent=state.unsent,
         summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
         evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,
