@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import uuid
 
 import pytest
 from temporalio.client import WorkflowFailureError
@@ -120,6 +122,27 @@ async def test_a_run_with_no_cost_budget_left_makes_no_model_call(client, settin
     result = await handle.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED and "cost budget" in result.last_error
     assert result.used.model_calls == 0 and result.used.tool_calls == 0
+
+
+async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_wins(client, settings, worker):
+    """A run paused and messaged in its first task is planned by run.prepare; signals that arrive
+    while it runs come after those of the first task, and a resume among them ends the pause."""
+    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
+    run = scripted("probe", script, workspace="w")
+    paused = await client.start_workflow(
+        "AgentWorkflow", run, id=f"early-pause-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
+        result_type=AgentResult, start_signal="pause",
+    )
+    await paused.signal("resume")
+    assert (await asyncio.wait_for(paused.result(), 60)).phase == Phase.DONE
+    messaged = await client.start_workflow(
+        "AgentWorkflow", run, id=f"early-message-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
+        result_type=AgentResult, start_signal="send_message", start_signal_args=["first note"],
+    )
+    await messaged.signal("send_message", "second note")
+    assert (await messaged.result()).phase == Phase.DONE
+    notes = [m.content for m in (await state_of(messaged)).messages if m.role == "user" and "note" in (m.content or "")]
+    assert notes == ["first note", "second note"]
 
 
 async def test_budget_exhaustion_keeps_the_state(client, settings, worker):

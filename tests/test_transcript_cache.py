@@ -35,3 +35,12 @@ def test_a_run_keeps_only_its_latest_transcript():
     cache.put("d2", second, 20, owner="run-1")
     assert cache.get("d1") is None and cache.get("d2") == second and cache.get("x") == first
     assert cache.bytes == 30
+
+
+def test_putting_a_runs_latest_transcript_again_keeps_it_as_the_latest():
+    cache = TranscriptCache()
+    first = [Message(role="user", content="a")]
+    cache.put("d1", first, 10, owner="run-1")
+    cache.put("d1", first, 10, owner="run-1")  # a retried call that produced the same transcript
+    cache.put("d2", first + first, 20, owner="run-1")
+    assert cache.get("d1") is None and cache.bytes == 20

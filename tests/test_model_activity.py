@@ -1,0 +1,34 @@
+"""model.call driven as an activity (temporalio's ActivityEnvironment), with a real SQLite ledger
+and artifact directory: the paths a workflow run rarely reaches."""
+
+from __future__ import annotations
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.ledger import SqliteLedger
+from activities.model import ModelActivities
+from activities.prepare import RunPreparer
+from ratchet.artifacts import DirectoryArtifactStore
+from ratchet.contracts import AgentRun, Message, ModelReply, ModelRequest, PrepareRun, Usage
+from ratchet.profiles import default_profiles
+from ratchet.settings import Settings
+from ratchet.tools import default_registry
+
+
+async def test_a_first_call_that_finds_a_recorded_reply_without_a_plan_still_returns_the_plan(tmp_path):
+    """An earlier run of the chain, planned by run.prepare, recorded step 1's reply without a plan;
+    the workflow of a run planned by its first call needs one."""
+    settings = Settings(artifact_dir=tmp_path / "artifacts", ledger_path=tmp_path / "ledger.sqlite3")
+    store, ledger = DirectoryArtifactStore(settings.artifact_dir), SqliteLedger(settings.ledger_path)
+    preparer = RunPreparer(settings, default_profiles, default_registry, store, ledger)
+    model = ModelActivities(settings, store, ledger, preparer)
+    recorded = ModelReply(message=Message(role="assistant", content="done"), usage=Usage(), transcript="ab" * 32)
+    ledger.claim("wf", "c1")  # that earlier run's run.prepare
+    ledger.begin("wf/1/model")
+    ledger.complete("wf/1/model", recorded.model_dump(mode="json"))
+    run = AgentRun.model_validate({"agent": "probe", "objective": "o", "model": {"provider": "scripted", "script": [{"content": "x"}]}})
+    request = ModelRequest(step=1, new_messages=[], key="wf/1/model", first=PrepareRun(run=run, workflow_id="wf", chain="c1"))
+    reply = await ActivityEnvironment().run(model.call, request)
+    assert reply.message.content == "done", "the recorded reply, not a second paid call"
+    assert reply.plan is not None and reply.plan.agent == "probe"
+    assert request.settings is not None and request.settings.provider == "scripted"  # priced by the metrics
