@@ -375,9 +375,13 @@ class AgentWorkflow:
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
         state.phase = Phase.ACTING
         call_ids = keys.unique_call_ids([c.id for c in calls])
+        first_record = len(state.tool_calls)
         outcomes = await asyncio.gather(
             *(self._call_tool(state, plan, call, cid) for call, cid in zip(calls, call_ids)), return_exceptions=True
         )
+        # The calls ran concurrently and were recorded as they finished; keep the reply's order.
+        position = {cid: i for i, cid in enumerate(call_ids)}
+        state.tool_calls[first_record:] = sorted(state.tool_calls[first_record:], key=lambda r: position[r.call_id])
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
