@@ -12,16 +12,18 @@ from typing import Any
 
 import openai
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from activities.ledger import EntryStatus, Ledger
 from activities.model_errors import classify
 from activities.prepare import RunPreparer
 from activities.scripted import scripted_reply
-from ratchet.artifacts import ArtifactStore, get_json, put_json
-from ratchet import keys
-from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, ToolCallRequest, Usage
+from ratchet.artifacts import ArtifactStore, get_json
+from ratchet import keys, transcripts
+from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, RunPlan, ToolCallRequest, Usage
 from ratchet.settings import Settings
+from ratchet.transcripts import TranscriptCache
 
 
 class ModelActivities:
@@ -35,6 +37,7 @@ class ModelActivities:
         self.ledger = ledger
         self.transcripts = TranscriptCache()
         self.configs: OrderedDict[str, ModelCallConfig] = OrderedDict()
+        self.scripts: OrderedDict[str, list] = OrderedDict()
         self._client: openai.AsyncOpenAI | None = None
 
     def client(self) -> openai.AsyncOpenAI:
@@ -65,11 +68,7 @@ class ModelActivities:
         if self.ledger is not None:
             entry = self.ledger.begin(req.key)
             if entry is not None and entry.status == EntryStatus.COMPLETED:
-                cached = ModelReply.model_validate(entry.result)
-                req.settings = self._config(req).settings  # for the metrics interceptor
-                if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
-                    cached.plan = cached.plan or plan
-                return cached
+                return self._recorded(req, ModelReply.model_validate(entry.result), plan)
         async with heartbeating():
             reply = await self._call(req)
         reply.plan = plan
@@ -77,44 +76,89 @@ class ModelActivities:
             self.ledger.complete(req.key, reply.model_dump(mode="json"))
         return reply
 
+    def _recorded(self, req: ModelRequest, reply: ModelReply, plan: RunPlan | None) -> ModelReply:
+        """A reply the ledger holds for this call. Recorded by a worker from before transcript
+        segments, its transcript names no call_ref, which the run's next request leaves out: it is
+        written again as a segment that does."""
+        config_ref, config = self._config(req)
+        req.settings = config.settings  # for the metrics interceptor
+        if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
+            reply.plan = reply.plan or plan
+        if config_ref is not None and transcripts.read_segment(self.artifacts, reply.transcript).call_ref is None:
+            messages, _, _ = transcripts.read(self.artifacts, reply.transcript)
+            reply.transcript = transcripts.write(self.artifacts, None, 0, config_ref, messages).digest
+        return reply
+
     async def _call(self, req: ModelRequest) -> ModelReply:
-        config = self._config(req)
+        earlier = self._earlier(req)
+        config_ref, config = self._config(req)
         req.settings = config.settings  # resolved in place: the metrics interceptor prices the call by it
-        transcript = self._transcript(req)
+        new = [self._inline(m) for m in req.new_messages]
+        transcript = earlier + new
         if config.settings.provider == "scripted":
             assert config.settings.script_ref is not None, "scripted provider without a script"
-            script = get_json(self.artifacts, config.settings.script_ref)
+            script = self._script(config.settings.script_ref)
             message, usage = scripted_reply(script, transcript, req.step)
-            finish, model = ("tool_calls" if message.tool_calls else "stop"), "scripted"
+            finish, model = None, ""
         else:
             message, usage, finish, model = await self._openai(req, config, transcript)
         transcript.append(message)
-        ref = put_json(self.artifacts, [m.model_dump(exclude_defaults=True) for m in transcript])
-        self.transcripts.put(ref.digest, transcript, ref.size or 0, owner=_owner())
-        return ModelReply(message=message, usage=usage, finish_reason=finish, transcript=ref.digest, model=model)
+        ref = transcripts.write(self.artifacts, req.transcript, len(earlier), config_ref, new + [message])
+        size = (self.transcripts.size(req.transcript) if req.transcript else 0) + (ref.size or 0)
+        self.transcripts.put(ref.digest, transcript, size, owner=_owner(), call_ref=config_ref)
+        natural = "tool_calls" if message.tool_calls else "stop"
+        return ModelReply(  # finish reason and model only when the message and settings do not say them
+            message=message, usage=usage, transcript=ref.digest,
+            finish_reason=None if finish in (None, natural) else finish,
+            model="" if model == config.settings.model else model,
+        )
 
-    def _config(self, req: ModelRequest) -> ModelCallConfig:
-        """The run's settings and tool schemas: one artifact per run, parsed once per worker."""
-        if req.call_ref is None:
-            assert req.settings is not None and req.tools_ref is not None, "model request without settings"
-            return ModelCallConfig(settings=req.settings, tools=get_json(self.artifacts, req.tools_ref))
-        config = self.configs.get(req.call_ref)
+    def _config(self, req: ModelRequest) -> tuple[str | None, ModelCallConfig]:
+        """The run's settings and tool schemas: one artifact per run, parsed once per worker. Its
+        digest is in the request, or else in the header of the transcript the request builds on."""
+        call_ref = req.call_ref or self._base_call_ref(req)
+        if call_ref is None:
+            if req.settings is None or req.tools_ref is None:
+                raise ApplicationError(
+                    "model request has no call_ref and no settings, and its transcript names no call_ref",
+                    type="InvalidModelRequest", non_retryable=True,
+                )
+            return None, ModelCallConfig(settings=req.settings, tools=get_json(self.artifacts, req.tools_ref))
+        config = self.configs.get(call_ref)
         if config is None:
-            config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
-            self.configs[req.call_ref] = config
+            config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(call_ref)))
+            self.configs[call_ref] = config
             while len(self.configs) > 256:
                 self.configs.popitem(last=False)
-        self.configs.move_to_end(req.call_ref)
-        return config
+        self.configs.move_to_end(call_ref)
+        return call_ref, config
 
-    def _transcript(self, req: ModelRequest) -> list[Message]:
-        earlier: list[Message] = []
-        if req.transcript is not None:
-            cached = self.transcripts.get(req.transcript)
-            if cached is None:
-                cached = [Message.model_validate(m) for m in get_json(self.artifacts, ArtifactRef.json(req.transcript))]
-            earlier = cached
-        return list(earlier) + [self._inline(m) for m in req.new_messages]
+    def _script(self, ref: ArtifactRef) -> list:
+        """A scripted run's replies, read once per worker (a 5,000-reply script: 12 ms a call)."""
+        script = self.scripts.get(ref.digest)
+        if script is None:
+            script = self.scripts[ref.digest] = get_json(self.artifacts, ref)
+            while len(self.scripts) > 64:
+                self.scripts.popitem(last=False)
+        self.scripts.move_to_end(ref.digest)
+        return script
+
+    def _base_call_ref(self, req: ModelRequest) -> str | None:
+        if req.transcript is None:
+            return None
+        if self.transcripts.get(req.transcript) is not None:
+            return self.transcripts.call_ref(req.transcript)
+        return transcripts.read_segment(self.artifacts, req.transcript).call_ref
+
+    def _earlier(self, req: ModelRequest) -> list[Message]:
+        """The conversation the request builds on (a copy: the caller appends to it)."""
+        if req.transcript is None:
+            return []
+        cached = self.transcripts.get(req.transcript)
+        if cached is None:
+            cached, call_ref, size = transcripts.read(self.artifacts, req.transcript)
+            self.transcripts.put(req.transcript, cached, size, owner=_owner(), call_ref=call_ref)
+        return list(cached)
 
     def _inline(self, message: Message) -> Message:
         """A long tool output travels through history as a reference; the model sees all of it."""
@@ -159,52 +203,6 @@ def _owner() -> str | None:
         return activity.info().workflow_id
     except RuntimeError:
         return None
-
-
-class TranscriptCache:
-    """Parsed transcripts by digest, so a run's next model call on this worker skips re-reading
-    and re-validating the whole conversation (content-addressed: an entry can never be stale).
-
-    One entry per run (`owner`): a run continues from its latest transcript, so keeping its older
-    ones only held memory that grew with the run (bench: long-run RSS +14 %). After a rollback the
-    checkpoint's transcript is read from the artifact store once."""
-
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
-        self.max_bytes = max_bytes
-        self.entries: OrderedDict[str, tuple[list[Message], int]] = OrderedDict()
-        self.bytes = 0
-        self.latest: dict[str, str] = {}
-        """owner -> the digest of its latest transcript."""
-
-    def get(self, digest: str) -> list[Message] | None:
-        entry = self.entries.get(digest)
-        if entry is None:
-            return None
-        self.entries.move_to_end(digest)
-        return entry[0]
-
-    def put(self, digest: str, transcript: list[Message], size: int, owner: str | None = None) -> None:
-        if owner is not None:
-            previous = self.latest.pop(owner, None)
-            if previous is not None and previous != digest:
-                self._drop(previous)
-        if digest in self.entries:
-            if owner is not None:
-                self.latest[owner] = digest
-            return
-        if size > self.max_bytes:
-            return
-        self.entries[digest] = (list(transcript), size)
-        self.bytes += size
-        if owner is not None:
-            self.latest[owner] = digest
-        while self.bytes > self.max_bytes:
-            self._drop(next(iter(self.entries)))
-
-    def _drop(self, digest: str) -> None:
-        entry = self.entries.pop(digest, None)
-        if entry is not None:
-            self.bytes -= entry[1]
 
 
 def to_openai(message: Message) -> dict[str, Any]:

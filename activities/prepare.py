@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.ledger import Ledger
+from activities.workspace import confine, open_workspace
 from ratchet.artifacts import ArtifactStore, put_json
-from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ToolSpec
+from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ScriptedReply, ToolSpec
 from ratchet.profiles import AgentProfile, ProfileRegistry
 from ratchet.settings import Settings
-from ratchet.tools import Tool, ToolRegistry, runs_locally
+from ratchet.tools import Tool, ToolError, ToolRegistry, runs_locally
 
 
 class RunPreparer:
@@ -85,13 +87,12 @@ class RunPreparer:
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
         )
         if override is not None:
-            changes = override.model_dump(exclude_none=True, exclude={"script"})
+            changes = override.model_dump(exclude_none=True, exclude={"script", "script_file"})
             settings = settings.model_copy(update=changes)
-            if override.script:
+            script = override.script or (self._script_file(req, override.script_file) if override.script_file else None)
+            if script:
                 settings.provider = "scripted"
-                settings.script_ref = put_json(
-                    self.artifacts, [r.model_dump(exclude_none=True) for r in override.script]
-                )
+                settings.script_ref = put_json(self.artifacts, [r.model_dump(exclude_none=True) for r in script])
         if settings.provider == "openai" and not self.settings.model_endpoint_configured:
             raise ApplicationError(
                 "model: this worker has no model endpoint; set OPENAI_API_KEY or OPENAI_BASE_URL "
@@ -100,6 +101,35 @@ class RunPreparer:
                 non_retryable=True,
             )
         return settings
+
+
+    def _script_file(self, req: PrepareRun, relative: str) -> list[ScriptedReply]:
+        """A scripted model's replies from a JSON file in the run's workspace (a long script need
+        not travel in the run input: the plan names it by digest)."""
+        def invalid(why: str) -> ApplicationError:
+            return ApplicationError(f"model.script_file: {why}", type="InvalidInput", non_retryable=True)
+
+        try:
+            workspace = open_workspace(self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id))
+            text = confine(workspace, relative).read_text(encoding="utf-8")
+        except ToolError as err:
+            raise invalid(str(err)) from None
+        except FileNotFoundError:
+            raise invalid(f"{relative!r} is not in the run's workspace") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise invalid(f"cannot read {relative!r}: {err}") from None
+        try:
+            script = _SCRIPT.validate_json(text)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "the file"
+            raise invalid(f"{relative!r} is not a list of scripted replies: at {where}: {first['msg']}") from None
+        if not script:
+            raise invalid(f"{relative!r} has no replies")
+        return script
+
+
+_SCRIPT = TypeAdapter(list[ScriptedReply])
 
 
 def _spec(tool: Tool, local_ok: bool) -> ToolSpec:

@@ -7,6 +7,7 @@ call), then a final model call that answers.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -169,19 +170,33 @@ def script(steps: int, tool: str = "bench_echo") -> list[dict[str, Any]]:
     return calls + [{"content": "done"}]
 
 
-def workflow_input(variant: Variant, steps: int) -> Any:
+def script_file(root: Path, steps: int, tool: str = "bench_echo") -> str:
+    """The scripted model's replies as a file in the bench workspace (written once), named by the
+    run: like the floor's model activity, whose replies are in its code, the script stays out of
+    the run input and so out of history."""
+    name = f"script-{tool}-{steps}.json"
+    path = root / "workspaces" / "bench" / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(script(steps, tool)))
+        tmp.replace(path)
+    return name
+
+
+def workflow_input(variant: Variant, steps: int, root: Path) -> Any:
     if variant.worker == "floor":
         return steps
     return {
         "agent": variant.profile, "objective": f"bench {steps} steps", "workspace": "bench",
-        "model": {"provider": "scripted", "script": script(steps, variant.tool)},
+        "model": {"script_file": script_file(root, steps, variant.tool)},
         "budget": {"max_steps": steps + 1},
     }
 
 
 async def start_run(env: Env, variant: Variant, steps: int, queue: str, run_input: Any = None) -> WorkflowHandle:
     return await env.client(variant).start_workflow(
-        variant.workflow, workflow_input(variant, steps) if run_input is None else run_input,
+        variant.workflow, workflow_input(variant, steps, env.root) if run_input is None else run_input,
         id=f"bench-{variant.name}-{steps}-{uuid.uuid4().hex[:10]}", task_queue=queue,
     )
 

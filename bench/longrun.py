@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio.client import WorkflowHistory
 
-from bench.harness import VARIANTS, Env, machine_load, script, start_run
+from bench.harness import VARIANTS, Env, machine_load, script_file, start_run
 from bench.replay_speed import replay_speeds
 from bench.history import analyze
 from bench.progress import Progress
@@ -25,14 +25,14 @@ from bench.progress import Progress
 RATCHET = VARIANTS["ratchet"]
 
 
-def long_input(profile: str, steps: int) -> dict[str, Any]:
+def long_input(env: Env, profile: str, steps: int) -> dict[str, Any]:
     return {"agent": profile, "objective": f"long run of {steps} steps", "workspace": "bench",
-            "model": {"provider": "scripted", "script": script(steps)}, "budget": {"max_steps": steps + 1}}
+            "model": {"script_file": script_file(env.root, steps)}, "budget": {"max_steps": steps + 1}}
 
 
 async def record(env: Env, worker_queue: str, profile: str, steps: int) -> Any:
     return await env.ratchet.start_workflow(
-        "AgentWorkflow", long_input(profile, steps), id=f"bench-{profile}-{steps}-{time.monotonic_ns()}",
+        "AgentWorkflow", long_input(env, profile, steps), id=f"bench-{profile}-{steps}-{time.monotonic_ns()}",
         task_queue=worker_queue,
     )
 

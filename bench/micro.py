@@ -1,8 +1,8 @@
 """In-process costs of the model activity's own work, by transcript length (no server).
 
-Each `model.call` reads the transcript so far from the artifact store, appends the reply, and
-writes the whole transcript back (fsync'd), and goes through the SQLite ledger twice (begin,
-complete: two fsync'd commits). The scripted provider also reads its script each call. All of it
+Each `model.call` takes the conversation so far from its cache (or, on a miss, reads the chain
+of transcript segments from the artifact store), writes one segment with the new messages and
+the reply (fsync'd), and goes through the SQLite ledger twice (begin, complete: two fsync'd commits). The scripted provider also reads its script each call. All of it
 runs on the worker's event loop, so while it runs no other workflow or activity makes progress.
 """
 
@@ -32,19 +32,27 @@ def _timed(fn, repeats: int) -> float:
     return median(times)
 
 
-def _transcript(steps: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a benchmark agent."},
-                                      {"role": "user", "content": "bench"}]
+def _transcript(store, steps: int) -> tuple[str, int]:
+    """A run's transcript after `steps` steps, written as its model calls write it (one segment
+    per call); its digest and size in bytes."""
+    from ratchet import transcripts
+    from ratchet.contracts import Message
+
+    new = [Message(role="system", content="You are a benchmark agent."), Message(role="user", content="bench")]
+    digest, count, size = None, 0, 0
     for i in range(steps):
-        messages.append({"role": "assistant", "tool_calls": [
-            {"id": f"call_{i + 1}_0", "name": "bench_echo", "arguments": f'{{"text": "{i}"}}'}]})
-        messages.append({"role": "tool", "tool_call_id": f"call_{i + 1}_0", "content": f"echo {i}"})
-    return messages
+        new.append(Message.model_validate({"role": "assistant", "tool_calls": [
+            {"id": f"call_{i + 1}_0", "name": "bench_echo", "arguments": f'{{"text": "{i}"}}'}]}))
+        ref = transcripts.write(store, digest, count, None, new)
+        digest, count, size = ref.digest, count + len(new), size + (ref.size or 0)
+        new = [Message(role="tool", tool_call_id=f"call_{i + 1}_0", content=f"echo {i}")]
+    return digest, size
 
 
 async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, float]]:
     from activities.ledger import SqliteLedger
     from activities.model import ModelActivities
+    from ratchet import transcripts
     from ratchet.artifacts import DirectoryArtifactStore, get_json, put_json
     from ratchet.contracts import Message, ModelRequest, ModelSettings
     from ratchet.settings import Settings
@@ -55,23 +63,24 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
     tools_ref = put_json(store, [])
     rows = []
     for steps in lengths:
-        transcript = _transcript(steps)
-        ref, script_ref = put_json(store, transcript), put_json(store, script(steps + 1))
+        digest, size = _transcript(store, steps)
+        script_ref = put_json(store, script(steps + 1))
         settings = ModelSettings(provider="scripted", script_ref=script_ref)
         new = [Message(role="tool", tool_call_id="x", content="echo")]
         calls = []
         for i in range(repeats):
-            request = ModelRequest(key=f"micro/{steps}/{i}", step=steps + 1, transcript=ref.digest,
+            request = ModelRequest(key=f"micro/{steps}/{i}", step=steps + 1, transcript=digest,
                                    new_messages=new, tools_ref=tools_ref, settings=settings)
             began = time.perf_counter()
             await model.call(request)
             calls.append((time.perf_counter() - began) * 1000)
         rows.append({
-            "steps": steps, "transcript_kib": ref.size / 1024,
+            "steps": steps, "transcript_kib": size / 1024,
             "model_call_ms": median(calls),
             "ledger_ms": _timed(lambda i: (ledger.begin(f"l/{steps}/{i}"), ledger.complete(f"l/{steps}/{i}", {})), repeats),
-            "transcript_read_ms": _timed(lambda i: [Message.model_validate(m) for m in get_json(store, ref)], repeats),
-            "transcript_write_ms": _timed(lambda i: put_json(store, transcript + [{"role": "user", "content": str(i)}]), repeats),
+            "transcript_read_ms": _timed(lambda i: transcripts.read(store, digest), repeats),
+            "transcript_write_ms": _timed(
+                lambda i: transcripts.write(store, digest, 2 * steps + 1, None, [Message(role="user", content=str(i))]), repeats),
             "script_read_ms": _timed(lambda i: get_json(store, script_ref), repeats),
         })
     rows.append({"fsync_ms": _timed(lambda i: _fsync(root / f"f{i}"), repeats)})

@@ -144,13 +144,20 @@ class ModelOverride(Strict):
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
     script: list[ScriptedReply] | None = Field(default=None, max_length=100_000)
+    script_file: str | None = Field(
+        default=None, min_length=1, max_length=1000,
+        description="A JSON file of scripted replies in the run's workspace, read once when the run is planned.",
+    )
 
     @model_validator(mode="after")
     def _script_needs_scripted(self) -> ModelOverride:
-        if self.provider == "scripted" and not self.script:
-            raise ValueError("provider 'scripted' needs a non-empty 'script'")
-        if self.script and self.provider not in (None, "scripted"):
-            raise ValueError("'script' is only used with provider 'scripted'")
+        if self.script and self.script_file:
+            raise ValueError("give 'script' or 'script_file', not both")
+        scripted = self.script or self.script_file
+        if self.provider == "scripted" and not scripted:
+            raise ValueError("provider 'scripted' needs a non-empty 'script' (or a 'script_file')")
+        if scripted and self.provider not in (None, "scripted"):
+            raise ValueError("'script' and 'script_file' are only used with provider 'scripted'")
         return self
 
 
@@ -343,7 +350,10 @@ class ModelReply(HasTranscript):
     transcript: str
     """Digest of the conversation including this reply."""
     finish_reason: str | None = None
+    """Only when the message does not say it: e.g. "length" (output cut at max tokens), not
+    "tool_calls" or "stop"."""
     model: str = ""
+    """Only when the provider names another model than the run's settings (e.g. a dated snapshot)."""
     plan: RunPlan | None = None
     """The run's plan, in the reply to a request with `first`."""
 
@@ -560,6 +570,9 @@ class AgentState(HasTranscript):
     messages_base: int = 0
     transcript: str | None = None
     """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
+    headed_transcript: str | None = None
+    """The last transcript this run's model calls wrote: its header names the run's call_ref, so a
+    request building on it leaves call_ref out (ratchet/transcripts.py)."""
     unsent: int = 0
     """Index (counted from the first message of the run, like `messages_len`) of the first message
     the model has not seen."""

@@ -141,5 +141,8 @@ def _model_call(meter: MetricMeter, request: Any, reply: Any) -> None:
 
 
 def _model_name(request: Any) -> str:
+    """The model the run's settings name (a reply names one only when the provider ran another)."""
     settings = getattr(request, "settings", None)
+    if getattr(settings, "provider", None) == "scripted":
+        return "scripted"
     return str(getattr(settings, "model", "") or "unknown")

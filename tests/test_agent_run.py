@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import uuid
 
@@ -59,6 +60,40 @@ async def test_rate_limit_is_retried_and_visible_in_history(client, settings, wo
     result = await handle.result()
     assert result.phase == Phase.DONE
     assert await activity_attempts(handle, "model.call") == [2]
+
+
+async def test_a_reply_cut_at_max_tokens_says_so_in_history(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"content": "partial answ", "finish_reason": "length"}], key=key)
+    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
+    assert (await handle.result()).answer == "partial answ"
+    replies = [
+        json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
+        async for e in handle.fetch_history_events() if e.HasField("activity_task_completed_event_attributes")
+    ]
+    assert replies[-1]["finish_reason"] == "length" and "model" not in replies[-1]  # the server ran the model asked for
+
+
+async def test_a_scripted_model_can_read_its_replies_from_a_file_in_the_workspace(client, settings, worker):
+    """A long script need not travel in the run input (nor again in the first model call)."""
+    workspace = settings.workspace_root / "scripted"
+    workspace.mkdir(parents=True)
+    replies = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "from-file"}}]}, {"content": "file script done"}]
+    (workspace / "script.json").write_text(json.dumps(replies))
+    (workspace / "bad.json").write_text(json.dumps([{"content": "ok"}, {"tool_calls": "nope"}]))
+    run = {"agent": "probe", "objective": "x", "workspace": "scripted"}
+    handle = await start(client, settings, {**run, "model": {"script_file": "script.json"}})
+    assert (await handle.result()).answer == "file script done"
+    assert "from-file" in (workspace / "probe.log").read_text()
+    for name, expected in [
+        ("missing.json", "model.script_file: 'missing.json' is not in the run's workspace"),
+        ("../escape.json", "contains '..'"),
+        ("bad.json", "model.script_file: 'bad.json' is not a list of scripted replies: at 1.tool_calls"),
+    ]:
+        failed = await start(client, settings, {**run, "model": {"script_file": name}})
+        with pytest.raises(WorkflowFailureError) as failure:
+            await failed.result()
+        assert expected in str(failure.value.cause), failure.value.cause
 
 
 async def test_bad_api_key_fails_the_run_at_once(client, settings, worker, openai_server):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from statistics import mean
 
 from ratchet.contracts import Phase
@@ -31,6 +32,28 @@ async def test_bytes_per_step_stay_flat_over_100_steps(client, settings):
     assert len(sizes) == 101
     early, late = mean(sizes[5:15]), mean(sizes[85:95])
     assert late / early < 1.1, f"bytes per step grew from {early:.0f} to {late:.0f}"
+
+
+async def test_a_model_call_sends_the_runs_config_once_and_replies_only_what_the_message_does_not_say(client, settings, worker):
+    """Settings and tool schemas (call_ref) travel once: later requests build on a transcript whose
+    header names them. A reply names no finish reason or model its message and settings already say."""
+    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(3)] + [{"content": "done"}]
+    handle = await start(client, settings, scripted("probe", script, workspace="w"))
+    assert (await handle.result()).phase == Phase.DONE
+    requests, replies, scheduled = [], [], set()
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == "model.call":
+                scheduled.add(event.event_id)
+                requests.append(json.loads(attrs.input.payloads[0].data))
+        if event.HasField("activity_task_completed_event_attributes"):
+            if event.activity_task_completed_event_attributes.scheduled_event_id in scheduled:
+                replies.append(json.loads(event.activity_task_completed_event_attributes.result.payloads[0].data))
+    assert len(requests) == 4 and "first" in requests[0] and "call_ref" not in requests[0]
+    assert all("call_ref" not in r and "settings" not in r and r["transcript"] for r in requests[1:])
+    assert all("finish_reason" not in r and "model" not in r for r in replies)
+    assert [r["transcript"] for r in replies[:-1]] == [r["transcript"] for r in requests[1:]]
 
 
 async def test_a_large_tool_output_stays_out_of_history(client, settings, worker):

@@ -8,7 +8,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.ledger import SqliteLedger
 from activities.model import ModelActivities
 from activities.prepare import RunPreparer
-from ratchet.artifacts import DirectoryArtifactStore
+from ratchet import transcripts
+from ratchet.artifacts import DirectoryArtifactStore, put_json
 from ratchet.contracts import AgentRun, Message, ModelReply, ModelRequest, PrepareRun, Usage
 from ratchet.profiles import default_profiles
 from ratchet.settings import Settings
@@ -22,7 +23,9 @@ async def test_a_first_call_that_finds_a_recorded_reply_without_a_plan_still_ret
     store, ledger = DirectoryArtifactStore(settings.artifact_dir), SqliteLedger(settings.ledger_path)
     preparer = RunPreparer(settings, default_profiles, default_registry, store, ledger)
     model = ModelActivities(settings, store, ledger, preparer)
-    recorded = ModelReply(message=Message(role="assistant", content="done"), usage=Usage(), transcript="ab" * 32)
+    said = [Message(role="system", content="s"), Message(role="user", content="o"), Message(role="assistant", content="done")]
+    legacy = put_json(store, [m.model_dump(exclude_defaults=True) for m in said])  # before transcript segments
+    recorded = ModelReply(message=said[-1], usage=Usage(), transcript=legacy.digest)
     ledger.claim("wf", "c1")  # that earlier run's run.prepare
     ledger.begin("wf/1/model")
     ledger.complete("wf/1/model", recorded.model_dump(mode="json"))
@@ -32,3 +35,6 @@ async def test_a_first_call_that_finds_a_recorded_reply_without_a_plan_still_ret
     assert reply.message.content == "done", "the recorded reply, not a second paid call"
     assert reply.plan is not None and reply.plan.agent == "probe"
     assert request.settings is not None and request.settings.provider == "scripted"  # priced by the metrics
+    # the next request leaves call_ref out, so the reply's transcript must name it: written again as a segment
+    segment = transcripts.read_segment(store, reply.transcript)
+    assert segment.call_ref == reply.plan.call_ref and segment.messages == said

@@ -322,8 +322,9 @@ class AgentWorkflow:
         state.phase = Phase.THINKING
         unsent = state.messages[state.unsent - state.messages_base :]
         request = ModelRequest(step=state.step, transcript=state.transcript, new_messages=unsent)
-        if plan.call_ref is not None:
-            request.call_ref = plan.call_ref  # the key: {workflow id}/{step}/model, made by the activity
+        if plan.call_ref is not None:  # the key: {workflow id}/{step}/model, made by the activity
+            if state.transcript is None or state.transcript != state.headed_transcript:
+                request.call_ref = plan.call_ref  # else the transcript's header names it
         else:  # a run planned before call_ref existed
             request.key, request.settings, request.tools_ref = keys.model_key(state.workflow_id, state.step), plan.model, plan.tools_ref
         try:
@@ -338,7 +339,7 @@ class AgentWorkflow:
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
-        state.transcript = reply.transcript
+        state.transcript = state.headed_transcript = reply.transcript
         state.unsent = state.message_count
         return reply
 
@@ -369,7 +370,8 @@ class AgentWorkflow:
         state.messages = [
             Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective), reply.message,
         ]
-        state.transcript, state.unsent = reply.transcript, len(state.messages)
+        state.transcript = state.headed_transcript = reply.transcript
+        state.unsent = len(state.messages)
         return reply
 
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
