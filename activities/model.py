@@ -23,7 +23,7 @@ from ratchet.artifacts import ArtifactStore, get_json
 from ratchet import keys, transcripts
 from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, RunPlan, ToolCallRequest, Usage
 from ratchet.settings import Settings
-from ratchet.transcripts import TranscriptCache
+from ratchet.transcripts import Conversation, TranscriptCache
 
 
 class ModelActivities:
@@ -85,27 +85,26 @@ class ModelActivities:
         if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
             reply.plan = reply.plan or plan
         if config_ref is not None and transcripts.read_segment(self.artifacts, reply.transcript).call_ref is None:
-            messages, _, _ = transcripts.read(self.artifacts, reply.transcript)
-            reply.transcript = transcripts.write(self.artifacts, None, 0, config_ref, messages).digest
+            messages = transcripts.read_all(self.artifacts, reply.transcript)
+            reply.transcript = transcripts.write(self.artifacts, Conversation(), config_ref, messages, prev=None).digest
         return reply
 
     async def _call(self, req: ModelRequest) -> ModelReply:
-        earlier = self._earlier(req)
         config_ref, config = self._config(req)
         req.settings = config.settings  # resolved in place: the metrics interceptor prices the call by it
+        keep = config.settings.context_messages
+        base = self._conversation(req, keep)
         new = [self._inline(m) for m in req.new_messages]
-        transcript = earlier + new
+        sent = base.window(keep) + new
         if config.settings.provider == "scripted":
             assert config.settings.script_ref is not None, "scripted provider without a script"
-            script = self._script(config.settings.script_ref)
-            message, usage = scripted_reply(script, transcript, req.step)
+            message, usage = scripted_reply(self._script(config.settings.script_ref), base.turns + _turns(new), sent, req.step)
             finish, model = None, ""
         else:
-            message, usage, finish, model = await self._openai(req, config, transcript)
-        transcript.append(message)
-        ref = transcripts.write(self.artifacts, req.transcript, len(earlier), config_ref, new + [message])
-        size = (self.transcripts.size(req.transcript) if req.transcript else 0) + (ref.size or 0)
-        self.transcripts.put(ref.digest, transcript, size, owner=_owner(), call_ref=config_ref)
+            message, usage, finish, model = await self._openai(req, config, sent)
+        added = new + [message]
+        ref = transcripts.write(self.artifacts, base, config_ref, added, prev=req.transcript)
+        self.transcripts.put(ref.digest, base.extended(added, ref.digest, ref.size or 0, keep, config_ref), owner=_owner())
         natural = "tool_calls" if message.tool_calls else "stop"
         return ModelReply(  # finish reason and model only when the message and settings do not say them
             message=message, usage=usage, transcript=ref.digest,
@@ -146,19 +145,21 @@ class ModelActivities:
     def _base_call_ref(self, req: ModelRequest) -> str | None:
         if req.transcript is None:
             return None
-        if self.transcripts.get(req.transcript) is not None:
-            return self.transcripts.call_ref(req.transcript)
+        cached = self.transcripts.get(req.transcript)
+        if cached is not None:
+            return cached.call_ref
         return transcripts.read_segment(self.artifacts, req.transcript).call_ref
 
-    def _earlier(self, req: ModelRequest) -> list[Message]:
-        """The conversation the request builds on (a copy: the caller appends to it)."""
+    def _conversation(self, req: ModelRequest, keep: int | None) -> Conversation:
+        """The conversation the request builds on, as much of it as the call sends."""
         if req.transcript is None:
-            return []
+            return Conversation()
         cached = self.transcripts.get(req.transcript)
-        if cached is None:
-            cached, call_ref, size = transcripts.read(self.artifacts, req.transcript)
-            self.transcripts.put(req.transcript, cached, size, owner=_owner(), call_ref=call_ref)
-        return list(cached)
+        if cached is not None and cached.has_window(keep):
+            return cached
+        conversation = transcripts.read(self.artifacts, req.transcript, keep)
+        self.transcripts.put(req.transcript, conversation, owner=_owner())
+        return conversation
 
     def _inline(self, message: Message) -> Message:
         """A long tool output travels through history as a reference; the model sees all of it."""
@@ -195,6 +196,10 @@ class ModelActivities:
             completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
         )
         return message, usage, choice.finish_reason, completion.model or settings.model
+
+
+def _turns(messages: list[Message]) -> int:
+    return sum(m.role == "assistant" for m in messages)
 
 
 def _owner() -> str | None:

@@ -83,6 +83,7 @@ class RunPreparer:
         settings = ModelSettings(
             model=profile.model or self.settings.model,
             temperature=profile.temperature,
+            context_messages=profile.context_messages,
             usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
         )

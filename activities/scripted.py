@@ -12,8 +12,9 @@ from typing import Any
 from ratchet.contracts import Message, ToolCallRequest, Usage
 
 
-def scripted_reply(script: list[dict[str, Any]], transcript: list[Message], step: int) -> tuple[Message, Usage]:
-    turn = sum(1 for m in transcript if m.role == "assistant")
+def scripted_reply(script: list[dict[str, Any]], turn: int, transcript: list[Message], step: int) -> tuple[Message, Usage]:
+    """Reply number `turn` (the assistant messages in the conversation so far); `transcript` is
+    what the model is sent (for the token counts)."""
     if turn < len(script):
         reply = script[turn]
     else:

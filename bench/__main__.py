@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions (a few minutes)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
-    parser.add_argument("--long-budget-s", type=float, help="time budget of the long run (default 420 s, quick 180 s)")
+    parser.add_argument("--long-budget-s", type=float, help="time budget of the long run (default 900 s, quick 180 s)")
     parser.add_argument("--merge", action="store_true",
                         help="with --only: replace just those sections in OUT/latest.json and re-render the report")
     parser.add_argument("--from-json", type=Path, help="re-render the report and plots from a saved latest.json")

@@ -70,14 +70,16 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"- **History bytes.** {ratchet['bytes_per_step']:.0f} B/step vs the floor's {floor['bytes_per_step']:.0f} "
             f"(events/step {ratchet['events_per_step']:.1f} vs {floor['events_per_step']:.1f}); between model calls "
             f"(steady state) {ratchet['steady_bytes_per_step']:.0f} vs {floor['steady_bytes_per_step']:.0f} B/step, ratio "
-            f"{ratchet['steady_bytes_per_step'] / floor['steady_bytes_per_step']:.2f}. The rest is once per run: the run "
-            f"input (the bench's scripted model sends its whole script: {ratchet['input_bytes']:.0f} B), which the first "
-            f"model call carries again to plan the run, the plan in its reply, two patch markers. Largest fields per step: "
-            f"{top}. Done: defaults left out of every payload, settings and tool schemas sent once per run "
-            f"(`call_ref`), transcripts as bare digests, keys derived by the activities, local read-only tools (one "
-            f"marker instead of three activity events and a workflow task). Left: two 64-hex digests per model call "
-            f"(transcript in, transcript out) and the run's call_ref, the SDK's local-activity marker data "
-            f"(~260 B: seq, times, activity type), and the activity summaries shown in the UI (~50 B each).")
+            f"{ratchet['steady_bytes_per_step'] / floor['steady_bytes_per_step']:.2f}. Once per run: the run input "
+            f"({ratchet['input_bytes']:.0f} B; the scripted model's replies are a file in the workspace, "
+            f"`model.script_file`, as the floor's are in its code), which the first model call carries again to plan "
+            f"the run, the plan in its reply, two patch markers, search-attribute upserts. Largest fields per step: "
+            f"{top}. Done: defaults left out of every payload; settings and tool schemas named once per run "
+            f"(`call_ref`) and then by the transcript segment's header, not by each request; finish reason and model "
+            f"only when the message and settings do not say them; transcripts as bare digests; keys derived by the "
+            f"activities; local read-only tools (one marker instead of three activity events and a workflow task). "
+            f"Left: the transcript digest in and out of each model call (2 x 64 hex), the SDK's local-activity marker "
+            f"data (~260 B: seq, times, activity type), and the activity summaries shown in the UI (~50 B each).")
     sweep = sorted(results.get("sweep") or [], key=lambda c: c["agents"])
     if sweep:
         best = max(sweep, key=lambda c: c["steps_per_s"])
@@ -98,32 +100,36 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
     if micro:
         first, last = micro[0], micro[-1]
         out.append(
-            f"- **Transcript cost grows with the run.** In-process, one `model.call` costs {first['model_call_ms']:.1f} ms "
-            f"at {first['steps']} steps and {last['model_call_ms']:.0f} ms at {last['steps']} steps (transcript "
-            f"{last['transcript_kib']:.0f} KiB: read+validate {last['transcript_read_ms']:.0f} ms, write+fsync "
-            f"{last['transcript_write_ms']:.0f} ms), all on the worker's event loop, so every other run on the worker waits.")
+            f"- **Transcript cost per call.** In-process, one `model.call` costs {first['model_call_ms']:.1f} ms at "
+            f"{first['steps']} steps and {last['model_call_ms']:.1f} ms at {last['steps']} steps: each call writes one "
+            f"segment ({last['transcript_write_ms']:.1f} ms with fsync, whatever the length; the whole transcript was "
+            f"written each call before: 870 KiB, 27 ms at 5,000 steps) and finds the conversation in its cache. What "
+            f"still grows is the conversation a call without a context window sends. A cache miss (another worker, a "
+            f"restart) reads the chain back: {last['transcript_read_ms']:.0f} ms for all {last['transcript_kib']:.0f} "
+            f"KiB at {last['steps']} steps, once; with `context_messages` only the first and the latest segments.")
     replay = (results.get("long") or {}).get("replay")
     if replay:
         parts = ", ".join(f"{k} {v['events_per_s']:.0f}" for k, v in replay.items() if isinstance(v, dict))
+        inline = replay.get("inline", {}).get("events_per_s")
+        inline_text = (f" With activations inline on the event loop (the Replayer's debug_mode) Ratchet replays at "
+                       f"{inline:.0f}/s: the thread-pool hop is that much of it, but debug_mode also turns off the "
+                       f"deadlock detector, which a deploy gate wants, so `ratchet replay` keeps the default.") if inline else ""
         out.append(
             f"- **Replay** ({replay['steps']} steps, events/s): {parts}. The floor, a workflow that does nothing but "
-            f"call two activities, sets the pace: replay is the Python SDK's work per workflow activation (each "
-            f"activation's payloads are visited three times on the way in and three on the way out by the SDK's "
-            f"payload visitor, a data converter is built per activation, the activation runs on a thread pool) plus "
-            f"the Rust core's (a third of the CPU in `perf`, much of it copying history). Ratchet replays faster than "
-            f"the floor (it is outside the sandbox; the floor is not) but 5,000 events/s is beyond this SDK on this "
-            f"machine for any workflow, the floor included.")
+            f"call two activities, sets the pace: replay is the Python SDK's work per workflow activation (two per "
+            f"step; cProfile: the SDK's payload visitors a quarter of it, three passes in and one to two out, a data "
+            f"converter per payload's context; Ratchet's own workflow code a tenth) plus the Rust core's.{inline_text} "
+            f"5,000 events/s is beyond this SDK on this machine for any workflow, the floor included.")
     long = (results.get("long") or {}).get("long")
     if long:
         stopped = "" if long.get("completed", True) else f" (of {long['steps']}: the time budget ran out)"
         out.append(
             f"- **Long run.** {long['steps_done']} steps{stopped} in {long['runs']} runs: RSS ratio {long['rss_ratio']:.2f}, "
             f"history bytes per run ratio {long['history_ratio']:.2f}, run input (before claim check) ratio "
-            f"{long['input_ratio']:.2f} ({long['run_input_first'] / 1024:.0f} -> {long['run_input_last'] / 1024:.0f} KiB), "
-            f"ms/step ratio {long['step_ms_ratio']:.2f}. A handover carries the run input (with the bench's "
-            f"5,000-reply script), the plan and only recent messages and tool calls (workflows/handover.py), so "
-            f"input and history per run stay flat. What still grows: the conversation the model call holds in memory "
-            f"(its transcript cache keeps one per run: 10,000 messages at 5,000 steps) and the whole-transcript "
-            f"write of every step (ms/step, and allocator churn in RSS). Any real model's context window ends such a "
-            f"conversation long before; chunked transcripts and context compaction would flatten both.")
+            f"{long['input_ratio']:.2f} ({long['run_input_first'] / 1024:.1f} -> {long['run_input_last'] / 1024:.1f} KiB), "
+            f"ms/step ratio {long['step_ms_ratio']:.2f}. A handover carries the run input, the plan and only recent "
+            f"messages and tool calls (workflows/handover.py), so input and history per run stay flat; each step "
+            f"writes one transcript segment. The bench's long profile sends the model a window of the latest "
+            f"messages (`context_messages`, as any real model's context length forces on a run this long), so the "
+            f"model activity holds only that much of the conversation.")
     return out

@@ -32,21 +32,21 @@ def _timed(fn, repeats: int) -> float:
     return median(times)
 
 
-def _transcript(store, steps: int) -> tuple[str, int]:
+def _transcript(store, steps: int):
     """A run's transcript after `steps` steps, written as its model calls write it (one segment
-    per call); its digest and size in bytes."""
+    per call): its digest and the conversation."""
     from ratchet import transcripts
     from ratchet.contracts import Message
 
     new = [Message(role="system", content="You are a benchmark agent."), Message(role="user", content="bench")]
-    digest, count, size = None, 0, 0
+    digest, base = None, transcripts.Conversation()
     for i in range(steps):
         new.append(Message.model_validate({"role": "assistant", "tool_calls": [
             {"id": f"call_{i + 1}_0", "name": "bench_echo", "arguments": f'{{"text": "{i}"}}'}]}))
-        ref = transcripts.write(store, digest, count, None, new)
-        digest, count, size = ref.digest, count + len(new), size + (ref.size or 0)
+        ref = transcripts.write(store, base, None, new, prev=digest)
+        digest, base = ref.digest, base.extended(new, ref.digest, ref.size or 0, None, None)
         new = [Message(role="tool", tool_call_id=f"call_{i + 1}_0", content=f"echo {i}")]
-    return digest, size
+    return digest, base
 
 
 async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, float]]:
@@ -63,7 +63,7 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
     tools_ref = put_json(store, [])
     rows = []
     for steps in lengths:
-        digest, size = _transcript(store, steps)
+        digest, base = _transcript(store, steps)
         script_ref = put_json(store, script(steps + 1))
         settings = ModelSettings(provider="scripted", script_ref=script_ref)
         new = [Message(role="tool", tool_call_id="x", content="echo")]
@@ -75,12 +75,12 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
             await model.call(request)
             calls.append((time.perf_counter() - began) * 1000)
         rows.append({
-            "steps": steps, "transcript_kib": size / 1024,
+            "steps": steps, "transcript_kib": base.size / 1024,
             "model_call_ms": median(calls),
             "ledger_ms": _timed(lambda i: (ledger.begin(f"l/{steps}/{i}"), ledger.complete(f"l/{steps}/{i}", {})), repeats),
             "transcript_read_ms": _timed(lambda i: transcripts.read(store, digest), repeats),
             "transcript_write_ms": _timed(
-                lambda i: transcripts.write(store, digest, 2 * steps + 1, None, [Message(role="user", content=str(i))]), repeats),
+                lambda i: transcripts.write(store, base, None, [Message(role="user", content=str(i))], prev=digest), repeats),
             "script_read_ms": _timed(lambda i: get_json(store, script_ref), repeats),
         })
     rows.append({"fsync_ms": _timed(lambda i: _fsync(root / f"f{i}"), repeats)})

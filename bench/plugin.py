@@ -53,7 +53,8 @@ _profile("bench")
 """Step cost and scale: continue-as-new at Ratchet's default bound (never reached at N <= 50)."""
 _profile("bench_verify", verifier=Verifier(argv=["true"], timeout_s=30))
 """Every step with bench_note is verified and checkpointed (`true` as the verifier)."""
-_profile("bench_long", continue_as_new_events=400)
-"""Long runs: continue-as-new every ~400 events, as the `approver` test profile."""
+_profile("bench_long", continue_as_new_events=400, context_messages=200)
+"""Long runs: continue-as-new every ~400 events, as the `approver` test profile; the model sees
+the latest 200 messages (a run this long outgrows any real context window)."""
 _profile("bench_replay", continue_as_new_events=NO_CONTINUE_AS_NEW)
 """One long history to replay (the bench server's suggested-continue-as-new limit is raised)."""

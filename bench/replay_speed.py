@@ -1,6 +1,7 @@
 """Replay speed: temporalio's Replayer over one long history, as `ratchet replay` runs it.
 
-Two figures from the same machine and moment: AgentWorkflow as deployed and the raw-SDK floor's
+Figures from the same machine and moment: AgentWorkflow as `ratchet replay` runs it, the same
+with activations inline on the event loop (the Replayer's debug_mode), and the raw-SDK floor's
 history of the same number of steps.
 """
 
@@ -37,7 +38,11 @@ def _speeds(history: WorkflowHistory, times: list[float]) -> dict[str, float]:
 
 async def replay_speeds(env: Env, ratchet: WorkflowHistory, floor: WorkflowHistory | None, repeats: int = 3) -> dict[str, Any]:
     converter = data_converter(Settings(artifact_dir=env.root / "artifacts"))
-    cases = {"ratchet": (Replayer(workflows=[AgentWorkflow], data_converter=converter), ratchet)}
+    cases = {
+        "ratchet": (Replayer(workflows=[AgentWorkflow], data_converter=converter), ratchet),
+        # activations on the event loop instead of a thread pool: no hop, but no deadlock detector either
+        "inline": (Replayer(workflows=[AgentWorkflow], data_converter=converter, debug_mode=True), ratchet),
+    }
     if floor is not None:
         cases["floor"] = (Replayer(workflows=[FloorWorkflow]), floor)
     times: dict[str, list[float]] = {name: [] for name in cases}

@@ -62,7 +62,7 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures["replay_events"] = replay["ratchet"]["events"]
         figures["replay_events_per_s"] = replay["ratchet"]["events_per_s"]
         figures["replay_first_events_per_s"] = replay["ratchet"]["first_events_per_s"]
-        for name in ("unsandboxed", "floor"):
+        for name in ("inline", "floor"):
             if name in replay:
                 figures[f"replay_events_per_s_{name}"] = replay[name]["events_per_s"]
     if long.get("long"):
@@ -167,8 +167,9 @@ def _long_section(results: dict[str, Any]) -> list[str]:
         rows = [[name, r["events"], r["bytes"] / 1024, r["first_s"], r["median_s"], r["events_per_s"],
                  r.get("best_events_per_s", r["events_per_s"])] for name, r in replay.items() if isinstance(r, dict)]
         out += ["## Replay", "", f"Histories of {replay['steps']} steps, temporalio Replayer, 3 replays each in the bench "
-                "process, interleaved: `ratchet` AgentWorkflow as deployed, `unsandboxed` the same class with "
-                "sandboxed=False, `floor` the raw-SDK workflow's history.", "",
+                "process, interleaved: `ratchet` AgentWorkflow as `ratchet replay` runs it, `inline` the same with the "
+                "Replayer's debug_mode (activations on the event loop, no deadlock detector), `floor` the raw-SDK "
+                "workflow's history.", "",
                 *_table(["workflow", "events", "KiB", "first s", "median s", "events/s (median)", "events/s (best)"], rows), ""]
     if long.get("long"):
         r = long["long"]

@@ -143,6 +143,10 @@ class ModelOverride(Strict):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    context_messages: int | None = Field(
+        default=None, ge=2, le=1_000_000,
+        description="Send the model the system prompt, the objective and only the latest this-many messages.",
+    )
     script: list[ScriptedReply] | None = Field(default=None, max_length=100_000)
     script_file: str | None = Field(
         default=None, min_length=1, max_length=1000,
@@ -221,6 +225,9 @@ class ModelSettings(BaseModel):
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
     script_ref: ArtifactRef | None = None
+    context_messages: int | None = None
+    """Send the model the system prompt, the objective and only the latest this-many messages
+    (None: the whole conversation). The transcript keeps every message either way."""
 
 
 class ApprovalRule(BaseModel):

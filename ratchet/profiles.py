@@ -18,6 +18,9 @@ class AgentProfile:
     model: str | None = None
     """Model name; None means the worker's RATCHET_MODEL."""
     temperature: float | None = None
+    context_messages: int | None = None
+    """Send the model the system prompt, the objective and only the latest this-many messages
+    (None: the whole conversation; a run's `model.context_messages` overrides it)."""
     budget: Budget = field(default_factory=Budget)
     max_bad_tool_calls: int = 5
     usd_per_1k_prompt_tokens: float = 0.0

@@ -176,3 +176,22 @@ def load_settings() -> Settings:
             env_name = alias.choices[0] if isinstance(alias, AliasChoices) else field
             problems.append(f"{env_name}: {err['msg']}")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+
+WORKER_PROCESS_FIELDS = (
+    "temporal_address", "task_queue", "workspace_root", "artifact_dir", "ledger_path", "tracker_path",
+    "max_cached_workflows", "plugins",
+)
+
+
+def worker_environment(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a `python -m worker` process serving `settings`' server, queue, paths,
+    cache size and plugins. Inherited TEMPORAL_*, RATCHET_* and OPENAI_* variables are left out, so
+    the process sees only what is given here (and in `extra`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_"))}
+    for name in WORKER_PROCESS_FIELDS:
+        alias = Settings.model_fields[name].validation_alias
+        assert isinstance(alias, AliasChoices)
+        env[str(alias.choices[0])] = str(getattr(settings, name))
+    env.update(extra)
+    return env

@@ -6,42 +6,106 @@ not the whole conversation, and a segment's digest still names the whole convers
 (a hash chain), so a request carries one digest however long the run is.
 
 A segment also names the run's model-call config (`call_ref`: settings and tool schemas), so a
-request based on a segment this run wrote need not carry it.
+request based on a segment this run wrote need not carry it, and the chain's first segment
+(`root`), which starts with the system prompt and the objective: a model call that sends only
+the latest messages (`ModelSettings.context_messages`) reads the start and the end of the chain,
+not all of it.
 
-Segment, as JSON: {"ratchet_transcript": 2, "prev": digest (absent at the start), "count":
-messages before this segment, "call_ref": digest, "messages": [...]}. Transcripts written before
-segments are the whole conversation as a JSON list; they read as one segment with no header.
+Segment, as JSON: {"ratchet_transcript": 2, "prev": digest, "root": digest (both absent in the
+first segment), "count": messages before this segment, "turns": assistant messages before it,
+"call_ref": digest, "messages": [...]}. Transcripts written before segments are the whole
+conversation as a JSON list; they read as a first segment.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ratchet.artifacts import ArtifactStore, put_json
 from ratchet.contracts import ArtifactRef, Message
 
 FORMAT = 2
+HEAD = 2
+"""Messages every model call sees whatever its window: the system prompt and the objective."""
 
 
 @dataclass
 class Segment:
     messages: list[Message]
     prev: str | None = None
+    root: str | None = None
     count: int = 0
     """Messages in the conversation before this segment's."""
+    turns: int = 0
+    """Assistant messages in the conversation before this segment's."""
     call_ref: str | None = None
     size: int = 0
     """Bytes of this segment in the store."""
 
 
-def write(
-    store: ArtifactStore, prev: str | None, count: int, call_ref: str | None, messages: list[Message]
-) -> ArtifactRef:
-    body: dict = {"ratchet_transcript": FORMAT, "count": count, "messages": [m.model_dump(exclude_defaults=True) for m in messages]}
+@dataclass
+class Conversation:
+    """What a model call builds on: the start of the conversation (`head`), its latest messages
+    (`tail`: all the rest, or at least the window's worth), and counts over the whole of it."""
+
+    head: list[Message] = field(default_factory=list)
+    tail: list[Message] = field(default_factory=list)
+    count: int = 0
+    turns: int = 0
+    call_ref: str | None = None
+    root: str | None = None
+    """The first segment of the chain; None before the first model call."""
+    size: int = 0
+    """Bytes this holds, roughly (what the cache counts)."""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.head) + len(self.tail) == self.count
+
+    def has_window(self, keep: int | None) -> bool:
+        """Whether this holds what a call with window `keep` sends."""
+        return self.complete or (keep is not None and len(self.tail) >= keep)
+
+    def window(self, keep: int | None) -> list[Message]:
+        """The head and the last `keep` messages (all with None). The window never starts with a
+        tool result whose call fell out of it (providers reject those)."""
+        start = 0 if keep is None else max(0, len(self.tail) - keep)
+        if start == 0 and self.complete:
+            return self.head + self.tail
+        while start < len(self.tail) and self.tail[start].role == "tool":
+            start += 1
+        return self.head + self.tail[start:]
+
+    def extended(self, messages: list[Message], digest: str, size: int, keep: int | None, call_ref: str | None) -> Conversation:
+        """This conversation with `messages` (one segment, named `digest`) added; a windowed one
+        keeps between `keep` and 2 x `keep` of its latest messages."""
+        head, tail = list(self.head), self.tail + messages
+        while len(head) < HEAD and tail:
+            head.append(tail.pop(0))
+        if keep is not None and len(tail) > 2 * keep:
+            tail = tail[-keep:]
+        return Conversation(
+            head=head, tail=tail, count=self.count + len(messages),
+            turns=self.turns + sum(m.role == "assistant" for m in messages), call_ref=call_ref,
+            root=self.root or digest, size=(self.size + size) if keep is None else _estimate(head, tail),
+        )
+
+
+def _estimate(head: list[Message], tail: list[Message]) -> int:
+    return sum(len(m.content or "") + 200 for m in head + tail)
+
+
+def write(store: ArtifactStore, base: Conversation, call_ref: str | None, messages: list[Message], prev: str | None) -> ArtifactRef:
+    """One segment: `messages` added to `base`, the conversation named `prev`."""
+    body: dict = {
+        "ratchet_transcript": FORMAT, "count": base.count, "turns": base.turns,
+        "messages": [m.model_dump(exclude_defaults=True) for m in messages],
+    }
     if prev is not None:
         body["prev"] = prev
+        body["root"] = base.root or prev
     if call_ref is not None:
         body["call_ref"] = call_ref
     return put_json(store, body)
@@ -55,29 +119,45 @@ def read_segment(store: ArtifactStore, digest: str) -> Segment:
     if not isinstance(body, dict) or body.get("ratchet_transcript") != FORMAT:
         raise ValueError(f"artifact {digest[:12]} is not a transcript")
     return Segment(
-        messages=[Message.model_validate(m) for m in body["messages"]], prev=body.get("prev"),
-        count=body["count"], call_ref=body.get("call_ref"), size=len(raw),
+        messages=[Message.model_validate(m) for m in body["messages"]], prev=body.get("prev"), root=body.get("root"),
+        count=body["count"], turns=body.get("turns", 0), call_ref=body.get("call_ref"), size=len(raw),
     )
 
 
-def read(store: ArtifactStore, digest: str) -> tuple[list[Message], str | None, int]:
-    """The whole conversation up to `digest`, the call_ref its last segment names, and the bytes read."""
-    head = segment = read_segment(store, digest)
+def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversation:
+    """The conversation up to `digest`: all of it, or (with `keep`) its head and at least its last
+    `keep` messages, reading the chain back only that far."""
+    last = segment = read_segment(store, digest)
     parts, size = [segment], segment.size
-    while segment.prev is not None:
+    while segment.prev is not None and (keep is None or sum(len(p.messages) for p in parts) < keep + HEAD):
         segment = read_segment(store, segment.prev)
         parts.append(segment)
         size += segment.size
     messages = [m for part in reversed(parts) for m in part.messages]
-    expected = head.count + len(head.messages)
-    if len(messages) != expected:
-        raise ValueError(f"transcript {digest[:12]} is broken: {len(messages)} messages, its header says {expected}")
-    return messages, head.call_ref, size
+    total = last.count + len(last.messages)
+    if segment.prev is None:  # read to the start
+        if len(messages) != total:
+            raise ValueError(f"transcript {digest[:12]} is broken: {len(messages)} messages, its header says {total}")
+        head, tail = messages[:HEAD], messages[HEAD:]
+    else:
+        head = read_segment(store, last.root).messages[:HEAD] if last.root else []
+        tail = messages
+    turns = last.turns + sum(m.role == "assistant" for m in last.messages)
+    return Conversation(
+        head=head, tail=tail, count=total, turns=turns, call_ref=last.call_ref,
+        root=last.root or (digest if last.prev is None else None), size=size,
+    )
+
+
+def read_all(store: ArtifactStore, digest: str) -> list[Message]:
+    """Every message of the conversation up to `digest`."""
+    conversation = read(store, digest)
+    return conversation.head + conversation.tail
 
 
 class TranscriptCache:
-    """Parsed conversations by digest, so a run's next model call on this worker neither re-reads
-    nor re-validates what came before (content-addressed: an entry can never be stale).
+    """Conversations by digest, so a run's next model call on this worker neither re-reads nor
+    re-validates what came before (content-addressed: an entry can never be stale).
 
     One entry per run (`owner`): a run continues from its latest transcript, so keeping its older
     ones only held memory that grew with the run (bench: long-run RSS +14 %). After a rollback the
@@ -85,41 +165,28 @@ class TranscriptCache:
 
     def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self.entries: OrderedDict[str, tuple[list[Message], int, str | None]] = OrderedDict()
+        self.entries: OrderedDict[str, Conversation] = OrderedDict()
         self.bytes = 0
         self.latest: dict[str, str] = {}
         """owner -> the digest of its latest transcript."""
 
-    def get(self, digest: str) -> list[Message] | None:
+    def get(self, digest: str) -> Conversation | None:
         entry = self.entries.get(digest)
         if entry is None:
             return None
         self.entries.move_to_end(digest)
-        return entry[0]
+        return entry
 
-    def call_ref(self, digest: str) -> str | None:
-        entry = self.entries.get(digest)
-        return entry[2] if entry is not None else None
-
-    def size(self, digest: str) -> int:
-        entry = self.entries.get(digest)
-        return entry[1] if entry is not None else 0
-
-    def put(
-        self, digest: str, transcript: list[Message], size: int, owner: str | None = None, call_ref: str | None = None
-    ) -> None:
+    def put(self, digest: str, conversation: Conversation, owner: str | None = None) -> None:
         if owner is not None:
             previous = self.latest.pop(owner, None)
             if previous is not None and previous != digest:
                 self._drop(previous)
-        if digest in self.entries:
-            if owner is not None:
-                self.latest[owner] = digest
+        self._drop(digest)
+        if conversation.size > self.max_bytes:
             return
-        if size > self.max_bytes:
-            return
-        self.entries[digest] = (list(transcript), size, call_ref)
-        self.bytes += size
+        self.entries[digest] = conversation
+        self.bytes += conversation.size
         if owner is not None:
             self.latest[owner] = digest
         while self.bytes > self.max_bytes:
@@ -128,4 +195,4 @@ class TranscriptCache:
     def _drop(self, digest: str) -> None:
         entry = self.entries.pop(digest, None)
         if entry is not None:
-            self.bytes -= entry[1]
+            self.bytes -= entry.size

@@ -11,26 +11,17 @@ from dataclasses import dataclass, field
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowHandle
 
-from ratchet.settings import Settings
+from ratchet.settings import Settings, worker_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGINS = "tests.plugins.probe,tests.plugins.ops"
 
 
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_"))}
-    env.update(
-        TEMPORAL_ADDRESS=settings.temporal_address,
-        RATCHET_TASK_QUEUE=settings.task_queue,
-        RATCHET_WORKSPACE_ROOT=str(settings.workspace_root),
-        RATCHET_ARTIFACT_DIR=str(settings.artifact_dir),
-        RATCHET_LEDGER_PATH=str(settings.ledger_path),
-        RATCHET_TRACKER_PATH=str(settings.tracker_path),
-        RATCHET_MAX_CACHED_WORKFLOWS="0",
-        RATCHET_PLUGINS=PLUGINS,
+    """The environment of a test worker process: no workflow cache (every task replays), test plugins."""
+    return worker_environment(
+        settings.model_copy(update={"max_cached_workflows": 0, "plugins": PLUGINS}), **extra
     )
-    env.update(extra)
-    return env
 
 
 @dataclass

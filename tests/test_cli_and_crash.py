@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
 import uuid
 
 from ratchet.contracts import AgentResult, Phase
 from ratchet.devserver import temporal_binary
-from tests.ops_workers import worker_env
+from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, state_of
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 async def temporal_cli(address: str, *args: str) -> tuple[int, str]:
@@ -63,34 +59,19 @@ async def test_temporal_cli_malformed_input_fails_at_once_naming_the_field(dev_s
     assert "WorkflowTaskFailed" not in out, "bad input must fail the workflow, not its task"
 
 
-async def start_worker_process(settings, env_extra: dict | None = None) -> asyncio.subprocess.Process:
-    env = worker_env(settings, **(env_extra or {}))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker", cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    line = await asyncio.wait_for(proc.stdout.readline(), 30)
-    while b"ready" not in line:
-        assert line, "worker exited before it was ready"
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
-    return proc
-
-
 async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(client, settings):
     steps = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": f"s{i}", "sleep_s": 0.4}}]} for i in range(6)]
-    first = await start_worker_process(settings)
+    first = await start_worker(settings)
     handle = await start(client, settings, scripted("probe", steps + [{"content": "all done"}], workspace="crash"))
     while len((await state_of(handle)).tool_calls) < 2:
         await asyncio.sleep(0.1)
     completed_before_kill = {r.key for r in (await state_of(handle)).tool_calls}
-    first.send_signal(signal.SIGKILL)
-    await first.wait()
-    second = await start_worker_process(settings)
+    await first.stop(signal.SIGKILL)
+    second = await start_worker(settings)
     try:
         result: AgentResult = await asyncio.wait_for(handle.result(), 60)
     finally:
-        second.terminate()
-        assert await second.wait() == 0, "a worker stopped with SIGTERM exits 0"
+        assert await second.stop() == 0, "a worker stopped with SIGTERM exits 0\n" + second.output
     assert result.phase == Phase.DONE and result.answer == "all done"
     done_lines = [
         line.split()[1]
@@ -104,19 +85,17 @@ async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(clie
 
 async def test_a_long_tool_resumes_from_its_heartbeat_after_a_worker_kill(client, settings):
     script = [{"tool_calls": [{"name": "long_count", "arguments": {"items": 16, "per_item_s": 0.3}}]}, {"content": "counted"}]
-    first = await start_worker_process(settings)
+    first = await start_worker(settings)
     handle = await start(client, settings, scripted("approver", script, workspace="hb"))
     log = settings.workspace_root / "hb" / PROBE_LOG
     while not log.exists() or sum(line.startswith("item ") for line in log.read_text().splitlines()) < 8:
         await asyncio.sleep(0.1)
-    first.send_signal(signal.SIGKILL)
-    await first.wait()
-    second = await start_worker_process(settings)
+    await first.stop(signal.SIGKILL)
+    second = await start_worker(settings)
     try:
         result: AgentResult = await asyncio.wait_for(handle.result(), 60)
     finally:
-        second.terminate()
-        await second.wait()
+        await second.stop()
     assert result.phase == Phase.DONE
     lines = log.read_text().splitlines()
     starts = [line for line in lines if line.startswith("attempt ")]

@@ -66,8 +66,7 @@ async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_se
     assert len(keys) == len(set(keys)) and state.tool_calls_archived + len(keys) == 500
     assert keys[-1].endswith("/500/call_500_0")
     # the handover carried only the recent part; the whole conversation is in the transcript artifact
-    messages, _, _ = transcripts.read(DirectoryArtifactStore(settings.artifact_dir), state.transcript)
-    transcript = [m.model_dump() for m in messages]
+    transcript = [m.model_dump() for m in transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.transcript)]
     assert len(transcript) == state.messages_base + len(state.messages) == 2 + 2 * 501 - 1 + 20
     assert state.messages_base > 900 and transcript[-1]["content"] == "500 steps done"
     delivered = Counter(m["content"] for m in transcript if m["role"] == "user" and m["content"].startswith("note "))

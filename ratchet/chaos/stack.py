@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from ratchet.settings import Settings
+from ratchet.settings import Settings, worker_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = "tests.plugins.chaos_tools"
@@ -56,20 +56,8 @@ class Stack:
 
     def worker_env(self) -> dict[str, str]:
         """The environment of a `python -m worker` process for this stack."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_"))}
-        env.update(
-            TEMPORAL_ADDRESS=self.address,
-            RATCHET_TASK_QUEUE=self.task_queue,
-            RATCHET_WORKSPACE_ROOT=str(self.workspace_root),
-            RATCHET_ARTIFACT_DIR=str(self.artifact_dir),
-            RATCHET_LEDGER_PATH=str(self.ledger_path),
-            RATCHET_TRACKER_PATH=str(self.tracker_path),
-            RATCHET_MAX_CACHED_WORKFLOWS=str(self.cached_workflows),
-            RATCHET_PLUGINS=PLUGINS,
-            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-        )
-        env.update(self.env)
-        return env
+        pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        return worker_environment(self.settings(), PYTHONPATH=pythonpath, **self.env)
 
     def settings(self, **overrides: object) -> Settings:
         """The same configuration as Settings, for in-process workers and direct activity calls."""

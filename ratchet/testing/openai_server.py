@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import signal
 import socket
 import socketserver
@@ -143,9 +144,26 @@ def _usage(messages: Any, message: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+_OWN_CALL_ID = re.compile(r"^call_(\d+)_\d+$")
+
+
+def turn_of(messages: list[Any]) -> int:
+    """The number of assistant turns before this request: the assistant messages in it, or, when
+    the client sends only its latest messages (a context window), one more than the turn in the
+    newest tool-call id this server made (`call_{turn}_{j}`)."""
+    assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    newest = -1
+    for message in assistant:
+        for call in message.get("tool_calls") or []:
+            match = _OWN_CALL_ID.match(str(call.get("id", ""))) if isinstance(call, dict) else None
+            if match:
+                newest = max(newest, int(match.group(1)))
+    return max(len(assistant), newest + 1)
+
+
 def pick_reply(script: list[dict[str, Any]], messages: list[Any]) -> tuple[dict[str, Any], int]:
-    """Reply chosen by the number of assistant messages already in the request."""
-    index = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    """Reply chosen by the turn (`turn_of`): a retried request gets the same reply."""
+    index = turn_of(messages)
     if index < len(script):
         return script[index], index
     finals = [r for r in script if r.get("content") is not None and not r.get("tool_calls")]
