@@ -102,8 +102,8 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
         out.append(
             f"- **Transcript cost per call.** In-process, one `model.call` costs {first['model_call_ms']:.1f} ms at "
             f"{first['steps']} steps and {last['model_call_ms']:.1f} ms at {last['steps']} steps: each call writes one "
-            f"segment ({last['transcript_write_ms']:.1f} ms with fsync, whatever the length; the whole transcript was "
-            f"written each call before: 870 KiB, 27 ms at 5,000 steps) and finds the conversation in its cache. What "
+            f"segment ({last['transcript_write_ms']:.1f} ms with fsync, whatever the length) and finds the conversation "
+            f"in its cache. What "
             f"still grows is the conversation a call without a context window sends. A cache miss (another worker, a "
             f"restart) reads the chain back: {last['transcript_read_ms']:.0f} ms for all {last['transcript_kib']:.0f} "
             f"KiB at {last['steps']} steps, once; with `context_messages` only the first and the latest segments.")
@@ -111,9 +111,11 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
     if replay:
         parts = ", ".join(f"{k} {v['events_per_s']:.0f}" for k, v in replay.items() if isinstance(v, dict))
         inline = replay.get("inline", {}).get("events_per_s")
+        ratchet_rate = replay["ratchet"]["events_per_s"]
         inline_text = (f" With activations inline on the event loop (the Replayer's debug_mode) Ratchet replays at "
-                       f"{inline:.0f}/s: the thread-pool hop is that much of it, but debug_mode also turns off the "
-                       f"deadlock detector, which a deploy gate wants, so `ratchet replay` keeps the default.") if inline else ""
+                       f"{inline:.0f}/s: the thread-pool hop is {1 - ratchet_rate / inline:.0%} of the time, but "
+                       f"debug_mode also turns off the deadlock detector, which a deploy gate wants, so `ratchet "
+                       f"replay` keeps the default.") if inline else ""
         out.append(
             f"- **Replay** ({replay['steps']} steps, events/s): {parts}. The floor, a workflow that does nothing but "
             f"call two activities, sets the pace: replay is the Python SDK's work per workflow activation (two per "

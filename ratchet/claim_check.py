@@ -68,25 +68,48 @@ class ClaimCheckCodec(PayloadCodec):
         size = payload.ByteSize()
         if size <= self.threshold:
             return payload
-        data = payload.SerializeToString()
-        ref = await _maybe_in_thread(size, self.store.put, data, MEDIA_TYPE)
-        return Payload(metadata={"encoding": ENCODING}, data=ref.model_dump_json().encode())
+        ref = await _maybe_in_thread(size, self.store.put, payload.SerializeToString(), MEDIA_TYPE)
+        return _reference(ref)
 
     async def _fetch(self, payload: Payload) -> Payload:
-        if payload.metadata.get("encoding") != ENCODING:
+        ref = _ref_of(payload)
+        if ref is None:
             return payload
+        return Payload.FromString(await _maybe_in_thread(ref.size, self._read, ref))
+
+    def offload_now(self, payload: Payload) -> Payload:
+        """`encode` for one payload, synchronously (the codec server's request threads)."""
+        if payload.ByteSize() <= self.threshold:
+            return payload
+        return _reference(self.store.put(payload.SerializeToString(), MEDIA_TYPE))
+
+    def fetch_now(self, payload: Payload) -> Payload:
+        """`decode` for one payload, synchronously (the codec server's request threads)."""
+        ref = _ref_of(payload)
+        return payload if ref is None else Payload.FromString(self._read(ref))
+
+    def _read(self, ref: ArtifactRef) -> bytes:
         try:
-            ref = ArtifactRef.model_validate_json(payload.data)
-        except ValidationError:
-            raise ClaimCheckError(f"malformed claim-check reference: {payload.data[:200]!r}") from None
-        try:
-            data = await _maybe_in_thread(ref.size, self.store.get, ref)
+            return self.store.get(ref)
         except (ArtifactMissing, ValueError) as exc:
             raise ClaimCheckError(
                 f"claim-checked payload {ref.digest[:12]} ({ref.size} bytes) cannot be read: {exc} "
                 f"(set RATCHET_ARTIFACT_DIR to the workers' shared artifact directory)"
             ) from None
-        return Payload.FromString(data)
+
+
+def _reference(ref: ArtifactRef) -> Payload:
+    return Payload(metadata={"encoding": ENCODING}, data=ref.model_dump_json().encode())
+
+
+def _ref_of(payload: Payload) -> ArtifactRef | None:
+    """The reference a claim-check payload holds; None for any other payload."""
+    if payload.metadata.get("encoding") != ENCODING:
+        return None
+    try:
+        return ArtifactRef.model_validate_json(payload.data)
+    except ValidationError:
+        raise ClaimCheckError(f"malformed claim-check reference: {payload.data[:200]!r}") from None
 
 
 async def _maybe_in_thread(size: int, fn: Callable, *args: object):

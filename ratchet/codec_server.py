@@ -7,6 +7,10 @@ the last path segment selects the action, so the server may sit under any prefix
 segment before the action); a request for a namespace other than TEMPORAL_NAMESPACE is refused.
 Browsers get CORS answers for the configured Web UI origins only.
 
+Decoding also resolves claim-checked payloads (ratchet/claim_check.py) from RATCHET_ARTIFACT_DIR,
+so the UI shows a large tool output or state, not its reference; encoding encrypts and offloads as
+the workers' data converter does.
+
 Anyone who can reach this server can decrypt: bind it to localhost or put it behind your
 authenticating proxy.
 """
@@ -21,8 +25,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 
+from ratchet.claim_check import ClaimCheckCodec, ClaimCheckError
 from ratchet.codec import CodecKeyError, EncryptionCodec
 
 log = logging.getLogger("ratchet.codec_server")
@@ -35,13 +40,14 @@ class CodecServer:
 
     def __init__(
         self,
-        codec: EncryptionCodec,
+        codec: EncryptionCodec | None,
         host: str = "127.0.0.1",
         port: int = 0,
         cors_origins: tuple[str, ...] = ("http://localhost:8080",),
         namespace: str | None = None,
+        claim_check: ClaimCheckCodec | None = None,
     ) -> None:
-        self.codec, self.host, self.port = codec, host, port
+        self.codec, self.claim_check, self.host, self.port = codec, claim_check, host, port
         self.cors_origins = frozenset(cors_origins)
         self.namespace = namespace
         self._httpd: _Server | None = None
@@ -79,9 +85,30 @@ class CodecServer:
     def transform(self, action: str, body: bytes) -> bytes:
         """Encode or decode a Payloads JSON body; ValueError for anything the client sent wrong."""
         payloads = json_format.Parse(body, Payloads())
-        step = self.codec.encrypt if action == "encode" else self.codec.decrypt
+        step = self._encode if action == "encode" else self._decode
         result = Payloads(payloads=[step(p) for p in payloads.payloads])
         return json_format.MessageToJson(result, indent=None).encode()
+
+    def _encode(self, payload: Payload) -> Payload:
+        """As the workers' data converter: encrypt, then offload if large."""
+        if self.codec is not None:
+            payload = self.codec.encrypt(payload)
+        if self.claim_check is not None:
+            payload = self.claim_check.offload_now(payload)
+        return payload
+
+    def _decode(self, payload: Payload) -> Payload:
+        """Fetch a claim-checked payload from the artifact store, then decrypt. A blob this server
+        cannot read is answered with its reference (digest and size), so the rest still shows."""
+        if self.claim_check is not None:
+            try:
+                payload = self.claim_check.fetch_now(payload)
+            except ClaimCheckError as exc:
+                log.warning("%s", exc)
+                return payload
+        if self.codec is not None:
+            payload = self.codec.decrypt(payload)
+        return payload
 
 
 class _Server(ThreadingHTTPServer):
@@ -143,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def main(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; keys and namespace from the environment."""
-    from ratchet.converter import payload_codec
+    from ratchet.converter import claim_check_codec, payload_codec
     from ratchet.settings import SettingsError, load_settings
 
     try:
@@ -151,18 +178,21 @@ def main(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"ratchet codec-server: {exc}", flush=True)
         return 2
-    codec = payload_codec(settings)
-    if codec is None:
-        print("ratchet codec-server: RATCHET_CODEC_KEYS is not set; there is nothing to decrypt with", flush=True)
+    codec, claim_check = payload_codec(settings), claim_check_codec(settings)
+    if codec is None and claim_check is None:
+        print("ratchet codec-server: neither RATCHET_CODEC_KEYS nor the claim check (RATCHET_CLAIM_CHECK_BYTES) "
+              "is set; there is nothing to decode", flush=True)
         return 2
     origins = tuple(o.strip() for o in args.cors_origin.split(",") if o.strip())
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with CodecServer(codec, args.host, args.port, origins, settings.temporal_namespace) as server:
+    with CodecServer(codec, args.host, args.port, origins, settings.temporal_namespace, claim_check) as server:
+        keys = f"keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}" if codec else "no encryption"
+        claims = f"claim checks from {settings.artifact_dir}" if claim_check else "no claim check"
         print(
             f"ratchet codec server on {server.url} for namespace {settings.temporal_namespace!r} "
-            f"(keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}; CORS {', '.join(origins) or 'off'})",
+            f"({keys}; {claims}; CORS {', '.join(origins) or 'off'})",
             flush=True,
         )
         while not stop.wait(0.5):

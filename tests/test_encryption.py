@@ -15,6 +15,8 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
+from ratchet.artifacts import DirectoryArtifactStore
+from ratchet.claim_check import ClaimCheckCodec
 from ratchet.codec import KEY_ID, CodecKeyError, EncryptionCodec
 from ratchet.codec_server import CodecServer
 from ratchet.contracts import Phase
@@ -174,6 +176,24 @@ def test_codec_server_speaks_the_remote_codec_protocol():
         assert headers["Access-Control-Allow-Credentials"] == "true"
         _, headers, _ = post(f"{server.url}/decode", method="OPTIONS", Origin="http://evil.test")
         assert "Access-Control-Allow-Origin" not in headers
+
+
+def test_codec_server_resolves_claim_checked_payloads_and_shows_a_missing_one_as_its_reference(tmp_path):
+    store = DirectoryArtifactStore(tmp_path / "artifacts")
+    codec, claim_check = EncryptionCodec({"k1": new_key()}), ClaimCheckCodec(store, threshold=1024)
+    large = {"metadata": {"encoding": b64(b"json/plain")}, "data": b64(json.dumps("x" * 5000 + "secret tail").encode())}
+    with CodecServer(codec, port=0, claim_check=claim_check) as server:
+        status, _, encoded = post(f"{server.url}/encode", {"payloads": [large]})
+        sealed = json.loads(encoded)["payloads"][0]
+        assert status == 200 and base64.b64decode(sealed["metadata"]["encoding"]) == b"binary/claim-check"
+        assert b"secret tail" not in b"".join(p.read_bytes() for p in store.root.rglob("*") if p.is_file())
+        status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed]})
+        assert status == 200 and json.loads(decoded)["payloads"] == [large]
+        for blob in store.root.rglob("*"):
+            if blob.is_file():
+                blob.unlink()
+        status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed, large]})
+        assert status == 200 and json.loads(decoded)["payloads"] == [sealed, large], "the reference, and the rest"
 
 
 async def temporal_show(dev_server, workflow_id: str, *extra: str) -> str:
