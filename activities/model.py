@@ -78,15 +78,17 @@ class ModelActivities:
 
     def _recorded(self, req: ModelRequest, reply: ModelReply, plan: RunPlan | None) -> ModelReply:
         """A reply the ledger holds for this call. Recorded by a worker from before transcript
-        segments, its transcript names no call_ref, which the run's next request leaves out: it is
-        written again as a segment that does."""
+        segments, its transcript names no call_ref: it is written again as a segment that does, so
+        the run's next request can leave call_ref out."""
         config_ref, config = self._config(req)
         req.settings = config.settings  # for the metrics interceptor
         if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
             reply.plan = reply.plan or plan
-        if config_ref is not None and transcripts.read_segment(self.artifacts, reply.transcript).call_ref is None:
-            messages = transcripts.read_all(self.artifacts, reply.transcript)
-            reply.transcript = transcripts.write(self.artifacts, Conversation(), config_ref, messages, prev=None).digest
+        if config_ref is not None and not reply.headed:
+            if transcripts.read_segment(self.artifacts, reply.transcript).call_ref is None:
+                messages = transcripts.read_all(self.artifacts, reply.transcript)
+                reply.transcript = transcripts.write(self.artifacts, Conversation(), config_ref, messages, prev=None).digest
+            reply.headed = True
         return reply
 
     async def _call(self, req: ModelRequest) -> ModelReply:
@@ -107,7 +109,7 @@ class ModelActivities:
         self.transcripts.put(ref.digest, base.extended(added, ref.digest, ref.size or 0, keep, config_ref), owner=_owner())
         natural = "tool_calls" if message.tool_calls else "stop"
         return ModelReply(  # finish reason and model only when the message and settings do not say them
-            message=message, usage=usage, transcript=ref.digest,
+            message=message, usage=usage, transcript=ref.digest, headed=config_ref is not None,
             finish_reason=None if finish in (None, natural) else finish,
             model="" if model == config.settings.model else model,
         )

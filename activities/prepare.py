@@ -43,6 +43,11 @@ class RunPreparer:
                 type="InvalidProfile",
                 non_retryable=True,
             )
+        if profile.context_messages is not None and profile.context_messages < 2:
+            raise ApplicationError(
+                f"profile {profile.name!r}: context_messages must be at least 2, not {profile.context_messages}",
+                type="InvalidProfile", non_retryable=True,
+            )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
         if self.ledger is not None and req.chain:
@@ -119,18 +124,23 @@ class RunPreparer:
             raise invalid(f"{relative!r} is not in the run's workspace") from None
         except (OSError, UnicodeDecodeError) as err:
             raise invalid(f"cannot read {relative!r}: {err}") from None
+        if len(text) > MAX_SCRIPT_FILE_CHARS:
+            raise invalid(f"{relative!r} is over {MAX_SCRIPT_FILE_CHARS:,} characters")
         try:
             script = _SCRIPT.validate_json(text)
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "the file"
             raise invalid(f"{relative!r} is not a list of scripted replies: at {where}: {first['msg']}") from None
-        if not script:
-            raise invalid(f"{relative!r} has no replies")
+        if not script or len(script) > MAX_SCRIPT_REPLIES:
+            raise invalid(f"{relative!r} has {len(script)} replies; give 1 to {MAX_SCRIPT_REPLIES:,}")
         return script
 
 
 _SCRIPT = TypeAdapter(list[ScriptedReply])
+MAX_SCRIPT_REPLIES = 100_000
+"""As for an inline `model.script`."""
+MAX_SCRIPT_FILE_CHARS = 64 * 1024 * 1024
 
 
 def _spec(tool: Tool, local_ok: bool) -> ToolSpec:

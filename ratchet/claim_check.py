@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from google.protobuf.message import DecodeError
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
@@ -75,7 +76,7 @@ class ClaimCheckCodec(PayloadCodec):
         ref = _ref_of(payload)
         if ref is None:
             return payload
-        return Payload.FromString(await _maybe_in_thread(ref.size, self._read, ref))
+        return _payload(ref, await _maybe_in_thread(ref.size, self._read, ref))
 
     def offload_now(self, payload: Payload) -> Payload:
         """`encode` for one payload, synchronously (the codec server's request threads)."""
@@ -86,7 +87,7 @@ class ClaimCheckCodec(PayloadCodec):
     def fetch_now(self, payload: Payload) -> Payload:
         """`decode` for one payload, synchronously (the codec server's request threads)."""
         ref = _ref_of(payload)
-        return payload if ref is None else Payload.FromString(self._read(ref))
+        return payload if ref is None else _payload(ref, self._read(ref))
 
     def _read(self, ref: ArtifactRef) -> bytes:
         try:
@@ -96,6 +97,13 @@ class ClaimCheckCodec(PayloadCodec):
                 f"claim-checked payload {ref.digest[:12]} ({ref.size} bytes) cannot be read: {exc} "
                 f"(set RATCHET_ARTIFACT_DIR to the workers' shared artifact directory)"
             ) from None
+
+
+def _payload(ref: ArtifactRef, data: bytes) -> Payload:
+    try:
+        return Payload.FromString(data)
+    except DecodeError:
+        raise ClaimCheckError(f"blob {ref.digest[:12]} is not a serialized payload") from None
 
 
 def _reference(ref: ArtifactRef) -> Payload:

@@ -361,6 +361,9 @@ class ModelReply(HasTranscript):
     "tool_calls" or "stop"."""
     model: str = ""
     """Only when the provider names another model than the run's settings (e.g. a dated snapshot)."""
+    headed: bool = False
+    """`transcript` is a segment whose header names the run's call_ref, so the next request may
+    leave call_ref out. False in replies recorded before transcript segments."""
     plan: RunPlan | None = None
     """The run's plan, in the reply to a request with `first`."""
 
@@ -578,8 +581,8 @@ class AgentState(HasTranscript):
     transcript: str | None = None
     """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
     headed_transcript: str | None = None
-    """The last transcript this run's model calls wrote: its header names the run's call_ref, so a
-    request building on it leaves call_ref out (ratchet/transcripts.py)."""
+    """The last transcript a reply said names the run's call_ref (`ModelReply.headed`): a request
+    building on it leaves call_ref out (ratchet/transcripts.py)."""
     unsent: int = 0
     """Index (counted from the first message of the run, like `messages_len`) of the first message
     the model has not seen."""

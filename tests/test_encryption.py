@@ -194,6 +194,10 @@ def test_codec_server_resolves_claim_checked_payloads_and_shows_a_missing_one_as
                 blob.unlink()
         status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed, large]})
         assert status == 200 and json.loads(decoded)["payloads"] == [sealed, large], "the reference, and the rest"
+        junk = store.put(b"not a payload")
+        not_a_payload = {"metadata": {"encoding": b64(b"binary/claim-check")}, "data": b64(junk.model_dump_json().encode())}
+        status, _, decoded = post(f"{server.url}/decode", {"payloads": [not_a_payload, large]})
+        assert status == 200 and json.loads(decoded)["payloads"] == [not_a_payload, large]
 
 
 async def temporal_show(dev_server, workflow_id: str, *extra: str) -> str:

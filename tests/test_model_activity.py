@@ -3,6 +3,8 @@ and artifact directory: the paths a workflow run rarely reaches."""
 
 from __future__ import annotations
 
+import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.ledger import SqliteLedger
@@ -11,7 +13,7 @@ from activities.prepare import RunPreparer
 from ratchet import transcripts
 from ratchet.artifacts import DirectoryArtifactStore, put_json
 from ratchet.contracts import AgentRun, Message, ModelReply, ModelRequest, PrepareRun, Usage
-from ratchet.profiles import default_profiles
+from ratchet.profiles import AgentProfile, ProfileRegistry, default_profiles
 from ratchet.settings import Settings
 from ratchet.tools import default_registry
 
@@ -37,4 +39,15 @@ async def test_a_first_call_that_finds_a_recorded_reply_without_a_plan_still_ret
     assert request.settings is not None and request.settings.provider == "scripted"  # priced by the metrics
     # the next request leaves call_ref out, so the reply's transcript must name it: written again as a segment
     segment = transcripts.read_segment(store, reply.transcript)
-    assert segment.call_ref == reply.plan.call_ref and segment.messages == said
+    assert segment.call_ref == reply.plan.call_ref and segment.messages == said and reply.headed
+
+
+async def test_a_profile_with_a_window_too_small_to_hold_a_call_and_its_result_is_refused(tmp_path):
+    settings = Settings(artifact_dir=tmp_path / "artifacts", workspace_root=tmp_path / "ws")
+    profiles = ProfileRegistry()
+    profiles.register(AgentProfile(name="tiny", system_prompt="s", tools=[], context_messages=1))
+    preparer = RunPreparer(settings, profiles, default_registry, DirectoryArtifactStore(settings.artifact_dir))
+    run = AgentRun.model_validate({"agent": "tiny", "objective": "o", "model": {"script": [{"content": "x"}]}})
+    with pytest.raises(ApplicationError, match="profile 'tiny': context_messages must be at least 2, not 1") as err:
+        await ActivityEnvironment().run(preparer.prepare, PrepareRun(run=run, workflow_id="wf"))
+    assert err.value.non_retryable and err.value.type == "InvalidProfile"

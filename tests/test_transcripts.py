@@ -62,9 +62,14 @@ def test_a_whole_conversation_list_from_before_segments_still_reads_and_can_be_b
     legacy = put_json(store, [m.model_dump(exclude_defaults=True) for m in said("a", "b")])
     base = transcripts.read(store, legacy.digest)
     assert base.call_ref is None and base.count == 2 and base.turns == 1 and base.root == legacy.digest
-    on_top = transcripts.write(store, base, "d" * 64, said("c"), prev=legacy.digest)
-    assert [m.content for m in transcripts.read_all(store, on_top.digest)] == ["a", "b", "c"]
-    assert transcripts.read(store, on_top.digest, keep=1).head == base.head
+    digest = legacy.digest
+    for text in "cdefg":
+        ref = transcripts.write(store, base, "d" * 64, said(text), prev=digest)
+        base, digest = base.extended(said(text), ref.digest, ref.size or 0, None, "d" * 64), ref.digest
+    assert [m.content for m in transcripts.read_all(store, digest)] == list("abcdefg")
+    windowed = transcripts.read(store, digest, keep=2)  # stops before the list: the head comes from it
+    assert not windowed.complete and windowed.head == base.head and [m.content for m in windowed.tail] == list("defg")
+    assert windowed.root == legacy.digest and windowed.call_ref == "d" * 64 and windowed.count == 7
 
 
 def test_a_segment_whose_count_disagrees_with_its_chain_is_reported_not_read_short(tmp_path):

@@ -339,7 +339,8 @@ class AgentWorkflow:
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
-        state.transcript = state.headed_transcript = reply.transcript
+        state.transcript = reply.transcript
+        state.headed_transcript = reply.transcript if reply.headed else None
         state.unsent = state.message_count
         return reply
 
@@ -370,8 +371,8 @@ class AgentWorkflow:
         state.messages = [
             Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective), reply.message,
         ]
-        state.transcript = state.headed_transcript = reply.transcript
-        state.unsent = len(state.messages)
+        state.transcript, state.unsent = reply.transcript, len(state.messages)
+        state.headed_transcript = reply.transcript if reply.headed else None
         return reply
 
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:

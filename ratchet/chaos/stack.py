@@ -57,7 +57,7 @@ class Stack:
     def worker_env(self) -> dict[str, str]:
         """The environment of a `python -m worker` process for this stack."""
         pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        return worker_environment(self.settings(), PYTHONPATH=pythonpath, **self.env)
+        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **self.env})
 
     def settings(self, **overrides: object) -> Settings:
         """The same configuration as Settings, for in-process workers and direct activity calls."""
