@@ -322,6 +322,9 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     content_ref: ArtifactRef | None = None
     """Full content in the artifact store when `content` is a shortened preview."""
+    pinned: bool = False
+    """Sent to the model whatever its context window (a fork's objective; the system prompt and the
+    run's objective, the first two messages, always are)."""
 
 
 class Usage(BaseModel):

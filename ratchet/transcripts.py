@@ -9,11 +9,12 @@ A segment also names the run's model-call config (`call_ref`: settings and tool 
 request based on a segment this run wrote need not carry it, and the chain's first segment
 (`root`), which starts with the system prompt and the objective: a model call that sends only
 the latest messages (`ModelSettings.context_messages`) reads the start and the end of the chain,
-not all of it.
+not all of it. Pinned messages (a fork's objective) are always sent; each segment names the earlier
+segments that hold one (`pins`).
 
 Segment, as JSON: {"ratchet_transcript": 2, "prev": digest, "root": digest (both absent in the
 first segment), "count": messages before this segment, "turns": assistant messages before it,
-"call_ref": digest, "messages": [...]}. Transcripts written before segments are the whole
+"call_ref": digest, "pins": [digests], "messages": [...]}. Transcripts written before segments are the whole
 conversation as a JSON list; they read as a first segment.
 """
 
@@ -41,6 +42,8 @@ class Segment:
     turns: int = 0
     """Assistant messages in the conversation before this segment's."""
     call_ref: str | None = None
+    pins: list[str] = field(default_factory=list)
+    """Earlier segments holding pinned messages (beyond the first two)."""
     size: int = 0
     """Bytes of this segment in the store."""
 
@@ -57,6 +60,10 @@ class Conversation:
     call_ref: str | None = None
     root: str | None = None
     """The first segment of the chain; None before the first model call."""
+    pinned: list[tuple[int, Message]] = field(default_factory=list)
+    """Pinned messages after the head, with their place in the conversation."""
+    pin_segments: list[str] = field(default_factory=list)
+    """The segments that hold them."""
     size: int = 0
     """Bytes this holds, roughly (what the cache counts)."""
 
@@ -76,7 +83,8 @@ class Conversation:
             return self.head + self.tail
         while start < len(self.tail) and self.tail[start].role == "tool":
             start += 1
-        return self.head + self.tail[start:]
+        first = self.count - len(self.tail) + start  # the window's first message, counted from the start
+        return self.head + [m for at, m in self.pinned if at < first] + self.tail[start:]
 
     def extended(self, messages: list[Message], digest: str, size: int, keep: int | None, call_ref: str | None) -> Conversation:
         """This conversation with `messages` (one segment, named `digest`) added; a windowed one
@@ -86,10 +94,13 @@ class Conversation:
             head.append(tail.pop(0))
         if keep is not None and len(tail) > 2 * keep:
             tail = tail[-keep:]
+        pinned = self.pinned + [(self.count + j, m) for j, m in enumerate(messages) if m.pinned and self.count + j >= HEAD]
         return Conversation(
             head=head, tail=tail, count=self.count + len(messages),
             turns=self.turns + sum(m.role == "assistant" for m in messages), call_ref=call_ref,
-            root=self.root or digest, size=(self.size + size) if keep is None else _estimate(head, tail),
+            root=self.root or digest, pinned=pinned,
+            pin_segments=self.pin_segments + [digest] if len(pinned) > len(self.pinned) else self.pin_segments,
+            size=(self.size + size) if keep is None else _estimate(head, tail),
         )
 
 
@@ -108,6 +119,8 @@ def write(store: ArtifactStore, base: Conversation, call_ref: str | None, messag
         body["root"] = base.root or prev
     if call_ref is not None:
         body["call_ref"] = call_ref
+    if base.pin_segments:
+        body["pins"] = base.pin_segments
     return put_json(store, body)
 
 
@@ -120,20 +133,21 @@ def read_segment(store: ArtifactStore, digest: str) -> Segment:
         raise ValueError(f"artifact {digest[:12]} is not a transcript")
     return Segment(
         messages=[Message.model_validate(m) for m in body["messages"]], prev=body.get("prev"), root=body.get("root"),
-        count=body["count"], turns=body.get("turns", 0), call_ref=body.get("call_ref"), size=len(raw),
+        count=body["count"], turns=body.get("turns", 0), call_ref=body.get("call_ref"), pins=body.get("pins", []),
+        size=len(raw),
     )
 
 
 def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversation:
-    """The conversation up to `digest`: all of it, or (with `keep`) its head and at least its last
-    `keep` messages, reading the chain back only that far."""
+    """The conversation up to `digest`: all of it, or (with `keep`) its head, its pinned messages
+    and at least its last `keep` messages, reading the chain back only that far."""
     last = segment = read_segment(store, digest)
-    parts, size = [segment], segment.size
-    while segment.prev is not None and (keep is None or sum(len(p.messages) for p in parts) < keep + HEAD):
-        segment = read_segment(store, segment.prev)
-        parts.append(segment)
+    parts, size = {digest: segment}, segment.size
+    while segment.prev is not None and (keep is None or sum(len(p.messages) for p in parts.values()) < keep + HEAD):
+        prev = segment.prev
+        segment = parts[prev] = read_segment(store, prev)
         size += segment.size
-    messages = [m for part in reversed(parts) for m in part.messages]
+    messages = [m for part in reversed(parts.values()) for m in part.messages]
     total = last.count + len(last.messages)
     if segment.prev is None:  # read to the start
         if len(messages) != total:
@@ -142,11 +156,18 @@ def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversa
     else:
         head = read_segment(store, last.root).messages[:HEAD] if last.root else []
         tail = messages
-    turns = last.turns + sum(m.role == "assistant" for m in last.messages)
+    pin_segments = list(last.pins) + ([digest] if _pinned(last) else [])
+    pinned = sorted((p for d in pin_segments for p in _pinned(parts.get(d) or read_segment(store, d))), key=lambda p: p[0])
     return Conversation(
-        head=head, tail=tail, count=total, turns=turns, call_ref=last.call_ref,
-        root=last.root or (digest if last.prev is None else None), size=size,
+        head=head, tail=tail, count=total, turns=last.turns + sum(m.role == "assistant" for m in last.messages),
+        call_ref=last.call_ref, root=last.root or (digest if last.prev is None else None),
+        pinned=pinned, pin_segments=pin_segments, size=size,
     )
+
+
+def _pinned(segment: Segment) -> list[tuple[int, Message]]:
+    """A segment's pinned messages after the head, with their place in the conversation."""
+    return [(segment.count + j, m) for j, m in enumerate(segment.messages) if m.pinned and segment.count + j >= HEAD]
 
 
 def read_all(store: ArtifactStore, digest: str) -> list[Message]:

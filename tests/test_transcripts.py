@@ -57,6 +57,25 @@ def test_a_window_sends_the_start_and_the_latest_messages_and_reads_only_those(t
     assert read.size < transcripts.read(store, digest).size / 4, "the read stopped after a few segments"
 
 
+def test_a_pinned_message_stays_in_the_window_after_the_window_moved_past_it(tmp_path):
+    """A fork's objective comes after the checkpoint's messages; the model must keep seeing it."""
+    store = DirectoryArtifactStore(tmp_path)
+    base, digest = Conversation(), None
+    for i in range(30):
+        added = [Message(role="system", content="sys"), Message(role="user", content="goal")] if i == 0 else step_messages(i)
+        if i == 0:
+            added.append(step_messages(0)[1])
+        if i == 10:
+            added.append(Message(role="user", content="the fork's goal", pinned=True))
+        ref = transcripts.write(store, base, None, added, prev=digest)
+        base, digest = base.extended(added, ref.digest, ref.size or 0, 4, None), ref.digest
+    sent = base.window(4)
+    assert [m.content for m in sent[:3]] == ["sys", "goal", "the fork's goal"] and len(sent) == 3 + 3
+    read = transcripts.read(store, digest, keep=4)
+    assert read.window(4) == sent and not read.complete
+    assert [m.content for m in transcripts.read(store, digest).window(None)].count("the fork's goal") == 1
+
+
 def test_a_whole_conversation_list_from_before_segments_still_reads_and_can_be_built_on(tmp_path):
     store = DirectoryArtifactStore(tmp_path)
     legacy = put_json(store, [m.model_dump(exclude_defaults=True) for m in said("a", "b")])

@@ -246,7 +246,8 @@ class AgentWorkflow:
         except ActivityError as err:
             _raise_if_cancelled(err)
             raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
-        state.messages = list(checkpoint.messages or []) + [Message(role="user", content=state.run.objective)]
+        objective = Message(role="user", content=state.run.objective, pinned=True)  # the window keeps it
+        state.messages = list(checkpoint.messages or []) + [objective]
         state.messages_base = checkpoint.messages_base
         state.transcript = checkpoint.transcript
         state.unsent = checkpoint.unsent
