@@ -150,7 +150,8 @@ _OWN_CALL_ID = re.compile(r"^call_(\d+)_\d+$")
 def turn_of(messages: list[Any]) -> int:
     """The number of assistant turns before this request: the assistant messages in it, or, when
     the client sends only its latest messages (a context window), one more than the turn in the
-    newest tool-call id this server made (`call_{turn}_{j}`)."""
+    newest tool-call id this server made (`call_{turn}_{j}`). A windowed conversation whose
+    script gives its own tool-call ids cannot be placed: it counts as the assistant messages sent."""
     assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     newest = -1
     for message in assistant:
