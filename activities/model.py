@@ -77,15 +77,16 @@ class ModelActivities:
         return reply
 
     def _recorded(self, req: ModelRequest, reply: ModelReply, plan: RunPlan | None) -> ModelReply:
-        """A reply the ledger holds for this call. Recorded by a worker from before transcript
-        segments, its transcript names no call_ref: it is written again as a segment that does, so
-        the run's next request can leave call_ref out."""
+        """A reply the ledger holds for this call. If its transcript's header does not name the
+        run's call_ref (recorded by a worker from before transcript segments, or by an earlier run
+        of the chain with other settings), it is written again as a segment that does, so the
+        run's next request can leave call_ref out."""
         config_ref, config = self._config(req)
         req.settings = config.settings  # for the metrics interceptor
         if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
             reply.plan = reply.plan or plan
-        if config_ref is not None and not reply.headed:
-            if transcripts.read_segment(self.artifacts, reply.transcript).call_ref is None:
+        if config_ref is not None:
+            if self._call_ref_of(reply.transcript) != config_ref:
                 messages = transcripts.read_all(self.artifacts, reply.transcript)
                 reply.transcript = transcripts.write(self.artifacts, Conversation(), config_ref, messages, prev=None).digest
             reply.headed = True
@@ -117,7 +118,7 @@ class ModelActivities:
     def _config(self, req: ModelRequest) -> tuple[str | None, ModelCallConfig]:
         """The run's settings and tool schemas: one artifact per run, parsed once per worker. Its
         digest is in the request, or else in the header of the transcript the request builds on."""
-        call_ref = req.call_ref or self._base_call_ref(req)
+        call_ref = req.call_ref or (self._call_ref_of(req.transcript) if req.transcript else None)
         if call_ref is None:
             if req.settings is None or req.tools_ref is None:
                 raise ApplicationError(
@@ -144,13 +145,12 @@ class ModelActivities:
         self.scripts.move_to_end(ref.digest)
         return script
 
-    def _base_call_ref(self, req: ModelRequest) -> str | None:
-        if req.transcript is None:
-            return None
-        cached = self.transcripts.get(req.transcript)
+    def _call_ref_of(self, transcript: str) -> str | None:
+        """The call_ref a transcript's header names (None: a transcript from before segments)."""
+        cached = self.transcripts.get(transcript)
         if cached is not None:
             return cached.call_ref
-        return transcripts.read_segment(self.artifacts, req.transcript).call_ref
+        return transcripts.read_segment(self.artifacts, transcript).call_ref
 
     def _conversation(self, req: ModelRequest, keep: int | None) -> Conversation:
         """The conversation the request builds on, as much of it as the call sends."""

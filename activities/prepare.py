@@ -117,15 +117,16 @@ class RunPreparer:
 
         try:
             workspace = open_workspace(self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id))
-            text = confine(workspace, relative).read_text(encoding="utf-8")
+            path = confine(workspace, relative)
+            if path.stat().st_size > MAX_SCRIPT_FILE_BYTES:
+                raise invalid(f"{relative!r} is over {MAX_SCRIPT_FILE_BYTES:,} bytes")
+            text = path.read_text(encoding="utf-8")
         except ToolError as err:
             raise invalid(str(err)) from None
         except FileNotFoundError:
             raise invalid(f"{relative!r} is not in the run's workspace") from None
         except (OSError, UnicodeDecodeError) as err:
             raise invalid(f"cannot read {relative!r}: {err}") from None
-        if len(text) > MAX_SCRIPT_FILE_CHARS:
-            raise invalid(f"{relative!r} is over {MAX_SCRIPT_FILE_CHARS:,} characters")
         try:
             script = _SCRIPT.validate_json(text)
         except ValidationError as err:
@@ -140,7 +141,7 @@ class RunPreparer:
 _SCRIPT = TypeAdapter(list[ScriptedReply])
 MAX_SCRIPT_REPLIES = 100_000
 """As for an inline `model.script`."""
-MAX_SCRIPT_FILE_CHARS = 64 * 1024 * 1024
+MAX_SCRIPT_FILE_BYTES = 64 * 1024 * 1024
 
 
 def _spec(tool: Tool, local_ok: bool) -> ToolSpec:

@@ -157,7 +157,14 @@ def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversa
         head = read_segment(store, last.root).messages[:HEAD] if last.root else []
         tail = messages
     pin_segments = list(last.pins) + ([digest] if _pinned(last) else [])
-    pinned = sorted((p for d in pin_segments for p in _pinned(parts.get(d) or read_segment(store, d))), key=lambda p: p[0])
+    pinned = []
+    for pin in pin_segments:
+        holder = parts.get(pin)
+        if holder is None:
+            holder = read_segment(store, pin)
+            size += holder.size
+        pinned += _pinned(holder)
+    pinned.sort(key=lambda p: p[0])
     return Conversation(
         head=head, tail=tail, count=total, turns=last.turns + sum(m.role == "assistant" for m in last.messages),
         call_ref=last.call_ref, root=last.root or (digest if last.prev is None else None),

@@ -40,6 +40,11 @@ async def test_a_first_call_that_finds_a_recorded_reply_without_a_plan_still_ret
     # the next request leaves call_ref out, so the reply's transcript must name it: written again as a segment
     segment = transcripts.read_segment(store, reply.transcript)
     assert segment.call_ref == reply.plan.call_ref and segment.messages == said and reply.headed
+    # recorded by an earlier run of the chain with other settings: its segment names their call_ref
+    other = transcripts.write(store, transcripts.Conversation(), "e" * 64, said, prev=None)
+    ledger.complete("wf/1/model", recorded.model_copy(update={"transcript": other.digest, "headed": True}).model_dump(mode="json"))
+    again = await ActivityEnvironment().run(model.call, request.model_copy(update={"call_ref": None, "settings": None}))
+    assert again.headed and transcripts.read_segment(store, again.transcript).call_ref == again.plan.call_ref != "e" * 64
 
 
 async def test_a_profile_with_a_window_too_small_to_hold_a_call_and_its_result_is_refused(tmp_path):

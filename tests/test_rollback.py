@@ -181,6 +181,7 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
     forked = await state_of(fork)
     assert forked.messages[: cp1.messages_len] == source_state.messages[: cp1.messages_len]
     assert forked.messages[cp1.messages_len].content == "continue from cp-1" and forked.messages[cp1.messages_len].pinned
+    assert forked.checkpoints[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
     assert (settings.workspace_root / "fork" / "a.txt").read_text() == "v1\n"
     assert not (settings.workspace_root / "fork" / "b.txt").exists()
     assert len((await source.fetch_history()).events) == events_before

@@ -81,6 +81,9 @@ class AgentWorkflow:
         if isinstance(parsed, Continuation):
             self._state = state = parsed.continuation
             state.continued += 1
+            # the first request of a run sends call_ref: a handover from older code may name a
+            # transcript as headed that is not (one call_ref per run of the chain)
+            state.headed_transcript = None
             self._take_early_signals(state)
         else:
             self._state = state = AgentState(
@@ -251,7 +254,10 @@ class AgentWorkflow:
         state.messages_base = checkpoint.messages_base
         state.transcript = checkpoint.transcript
         state.unsent = checkpoint.unsent
-        state.checkpoints = [checkpoint.model_copy(update={"messages": None, "effects_len": 0})]
+        # a rollback to where the fork began keeps the fork's objective
+        state.checkpoints = [checkpoint.model_copy(update={
+            "messages": None, "effects_len": 0, "messages_len": checkpoint.messages_len + 1,
+        })]
 
     async def _loop(self, state: AgentState, plan: RunPlan, first: ModelReply | None = None) -> AgentResult:
         """`first`: step 1's reply when the first model call also planned the run."""
