@@ -76,8 +76,9 @@ class Conversation:
         return self.complete or (keep is not None and len(self.tail) >= keep)
 
     def window(self, keep: int | None) -> list[Message]:
-        """The head and the last `keep` messages (all with None). The window never starts with a
-        tool result whose call fell out of it (providers reject those)."""
+        """The head, the pinned messages that fell before the window, and the last `keep` messages
+        (all with None). The window never starts with a tool result whose call fell out of it
+        (providers reject those)."""
         start = 0 if keep is None else max(0, len(self.tail) - keep)
         if start == 0 and self.complete:
             return self.head + self.tail
