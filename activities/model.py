@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -126,24 +127,12 @@ class ModelActivities:
                     type="InvalidModelRequest", non_retryable=True,
                 )
             return None, ModelCallConfig(settings=req.settings, tools=get_json(self.artifacts, req.tools_ref))
-        config = self.configs.get(call_ref)
-        if config is None:
-            config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(call_ref)))
-            self.configs[call_ref] = config
-            while len(self.configs) > 256:
-                self.configs.popitem(last=False)
-        self.configs.move_to_end(call_ref)
-        return call_ref, config
+        load = lambda: ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(call_ref)))  # noqa: E731
+        return call_ref, _cached(self.configs, call_ref, load, limit=256)
 
     def _script(self, ref: ArtifactRef) -> list:
         """A scripted run's replies, read once per worker (a 5,000-reply script: 12 ms a call)."""
-        script = self.scripts.get(ref.digest)
-        if script is None:
-            script = self.scripts[ref.digest] = get_json(self.artifacts, ref)
-            while len(self.scripts) > 64:
-                self.scripts.popitem(last=False)
-        self.scripts.move_to_end(ref.digest)
-        return script
+        return _cached(self.scripts, ref.digest, lambda: get_json(self.artifacts, ref), limit=64)
 
     def _call_ref_of(self, transcript: str) -> str | None:
         """The call_ref a transcript's header names (None: a transcript from before segments)."""
@@ -198,6 +187,17 @@ class ModelActivities:
             completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
         )
         return message, usage, choice.finish_reason, completion.model or settings.model
+
+
+def _cached(cache: OrderedDict, key: str, load: Callable[[], Any], limit: int) -> Any:
+    """`cache[key]`, loaded on a miss; the least recently used entries go beyond `limit`."""
+    value = cache.get(key)
+    if value is None:
+        value = cache[key] = load()
+        while len(cache) > limit:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return value
 
 
 def _turns(messages: list[Message]) -> int:

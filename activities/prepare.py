@@ -108,7 +108,6 @@ class RunPreparer:
             )
         return settings
 
-
     def _script_file(self, req: PrepareRun, relative: str) -> list[ScriptedReply]:
         """A scripted model's replies from a JSON file in the run's workspace (a long script need
         not travel in the run input: the plan names it by digest)."""

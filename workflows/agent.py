@@ -344,6 +344,10 @@ class AgentWorkflow:
         except ActivityError as err:
             _raise_if_cancelled(err)
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
+        return self._add_reply(state, plan, reply)
+
+    def _add_reply(self, state: AgentState, plan: RunPlan, reply: ModelReply) -> ModelReply:
+        """A model reply joins the conversation: its cost, its message, the transcript it extends."""
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
         state.transcript = reply.transcript
@@ -374,13 +378,8 @@ class AgentWorkflow:
             raise RunFailed(f"step 1: model call failed: {_cause(err)}") from None
         assert reply.plan is not None, "a first model call returns the run's plan"
         state.plan = plan = reply.plan
-        budgets.charge(state.used, reply.usage, plan.model)
-        state.messages = [
-            Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective), reply.message,
-        ]
-        state.transcript, state.unsent = reply.transcript, len(state.messages)
-        state.headed_transcript = reply.transcript if reply.headed else None
-        return reply
+        state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
+        return self._add_reply(state, plan, reply)
 
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
         state.phase = Phase.ACTING
