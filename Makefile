@@ -3,9 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: install demo test worker histories bench chaos clean compose-tool
+.PHONY: install demo test worker histories bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,27 +15,22 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(PY) -m ratchet.cli demo
+	$(PY) -m devtools.demo
 
-# docker-compose.yml is validated by a real compose parser (Debian's docker-compose).
-compose-tool:
-	@command -v docker-compose >/dev/null 2>&1 || { \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq docker-compose >/dev/null; }
-
-test: install compose-tool
+test: install
 	$(PY) -m pytest -q --durations=10
 
 worker: install
-	$(PY) -m worker
+	$(PY) -m ratchet.worker
 
 # Re-record tests/histories/*.json (the replay corpus) after an intended workflow change.
 histories: install
-	$(PY) -m ratchet.record_histories
+	$(PY) -m devtools.histories.record
 
 # Fault tolerance, measured (docs/RELIABILITY.md): runs under SIGKILLed workers, a dev server
 # restart and a failing model endpoint, then an audit of the outside store.
 chaos: install
-	$(PY) -m ratchet.chaos --runs 50
+	$(PY) -m devtools.chaos --runs 50
 
 clean:
 	rm -rf .ratchet

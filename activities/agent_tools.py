@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ratchet.tools import ToolContext, tool
+from ratchet.core.tools import ToolContext, tool
 
 
 class DelegateArgs(BaseModel):

@@ -19,14 +19,14 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from activities.commands import cap, run_program
-from activities.heartbeat import heartbeating
-from activities.workspace import confine, open_workspace
-from ratchet.artifacts import ArtifactStore, get_json, put_json
+from ratchet.activities.commands import cap, run_program
+from ratchet.activities.heartbeat import heartbeating
+from ratchet.activities.workspace import confine, open_workspace
+from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 from ratchet.contracts import (
     AgentState, ArtifactRef, Checkpoint, Evidence, LoadCheckpoint, VerifyRequest, VerifyResult,
 )
-from ratchet.tools import ToolError
+from ratchet.core.tools import ToolError
 
 MAX_SNAPSHOT_FILES = 2000
 _UNITTEST = re.compile(r"Ran (\d+) tests?")
@@ -49,7 +49,7 @@ class CheckpointActivities:
             exit_code, output = done.exit_code, done.output
         except ToolError as exc:
             exit_code, output = 127, str(exc)
-        run, failed = test_counts(output)
+        run, failed = count_tests(output)
         evidence = Evidence(
             argv=req.verifier.argv, exit_code=exit_code, passed=exit_code == 0,
             tests_run=run, tests_failed=failed, output=cap(output, 4000),
@@ -121,7 +121,7 @@ class CheckpointActivities:
             path.write_bytes(self.artifacts.get(ArtifactRef.model_validate(ref)))
 
 
-def test_counts(output: str) -> tuple[int | None, int | None]:
+def count_tests(output: str) -> tuple[int | None, int | None]:
     """(tests run, tests failed) from unittest or pytest output, if recognisable."""
     if match := _UNITTEST.search(output):
         failed = _UNITTEST_FAILED.search(output)

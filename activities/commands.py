@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ratchet.tools import ToolError
+from ratchet.core.tools import ToolError
 
 OUTPUT_CAP = 16 * 1024
 SECRET_VARIABLES = ("OPENAI_API_KEY", "TEMPORAL_API_KEY", "RATCHET_CODEC_KEYS", "AZURE_OPENAI_API_KEY")

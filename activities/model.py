@@ -15,16 +15,17 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from activities.ledger import EntryStatus, Ledger
-from activities.model_errors import classify
-from activities.prepare import RunPreparer
-from activities.scripted import scripted_reply
-from ratchet.artifacts import ArtifactStore, get_json
-from ratchet import keys, transcripts
+from ratchet.activities.heartbeat import heartbeating
+from ratchet.stores.ledger import EntryStatus, Ledger
+from ratchet.models.errors import classify
+from ratchet.activities.prepare import RunPreparer
+from ratchet.models.scripted import scripted_reply
+from ratchet.stores.artifacts import ArtifactStore, get_json
+from ratchet.core import keys
+from ratchet.stores import transcripts
 from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, RunPlan, ToolCallRequest, Usage
-from ratchet.settings import Settings
-from ratchet.transcripts import Conversation, TranscriptCache
+from ratchet.ops.settings import Settings
+from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 
 class ModelActivities:

@@ -6,13 +6,13 @@ from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.ledger import Ledger
-from activities.workspace import confine, open_workspace
-from ratchet.artifacts import ArtifactStore, put_json
+from ratchet.stores.ledger import Ledger
+from ratchet.activities.workspace import confine, open_workspace
+from ratchet.stores.artifacts import ArtifactStore, put_json
 from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ScriptedReply, ToolSpec
-from ratchet.profiles import AgentProfile, ProfileRegistry
-from ratchet.settings import Settings
-from ratchet.tools import Tool, ToolError, ToolRegistry, runs_locally
+from ratchet.core.profiles import AgentProfile, ProfileRegistry
+from ratchet.ops.settings import Settings
+from ratchet.core.tools import Tool, ToolError, ToolRegistry, runs_locally
 
 
 class RunPreparer:

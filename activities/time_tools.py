@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, model_validator
 
-from ratchet.tools import ToolContext, tool
+from ratchet.core.tools import ToolContext, tool
 
 MAX_WAIT_S = 366 * 24 * 3600
 

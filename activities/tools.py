@@ -15,13 +15,13 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from activities.ledger import EntryStatus, Ledger
-from activities.workspace import open_workspace
-from ratchet.artifacts import ArtifactStore
+from ratchet.activities.heartbeat import heartbeating
+from ratchet.stores.ledger import EntryStatus, Ledger
+from ratchet.activities.workspace import open_workspace
+from ratchet.stores.artifacts import ArtifactStore
 from ratchet.contracts import EffectClass, ToolInvocation, ToolResult, UndoInvocation
-from ratchet.keys import call_key, undo_key
-from ratchet.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
+from ratchet.core.keys import call_key, undo_key
+from ratchet.core.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
 INVALID_ARGUMENTS = "InvalidArguments"
 OUTCOME_UNKNOWN = "OutcomeUnknown"

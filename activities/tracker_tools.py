@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ratchet.tools import ToolContext, ToolOutput, reconcile_for, tool, undo_for
+from ratchet.core.tools import ToolContext, ToolOutput, reconcile_for, tool, undo_for
 
 DEFAULT_TRACKER = Path(".ratchet/tracker.sqlite3")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from activities.commands import cap, run_program
-from activities.workspace import confine, display
-from ratchet.artifacts import ArtifactRef
-from ratchet.tools import ToolContext, ToolError, ToolOutput, tool, undo_for
+from ratchet.activities.commands import cap, run_program
+from ratchet.activities.workspace import confine, display
+from ratchet.stores.artifacts import ArtifactRef
+from ratchet.core.tools import ToolContext, ToolError, ToolOutput, tool, undo_for
 
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024

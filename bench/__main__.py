@@ -55,7 +55,7 @@ def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
 
 
 def server_version() -> str:
-    from ratchet.devserver import temporal_binary
+    from devtools.devserver import temporal_binary
 
     done = subprocess.run([temporal_binary(), "--version"], capture_output=True, text=True, timeout=30)
     return done.stdout.strip()
@@ -73,7 +73,7 @@ def meta(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run(cfg: dict[str, Any], args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
-    from ratchet.devserver import DevServer
+    from devtools.devserver import DevServer
 
     results: dict[str, Any] = {"meta": meta(cfg, args), "config": cfg}
     progress = Progress(planned_units(cfg, only))

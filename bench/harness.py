@@ -158,8 +158,8 @@ class Env:
 
 
 async def connect_env(address: str, server_pid: int | None, root: Path) -> Env:
-    from ratchet.settings import Settings
-    from worker.main import connect
+    from ratchet.ops.settings import Settings
+    from ratchet.worker.main import connect
 
     settings = Settings(temporal_address=address, artifact_dir=root / "artifacts")
     return Env(address, server_pid, root, await Client.connect(address), await connect(settings))

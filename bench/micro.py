@@ -35,7 +35,7 @@ def _timed(fn, repeats: int) -> float:
 def _transcript(store, steps: int):
     """A run's transcript after `steps` steps, written as its model calls write it (one segment
     per call): its digest and the conversation."""
-    from ratchet import transcripts
+    from ratchet.stores import transcripts
     from ratchet.contracts import Message
 
     new = [Message(role="system", content="You are a benchmark agent."), Message(role="user", content="bench")]
@@ -50,12 +50,12 @@ def _transcript(store, steps: int):
 
 
 async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, float]]:
-    from activities.ledger import SqliteLedger
-    from activities.model import ModelActivities
-    from ratchet import transcripts
-    from ratchet.artifacts import DirectoryArtifactStore, get_json, put_json
+    from ratchet.stores.ledger import SqliteLedger
+    from ratchet.activities.model import ModelActivities
+    from ratchet.stores import transcripts
+    from ratchet.stores.artifacts import DirectoryArtifactStore, get_json, put_json
     from ratchet.contracts import Message, ModelRequest, ModelSettings
-    from ratchet.settings import Settings
+    from ratchet.ops.settings import Settings
 
     root = Path(tempfile.mkdtemp(prefix="bench-micro-"))
     store, ledger = DirectoryArtifactStore(root / "artifacts"), SqliteLedger(root / "ledger.sqlite3")

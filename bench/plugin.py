@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ratchet.contracts import Budget, FailurePolicy, Verifier
-from ratchet.profiles import AgentProfile, register_profile
-from ratchet.tools import ToolContext, tool, undo_for
+from ratchet.core.profiles import AgentProfile, register_profile
+from ratchet.core.tools import ToolContext, tool, undo_for
 
 BIG_BUDGET = Budget(max_steps=100_000, max_tokens=10**15)
 NO_CONTINUE_AS_NEW = 10**9

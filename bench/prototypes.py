@@ -19,7 +19,7 @@ from temporalio.common import RawValue, RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from ratchet.contracts import AgentResult, AgentState, EffectClass, RunPlan, ToolInvocation, ToolResult, ToolSpec
-    from workflows.agent import AgentWorkflow
+    from ratchet.workflows.agent import AgentWorkflow
 
 LOCAL_WORKFLOW = "BenchAgentWorkflowLocal"
 UNSANDBOXED_WORKFLOW = "BenchAgentWorkflowUnsandboxed"

@@ -16,9 +16,9 @@ from temporalio.worker import Replayer
 
 from bench.floor import FloorWorkflow
 from bench.harness import Env
-from ratchet.converter import data_converter
-from ratchet.settings import Settings
-from workflows.agent import AgentWorkflow
+from ratchet.payloads.converter import data_converter
+from ratchet.ops.settings import Settings
+from ratchet.workflows.agent import AgentWorkflow
 
 
 async def _replay_once(replayer: Replayer, history: WorkflowHistory) -> float:

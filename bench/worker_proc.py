@@ -1,7 +1,7 @@
 """One bench worker process: `python -m bench.worker_proc KIND ADDRESS QUEUE ROOT`.
 
 KIND is `floor` (raw SDK: temporalio and bench.floor only) or `ratchet` (the production worker,
-`worker.main.build_worker`, with RATCHET_PLUGINS=bench.plugin and the bench.prototypes workflows
+`ratchet.worker.main.build_worker`, with RATCHET_PLUGINS=bench.plugin and the bench.prototypes workflows
 registered beside AgentWorkflow). Prints `READY <seconds since start>` once polling; SIGTERM stops
 it. The parent measures its CPU and memory from /proc.
 """
@@ -30,10 +30,10 @@ async def floor_worker(address: str, queue: str):
 
 async def ratchet_worker(address: str, queue: str, root: Path):
     from bench.prototypes import PROTOTYPES
-    from ratchet.logs import configure_logging
-    from ratchet.settings import Settings
-    from workflows.agent import AgentWorkflow
-    from worker.main import build_worker, connect, load_plugins
+    from ratchet.ops.logs import configure_logging
+    from ratchet.ops.settings import Settings
+    from ratchet.workflows.agent import AgentWorkflow
+    from ratchet.worker.main import build_worker, connect, load_plugins
 
     settings = Settings(
         temporal_address=address, task_queue=queue, plugins="bench.plugin",

@@ -250,11 +250,10 @@ class ToolSpec(BaseModel):
     effect: EffectClass = EffectClass.READ_ONLY
     timeout_s: float = 60.0
     max_attempts: int = 5
-    idempotent: bool = False
     has_undo: bool = False
     local: bool = False
     """Run as a local activity (in the worker holding the workflow task: no server round trips,
-    one marker event). Decided by run.prepare for fast read-only tools (`ratchet.tools.runs_locally`);
+    one marker event). Decided by run.prepare for fast read-only tools (`ratchet.core.tools.runs_locally`);
     recorded in the plan, so replay takes the same path."""
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from ratchet.converter import BASE_CONVERTER
+from ratchet.payloads.converter import BASE_CONVERTER
 
 import tests.plugins.probe  # noqa: F401  (registers the probe tools and profile)
-from ratchet.devserver import DevServer
-from ratchet.process import exit_now
-from ratchet.settings import Settings
+from devtools.devserver import DevServer
+from ratchet.ops.process import exit_now
+from ratchet.ops.settings import Settings
 from ratchet.testing.openai_server import OpenAIServer
-from worker.main import build_worker
+from ratchet.worker.main import build_worker
 
 REPLAY_EVERY_TASK = os.environ.get("RATCHET_TEST_CACHE") != "1"
 

@@ -1,4 +1,4 @@
-"""A worker in its own process, as operators run it: `python -m worker`, settings from the environment."""
+"""A worker in its own process, as operators run it: `python -m ratchet.worker`, settings from the environment."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowHandle
 
-from ratchet.settings import Settings, worker_environment
+from ratchet.ops.settings import Settings, worker_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGINS = "tests.plugins.probe,tests.plugins.ops"
@@ -50,9 +50,9 @@ class WorkerProcess:
 
 
 async def start_worker(settings: Settings, **env: str) -> WorkerProcess:
-    """Start `python -m worker` and wait until it is polling; its output is collected in `lines`."""
+    """Start `python -m ratchet.worker` and wait until it is polling; its output is collected in `lines`."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker", cwd=ROOT, env=worker_env(settings, **env),
+        sys.executable, "-m", "ratchet.worker", cwd=ROOT, env=worker_env(settings, **env),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     worker = WorkerProcess(proc)

@@ -8,7 +8,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from ratchet.contracts import AgentResult, AgentState
-from ratchet.settings import Settings
+from ratchet.ops.settings import Settings
 
 
 def scripted(agent: str, script: list[dict], objective: str = "do the task", **extra: Any) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from ratchet.contracts import AgentResult, Phase
-from ratchet.demo import FIXED_CALC, SAMPLE, demo_script
+from devtools.demo import FIXED_CALC, SAMPLE, demo_script
 from tests.runs import activity_attempts, scripted, start, state_of
 
 

@@ -9,12 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ratchet.converter import BASE_CONVERTER
+from ratchet.payloads.converter import BASE_CONVERTER
 from temporalio.testing import WorkflowEnvironment
 
 from ratchet.contracts import AgentResult, AgentState, Phase
 from tests.runs import scripted
-from worker.main import build_worker
+from ratchet.worker.main import build_worker
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 

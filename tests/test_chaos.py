@@ -10,10 +10,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 import tests.plugins.chaos_tools  # noqa: F401  (the chaos profile and outbox tool, in this process too)
-from activities.tracker_tools import connect as connect_tracker
-from ratchet.chaos.audit import audit_world
-from ratchet.chaos.runner import Options, problems, run_chaos
-from ratchet.chaos.stack import Stack
+from ratchet.activities.tracker_tools import connect as connect_tracker
+from devtools.chaos.audit import audit_world
+from devtools.chaos.runner import Options, problems, run_chaos
+from devtools.chaos.stack import Stack
 from ratchet.contracts import (
     AgentRun, AgentState, Effect, EffectClass, EffectStatus, Phase, ToolCallRecord, ToolResult,
 )

@@ -8,7 +8,7 @@ import signal
 import uuid
 
 from ratchet.contracts import AgentResult, Phase
-from ratchet.devserver import temporal_binary
+from devtools.devserver import temporal_binary
 from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, state_of

@@ -3,8 +3,8 @@ latest messages; the transcript still keeps every message."""
 
 from __future__ import annotations
 
-from ratchet import transcripts
-from ratchet.artifacts import DirectoryArtifactStore
+from ratchet.stores import transcripts
+from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import Phase
 from tests.runs import scripted, start, state_of
 

@@ -10,14 +10,14 @@ from collections import Counter
 import pytest
 from temporalio.client import Client
 
-from ratchet import transcripts
-from ratchet.artifacts import DirectoryArtifactStore
+from ratchet.stores import transcripts
+from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import AgentResult, AgentState, Phase
-from ratchet.converter import BASE_CONVERTER
-from ratchet.devserver import DevServer
+from ratchet.payloads.converter import BASE_CONVERTER
+from devtools.devserver import DevServer
 from tests.runs import scripted
-from worker.main import build_worker
-from workflows.handover import KEEP_TOOL_CALLS
+from ratchet.worker.main import build_worker
+from ratchet.workflows.handover import KEEP_TOOL_CALLS
 
 SUGGEST_AT = 600
 
@@ -91,7 +91,7 @@ async def test_the_event_bound_continues_as_new_before_the_suggestion(early_serv
 
 def test_a_handover_keeps_what_a_rollback_to_the_oldest_checkpoint_needs():
     from ratchet.contracts import AgentRun, Checkpoint, Message, ToolCallRecord, ToolResult
-    from workflows.handover import trimmed
+    from ratchet.workflows.handover import trimmed
 
     messages = [Message(role="user", content=str(i)) for i in range(30)]
     checkpoint = Checkpoint(id="cp-1", step=3, created_at="t", effects_len=0, messages_len=12, unsent=10, summary="s")

@@ -15,16 +15,16 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from ratchet.artifacts import DirectoryArtifactStore
-from ratchet.claim_check import ClaimCheckCodec
-from ratchet.codec import KEY_ID, CodecKeyError, EncryptionCodec
-from ratchet.codec_server import CodecServer
+from ratchet.stores.artifacts import DirectoryArtifactStore
+from ratchet.payloads.claim_check import ClaimCheckCodec
+from ratchet.payloads.codec import KEY_ID, CodecKeyError, EncryptionCodec
+from ratchet.payloads.codec_server import CodecServer
 from ratchet.contracts import Phase
-from ratchet.converter import data_converter, payload_codec
-from ratchet.devserver import temporal_binary
-from ratchet.settings import Settings, SettingsError, load_settings
+from ratchet.payloads.converter import data_converter, payload_codec
+from devtools.devserver import temporal_binary
+from ratchet.ops.settings import Settings, SettingsError, load_settings
 from tests.runs import scripted, start, state_of
-from worker.main import build_worker
+from ratchet.worker.main import build_worker
 
 
 def new_key() -> bytes:

@@ -7,11 +7,11 @@ from statistics import mean
 
 from temporalio import activity
 
-from ratchet import transcripts
-from ratchet.artifacts import put_json
+from ratchet.stores import transcripts
+from ratchet.stores.artifacts import put_json
 from ratchet.contracts import ModelReply, ModelRequest, Phase
 from tests.runs import scripted, start
-from worker.main import Activities, build_worker
+from ratchet.worker.main import Activities, build_worker
 
 
 def bytes_per_step(history) -> list[int]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-import ratchet.chaos.hostile_cases  # noqa: F401  (registers the cases)
-import ratchet.chaos.hostile_live  # noqa: F401
-from ratchet.chaos.hostile import CASES, Outcome, Probe, make_outside, run_catalogue
-from ratchet.chaos.stack import Stack
-from ratchet.chaos.supervisor import WorkerProcess
+import devtools.chaos.hostile_cases  # noqa: F401  (registers the cases)
+import devtools.chaos.hostile_live  # noqa: F401
+from devtools.chaos.hostile import CASES, Outcome, Probe, make_outside, run_catalogue
+from devtools.chaos.stack import Stack
+from devtools.chaos.supervisor import WorkerProcess
 
 KNOWN_BUGS: dict[str, str] = {}  # case name -> reason, for an open bug (strict xfail)
 GLOBAL_CHECKS = ["nothing outside the workspace changed", "worker keeps serving"]

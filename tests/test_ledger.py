@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.ledger import EntryStatus, SqliteLedger
+from ratchet.stores.ledger import EntryStatus, SqliteLedger
 
 
 @pytest.fixture(params=["sqlite"])

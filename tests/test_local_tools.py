@@ -11,7 +11,7 @@ from temporalio.client import WorkflowHandle
 
 from ratchet.contracts import Phase
 from tests.runs import scripted, start, state_of
-from worker.main import build_worker
+from ratchet.worker.main import build_worker
 
 SCRIPT = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},

@@ -7,15 +7,15 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.ledger import SqliteLedger
-from activities.model import ModelActivities
-from activities.prepare import RunPreparer
-from ratchet import transcripts
-from ratchet.artifacts import DirectoryArtifactStore, put_json
+from ratchet.stores.ledger import SqliteLedger
+from ratchet.activities.model import ModelActivities
+from ratchet.activities.prepare import RunPreparer
+from ratchet.stores import transcripts
+from ratchet.stores.artifacts import DirectoryArtifactStore, put_json
 from ratchet.contracts import AgentRun, Message, ModelReply, ModelRequest, PrepareRun, Usage
-from ratchet.profiles import AgentProfile, ProfileRegistry, default_profiles
-from ratchet.settings import Settings
-from ratchet.tools import default_registry
+from ratchet.core.profiles import AgentProfile, ProfileRegistry, default_profiles
+from ratchet.ops.settings import Settings
+from ratchet.core.tools import default_registry
 
 
 async def test_a_first_call_that_finds_a_recorded_reply_without_a_plan_still_returns_the_plan(tmp_path):

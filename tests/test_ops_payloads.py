@@ -12,17 +12,17 @@ import pytest
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
-from ratchet.converter import BASE_CONVERTER
+from ratchet.payloads.converter import BASE_CONVERTER
 
 import tests.plugins.ops  # noqa: F401  (big_output tool, `bulk` profile)
-from ratchet.artifacts import DirectoryArtifactStore
-from ratchet.claim_check import ENCODING, ClaimCheckCodec, ClaimCheckError
+from ratchet.stores.artifacts import DirectoryArtifactStore
+from ratchet.payloads.claim_check import ENCODING, ClaimCheckCodec, ClaimCheckError
 from ratchet.contracts import AgentResult, AgentState, Phase
-from ratchet.converter import CodecChain, data_converter
-from ratchet.settings import Settings
+from ratchet.payloads.converter import CodecChain, data_converter
+from ratchet.ops.settings import Settings
 from tests.plugins.ops import big_text
 from tests.runs import scripted, start
-from worker.main import build_worker
+from ratchet.worker.main import build_worker
 
 MiB = 1024 * 1024
 

@@ -12,14 +12,14 @@ import uuid
 
 import pytest
 
-from ratchet.settings import Settings, SettingsError, load_settings
+from ratchet.ops.settings import Settings, SettingsError, load_settings
 from tests.ops_workers import run_command
 
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_"))}
 
 
 def ratchet(*args: str, **env: str):
-    return run_command(sys.executable, "-m", "ratchet.cli", *args, env={**CLEAN_ENV, **env})
+    return run_command(sys.executable, "-m", "ratchet.cli.main", *args, env={**CLEAN_ENV, **env})
 
 
 async def test_config_prints_effective_settings_with_every_secret_masked():

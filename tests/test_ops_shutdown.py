@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 from ratchet.contracts import AgentResult, Phase
 from tests.ops_workers import start_worker, wait_for_running_activity
 from tests.runs import activity_attempts, scripted, start, state_of
-from worker.main import build_worker
+from ratchet.worker.main import build_worker
 
 
 def wait_script(seconds: float) -> list[dict]:

@@ -8,8 +8,6 @@ payloads) for as long as runs started by that code may still be open.
 
 from __future__ import annotations
 
-import base64
-
 import asyncio
 import base64
 import json
@@ -25,12 +23,12 @@ from temporalio.client import Client
 from temporalio.common import RawValue
 
 from ratchet.contracts import AgentResult, Phase
-from ratchet.converter import data_converter
-from ratchet.history_scenarios import SCENARIOS, workflow_id
-from ratchet.replay import ERROR, FAILED, NONDETERMINISTIC, OK, exit_code, replay_paths, table
+from ratchet.payloads.converter import data_converter
+from devtools.histories.scenarios import SCENARIOS, workflow_id
+from ratchet.replay.gate import ERROR, FAILED, NONDETERMINISTIC, OK, exit_code, replay_paths, table
 from tests.runs import scripted, start
-from worker.main import build_worker
-from workflows.agent import AgentWorkflow
+from ratchet.worker.main import build_worker
+from ratchet.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "histories"
@@ -154,7 +152,7 @@ async def ratchet_replay(*args: str, address: str = "127.0.0.1:1", **extra_env: 
     env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODEC_KEYS"}
     env.update(TEMPORAL_ADDRESS=address, **extra_env)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ratchet.cli", "replay", *args, cwd=ROOT, env=env,
+        sys.executable, "-m", "ratchet.cli.main", "replay", *args, cwd=ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)

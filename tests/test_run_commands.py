@@ -20,7 +20,7 @@ SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments"
 async def ratchet(settings, *args: str) -> tuple[int, str]:
     env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ratchet.cli", *args, env=env,
+        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await proc.communicate()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import tests.plugins.chaos_tools  # noqa: F401  (the chaos profile, outbox_send, chaos_fail)
-from ratchet.chaos.saga_sweep import STEPS, StepResult, expected, sweep
-from ratchet.chaos.stack import Stack
+from devtools.chaos.saga_sweep import STEPS, StepResult, expected, sweep
+from devtools.chaos.stack import Stack
 
 RESIDUE_BUGS: dict[int, str] = {}  # step -> reason, for an open bug (strict xfail)
 

@@ -3,10 +3,10 @@ call sends, and the model activity's cache (bounded by bytes, least recently use
 
 import pytest
 
-from ratchet import transcripts
-from ratchet.artifacts import DirectoryArtifactStore, put_json
+from ratchet.stores import transcripts
+from ratchet.stores.artifacts import DirectoryArtifactStore, put_json
 from ratchet.contracts import Message, ToolCallRequest
-from ratchet.transcripts import Conversation, TranscriptCache
+from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 
 def said(*texts: str) -> list[Message]:

@@ -1,4 +1,4 @@
-"""`ratchet worker` / `python -m worker`: run a Ratchet worker until SIGINT or SIGTERM.
+"""`ratchet worker` / `python -m ratchet.worker`: run a Ratchet worker until SIGINT or SIGTERM.
 
 SIGTERM (or SIGINT) drains: the worker stops polling, so it takes no new workflow or activity
 tasks; running activities get RATCHET_SHUTDOWN_GRACE_S to finish, then are cancelled (an activity
@@ -22,26 +22,26 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
-import activities.tracker_tools  # noqa: F401  (registers the built-in tools)
-import activities.agent_tools  # noqa: F401
-import activities.time_tools  # noqa: F401
-import activities.workspace_tools  # noqa: F401
-from activities.checkpoints import CheckpointActivities
-from activities.ledger import SqliteLedger
-from activities.model import ModelActivities
-from activities.prepare import RunPreparer
-from activities.tools import ToolActivities
-from ratchet.artifacts import DirectoryArtifactStore
-from ratchet.converter import data_converter
-from ratchet.logs import LogContextInterceptor, configure_logging
-from ratchet.metrics import MetricsInterceptor, metrics_runtime
-from ratchet.process import exit_now
-from ratchet.profiles import ProfileRegistry, default_profiles
-from ratchet.redaction import RedactSecretsInterceptor, secret_values
-from ratchet.settings import Settings, SettingsError, load_settings
-from ratchet.tools import ToolRegistry, default_registry
-from ratchet.tracing import flush_tracing, tracing_interceptors
-from workflows.agent import AgentWorkflow
+import ratchet.activities.tracker_tools  # noqa: F401  (registers the built-in tools)
+import ratchet.activities.agent_tools  # noqa: F401
+import ratchet.activities.time_tools  # noqa: F401
+import ratchet.activities.workspace_tools  # noqa: F401
+from ratchet.activities.checkpoints import CheckpointActivities
+from ratchet.stores.ledger import SqliteLedger
+from ratchet.activities.model import ModelActivities
+from ratchet.activities.prepare import RunPreparer
+from ratchet.activities.tools import ToolActivities
+from ratchet.stores.artifacts import DirectoryArtifactStore
+from ratchet.payloads.converter import data_converter
+from ratchet.ops.logs import LogContextInterceptor, configure_logging
+from ratchet.ops.metrics import MetricsInterceptor, metrics_runtime
+from ratchet.ops.process import exit_now
+from ratchet.core.profiles import ProfileRegistry, default_profiles
+from ratchet.ops.redaction import RedactSecretsInterceptor, secret_values
+from ratchet.ops.settings import Settings, SettingsError, load_settings
+from ratchet.core.tools import ToolRegistry, default_registry
+from ratchet.ops.tracing import flush_tracing, tracing_interceptors
+from ratchet.workflows.agent import AgentWorkflow
 
 log = logging.getLogger("ratchet.worker")
 DRAIN_MARGIN_S = 10.0

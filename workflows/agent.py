@@ -23,8 +23,8 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     # Contracts and pure helpers only: pydantic and the standard library.
-    from ratchet import budget as budgets
-    from ratchet import keys
+    from ratchet.core import budget as budgets
+    from ratchet.core import keys
     from ratchet.contracts import (
         AgentResult, AgentRun, AgentState, ApproveRequest, BudgetUsed, Checkpoint, Continuation, Decision, Effect,
         EffectClass, EffectStatus, FailurePolicy, LoadCheckpoint, Message, ModelReply, ModelRequest,
@@ -32,8 +32,8 @@ with workflow.unsafe.imports_passed_through():
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
         Transcript, TranscriptPage, VerifyRequest, VerifyResult, scrub_text, valid_unicode,
     )
-    from workflows import approvals, children, handover, saga
-    from workflows.input import parse_run
+    from ratchet.workflows import approvals, children, handover, saga
+    from ratchet.workflows.input import parse_run
 
 INVALID_ARGUMENTS = "InvalidArguments"
 MODEL_RETRY = RetryPolicy(

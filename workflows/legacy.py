@@ -6,7 +6,7 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.common import RawValue
 
-from workflows.agent import AgentWorkflow
+from ratchet.workflows.agent import AgentWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from ratchet.contracts import AgentResult

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from activities.tracker_tools import tracker_path
+from ratchet.activities.tracker_tools import tracker_path
 from ratchet.contracts import Budget, FailurePolicy, Verifier
-from ratchet.profiles import AgentProfile, register_profile
-from ratchet.tools import FatalToolError, ToolContext, ToolOutput, reconcile_for, tool, undo_for
+from ratchet.core.profiles import AgentProfile, register_profile
+from ratchet.core.tools import FatalToolError, ToolContext, ToolOutput, reconcile_for, tool, undo_for
 
 BROKEN = "BROKEN"
 """A non-empty BROKEN file in the workspace makes the chaos/sweep verifier fail (no checkpoint)."""

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 import tests.plugins.probe  # noqa: F401  (probe_wait, probe_fatal)
 from ratchet.contracts import Budget, FailurePolicy, Verifier
-from ratchet.profiles import AgentProfile, register_profile
-from ratchet.tools import ToolContext, tool
+from ratchet.core.profiles import AgentProfile, register_profile
+from ratchet.core.tools import ToolContext, tool
 from tests.plugins.probe import BROKEN_MARKER
 
 

@@ -11,8 +11,8 @@ import asyncio
 from pydantic import BaseModel
 
 from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
-from ratchet.profiles import AgentProfile, register_profile
-from ratchet.tools import FatalToolError, ToolContext, tool, undo_for
+from ratchet.core.profiles import AgentProfile, register_profile
+from ratchet.core.tools import FatalToolError, ToolContext, tool, undo_for
 
 PROBE_LOG = "probe.log"
 

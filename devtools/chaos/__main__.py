@@ -1,0 +1,55 @@
+"""`python -m devtools.chaos --runs 50`: see ratchet/chaos/runner.py. Exits 1 if any figure is off."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from devtools.chaos.runner import Options, problems, run_chaos
+from ratchet.ops.process import exit_now
+
+
+def parse(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(prog="python -m devtools.chaos", description="Agent runs under SIGKILLs, a server "
+                                "restart and model faults, then an audit of the outside store.")
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--model-share", type=float, default=0.3, help="share of runs on the faulty openai endpoint")
+    p.add_argument("--model-faults", action="store_true", help="every run on the faulty endpoint (--model-share 1)")
+    p.add_argument("--fault-rate", type=float, default=0.3, help="share of model requests that fail")
+    p.add_argument("--kill-every", type=float, nargs=2, default=(4.0, 15.0), metavar=("MIN_S", "MAX_S"))
+    p.add_argument("--max-kills", type=int, default=None, help="stop killing after this many kills")
+    p.add_argument("--task-timeout", type=float, default=None, help="workflow task timeout of the runs, seconds")
+    p.add_argument("--no-kills", action="store_true", help="never kill the worker")
+    p.add_argument("--no-server-restart", action="store_true")
+    p.add_argument("--spread", type=float, default=None, help="seconds over which runs start (default: runs)")
+    p.add_argument("--deadline", type=float, default=900.0, help="seconds before an open run counts as lost")
+    p.add_argument("--agent", default="chaos", choices=["chaos", "chaos_quick"], help="chaos_quick: no checkpoints")
+    p.add_argument("--dir", type=Path, default=None, help="state directory (default .ratchet/chaos/<time>)")
+    a = p.parse_args(argv)
+    return Options(
+        runs=a.runs, seed=a.seed, model_share=1.0 if a.model_faults else a.model_share, fault_rate=a.fault_rate,
+        kill_every=tuple(a.kill_every), kills=not a.no_kills, restart_server=not a.no_server_restart,
+        spread_s=a.spread, max_kills=a.max_kills, task_timeout_s=a.task_timeout, deadline_s=a.deadline,
+        base=a.dir, agent=a.agent,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.ERROR)
+    try:
+        session = asyncio.run(run_chaos(parse(argv)))
+    except Exception as exc:  # the harness itself failed: say so, never print a figure
+        logging.getLogger("devtools.chaos").exception("chaos run could not complete: %s", exc)
+        return 2
+    for line in problems(session):
+        print(line)
+    print(f"report: {session.base / 'report.json'}")
+    print(session.figures.line(), flush=True)
+    return 0 if session.figures.ok else 1
+
+
+if __name__ == "__main__":
+    exit_now(main())

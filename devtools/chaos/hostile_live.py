@@ -1,0 +1,124 @@
+"""Hostile-input cases aimed at a live run: updates, queries and signals with bad names and bad
+payloads (ratchet/chaos/hostile.py runs them)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import WorkflowUpdateFailedError
+
+from devtools.chaos.hostile import Outcome, Probe, call, case, hostile_run, verdict
+from devtools.chaos.hostile_cases import raw
+
+
+async def waiting_run(p: Probe, slug: str, seconds: float = 60) -> str:
+    """A run paused inside its first step, ready for updates, queries and signals."""
+    wid = p.wid(slug)
+    script = [{"tool_calls": [call("chaos_wait", {"seconds": seconds})]}, {"content": "done"}]
+    await p.start(wid, hostile_run(wid, script))
+    async with asyncio.timeout(60):
+        while (await p.state_or_none(wid) or {}).get("phase") != "ACTING":
+            await asyncio.sleep(0.1)
+    return wid
+
+
+async def end(p: Probe, out: Outcome, wid: str) -> None:
+    """Cancel the paused run: it must close cleanly, with no failed workflow task."""
+    await p.client.get_workflow_handle(wid).cancel()
+    verdict(out, await p.finish(out, wid), "CANCELED")
+
+
+@case("rollback to an unknown checkpoint", "update (SDK and temporal CLI)")
+async def unknown_checkpoint(p: Probe, out: Outcome) -> None:
+    wid = await waiting_run(p, "cp404")
+    handle = p.client.get_workflow_handle(wid)
+    try:
+        await handle.execute_update("rollback", {"checkpoint_id": "cp-404"})
+        out.problems.append("the update was accepted")
+    except WorkflowUpdateFailedError as err:
+        verdict(out, str(err.cause), "unknown checkpoint 'cp-404'; this run has: none yet")
+    _, said = await p.cli("workflow", "update", "execute", "--workflow-id", wid, "--name", "rollback",
+                          "--input", '{"checkpoint_id": "cp-404", "then": "stop"}')
+    verdict(out, said, "unknown checkpoint 'cp-404'")
+    if (await p.state(wid))["rollbacks"]:
+        out.problems.append("a rejected rollback was recorded")
+    await end(p, out, wid)
+
+
+@case("malformed update input", "update (temporal CLI)")
+async def malformed_update(p: Probe, out: Outcome) -> None:
+    wid = await waiting_run(p, "badupdate")
+    outputs = []
+    for text in ('{"checkpoint_id": 5, "then": "explode"}', '"cp-1"', '{"checkpoint_id": "cp-1", "extra": 1}'):
+        code, said = await p.cli("workflow", "update", "execute", "--workflow-id", wid, "--name", "rollback",
+                                 "--input", text)
+        outputs.append(said)
+        if code == 0:
+            out.problems.append(f"update accepted: {text}")
+    verdict(out, "\n".join(outputs), "Failed decoding arguments", "validation error", "for RollbackRequest")
+    out.outcome = f"{len(outputs)}/3 rejected before acceptance: Failed decoding arguments (pydantic names the field)"
+    await end(p, out, wid)
+
+
+@case("unknown update and query names", "update / query (SDK)")
+async def unknown_names(p: Probe, out: Outcome) -> None:
+    wid = await waiting_run(p, "names")
+    handle = p.client.get_workflow_handle(wid)
+    texts = []
+    for attempt in (handle.execute_update("no_such_update", {"call": "nope"}), handle.query("secrets"),
+                    handle.query("rollback_plan", 42)):
+        try:
+            await attempt
+            out.problems.append("an unknown update or a bad query was answered")
+        except Exception as err:
+            texts.append(str(getattr(err, "cause", None) or err))
+    verdict(out, " | ".join(texts), "Update handler for 'no_such_update' expected but not found",
+            "Query handler for 'secrets' expected but not found")
+    out.outcome = " | ".join(t[:60] for t in texts)
+    await end(p, out, wid)
+
+
+@case("signals nobody handles, with garbage", "signal (temporal CLI and SDK)")
+async def stray_signals(p: Probe, out: Outcome) -> None:
+    wid = await waiting_run(p, "signals")
+    code, _ = await p.cli("workflow", "signal", "--workflow-id", wid, "--name", "stop_now",
+                             "--input", '{"x": "\\u0000\\ud800", "y": [1e309]}')
+    await p.client.get_workflow_handle(wid).signal("cancel_everything", raw(b"\x00\xff not json"))
+    await asyncio.sleep(0.5)
+    state = await p.state(wid)
+    await end(p, out, wid)
+    out.outcome = f"accepted (cli exit {code}) and ignored (no handler); the run still answers: {state['phase']}"
+
+
+@case("approve or reject a call that is not pending", "update (SDK)")
+async def unknown_call(p: Probe, out: Outcome) -> None:
+    wid = await waiting_run(p, "call404")
+    handle = p.client.get_workflow_handle(wid)
+    texts = []
+    for name, arg in (("approve", {"call_id": "call-404"}), ("reject", {"call_id": "call-404", "reason": "x"})):
+        try:
+            await handle.execute_update(name, arg)
+            out.problems.append(f"{name} of an unknown call was accepted")
+        except WorkflowUpdateFailedError as err:
+            texts.append(str(err.cause))
+    verdict(out, " | ".join(texts), "no pending approval for call 'call-404'; pending: none")
+    if (await p.state(wid))["decisions"]:
+        out.problems.append("a rejected decision was recorded")
+    await end(p, out, wid)
+
+
+@case("messages by signal: NUL, surrogate, types, size", "signal send_message (CLI, SDK)")
+async def hostile_messages(p: Probe, out: Outcome) -> None:
+    wid = await waiting_run(p, "inbox", seconds=6)
+    texts = ['"hello\\u0000world"', '"x\\ud800y"', "42", '{"text": "an object"}', "null"]
+    signal = ("workflow", "signal", "--workflow-id", wid, "--name", "send_message", "--input")
+    codes = await asyncio.gather(*(p.cli(*signal, text) for text in texts))
+    sent = [f"{text}: exit {code}" for text, (code, _) in zip(texts, codes)]
+    await p.client.get_workflow_handle(wid).signal("send_message", "z" * 150_000)
+    verdict(out, await p.finish(out, wid), "DONE: done")
+    users = [m["content"] for m in (await p.state(wid))["messages"] if m["role"] == "user"][1:]
+    out.outcome = f"{len(users)} delivered: " + ", ".join(f"{u[:12]!r}({len(u)})" for u in users)
+    if "helloworld" not in users or "z" * 100_000 not in users:
+        out.problems.append(f"expected the NUL stripped and the long message cut to 100000: {out.outcome}; {sent}")
+    if any(len(u) > 100_000 or "\x00" in u for u in users):
+        out.problems.append("a message over 100000 characters or with NUL reached the conversation")

@@ -1,0 +1,159 @@
+"""`make demo`: a dev server, a worker and a real agent run, started as a user would.
+
+The coder agent fixes a bug in examples/calculator. With OPENAI_API_KEY or OPENAI_BASE_URL set,
+a real model drives it; otherwise the scripted provider replays a fixed sequence of tool calls.
+Every process started here is stopped before exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from temporalio.client import Client
+from ratchet.payloads.converter import BASE_CONVERTER
+
+from ratchet.contracts import AgentState
+from devtools.devserver import DevServer, free_port, temporal_binary
+from ratchet.ops.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "examples" / "calculator"
+FIXED_CALC = (SAMPLE / "calc.py").read_text().replace("return a - b", "return a + b")
+BROKEN_CALC = FIXED_CALC.replace("return a * b", "return a ** b")
+TESTS = ["python", "-m", "unittest", "-q"]
+
+
+def demo_script() -> list[dict]:
+    return [
+        {"tool_calls": [{"name": "list_files", "arguments": {}}, {"name": "run_command", "arguments": {"argv": TESTS}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "calc.py", "content": FIXED_CALC}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "calc.py", "content": BROKEN_CALC}}]},
+        {"content": "Fixed add() in calc.py (it subtracted); all tests pass at checkpoint cp-1. "
+                    "A follow-up change to multiply() broke the tests and was rolled back to cp-1."},
+    ]
+
+
+def demo_input(workspace: str, real_model: bool) -> dict:
+    run: dict = {
+        "agent": "coder",
+        "objective": "The tests in this repository fail. Find the bug, fix it, and make the tests pass.",
+        "workspace": workspace,
+    }
+    if not real_model:
+        run["model"] = {"provider": "scripted", "script": demo_script()}
+    return run
+
+
+def main() -> int:
+    state_dir = ROOT / ".ratchet" / "demo"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    real_model = load_settings().model_endpoint_configured
+    server = DevServer(db_file=state_dir / "temporal.db", ui_port=free_port(), log_file=state_dir / "server.log")
+    worker: subprocess.Popen | None = None
+    print("starting the Temporal dev server ...", flush=True)
+    server.start()
+    try:
+        print(f"Temporal Web UI: {server.ui_url}  (open it while the demo runs)", flush=True)
+        worker = _start_worker(server, state_dir)
+        return _run_agent(server, state_dir, real_model)
+    finally:
+        if worker is not None:
+            worker.terminate()
+            try:
+                worker.wait(20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        server.stop()
+        print("stopped the worker and the dev server", flush=True)
+
+
+def _start_worker(server: DevServer, state_dir: Path) -> subprocess.Popen:
+    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, RATCHET_WORKSPACE_ROOT=str(state_dir / "workspaces"))
+    env.setdefault("RATCHET_ARTIFACT_DIR", str(state_dir / "artifacts"))
+    env.setdefault("RATCHET_LEDGER_PATH", str(state_dir / "ledger.sqlite3"))
+    log = open(state_dir / "worker.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "ratchet.worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    print(f"worker started (pid {proc.pid}, log {state_dir / 'worker.log'})", flush=True)
+    return proc
+
+
+def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
+    workflow_id = f"demo-{int(time.time())}"
+    workspace = state_dir / "workspaces" / workflow_id
+    shutil.copytree(SAMPLE, workspace, ignore=shutil.ignore_patterns("__pycache__"))
+    run_input = json.dumps(demo_input(workflow_id, real_model))
+    cmd = [
+        temporal_binary(), "workflow", "start", "--address", server.address,
+        "--type", "AgentWorkflow", "--task-queue", "ratchet", "--workflow-id", workflow_id,
+        "--input", run_input,
+    ]
+    shown = run_input if len(run_input) < 200 else run_input[:160] + " ...}"
+    print(f"\n$ temporal workflow start --type AgentWorkflow --task-queue ratchet --workflow-id {workflow_id} "
+          f"--input '{shown}'", flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    print(f"model: {'your endpoint' if real_model else 'scripted provider (set OPENAI_API_KEY for a real model)'}\n")
+    final = asyncio.run(_follow(server.address, workflow_id))
+    print(f"\nphase: {final.phase}   steps: {final.step}   tokens: "
+          f"{final.used.prompt_tokens + final.used.completion_tokens}")
+    if final.answer:
+        print(f"answer: {final.answer}")
+    if final.last_error and final.phase != "DONE":
+        print(f"error: {final.last_error}")
+    print(f"workspace: {workspace}")
+    return 0 if final.phase == "DONE" else 1
+
+
+async def _follow(address: str, workflow_id: str) -> AgentState:
+    """Print each tool call as it completes, until the run ends."""
+    client = await Client.connect(address, data_converter=BASE_CONVERTER)
+    handle = client.get_workflow_handle(workflow_id)
+    shown = [0, 0, 0]
+    state: AgentState | None = None
+    result_task = asyncio.ensure_future(handle.result())
+    while True:
+        state = await handle.query("state", result_type=AgentState) or state
+        if state is not None:
+            _show(state, shown)
+        if result_task.done():
+            result_task.exception()  # a failed run is reported from its state
+            return await handle.query("state", result_type=AgentState)
+        await asyncio.sleep(0.3)
+
+
+def _show(state: AgentState, shown: list[int]) -> None:
+    """Print tool calls, checkpoints and rollbacks not shown yet, in step order."""
+    lines: list[tuple[int, int, str]] = []
+    for record in state.tool_calls[shown[0]:]:
+        status = "ok " if record.result.ok else "ERR"
+        first = record.result.output.splitlines()[0] if record.result.output else ""
+        lines.append((record.step, 0, f"  step {record.step:>2}  {status} {record.tool:<12} "
+                                      f"{_args(record.arguments):<40} -> {first[:60]}"))
+    for cp in state.checkpoints[shown[1]:]:
+        patch = cp.patch_ref.digest[:12] if cp.patch_ref else "-"
+        lines.append((cp.step, 1, f"  checkpoint {cp.id}: {cp.summary}; patch {patch}"))
+    for report in state.rollbacks[shown[2]:]:
+        lines.append((state.step, 2, f"  rollback to {report.checkpoint_id or 'start'} ({report.reason}): "
+                                     f"undone {len(report.undone)}, left irreversible {len(report.irreversible)}, "
+                                     f"failed {len(report.not_undone)}"))
+    for _, _, line in sorted(lines, key=lambda item: item[:2]):
+        print(line, flush=True)
+    shown[:] = [len(state.tool_calls), len(state.checkpoints), len(state.rollbacks)]
+
+
+def _args(raw: str) -> str:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw[:44]
+    if isinstance(value, dict):
+        value = {k: (" ".join(v) if isinstance(v, list) else v) for k, v in value.items()}
+        value = {k: (v if len(str(v)) < 24 else str(v)[:21] + "...") for k, v in value.items()}
+    return json.dumps(value)[:40]

@@ -1,0 +1,237 @@
+"""The scenarios `make histories` records (ratchet/record_histories.py), one per workflow path.
+
+A scenario is an async function registered with `@scenario("name")`: it starts one run through
+`Recorder.run` (fixed workflow id `history-<name>`) and checks the run ended as intended, so a
+recording never silently captures the wrong path. Add one for each new path worth guarding
+(approval, rollback, fork, continue-as-new, compensation failure) and run `make histories`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowFailureError
+
+from ratchet.contracts import AgentResult, AgentState, ApproveRequest, Phase, RejectRequest, RollbackRequest
+from devtools.demo import SAMPLE, demo_script
+from ratchet.ops.settings import Settings
+from ratchet.testing.openai_server import OpenAIServer
+
+TASK_QUEUE = "histories"
+
+
+@dataclass
+class Recorder:
+    client: Client
+    settings: Settings
+    openai: OpenAIServer
+    api_key: str
+
+    async def run(self, name: str, run: dict, seed: Path | None = None) -> AgentResult | str:
+        """Run to its end: the result, or the failure message of a failed run. `seed` is copied
+        into the run's workspace first."""
+        if seed is not None:
+            target = self.settings.workspace_root / run["workspace"]
+            shutil.copytree(seed, target, ignore=shutil.ignore_patterns("__pycache__"))
+        handle = await self.client.start_workflow(
+            "AgentWorkflow", run, id=workflow_id(name), task_queue=TASK_QUEUE, result_type=AgentResult
+        )
+        try:
+            return await asyncio.wait_for(handle.result(), timeout=60)
+        except WorkflowFailureError as failure:
+            return str(failure.cause)
+
+
+Scenario = Callable[[Recorder], Awaitable[None]]
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(name: str) -> Callable[[Scenario], Scenario]:
+    def register(fn: Scenario) -> Scenario:
+        SCENARIOS[name] = fn
+        return fn
+
+    return register
+
+
+def workflow_id(name: str) -> str:
+    return f"history-{name}"
+
+
+def expect(ok: bool, what: str, got: object) -> None:
+    if not ok:
+        raise RuntimeError(f"expected {what}, got {got!r}")
+
+
+def scripted(agent: str, script: list[dict], **extra: object) -> dict:
+    return {"agent": agent, "objective": "do the task", "model": {"provider": "scripted", "script": script}, **extra}
+
+
+def probe_call(**arguments: object) -> dict:
+    return {"tool_calls": [{"name": "probe_append", "arguments": arguments}]}
+
+
+def ended(result: AgentResult | str, phase: Phase) -> bool:
+    return isinstance(result, AgentResult) and result.phase == phase
+
+
+@scenario("plain-run")
+async def plain_run(rec: Recorder) -> None:
+    """The coder fixes examples/calculator: list, test, read, write, test, answer."""
+    run = scripted("coder", demo_script(), workspace="calc")
+    result = await rec.run("plain-run", run, seed=SAMPLE)
+    expect(ended(result, Phase.DONE), "DONE", result)
+
+
+@scenario("tool-retry")
+async def tool_retry(rec: Recorder) -> None:
+    """A tool fails its first attempt; Temporal retries it with the same idempotency key."""
+    run = scripted("probe", [probe_call(label="a", fail_first=True), {"content": "ok"}], workspace="retry")
+    result = await rec.run("tool-retry", run)
+    expect(ended(result, Phase.DONE), "DONE", result)
+
+
+@scenario("bad-tool-calls")
+async def bad_tool_calls(rec: Recorder) -> None:
+    """An unknown tool, arguments that fail validation and malformed JSON go back to the model."""
+    bad = {"tool_calls": [
+        {"name": "rm_rf", "arguments": {}},
+        {"name": "probe_append", "arguments": {"nope": 1}},
+        {"name": "probe_append", "arguments": "{not json"},
+    ]}
+    run = scripted("probe", [bad, probe_call(label="fixed"), {"content": "recovered"}], workspace="bad")
+    result = await rec.run("bad-tool-calls", run)
+    expect(ended(result, Phase.DONE), "DONE", result)
+
+
+@scenario("budget-exhausted")
+async def budget_exhausted(rec: Recorder) -> None:
+    """The step budget ends a run that would go on calling tools."""
+    loop = [probe_call(label=str(i)) for i in range(10)]
+    run = scripted("probe", loop, workspace="budget", budget={"max_steps": 3})
+    result = await rec.run("budget-exhausted", run)
+    expect(ended(result, Phase.BUDGET_EXHAUSTED), "BUDGET_EXHAUSTED", result)
+
+
+@scenario("invalid-input")
+async def invalid_input(rec: Recorder) -> None:
+    """Bad input fails the run at once, naming the field."""
+    result = await rec.run("invalid-input", {"agent": "probe", "objective": "x", "budget": {"max_steps": 0}})
+    expect(isinstance(result, str) and "budget.max_steps" in result, "an InvalidInput failure", result)
+
+
+@scenario("model-401")
+async def model_401(rec: Recorder) -> None:
+    """The model endpoint answers 401: the run fails at once, not retried (local OpenAI server)."""
+    rec.openai.enqueue_faults([{"status": 401}], key=rec.api_key)
+    result = await rec.run("model-401", {"agent": "probe", "objective": "x", "workspace": "auth"})
+    expect(isinstance(result, str) and "401" in result, "a 401 failure", result)
+
+
+async def _start(rec: Recorder, name: str, run: dict, task_queue: str = TASK_QUEUE):
+    return await rec.client.start_workflow(
+        "AgentWorkflow", run, id=workflow_id(name), task_queue=task_queue, result_type=AgentResult
+    )
+
+
+async def _until(handle, predicate, timeout: float = 30) -> AgentState:
+    async with asyncio.timeout(timeout):
+        while True:
+            state = await handle.query("state", result_type=AgentState)
+            if predicate(state):
+                return state
+            await asyncio.sleep(0.1)
+
+
+def _write(path: str, content: str) -> dict:
+    return {"name": "write_file", "arguments": {"path": path, "content": content}}
+
+
+def _ticket(title: str) -> dict:
+    return {"name": "create_ticket", "arguments": {"title": title}}
+
+
+@scenario("approval")
+async def approval(rec: Recorder) -> None:
+    """A tool call waits for a person: one approved, one rejected (updates), then the answer."""
+    script = [{"tool_calls": [_ticket("prod: restart"), _ticket("prod: drop table")]}, {"content": "done"}]
+    handle = await _start(rec, "approval", scripted("approver", script, workspace="approval"))
+    state = await _until(handle, lambda s: len(s.pending_approvals) == 2)
+    first, second = (p.call_id for p in state.pending_approvals)
+    await handle.execute_update("approve", ApproveRequest(call_id=first))
+    await handle.execute_update("reject", RejectRequest(call_id=second, reason="not in prod"))
+    expect(ended(await handle.result(), Phase.DONE), "DONE", "approval run")
+
+
+@scenario("message")
+async def message(rec: Recorder) -> None:
+    """A message signalled during a step joins the conversation at the next step boundary."""
+    script = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 1}}]}, {"content": "read it"}]
+    handle = await _start(rec, "message", scripted("approver", script, workspace="message"))
+    await _until(handle, lambda s: s.step == 1)
+    await handle.signal("send_message", "also check the logs")
+    expect(ended(await handle.result(), Phase.DONE), "DONE", "message run")
+
+
+ROLLBACK_SCRIPT = [
+    {"tool_calls": [_write("a.txt", "v1\n"), _ticket("t1")]},
+    {"tool_calls": [_write("a.txt", "v2\n"), _ticket("t2")]},
+    {"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 1}}]},
+    {"content": "finished"},
+]
+
+
+@scenario("rollback")
+async def rollback(rec: Recorder) -> None:
+    """Two verified checkpoints, pause, then a rollback update to cp-1 that stops the run."""
+    handle = await _start(rec, "rollback", scripted("saga", ROLLBACK_SCRIPT, workspace="rollback"))
+    await _until(handle, lambda s: len(s.checkpoints) == 2)
+    await handle.signal("pause")
+    await _until(handle, lambda s: s.phase == Phase.PAUSED)
+    await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-1", then="stop"))
+    expect(ended(await handle.result(), Phase.ROLLED_BACK), "ROLLED_BACK", "rollback run")
+
+
+@scenario("fork")
+async def fork(rec: Recorder) -> None:
+    """A new run starts from the rollback run's checkpoint cp-1 (recorded after `rollback`)."""
+    run = scripted("saga", [{"content": "x"}, {"content": "forked"}], workspace="fork",
+                   resume_from={"workflow_id": workflow_id("rollback"), "checkpoint_id": "cp-1"})
+    result = await rec.run("fork", run)
+    expect(ended(result, Phase.DONE), "DONE", result)
+
+
+@scenario("compensation-failure")
+async def compensation_failure(rec: Recorder) -> None:
+    """An undo that cannot succeed: the run ends COMPENSATION_FAILED, listing the effect."""
+    script = [{"tool_calls": [_write("a.txt", "x")]}, {"tool_calls": [{"name": "doomed_note", "arguments": {"note": "n"}}]},
+              {"tool_calls": [{"name": "probe_fatal", "arguments": {"note": "boom"}}]}]
+    result = await rec.run("compensation-failure", scripted("saga", script, workspace="cf", on_failure="rollback_all"))
+    expect(isinstance(result, str) and "compensation failed" in result, "COMPENSATION_FAILED", result)
+
+
+@scenario("continue-as-new")
+async def continue_as_new(rec: Recorder) -> None:
+    """A long run continues as new at its event bound (the recorded history is the last run)."""
+    steps = [probe_call(label=str(i)) for i in range(45)]
+    handle = await _start(rec, "continue-as-new", scripted("approver", steps + [{"content": "long done"}], workspace="can"))
+    result = await handle.result()
+    state = await handle.query("state", result_type=AgentState)
+    expect(ended(result, Phase.DONE) and state.continued >= 1, "DONE after continuing as new", state.continued)
+
+
+@scenario("pre-search-attributes")
+async def pre_search_attributes(rec: Recorder) -> None:
+    """Recorded by the code from before the search-attributes patch (workflows/legacy.py)."""
+    from ratchet.workflows.legacy import PreSearchAttributesAgentWorkflow
+    from ratchet.worker.main import build_worker
+
+    queue = f"{TASK_QUEUE}-legacy"
+    settings = rec.settings.model_copy(update={"task_queue": queue})
+    async with build_worker(rec.client, settings, workflows=[PreSearchAttributesAgentWorkflow]):
+        handle = await _start(rec, "pre-search-attributes", scripted("probe", [probe_call(label="old"), {"content": "old"}], workspace="old"), queue)
+        expect(ended(await handle.result(), Phase.DONE), "DONE", "legacy run")

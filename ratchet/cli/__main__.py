@@ -1,0 +1,3 @@
+from ratchet.cli.main import main
+
+main()

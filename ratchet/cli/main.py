@@ -1,0 +1,74 @@
+"""The `ratchet` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ratchet.ops.process import exit_now
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from ratchet.worker.main import main as worker_main
+
+    worker_main()
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    from ratchet.ops.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"ratchet: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(settings.masked(), indent=2))
+    return 0
+
+
+def _codec_server(args: argparse.Namespace) -> int:
+    from ratchet.payloads.codec_server import main as codec_server_main
+
+    return codec_server_main(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ratchet.replay.gate import main as replay_main
+
+    return replay_main(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
+    sub = root.add_subparsers(dest="command", required=True)
+    sub.add_parser("worker", help="run a worker (settings from the environment)").set_defaults(fn=_worker)
+    sub.add_parser("config", help="print the effective settings, secrets masked").set_defaults(fn=_config)
+    codec = sub.add_parser("codec-server", help="decrypt payloads for the Web UI and `temporal --codec-endpoint`")
+    codec.add_argument("--port", type=int, default=8081)
+    codec.add_argument("--host", default="127.0.0.1")
+    codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
+    codec.set_defaults(fn=_codec_server)
+    from ratchet.replay.gate import add_arguments as replay_arguments
+
+    replay = sub.add_parser("replay", help="replay histories against today's workflow code (the deploy gate)")
+    replay_arguments(replay)
+    replay.set_defaults(fn=_replay)
+    from ratchet.cli.runs import register as register_run_commands
+
+    register_run_commands(sub)
+    return root
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        status = args.fn(args)
+    except KeyboardInterrupt:
+        status = 130
+    exit_now(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""`ratchet checkpoints | rollback | fork | approve | reject | send | watch`: operate on runs.
+
+The same operations with the plain CLI:
+    temporal workflow query  --workflow-id W --name state
+    temporal workflow query  --workflow-id W --name rollback_plan --input '"cp-1"'
+    temporal workflow update execute --workflow-id W --name rollback --input '{"checkpoint_id": "cp-1"}'
+    temporal workflow start --type AgentWorkflow ... --input '{"agent": ..., "resume_from": {...}}'
+    temporal workflow update execute --workflow-id W --name approve --input '{"call_id": "call_3_0"}'
+    temporal workflow update execute --workflow-id W --name reject --input '{"call_id": "call_3_0", "reason": "no"}'
+    temporal workflow signal --workflow-id W --name send_message --input '"also update the changelog"'
+    temporal workflow signal --workflow-id W --name pause     (and --name resume)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from ratchet.contracts import (
+    AgentState, ApproveRequest, Phase, RejectRequest, RollbackPlanItem, RollbackReport, RollbackRequest,
+)
+from ratchet.ops.settings import load_settings
+
+
+async def _client() -> Client:
+    from ratchet.worker.main import connect
+
+    return await connect(load_settings())
+
+
+async def _state(client: Client, workflow_id: str) -> AgentState:
+    return await client.get_workflow_handle(workflow_id).query("state", result_type=AgentState)
+
+
+async def checkpoints(args: argparse.Namespace) -> int:
+    state = await _state(await _client(), args.workflow_id)
+    if not state.checkpoints:
+        print(f"{args.workflow_id}: no checkpoints yet (phase {state.phase}, step {state.step})")
+        return 0
+    print(f"{'id':<6} {'step':>4}  {'effects':>7}  {'evidence':<40} patch")
+    for cp in state.checkpoints:
+        ev = cp.evidence
+        evidence = f"{' '.join(ev.argv)[:24]} -> exit {ev.exit_code}" if ev else "-"
+        if ev and ev.tests_run is not None:
+            evidence += f", {ev.tests_run} tests"
+        print(f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}")
+    return 0
+
+
+async def rollback(args: argparse.Namespace) -> int:
+    client = await _client()
+    handle = client.get_workflow_handle(args.workflow_id)
+    plan = await handle.query("rollback_plan", args.checkpoint_id, result_type=list[RollbackPlanItem])
+    for item in plan:
+        print(f"  {item.action:<14} step {item.step:>3} {item.tool:<16} {item.key}")
+    if args.dry_run:
+        return 0
+    try:
+        report = await handle.execute_update(
+            "rollback", RollbackRequest(checkpoint_id=args.checkpoint_id, then=args.then), result_type=RollbackReport
+        )
+    except WorkflowUpdateFailedError as exc:
+        print(f"rollback refused: {exc.cause}")
+        return 1
+    print(json.dumps(report.model_dump(), indent=2))
+    return 0 if report.clean else 1
+
+
+async def fork(args: argparse.Namespace) -> int:
+    client = await _client()
+    source = await _state(client, args.workflow_id)
+    run = source.run.model_copy(
+        update={"resume_from": {"workflow_id": args.workflow_id, "checkpoint_id": args.checkpoint_id},
+                "objective": args.objective or source.run.objective, "workspace": None}
+    )
+    new_id = args.new_id or f"{args.workflow_id}-fork-{uuid.uuid4().hex[:6]}"
+    settings = load_settings()
+    await client.start_workflow("AgentWorkflow", run.model_dump(exclude_none=True), id=new_id, task_queue=settings.task_queue)
+    print(f"started {new_id} from {args.workflow_id} {args.checkpoint_id}")
+    return 0
+
+
+def register(sub) -> None:
+    register_background(sub)
+    cmd = sub.add_parser("checkpoints", help="list a run's checkpoints with their evidence")
+    cmd.add_argument("workflow_id")
+    cmd.set_defaults(fn=_sync(checkpoints))
+    cmd = sub.add_parser("rollback", help="undo a run's effects back to a checkpoint")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("checkpoint_id")
+    cmd.add_argument("--then", choices=["continue", "stop"], default="continue")
+    cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
+    cmd.set_defaults(fn=_sync(rollback))
+    cmd = sub.add_parser("fork", help="start a new run from another run's checkpoint")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("checkpoint_id")
+    cmd.add_argument("--objective", help="objective for the new run (default: the source's)")
+    cmd.add_argument("--new-id", help="workflow id of the new run")
+    cmd.set_defaults(fn=_sync(fork))
+
+
+def _sync(fn):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return asyncio.run(fn(args))
+        except RPCError as exc:
+            print(f"ratchet: {exc}")
+            return 2
+
+    return run
+
+
+async def approve(args: argparse.Namespace) -> int:
+    return await _decide(args.workflow_id, "approve", ApproveRequest(call_id=args.call_id))
+
+
+async def reject(args: argparse.Namespace) -> int:
+    return await _decide(args.workflow_id, "reject", RejectRequest(call_id=args.call_id, reason=args.reason))
+
+
+async def _decide(workflow_id: str, update: str, request) -> int:
+    handle = (await _client()).get_workflow_handle(workflow_id)
+    try:
+        print(await handle.execute_update(update, request, result_type=str))
+    except WorkflowUpdateFailedError as exc:
+        print(f"{update} refused: {exc.cause}")
+        return 1
+    return 0
+
+
+async def send(args: argparse.Namespace) -> int:
+    await (await _client()).get_workflow_handle(args.workflow_id).signal("send_message", args.text)
+    print(f"sent to {args.workflow_id}; it joins the conversation at the next step boundary")
+    return 0
+
+
+async def watch(args: argparse.Namespace) -> int:
+    """Live view: phase, step, budget, pending approvals, checkpoints, until the run closes."""
+    client = await _client()
+    handle = client.get_workflow_handle(args.workflow_id)
+    last = ""
+    while True:
+        state = await _state(client, args.workflow_id)
+        view = render(state)
+        if view != last:
+            print(view, flush=True)
+            last = view
+        if state.phase.terminal or args.once:
+            return 0 if state.phase in (Phase.DONE, Phase.ROLLED_BACK) or args.once else 1
+        description = await handle.describe()
+        if description.status is not None and description.status.name != "RUNNING":
+            return 1
+        await asyncio.sleep(args.interval)
+
+
+def render(state: AgentState) -> str:
+    plan = state.plan
+    budget = plan.budget if plan else None
+    tokens = state.used.prompt_tokens + state.used.completion_tokens
+    lines = [
+        f"[{state.phase}] step {state.step}"
+        + (f"/{budget.max_steps}" if budget else "")
+        + f"  tokens {tokens}" + (f"/{budget.max_tokens}" if budget else "")
+        + f"  cost ${state.used.cost_usd:.4f}  tool calls {state.used.tool_calls}"
+        + (f"  continued x{state.continued}" if state.continued else "")
+    ]
+    for pending in state.pending_approvals:
+        lines.append(f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})")
+    for cp in state.checkpoints:
+        lines.append(f"  checkpoint {cp.id}: {cp.summary}")
+    if state.last_error:
+        lines.append(f"  last error: {state.last_error[:200]}")
+    if state.answer:
+        lines.append(f"  answer: {state.answer[:500]}")
+    return "\n".join(lines)
+
+
+def register_background(sub) -> None:
+    cmd = sub.add_parser("approve", help="approve a pending tool call")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("call_id")
+    cmd.set_defaults(fn=_sync(approve))
+    cmd = sub.add_parser("reject", help="reject a pending tool call; the reason goes to the model")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("call_id")
+    cmd.add_argument("--reason", default="rejected by a person")
+    cmd.set_defaults(fn=_sync(reject))
+    cmd = sub.add_parser("send", help="send the agent a message (joins at the next step boundary)")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("text")
+    cmd.set_defaults(fn=_sync(send))
+    cmd = sub.add_parser("watch", help="live view of a run until it ends")
+    cmd.add_argument("workflow_id")
+    cmd.add_argument("--interval", type=float, default=1.0)
+    cmd.add_argument("--once", action="store_true", help="print the current view and exit")
+    cmd.set_defaults(fn=_sync(watch))

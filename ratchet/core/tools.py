@@ -1,0 +1,224 @@
+"""Registering typed Python functions as agent tools.
+
+    @tool(effect="compensable", timeout_s=30)
+    async def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput: ...
+
+The argument model's JSON schema is what the model sees; each tool runs as its own Temporal
+activity type `tool.<name>`, with the timeout and retry policy declared here.
+
+Errors, on purpose:
+- `ToolError`: the call failed in a way the model should see and can react to (file not found,
+  path refused). Not retried; returned to the model as the tool's result.
+- `FatalToolError`: the run cannot go on (non-retryable); the run's failure policy applies.
+- anything else: transient; Temporal retries the activity with the tool's retry policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ratchet.stores.artifacts import ArtifactStore
+from ratchet.contracts import EffectClass, ToolSpec
+
+
+class ToolError(Exception):
+    """A failure the model sees as the tool's result; not retried."""
+
+
+class FatalToolError(Exception):
+    """A failure that ends the run (its failure policy applies); not retried."""
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use. `key` is stable across retries, worker crashes and
+    continue-as-new: pass it to the systems you touch as their idempotency key."""
+
+    key: str
+    workflow_id: str
+    step: int
+    call_id: str
+    attempt: int
+    workspace: Path
+    artifacts: ArtifactStore
+    record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
+    """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works."""
+    settings: Any = None
+    heartbeat: Callable[..., None] = lambda *details: None
+    """Report progress (long tools); the details come back in `resume_from` after a retry."""
+    resume_from: Any = None
+    """Details of the last heartbeat of an earlier attempt, or None."""
+
+
+@dataclass
+class ToolOutput:
+    """A tool's result: text for the model, plus what its undo needs."""
+
+    output: str
+    undo: dict[str, Any] | None = None
+
+
+ToolFn = Callable[[ToolContext, Any], Awaitable[Any] | Any]
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    fn: ToolFn
+    effect: EffectClass = EffectClass.READ_ONLY
+    timeout_s: float = 60.0
+    max_attempts: int = 5
+    idempotent: bool = False
+    kind: str = "activity"
+    heartbeat_s: float | None = None
+    """Long tools: heartbeat timeout; call ctx.heartbeat(progress) well within it."""
+    undo: ToolFn | None = None
+    reconcile: ToolFn | None = None
+    """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            effect=self.effect,
+            timeout_s=self.timeout_s,
+            max_attempts=self.max_attempts,
+            has_undo=self.undo is not None,
+            kind=self.kind,
+            heartbeat_s=self.heartbeat_s,
+        )
+
+    def openai_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+    async def call(self, ctx: ToolContext, args: BaseModel) -> ToolOutput:
+        return _as_output(await _maybe_await(self.fn(ctx, args)))
+
+    async def call_undo(self, ctx: ToolContext, args: BaseModel, undo: dict[str, Any] | None) -> ToolOutput:
+        assert self.undo is not None
+        return _as_output(await _maybe_await(self.undo(ctx, args, undo)))
+
+    async def call_reconcile(self, ctx: ToolContext, args: BaseModel) -> ToolOutput | None:
+        assert self.reconcile is not None
+        found = await _maybe_await(self.reconcile(ctx, args))
+        return None if found is None else _as_output(found)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _as_output(value: Any) -> ToolOutput:
+    return value if isinstance(value, ToolOutput) else ToolOutput(output=str(value))
+
+
+LOCAL_TOOL_MAX_S = 30.0
+
+
+def runs_locally(spec: ToolSpec) -> bool:
+    """Fast read-only activity tools run as local activities. Only read-only ones: a local
+    activity whose worker dies is run again by the next, which a side effect must not be. No
+    heartbeating ones, and a short timeout: a local activity holds its workflow task open."""
+    return (
+        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY
+        and spec.heartbeat_s is None and spec.timeout_s <= LOCAL_TOOL_MAX_S
+    )
+
+
+@dataclass
+class ToolRegistry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+    def register(self, tool: Tool) -> Tool:
+        existing = self.tools.get(tool.name)
+        if existing is not None and _origin(existing.fn) != _origin(tool.fn):
+            raise ValueError(f"tool {tool.name!r} is already registered by {_origin(existing.fn)}")
+        self.tools[tool.name] = tool
+        return tool
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        effect: EffectClass | str = EffectClass.READ_ONLY,
+        timeout_s: float = 60.0,
+        max_attempts: int = 5,
+        idempotent: bool = False,
+        kind: str = "activity",
+        heartbeat_s: float | None = None,
+    ) -> Callable[[ToolFn], ToolFn]:
+        """Decorator: register `fn(ctx, args: SomeModel)`; the description is its docstring."""
+
+        def register(fn: ToolFn) -> ToolFn:
+            self.register(
+                Tool(
+                    name=name or fn.__name__,
+                    description=inspect.cleandoc(fn.__doc__ or ""),
+                    args_model=_args_model(fn),
+                    fn=fn,
+                    effect=EffectClass(effect),
+                    timeout_s=timeout_s,
+                    max_attempts=max_attempts,
+                    idempotent=idempotent,
+                    kind=kind,
+                    heartbeat_s=heartbeat_s,
+                )
+            )
+            return fn
+
+        return register
+
+    def undo_for(self, name: str) -> Callable[[ToolFn], ToolFn]:
+        """Decorator: `undo(ctx, args, undo_info: dict)` compensates a call of tool `name`."""
+
+        def register(fn: ToolFn) -> ToolFn:
+            self.tools[name].undo = fn
+            return fn
+
+        return register
+
+    def reconcile_for(self, name: str) -> Callable[[ToolFn], ToolFn]:
+        """Decorator: `reconcile(ctx, args)` asks the target system whether an interrupted call
+        of tool `name` took effect: a ToolOutput if it did, None if it did not."""
+
+        def register(fn: ToolFn) -> ToolFn:
+            self.tools[name].reconcile = fn
+            return fn
+
+        return register
+
+    def get(self, name: str) -> Tool:
+        return self.tools[name]
+
+
+def _origin(fn: ToolFn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
+
+
+def _args_model(fn: ToolFn) -> type[BaseModel]:
+    hints = inspect.get_annotations(fn, eval_str=True)
+    params = list(inspect.signature(fn).parameters)
+    if len(params) != 2:
+        raise TypeError(f"tool {fn.__name__} must take (ctx, args), got {params}")
+    model = hints.get(params[1])
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"tool {fn.__name__}: annotate its args with a pydantic model")
+    return model
+
+
+default_registry = ToolRegistry()
+tool = default_registry.tool
+undo_for = default_registry.undo_for
+reconcile_for = default_registry.reconcile_for

@@ -1,0 +1,148 @@
+"""Prometheus metrics: the Temporal runtime's own, plus Ratchet's counters on the same endpoint.
+
+With RATCHET_METRICS_PORT set, the worker's Temporal runtime serves `http://HOST:PORT/metrics`
+(temporal_* series: task latencies, slots, polls, activity and workflow outcomes). Ratchet's own
+series are recorded by an activity interceptor, so the workflow and activity code stay free of
+metrics calls: it sees each activity's typed input and result.
+
+| series | kind | labels (besides namespace, task_queue, activity_type) |
+| --- | --- | --- |
+| `ratchet_steps` | counter | `model`: model turns completed (one per agent step) |
+| `ratchet_model_tokens` | counter | `model`, `kind` (prompt, completion) |
+| `ratchet_model_cost_usd` | histogram (use `_sum`) | `model`: cost per call at the profile's prices |
+| `ratchet_model_failures` | counter | `model`, `error_type`: failed attempts (each retry counts) |
+| `ratchet_tool_calls` | counter | `tool`, `outcome` (ok, error, failed) |
+| `ratchet_tool_failures` | counter | `tool`, `error_type`: errors returned to the model and failed attempts |
+| `ratchet_compensations` | counter | `tool`, `outcome` (undone, failed) |
+| `ratchet_verifications` | counter | `passed` (true, false) |
+
+Counts are per activity *execution*: a retried attempt counts again, and a call whose result the
+ledger already held (a retry after a worker crash) is counted once more, without a new cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import activity
+from temporalio.common import MetricMeter
+from temporalio.exceptions import ApplicationError
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from ratchet.ops.settings import Settings, SettingsError
+
+COST_BUCKETS_USD = [0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]
+
+
+def metrics_runtime(settings: Settings) -> Runtime | None:
+    """A Temporal runtime serving Prometheus metrics on RATCHET_METRICS_PORT, or None when unset."""
+    if settings.metrics_port is None:
+        return None
+    address = f"{settings.metrics_host}:{settings.metrics_port}"
+    config = PrometheusConfig(
+        bind_address=address, histogram_bucket_overrides={"ratchet_model_cost_usd": COST_BUCKETS_USD}
+    )
+    try:
+        return Runtime(telemetry=TelemetryConfig(metrics=config))
+    except (ValueError, RuntimeError) as exc:
+        raise SettingsError(f"RATCHET_METRICS_PORT: cannot serve metrics on {address}: {exc}") from None
+
+
+class MetricsInterceptor(Interceptor):
+    """Worker interceptor recording Ratchet's own metrics from activity inputs and results."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _MetricsActivityInbound(next)
+
+
+class _MetricsActivityInbound(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        kind, _, name = activity.info().activity_type.partition(".")
+        arg = input.args[0] if input.args else None
+        try:
+            result = await self.next.execute_activity(input)
+        except (Exception, asyncio.CancelledError) as exc:
+            _failed(kind, name, arg, exc)
+            raise
+        _succeeded(kind, name, arg, result)
+        return result
+
+
+def _meter() -> MetricMeter:
+    return activity.metric_meter()
+
+
+def _error_type(exc: BaseException) -> str:
+    if isinstance(exc, ApplicationError) and exc.type:
+        return exc.type
+    return type(exc).__name__
+
+
+def _failed(kind: str, name: str, arg: Any, exc: BaseException) -> None:
+    meter, error_type = _meter(), _error_type(exc)
+    if kind == "model":
+        model = _model_name(arg)
+        meter.create_counter("ratchet_model_failures", "Failed model call attempts").add(
+            1, {"model": model, "error_type": error_type}
+        )
+    elif kind == "tool":
+        meter.create_counter("ratchet_tool_calls", "Tool call attempts").add(1, {"tool": name, "outcome": "failed"})
+        meter.create_counter("ratchet_tool_failures", "Tool errors and failed attempts").add(
+            1, {"tool": name, "error_type": error_type}
+        )
+    elif kind == "undo":
+        meter.create_counter("ratchet_compensations", "Undo (compensation) attempts").add(
+            1, {"tool": name, "outcome": "failed"}
+        )
+
+
+def _succeeded(kind: str, name: str, arg: Any, result: Any) -> None:
+    meter = _meter()
+    if kind == "model":
+        _model_call(meter, arg, result)
+    elif kind == "tool":
+        ok = bool(getattr(result, "ok", True))
+        meter.create_counter("ratchet_tool_calls", "Tool call attempts").add(
+            1, {"tool": name, "outcome": "ok" if ok else "error"}
+        )
+        if not ok:
+            meter.create_counter("ratchet_tool_failures", "Tool errors and failed attempts").add(
+                1, {"tool": name, "error_type": getattr(result, "error_type", None) or "ToolError"}
+            )
+    elif kind == "undo":
+        meter.create_counter("ratchet_compensations", "Undo (compensation) attempts").add(
+            1, {"tool": name, "outcome": "undone"}
+        )
+    elif kind == "checkpoint" and name == "verify":
+        passed = bool(getattr(getattr(result, "evidence", None), "passed", False))
+        meter.create_counter("ratchet_verifications", "Verifier runs").add(1, {"passed": str(passed).lower()})
+
+
+def _model_call(meter: MetricMeter, request: Any, reply: Any) -> None:
+    usage = getattr(reply, "usage", None)
+    model = getattr(reply, "model", "") or _model_name(request)
+    meter.create_counter("ratchet_steps", "Model turns completed (agent steps)").add(1, {"model": model})
+    if usage is None:
+        return
+    tokens = meter.create_counter("ratchet_model_tokens", "Model tokens", "tokens")
+    tokens.add(usage.prompt_tokens, {"model": model, "kind": "prompt"})
+    tokens.add(usage.completion_tokens, {"model": model, "kind": "completion"})
+    prices = getattr(request, "settings", None)
+    if prices is not None:
+        cost = (
+            usage.prompt_tokens * prices.usd_per_1k_prompt_tokens
+            + usage.completion_tokens * prices.usd_per_1k_completion_tokens
+        ) / 1000
+        meter.create_histogram_float("ratchet_model_cost_usd", "Cost per model call", "USD").record(
+            cost, {"model": model}
+        )
+
+
+def _model_name(request: Any) -> str:
+    """The model the run's settings name (a reply names one only when the provider ran another)."""
+    settings = getattr(request, "settings", None)
+    if getattr(settings, "provider", None) == "scripted":
+        return "scripted"
+    return str(getattr(settings, "model", "") or "unknown")

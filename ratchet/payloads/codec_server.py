@@ -1,0 +1,200 @@
+"""`ratchet codec-server`: Temporal's remote codec protocol over HTTP, for the Web UI and CLI.
+
+POST .../encode and POST .../decode take a `Payloads` message as protobuf JSON
+(`{"payloads": [{"metadata": {k: base64}, "data": base64}]}`) and answer the same shape; only
+the last path segment selects the action, so the server may sit under any prefix, e.g.
+`http://host:8081/{namespace}`. The namespace comes from the `X-Namespace` header (else the
+segment before the action); a request for a namespace other than TEMPORAL_NAMESPACE is refused.
+Browsers get CORS answers for the configured Web UI origins only.
+
+Decoding also resolves claim-checked payloads (ratchet/claim_check.py) from RATCHET_ARTIFACT_DIR,
+so the UI shows a large tool output or state, not its reference; encoding encrypts and offloads as
+the workers' data converter does.
+
+Anyone who can reach this server can decrypt: bind it to localhost or put it behind your
+authenticating proxy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+
+from ratchet.payloads.claim_check import ClaimCheckCodec, ClaimCheckError
+from ratchet.payloads.codec import CodecKeyError, EncryptionCodec
+
+log = logging.getLogger("ratchet.payloads.codec_server")
+MAX_BODY_BYTES = 64 * 1024 * 1024
+ALLOWED_HEADERS = "X-Namespace, Content-Type"
+
+
+class CodecServer:
+    """The codec HTTP server in a daemon thread; `with CodecServer(...) as server:`."""
+
+    def __init__(
+        self,
+        codec: EncryptionCodec | None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        cors_origins: tuple[str, ...] = ("http://localhost:8080",),
+        namespace: str | None = None,
+        claim_check: ClaimCheckCodec | None = None,
+    ) -> None:
+        self.codec, self.claim_check, self.host, self.port = codec, claim_check, host, port
+        self.cors_origins = frozenset(cors_origins)
+        self.namespace = namespace
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> CodecServer:
+        self._httpd = _Server((self.host, self.port), _Handler)
+        self._httpd.owner = self  # type: ignore[attr-defined]
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="codec-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+
+    def __enter__(self) -> CodecServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def refusal(self, namespace: str | None) -> str | None:
+        if namespace and self.namespace and namespace != self.namespace:
+            return f"this codec server holds keys for namespace {self.namespace!r}, not {namespace!r}"
+        return None
+
+    def transform(self, action: str, body: bytes) -> bytes:
+        """Encode or decode a Payloads JSON body; ValueError for anything the client sent wrong."""
+        payloads = json_format.Parse(body, Payloads())
+        step = self._encode if action == "encode" else self._decode
+        result = Payloads(payloads=[step(p) for p in payloads.payloads])
+        return json_format.MessageToJson(result, indent=None).encode()
+
+    def _encode(self, payload: Payload) -> Payload:
+        """As the workers' data converter: encrypt, then offload if large."""
+        if self.codec is not None:
+            payload = self.codec.encrypt(payload)
+        if self.claim_check is not None:
+            payload = self.claim_check.offload_now(payload)
+        return payload
+
+    def _decode(self, payload: Payload) -> Payload:
+        """Fetch a claim-checked payload from the artifact store, then decrypt. A blob this server
+        cannot read is answered with its reference (digest and size), so the rest still shows."""
+        if self.claim_check is not None:
+            try:
+                payload = self.claim_check.fetch_now(payload)
+            except ClaimCheckError as exc:
+                log.warning("%s", exc)
+                return payload
+        if self.codec is not None:
+            payload = self.codec.decrypt(payload)
+        return payload
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # skip HTTPServer's getfqdn(), slow without DNS
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "ratchet-codec/1.0"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def owner(self) -> CodecServer:
+        return self.server.owner  # type: ignore[attr-defined]
+
+    def do_OPTIONS(self) -> None:  # noqa: N802  (CORS preflight from the Web UI)
+        self._reply(204, b"", preflight=True)
+
+    def do_POST(self) -> None:  # noqa: N802
+        segments = [s for s in self.path.split("?")[0].split("/") if s]
+        action = segments[-1] if segments else ""
+        if action not in ("encode", "decode"):
+            return self._reply(404, b"POST .../encode or .../decode\n")
+        namespace = self.headers.get("X-Namespace") or (segments[-2] if len(segments) > 1 else None)
+        refusal = self.owner.refusal(namespace)
+        if refusal:
+            return self._reply(403, refusal.encode() + b"\n")
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            return self._reply(413, f"body over {MAX_BODY_BYTES} bytes\n".encode())
+        try:
+            body = self.owner.transform(action, self.rfile.read(length))
+        except (json_format.ParseError, CodecKeyError, ValueError) as exc:
+            return self._reply(400, f"{action} failed: {exc}\n".encode())
+        self._reply(200, body, content_type="application/json")
+
+    def _reply(self, status: int, body: bytes, content_type: str = "text/plain", preflight: bool = False) -> None:
+        self.send_response(status)
+        origin = self.headers.get("Origin")
+        if origin and origin in self.owner.cors_origins:
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Allow-Credentials", "true")
+            self.send_header("Vary", "Origin")
+            if preflight:
+                self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
+                self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
+        if body:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; keys and namespace from the environment."""
+    from ratchet.payloads.converter import claim_check_codec, payload_codec
+    from ratchet.ops.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"ratchet codec-server: {exc}", flush=True)
+        return 2
+    codec, claim_check = payload_codec(settings), claim_check_codec(settings)
+    if codec is None and claim_check is None:
+        print("ratchet codec-server: neither RATCHET_CODEC_KEYS nor the claim check (RATCHET_CLAIM_CHECK_BYTES) "
+              "is set; there is nothing to decode", flush=True)
+        return 2
+    origins = tuple(o.strip() for o in args.cors_origin.split(",") if o.strip())
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with CodecServer(codec, args.host, args.port, origins, settings.temporal_namespace, claim_check) as server:
+        keys = f"keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}" if codec else "no encryption"
+        claims = f"claim checks from {settings.artifact_dir}" if claim_check else "no claim check"
+        print(
+            f"ratchet codec server on {server.url} for namespace {settings.temporal_namespace!r} "
+            f"({keys}; {claims}; CORS {', '.join(origins) or 'off'})",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            pass
+    return 0

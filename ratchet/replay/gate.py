@@ -1,0 +1,115 @@
+"""`ratchet replay`: the deploy gate. Replays histories against today's workflow code.
+
+    ratchet replay tests/histories                       # committed JSON histories (files or folders)
+    ratchet replay --server --query 'WorkflowType="AgentWorkflow"' --limit 50   # live runs
+
+Every history gets one verdict: `ok`; NONDETERMINISTIC (today's code takes another path than
+the history); FAILED (today's code raises while replaying it); or ERROR (the tool could not get
+the history: unreadable file, bad JSON, server unreachable), with the reason. Replay failures
+are located in the agent's terms, "step 7, model call" (ratchet/divergence.py). The engine is
+ratchet/replayer.py; this module is the command, and stays light because `ratchet` builds its
+argument parser for every command.
+
+Exit status: 0 every history replayed, 1 any replay failure, 2 a tool error and no replay failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+OK, NONDETERMINISTIC, FAILED, ERROR = "ok", "NONDETERMINISTIC", "FAILED", "ERROR"
+DEFAULT_QUERY = 'WorkflowType="AgentWorkflow"'
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    """One history's verdict. `divergence` is in agent terms; `detail` is the reason, one line."""
+
+    workflow_id: str
+    source: str
+    events: int = 0
+    result: str = OK
+    divergence: str = ""
+    detail: str = ""
+
+
+def stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def replay_paths(
+    paths: Sequence[str | Path],
+    workflows: Sequence[type] | None = None,
+    server_query: str | None = None,
+    limit: int = 100,
+    progress: Progress = stderr,
+) -> list[Outcome]:
+    """Replay history files/folders (and, with `server_query`, live runs) against `workflows`
+    (default: the worker's AgentWorkflow). Settings (TEMPORAL_*, RATCHET_CODEC_KEYS) from the
+    environment, as the worker reads them."""
+    from ratchet.replay import replayer
+    from ratchet.payloads.converter import data_converter
+    from ratchet.ops.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        return [Outcome("-", "settings", result=ERROR, detail=str(exc))]
+    items = [replayer.load_file(path) for path in replayer.history_files(paths)]
+    if server_query is not None:
+        items += await replayer.server_histories(settings, server_query, limit, progress)
+    progress(f"replaying {sum(not isinstance(i, Outcome) for i in items)} histories")
+    return await replayer.replay(items, data_converter(settings), workflows, progress)
+
+
+def exit_code(outcomes: Sequence[Outcome]) -> int:
+    results = {o.result for o in outcomes}
+    if results & {NONDETERMINISTIC, FAILED}:
+        return 1
+    return 2 if ERROR in results or not outcomes else 0
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    """Aligned columns, then the full reason of each replay failure."""
+    rows = [("WORKFLOW ID", "EVENTS", "RESULT", "FIRST DIVERGENCE")]
+    for o in outcomes:
+        where = o.detail if o.result == ERROR else o.divergence
+        rows.append((o.workflow_id, str(o.events) if o.events else "-", o.result, where))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+    reasons = [f"{o.workflow_id} ({o.source}): {o.detail}" for o in outcomes if o.result in (NONDETERMINISTIC, FAILED)]
+    return "\n".join([line.rstrip() for line in lines] + ([""] + reasons if reasons else []))
+
+
+async def run(args: argparse.Namespace, workflows: Sequence[type] | None = None) -> int:
+    """The whole command: replay, print the table, return the exit status."""
+    query = args.query if args.server else None
+    outcomes = await replay_paths(args.paths, workflows, query, args.limit)
+    if not outcomes:
+        stderr("ratchet replay: no histories found")
+        return 2
+    print(table(outcomes), flush=True)
+    return exit_code(outcomes)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", help="JSON history files, or folders of them")
+    parser.add_argument("--server", action="store_true", help="also replay runs from TEMPORAL_ADDRESS")
+    parser.add_argument("--query", default=DEFAULT_QUERY, help=f"visibility query (default: {DEFAULT_QUERY})")
+    parser.add_argument("--limit", type=int, default=100, help="at most this many server runs (default: 100)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.paths and not args.server:
+        stderr("ratchet replay: give history files or folders, or --server")
+        return 2
+    # The SDK logs the traceback of every workflow task that fails in replay; the table says it.
+    logging.getLogger("temporalio.worker._workflow_instance").setLevel(logging.ERROR)
+    return asyncio.run(run(args))
