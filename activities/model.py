@@ -13,27 +13,22 @@ from typing import Any
 
 import openai
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from ratchet.activities.heartbeat import heartbeating
 from ratchet.stores.ledger import EntryStatus, Ledger
 from ratchet.models.errors import classify
-from ratchet.activities.prepare import RunPreparer
 from ratchet.models.scripted import scripted_reply
 from ratchet.stores.artifacts import ArtifactStore, get_json
 from ratchet.core import keys
 from ratchet.stores import transcripts
-from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, RunPlan, ToolCallRequest, Usage
+from ratchet.contracts import ArtifactRef, Message, ModelCallConfig, ModelReply, ModelRequest, ToolCallRequest, Usage
+from ratchet.ops.metrics import note_model_settings
 from ratchet.ops.settings import Settings
 from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 
 class ModelActivities:
-    def __init__(
-        self, settings: Settings, artifacts: ArtifactStore, ledger: Ledger | None = None,
-        preparer: RunPreparer | None = None,
-    ) -> None:
-        self.preparer = preparer
+    def __init__(self, settings: Settings, artifacts: ArtifactStore, ledger: Ledger | None = None) -> None:
         self.settings = settings
         self.artifacts = artifacts
         self.ledger = ledger
@@ -57,46 +52,20 @@ class ModelActivities:
     async def call(self, req: ModelRequest) -> ModelReply:
         """One model turn. A reply that arrived but whose completion was lost (worker crash) is
         in the ledger under the call's key: the retry returns it instead of paying twice."""
-        if req.key is None:
-            req.key = keys.model_key(activity.info().workflow_id, req.step)
-        plan = None
-        if req.first is not None:  # before the ledger: planning claims the workflow id for this run
-            assert self.preparer is not None, "this worker cannot plan runs"
-            plan = await self.preparer.prepare(req.first)
-            req.call_ref = plan.call_ref
-            req.new_messages = [
-                Message(role="system", content=plan.system_prompt), Message(role="user", content=req.first.run.objective),
-            ]
+        key = keys.model_key(activity.info().workflow_id, req.step)
+        config = self._config(req.call_ref)
+        note_model_settings(config.settings)
         if self.ledger is not None:
-            entry = self.ledger.begin(req.key)
+            entry = self.ledger.begin(key)
             if entry is not None and entry.status == EntryStatus.COMPLETED:
-                return self._recorded(req, ModelReply.model_validate(entry.result), plan)
+                return ModelReply.model_validate(entry.result)
         async with heartbeating():
-            reply = await self._call(req)
-        reply.plan = plan
+            reply = await self._call(req, key, config)
         if self.ledger is not None:
-            self.ledger.complete(req.key, reply.model_dump(mode="json"))
+            self.ledger.complete(key, reply.model_dump(mode="json"))
         return reply
 
-    def _recorded(self, req: ModelRequest, reply: ModelReply, plan: RunPlan | None) -> ModelReply:
-        """A reply the ledger holds for this call. If its transcript's header does not name the
-        run's call_ref (recorded by a worker from before transcript segments, or by an earlier run
-        of the chain with other settings), it is written again as a segment that does, so the
-        run's next request can leave call_ref out."""
-        config_ref, config = self._config(req)
-        req.settings = config.settings  # for the metrics interceptor
-        if plan is not None:  # recorded by an earlier run of the chain planned by run.prepare
-            reply.plan = reply.plan or plan
-        if config_ref is not None:
-            if self._call_ref_of(reply.transcript) != config_ref:
-                messages = transcripts.read_all(self.artifacts, reply.transcript)
-                reply.transcript = transcripts.write(self.artifacts, Conversation(), config_ref, messages, prev=None).digest
-            reply.headed = True
-        return reply
-
-    async def _call(self, req: ModelRequest) -> ModelReply:
-        config_ref, config = self._config(req)
-        req.settings = config.settings  # resolved in place: the metrics interceptor prices the call by it
+    async def _call(self, req: ModelRequest, key: str, config: ModelCallConfig) -> ModelReply:
         keep = config.settings.context_messages
         base = self._conversation(req, keep)
         new = [self._inline(m) for m in req.new_messages]
@@ -106,41 +75,25 @@ class ModelActivities:
             message, usage = scripted_reply(self._script(config.settings.script_ref), base.turns + _turns(new), sent, req.step)
             finish, model = None, ""
         else:
-            message, usage, finish, model = await self._openai(req, config, sent)
+            message, usage, finish, model = await self._openai(key, config, sent)
         added = new + [message]
-        ref = transcripts.write(self.artifacts, base, config_ref, added, prev=req.transcript)
-        self.transcripts.put(ref.digest, base.extended(added, ref.digest, ref.size or 0, keep, config_ref), owner=_owner())
+        ref = transcripts.write(self.artifacts, base, added, prev=req.transcript)
+        self.transcripts.put(ref.digest, base.extended(added, ref.digest, ref.size or 0, keep), owner=_owner())
         natural = "tool_calls" if message.tool_calls else "stop"
         return ModelReply(  # finish reason and model only when the message and settings do not say them
-            message=message, usage=usage, transcript=ref.digest, headed=config_ref is not None,
+            message=message, usage=usage, transcript=ref.digest,
             finish_reason=None if finish in (None, natural) else finish,
             model="" if model == config.settings.model else model,
         )
 
-    def _config(self, req: ModelRequest) -> tuple[str | None, ModelCallConfig]:
-        """The run's settings and tool schemas: one artifact per run, parsed once per worker. Its
-        digest is in the request, or else in the header of the transcript the request builds on."""
-        call_ref = req.call_ref or (self._call_ref_of(req.transcript) if req.transcript else None)
-        if call_ref is None:
-            if req.settings is None or req.tools_ref is None:
-                raise ApplicationError(
-                    "model request has no call_ref and no settings, and its transcript names no call_ref",
-                    type="InvalidModelRequest", non_retryable=True,
-                )
-            return None, ModelCallConfig(settings=req.settings, tools=get_json(self.artifacts, req.tools_ref))
+    def _config(self, call_ref: str) -> ModelCallConfig:
+        """The run's settings and tool schemas: one artifact per run, parsed once per worker."""
         load = lambda: ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(call_ref)))  # noqa: E731
-        return call_ref, _cached(self.configs, call_ref, load, limit=256)
+        return _cached(self.configs, call_ref, load, limit=256)
 
     def _script(self, ref: ArtifactRef) -> list:
         """A scripted run's replies, read once per worker (a 5,000-reply script: 12 ms a call)."""
         return _cached(self.scripts, ref.digest, lambda: get_json(self.artifacts, ref), limit=64)
-
-    def _call_ref_of(self, transcript: str) -> str | None:
-        """The call_ref a transcript's header names (None: a transcript from before segments)."""
-        cached = self.transcripts.get(transcript)
-        if cached is not None:
-            return cached.call_ref
-        return transcripts.read_segment(self.artifacts, transcript).call_ref
 
     def _conversation(self, req: ModelRequest, keep: int | None) -> Conversation:
         """The conversation the request builds on, as much of it as the call sends."""
@@ -160,7 +113,7 @@ class ModelActivities:
         full = self.artifacts.get(message.content_ref).decode(errors="replace")
         return message.model_copy(update={"content": full, "content_ref": None})
 
-    async def _openai(self, req: ModelRequest, config: ModelCallConfig, transcript: list[Message]):
+    async def _openai(self, key: str, config: ModelCallConfig, transcript: list[Message]):
         settings = config.settings
         kwargs: dict[str, Any] = {}
         if settings.temperature is not None:
@@ -174,7 +127,7 @@ class ModelActivities:
                 model=settings.model,
                 messages=[to_openai(m) for m in transcript],
                 timeout=settings.timeout_s,
-                extra_headers={"Idempotency-Key": req.key or ""},
+                extra_headers={"Idempotency-Key": key},
                 **kwargs,
             )
             choice = completion.choices[0]

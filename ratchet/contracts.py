@@ -96,20 +96,6 @@ class ArtifactRef(BaseModel):
         return cls(digest=digest, media_type="application/json")
 
 
-class HasTranscript(BaseModel):
-    """A model with a `transcript` digest. Payloads recorded before transcripts travelled as bare
-    digests carry `"transcript_ref": {"digest": ...}` instead; they still validate."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_transcript_ref(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "transcript_ref" in data:
-            data = dict(data)
-            ref = data.pop("transcript_ref")
-            data.setdefault("transcript", ref.get("digest") if isinstance(ref, dict) else ref)
-        return data
-
-
 # --- the scripted provider's script ----------------------------------------------------------
 
 
@@ -271,8 +257,6 @@ class RunPlan(BaseModel):
     system_prompt: str
     model: ModelSettings
     tools: list[ToolSpec]
-    tools_ref: ArtifactRef | None = None
-    """Tool schemas alone: plans made before `call_ref` (which holds them now)."""
     budget: Budget
     workspace: str
     max_bad_tool_calls: int = 5
@@ -285,7 +269,7 @@ class RunPlan(BaseModel):
     on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
     continue_as_new_events: int = 10_000
     search_attributes: bool = True
-    call_ref: str | None = None
+    call_ref: str
     """Digest of the run's `ModelCallConfig` artifact: what every model request of the run shares."""
 
 
@@ -335,25 +319,18 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
-class ModelRequest(HasTranscript):
+class ModelRequest(BaseModel):
     """Only what is new since the previous call: the conversation so far is the `transcript`
-    artifact, settings and tool schemas the run's `call_ref` artifact (both digests)."""
+    artifact, settings and tool schemas the run's `call_ref` artifact (both digests). The
+    idempotency key is `{workflow id}/{step}/model`, made by the activity from its own info."""
 
     step: int
     new_messages: list[Message]
+    call_ref: str
     transcript: str | None = None
-    call_ref: str | None = None
-    key: str | None = None
-    """The idempotency key; absent: `{workflow id}/{step}/model` from the activity's own info."""
-    settings: ModelSettings | None = None
-    tools_ref: ArtifactRef | None = None
-    """`settings` and `tools_ref` instead of `call_ref`: requests of runs planned before it existed."""
-    first: PrepareRun | None = None
-    """Step 1 of a new run: plan it first (as run.prepare), then start the conversation with the
-    profile's system prompt and the objective; the reply carries the plan."""
 
 
-class ModelReply(HasTranscript):
+class ModelReply(BaseModel):
     message: Message
     usage: Usage
     transcript: str
@@ -363,11 +340,6 @@ class ModelReply(HasTranscript):
     "tool_calls" or "stop"."""
     model: str = ""
     """Only when the provider names another model than the run's settings (e.g. a dated snapshot)."""
-    headed: bool = False
-    """`transcript` is a segment whose header names the run's call_ref, so the next request may
-    leave call_ref out. False in replies recorded before transcript segments."""
-    plan: RunPlan | None = None
-    """The run's plan, in the reply to a request with `first`."""
 
 
 # --- tool activities -------------------------------------------------------------------------
@@ -468,7 +440,7 @@ class VerifyResult(BaseModel):
     """Manifest {path: ArtifactRef} of every workspace file, for forks."""
 
 
-class Checkpoint(HasTranscript):
+class Checkpoint(BaseModel):
     id: str
     step: int
     created_at: str
@@ -569,7 +541,7 @@ class BudgetUsed(BaseModel):
     tool_calls: int = 0
 
 
-class AgentState(HasTranscript):
+class AgentState(BaseModel):
     workflow_id: str
     run: AgentRun
     plan: RunPlan | None = None
@@ -582,9 +554,6 @@ class AgentState(HasTranscript):
     messages_base: int = 0
     transcript: str | None = None
     """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
-    headed_transcript: str | None = None
-    """The last transcript a reply said names the run's call_ref (`ModelReply.headed`): a request
-    building on it leaves call_ref out (ratchet/transcripts.py)."""
     unsent: int = 0
     """Index (counted from the first message of the run, like `messages_len`) of the first message
     the model has not seen."""

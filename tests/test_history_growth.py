@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 from statistics import mean
 
-from temporalio import activity
-
-from ratchet.stores import transcripts
-from ratchet.stores.artifacts import put_json
-from ratchet.contracts import ModelReply, ModelRequest, Phase
+from ratchet.contracts import Phase
 from tests.runs import scripted, start
-from ratchet.worker.main import Activities, build_worker
+from ratchet.worker.main import build_worker
 
 
 def bytes_per_step(history) -> list[int]:
@@ -39,8 +35,8 @@ async def test_bytes_per_step_stay_flat_over_100_steps(client, settings):
 
 
 async def test_a_model_call_sends_the_runs_config_once_and_replies_only_what_the_message_does_not_say(client, settings, worker):
-    """Settings and tool schemas (call_ref) travel once: later requests build on a transcript whose
-    header names them. A reply names no finish reason or model its message and settings already say."""
+    """Settings and tool schemas travel as one digest (call_ref), never inline. A reply names no
+    finish reason or model its message and settings already say."""
     script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(3)] + [{"content": "done"}]
     handle = await start(client, settings, scripted("probe", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
@@ -54,45 +50,10 @@ async def test_a_model_call_sends_the_runs_config_once_and_replies_only_what_the
         if event.HasField("activity_task_completed_event_attributes"):
             if event.activity_task_completed_event_attributes.scheduled_event_id in scheduled:
                 replies.append(json.loads(event.activity_task_completed_event_attributes.result.payloads[0].data))
-    assert len(requests) == 4 and "first" in requests[0] and "call_ref" not in requests[0]
-    assert all("call_ref" not in r and "settings" not in r and r["transcript"] for r in requests[1:])
+    assert len(requests) == 4 and all(len(r["call_ref"]) == 64 and "settings" not in r for r in requests)
+    assert "transcript" not in requests[0] and all(r["transcript"] for r in requests[1:])
     assert all("finish_reason" not in r and "model" not in r for r in replies)
     assert [r["transcript"] for r in replies[:-1]] == [r["transcript"] for r in requests[1:]]
-
-
-class StepOneFromAnOldWorker(Activities):
-    """Step 1's model call answered as a worker from before transcript segments answered it: the
-    whole conversation as one JSON list, and a reply that does not say its transcript names call_ref."""
-
-    def all(self) -> list:
-        model = self.model
-
-        @activity.defn(name="model.call")
-        async def call(req: ModelRequest) -> ModelReply:
-            reply = await model.call(req)
-            if req.step == 1:
-                messages = transcripts.read_all(model.artifacts, reply.transcript)
-                reply.transcript = put_json(model.artifacts, [m.model_dump(exclude_defaults=True) for m in messages]).digest
-                reply.headed = False
-            return reply
-
-        return [call, *(a for a in super().all() if a != model.call)]
-
-
-async def test_a_run_whose_last_reply_came_from_an_older_worker_sends_call_ref_again(client, settings):
-    """Upgrading workers mid-run: the new code must not leave call_ref out of a request that builds
-    on a transcript the old code wrote (it names none); the next one can again."""
-    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(2)] + [{"content": "ok"}]
-    async with build_worker(client, settings, StepOneFromAnOldWorker(settings, client)):
-        handle = await start(client, settings, scripted("probe", script, workspace="w"))
-        assert (await handle.result()).answer == "ok"
-    requests = [
-        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
-        async for e in handle.fetch_history_events()
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "model.call"
-    ]
-    assert ["call_ref" in r for r in requests] == [False, True, False]
 
 
 async def test_a_large_tool_output_stays_out_of_history(client, settings, worker):

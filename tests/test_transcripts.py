@@ -27,8 +27,8 @@ def run_of(store, steps: int, keep: int | None = None) -> tuple[str, Conversatio
     for i in range(steps):
         added = [Message(role="system", content="sys"), Message(role="user", content="goal")] if i == 0 else []
         added += step_messages(i)[1:] if i == 0 else step_messages(i)
-        ref = transcripts.write(store, base, "c" * 64, added, prev=digest)
-        base, digest = base.extended(added, ref.digest, ref.size or 0, keep, "c" * 64), ref.digest
+        ref = transcripts.write(store, base, added, prev=digest)
+        base, digest = base.extended(added, ref.digest, ref.size or 0, keep), ref.digest
         sizes.append(ref.size)
     return digest, base, sizes
 
@@ -39,7 +39,7 @@ def test_each_call_writes_only_its_messages_and_the_digest_names_the_whole_conve
     assert max(sizes[2:]) - min(sizes[2:]) <= 8, "a segment does not grow with the conversation"
     conversation = transcripts.read(store, digest)
     assert conversation.count == base.count == 2 + 1 + 29 * 2 and conversation.complete
-    assert conversation.turns == base.turns == 30 and conversation.call_ref == "c" * 64
+    assert conversation.turns == base.turns == 30
     assert transcripts.read_all(store, digest) == base.head + base.tail
 
 
@@ -67,8 +67,8 @@ def test_a_pinned_message_stays_in_the_window_after_the_window_moved_past_it(tmp
             added.append(step_messages(0)[1])
         if i == 10:
             added.append(Message(role="user", content="the fork's goal", pinned=True))
-        ref = transcripts.write(store, base, None, added, prev=digest)
-        base, digest = base.extended(added, ref.digest, ref.size or 0, 4, None), ref.digest
+        ref = transcripts.write(store, base, added, prev=digest)
+        base, digest = base.extended(added, ref.digest, ref.size or 0, 4), ref.digest
     sent = base.window(4)
     assert [m.content for m in sent[:3]] == ["sys", "goal", "the fork's goal"] and len(sent) == 3 + 3
     read = transcripts.read(store, digest, keep=4)
@@ -76,25 +76,10 @@ def test_a_pinned_message_stays_in_the_window_after_the_window_moved_past_it(tmp
     assert [m.content for m in transcripts.read(store, digest).window(None)].count("the fork's goal") == 1
 
 
-def test_a_whole_conversation_list_from_before_segments_still_reads_and_can_be_built_on(tmp_path):
-    store = DirectoryArtifactStore(tmp_path)
-    legacy = put_json(store, [m.model_dump(exclude_defaults=True) for m in said("a", "b")])
-    base = transcripts.read(store, legacy.digest)
-    assert base.call_ref is None and base.count == 2 and base.turns == 1 and base.root == legacy.digest
-    digest = legacy.digest
-    for text in "cdefg":
-        ref = transcripts.write(store, base, "d" * 64, said(text), prev=digest)
-        base, digest = base.extended(said(text), ref.digest, ref.size or 0, None, "d" * 64), ref.digest
-    assert [m.content for m in transcripts.read_all(store, digest)] == list("abcdefg")
-    windowed = transcripts.read(store, digest, keep=2)  # stops before the list: the head comes from it
-    assert not windowed.complete and windowed.head == base.head and [m.content for m in windowed.tail] == list("defg")
-    assert windowed.root == legacy.digest and windowed.call_ref == "d" * 64 and windowed.count == 7
-
-
 def test_a_segment_whose_count_disagrees_with_its_chain_is_reported_not_read_short(tmp_path):
     store = DirectoryArtifactStore(tmp_path)
-    first = transcripts.write(store, Conversation(), None, said("a"), prev=None)
-    wrong = transcripts.write(store, Conversation(count=5), None, said("b"), prev=first.digest)
+    first = transcripts.write(store, Conversation(), said("a"), prev=None)
+    wrong = transcripts.write(store, Conversation(count=5), said("b"), prev=first.digest)
     with pytest.raises(ValueError, match="broken: 2 messages, its header says 6"):
         transcripts.read(store, wrong.digest)
     not_a_transcript = put_json(store, {"hello": 1})

@@ -92,7 +92,7 @@ class Activities:
         tools = tools or default_registry
         ledger = SqliteLedger(settings.ledger_path)
         self.preparer = RunPreparer(settings, profiles or default_profiles, tools, artifacts, ledger)
-        self.model = ModelActivities(settings, artifacts, ledger, self.preparer)
+        self.model = ModelActivities(settings, artifacts, ledger)
         self.tools = ToolActivities(tools, settings.workspace_root, artifacts, ledger, settings)
         self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client)
 

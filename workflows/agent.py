@@ -26,9 +26,9 @@ with workflow.unsafe.imports_passed_through():
     from ratchet.core import budget as budgets
     from ratchet.core import keys
     from ratchet.contracts import (
-        AgentResult, AgentRun, AgentState, ApproveRequest, BudgetUsed, Checkpoint, Continuation, Decision, Effect,
+        AgentResult, AgentRun, AgentState, ApproveRequest, Checkpoint, Continuation, Decision, Effect,
         EffectClass, EffectStatus, FailurePolicy, LoadCheckpoint, Message, ModelReply, ModelRequest,
-        ModelSettings, PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
+        PendingApproval, Phase, PrepareRun, RejectRequest, RollbackPlanItem, RollbackReport,
         RollbackRequest, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
         Transcript, TranscriptPage, VerifyRequest, VerifyResult, scrub_text, valid_unicode,
     )
@@ -47,8 +47,6 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
 SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
 SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
-SEARCH_ATTRIBUTES_PATCH = "search-attributes-v1"
-PLAN_IN_FIRST_CALL_PATCH = "plan-in-first-call-v1"
 
 
 class RunFailed(Exception):
@@ -68,7 +66,6 @@ class AgentWorkflow:
         self._rollbacks: list[tuple[int, RollbackRequest]] = []
         self._rollback_done: dict[int, RollbackReport] = {}
         self._next_request = 0
-        self._publish_enabled = False
         self._published: tuple | None = None
         self._early_inbox: list[str] = []
         self._early_paused: bool | None = None
@@ -76,35 +73,27 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        self._publish_enabled = self._search_attributes_patch()
         parsed = parse_run(raw)
         if isinstance(parsed, Continuation):
             self._state = state = parsed.continuation
             state.continued += 1
-            # the first request of a run sends call_ref: a handover from older code may name a
-            # transcript as headed that is not (one call_ref per run of the chain)
-            state.headed_transcript = None
             self._take_early_signals(state)
         else:
             self._state = state = AgentState(
                 workflow_id=workflow.info().workflow_id, run=parsed, started_at=workflow.now().isoformat()
             )
             self._take_early_signals(state)
-            if not self._plan_in_first_call(parsed):
-                state.plan = plan = await self._prepare(parsed)
-                state.messages = [
-                    Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
-                ]
-        first: ModelReply | None = None
+            state.plan = plan = await self._prepare(parsed)
+            state.messages = [
+                Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
+            ]
+        plan = state.plan
+        assert plan is not None
         try:
-            if state.plan is None:
-                first = await self._plan_and_think(state, state.run)
-            plan = state.plan
-            assert plan is not None
             if not isinstance(parsed, Continuation) and parsed.resume_from is not None:
                 await self._fork(state, plan)
             self._publish(state, plan)
-            return await self._loop(state, plan, first)
+            return await self._loop(state, plan)
         except RunFailed as failure:
             await self._apply_failure_policy(state, state.plan, str(failure))
             phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
@@ -121,23 +110,6 @@ class AgentWorkflow:
         state.inbox[:0] = self._early_inbox
         if self._early_paused is not None:
             state.paused = self._early_paused
-
-    def _plan_in_first_call(self, run: AgentRun) -> bool:
-        """A new run is planned by its first model call (one activity round trip less than
-        run.prepare first), unless it forks, was paused or messaged before it began, or has no
-        cost budget left (a child of a parent that spent it: no paid call at all). Histories from
-        before the patch replay with run.prepare."""
-        if run.resume_from is not None or self._early_inbox or self._early_paused:
-            return False
-        if run.budget is not None and run.budget.max_cost_usd is not None and run.budget.max_cost_usd <= 0:
-            return False
-        return workflow.patched(PLAN_IN_FIRST_CALL_PATCH)
-
-    def _search_attributes_patch(self) -> bool:
-        """The versioning example: search attributes came after the first runs were recorded.
-        New runs record the patch marker and publish them; histories from before the change
-        replay without them. Decided first, before any other command of the run."""
-        return workflow.patched(SEARCH_ATTRIBUTES_PATCH)
 
     # --- queries and updates -------------------------------------------------------------
 
@@ -259,30 +231,24 @@ class AgentWorkflow:
             "messages": None, "effects_len": 0, "messages_len": checkpoint.messages_len + 1,
         })]
 
-    async def _loop(self, state: AgentState, plan: RunPlan, first: ModelReply | None = None) -> AgentResult:
-        """`first`: step 1's reply when the first model call also planned the run."""
-        reply = first
-        spent_before_start = budgets.exhausted(plan.budget, BudgetUsed(), 0.0) if first is not None else None
-        if spent_before_start:  # a profile budget of zero: the first call was made, nothing acts on it
-            return self._finish(Phase.BUDGET_EXHAUSTED, error=spent_before_start)
+    async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
         while True:
-            if reply is None:
-                if await self._serve_rollbacks(state, plan):
-                    return self._finish(Phase.ROLLED_BACK)
-                if state.paused:
-                    await self._wait_while_paused(state, plan)
-                    continue
+            if await self._serve_rollbacks(state, plan):
+                return self._finish(Phase.ROLLED_BACK)
+            if state.paused:
+                await self._wait_while_paused(state, plan)
+                continue
+            self._deliver_inbox(state)
+            if self._should_continue_as_new(plan):
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 self._deliver_inbox(state)
-                if self._should_continue_as_new(plan):
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                    self._deliver_inbox(state)
-                    workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
-                reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
-                if reason:
-                    return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
-                state.step += 1
-                state.used.steps += 1
-                reply = await self._think(state, plan)
+                workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
+            reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
+            if reason:
+                return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
+            state.step += 1
+            state.used.steps += 1
+            reply = await self._think(state, plan)
             if not reply.message.tool_calls:
                 state.answer = reply.message.content or ""
                 return self._finish(Phase.DONE)
@@ -291,7 +257,6 @@ class AgentWorkflow:
             changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
             if plan.verifier is not None and changed:
                 await self._verify(state, plan)
-            reply = None
 
     async def _wait_while_paused(self, state: AgentState, plan: RunPlan) -> None:
         """Costs nothing but history while paused; a rollback request is served while paused."""
@@ -311,9 +276,8 @@ class AgentWorkflow:
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= plan.continue_as_new_events
 
     def _publish(self, state: AgentState, plan: RunPlan) -> None:
-        """Search attributes for `temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`.
-        Guarded by a patch: histories recorded before they existed replay without them."""
-        if not plan.search_attributes or not self._publish_enabled:
+        """Search attributes for `temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`."""
+        if not plan.search_attributes:
             return
         phase = state.phase if state.phase in (Phase.AWAITING_APPROVAL, Phase.PAUSED) or state.phase.terminal else "RUNNING"
         wanted = (state.run.agent, str(phase), bool(state.pending_approvals))
@@ -328,12 +292,7 @@ class AgentWorkflow:
     async def _think(self, state: AgentState, plan: RunPlan) -> ModelReply:
         state.phase = Phase.THINKING
         unsent = state.messages[state.unsent - state.messages_base :]
-        request = ModelRequest(step=state.step, transcript=state.transcript, new_messages=unsent)
-        if plan.call_ref is not None:  # the key: {workflow id}/{step}/model, made by the activity
-            if state.transcript is None or state.transcript != state.headed_transcript:
-                request.call_ref = plan.call_ref  # else the transcript's header names it
-        else:  # a run planned before call_ref existed
-            request.key, request.settings, request.tools_ref = keys.model_key(state.workflow_id, state.step), plan.model, plan.tools_ref
+        request = ModelRequest(step=state.step, call_ref=plan.call_ref, transcript=state.transcript, new_messages=unsent)
         try:
             reply = await workflow.execute_activity(
                 "model.call", request, result_type=ModelReply,
@@ -344,42 +303,11 @@ class AgentWorkflow:
         except ActivityError as err:
             _raise_if_cancelled(err)
             raise RunFailed(f"step {state.step}: model call failed: {_cause(err)}") from None
-        return self._add_reply(state, plan, reply)
-
-    def _add_reply(self, state: AgentState, plan: RunPlan, reply: ModelReply) -> ModelReply:
-        """A model reply joins the conversation: its cost, its message, the transcript it extends."""
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
         state.transcript = reply.transcript
-        state.headed_transcript = reply.transcript if reply.headed else None
         state.unsent = state.message_count
         return reply
-
-    async def _plan_and_think(self, state: AgentState, run: AgentRun) -> ModelReply:
-        """Step 1 of a new run: one model.call that resolves the run's plan on the worker (as
-        run.prepare would), starts the conversation (system prompt, objective) and answers it."""
-        state.phase = Phase.THINKING
-        state.step = state.used.steps = 1
-        info = workflow.info()
-        request = ModelRequest(
-            step=1, new_messages=[], first=PrepareRun(run=run, workflow_id=info.workflow_id, chain=info.first_execution_run_id)
-        )
-        timeout_s = (run.model.timeout_s if run.model and run.model.timeout_s else ModelSettings().timeout_s) + 60
-        try:
-            reply = await workflow.execute_activity(
-                "model.call", request, result_type=ModelReply, start_to_close_timeout=timedelta(seconds=timeout_s),
-                retry_policy=MODEL_RETRY, summary=f"plan agent {run.agent}; step 1: model call",
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            )
-        except ActivityError as err:
-            _raise_if_cancelled(err)
-            if isinstance(err.cause, ApplicationError) and err.cause.type in ("InvalidInput", "InvalidProfile"):
-                raise ApplicationError(_cause(err), type="InvalidInput", non_retryable=True) from None
-            raise RunFailed(f"step 1: model call failed: {_cause(err)}") from None
-        assert reply.plan is not None, "a first model call returns the run's plan"
-        state.plan = plan = reply.plan
-        state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
-        return self._add_reply(state, plan, reply)
 
     async def _act(self, state: AgentState, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
         state.phase = Phase.ACTING

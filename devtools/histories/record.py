@@ -42,7 +42,7 @@ from ratchet.ops.process import exit_now
 from ratchet.ops.settings import Settings
 from ratchet.testing.openai_server import OpenAIServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "histories"
 IDENTITY = "ratchet-record-histories"
 API_KEY = "histories-key"

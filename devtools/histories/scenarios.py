@@ -222,16 +222,3 @@ async def continue_as_new(rec: Recorder) -> None:
     result = await handle.result()
     state = await handle.query("state", result_type=AgentState)
     expect(ended(result, Phase.DONE) and state.continued >= 1, "DONE after continuing as new", state.continued)
-
-
-@scenario("pre-search-attributes")
-async def pre_search_attributes(rec: Recorder) -> None:
-    """Recorded by the code from before the search-attributes patch (workflows/legacy.py)."""
-    from ratchet.workflows.legacy import PreSearchAttributesAgentWorkflow
-    from ratchet.worker.main import build_worker
-
-    queue = f"{TASK_QUEUE}-legacy"
-    settings = rec.settings.model_copy(update={"task_queue": queue})
-    async with build_worker(rec.client, settings, workflows=[PreSearchAttributesAgentWorkflow]):
-        handle = await _start(rec, "pre-search-attributes", scripted("probe", [probe_call(label="old"), {"content": "old"}], workspace="old"), queue)
-        expect(ended(await handle.result(), Phase.DONE), "DONE", "legacy run")

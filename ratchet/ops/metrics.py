@@ -23,6 +23,7 @@ ledger already held (a retry after a worker crash) is counted once more, without
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 from temporalio import activity
@@ -57,16 +58,30 @@ class MetricsInterceptor(Interceptor):
         return _MetricsActivityInbound(next)
 
 
+_model_settings: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("ratchet_model_settings", default=None)
+
+
+def note_model_settings(settings: Any) -> None:
+    """Called by model.call with the run's resolved `ModelSettings`: the metrics of this call are
+    labelled and priced by them (the request carries only their digest)."""
+    holder = _model_settings.get()
+    if holder is not None:
+        holder[0] = settings
+
+
 class _MetricsActivityInbound(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         kind, _, name = activity.info().activity_type.partition(".")
-        arg = input.args[0] if input.args else None
+        holder: list[Any] = [None]
+        token = _model_settings.set(holder)
         try:
             result = await self.next.execute_activity(input)
         except (Exception, asyncio.CancelledError) as exc:
-            _failed(kind, name, arg, exc)
+            _failed(kind, name, holder[0], exc)
             raise
-        _succeeded(kind, name, arg, result)
+        finally:
+            _model_settings.reset(token)
+        _succeeded(kind, name, holder[0], result)
         return result
 
 
@@ -80,10 +95,10 @@ def _error_type(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _failed(kind: str, name: str, arg: Any, exc: BaseException) -> None:
+def _failed(kind: str, name: str, settings: Any, exc: BaseException) -> None:
     meter, error_type = _meter(), _error_type(exc)
     if kind == "model":
-        model = _model_name(arg)
+        model = _model_name(settings)
         meter.create_counter("ratchet_model_failures", "Failed model call attempts").add(
             1, {"model": model, "error_type": error_type}
         )
@@ -98,10 +113,10 @@ def _failed(kind: str, name: str, arg: Any, exc: BaseException) -> None:
         )
 
 
-def _succeeded(kind: str, name: str, arg: Any, result: Any) -> None:
+def _succeeded(kind: str, name: str, settings: Any, result: Any) -> None:
     meter = _meter()
     if kind == "model":
-        _model_call(meter, arg, result)
+        _model_call(meter, settings, result)
     elif kind == "tool":
         ok = bool(getattr(result, "ok", True))
         meter.create_counter("ratchet_tool_calls", "Tool call attempts").add(
@@ -120,16 +135,15 @@ def _succeeded(kind: str, name: str, arg: Any, result: Any) -> None:
         meter.create_counter("ratchet_verifications", "Verifier runs").add(1, {"passed": str(passed).lower()})
 
 
-def _model_call(meter: MetricMeter, request: Any, reply: Any) -> None:
+def _model_call(meter: MetricMeter, prices: Any, reply: Any) -> None:
     usage = getattr(reply, "usage", None)
-    model = getattr(reply, "model", "") or _model_name(request)
+    model = getattr(reply, "model", "") or _model_name(prices)
     meter.create_counter("ratchet_steps", "Model turns completed (agent steps)").add(1, {"model": model})
     if usage is None:
         return
     tokens = meter.create_counter("ratchet_model_tokens", "Model tokens", "tokens")
     tokens.add(usage.prompt_tokens, {"model": model, "kind": "prompt"})
     tokens.add(usage.completion_tokens, {"model": model, "kind": "completion"})
-    prices = getattr(request, "settings", None)
     if prices is not None:
         cost = (
             usage.prompt_tokens * prices.usd_per_1k_prompt_tokens
@@ -140,9 +154,8 @@ def _model_call(meter: MetricMeter, request: Any, reply: Any) -> None:
         )
 
 
-def _model_name(request: Any) -> str:
+def _model_name(settings: Any) -> str:
     """The model the run's settings name (a reply names one only when the provider ran another)."""
-    settings = getattr(request, "settings", None)
     if getattr(settings, "provider", None) == "scripted":
         return "scripted"
     return str(getattr(settings, "model", "") or "unknown")

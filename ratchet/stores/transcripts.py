@@ -5,17 +5,14 @@ the model's reply) and the digest of the segment before it. A step writes only i
 not the whole conversation, and a segment's digest still names the whole conversation up to it
 (a hash chain), so a request carries one digest however long the run is.
 
-A segment also names the run's model-call config (`call_ref`: settings and tool schemas), so a
-request based on a segment this run wrote need not carry it, and the chain's first segment
-(`root`), which starts with the system prompt and the objective: a model call that sends only
-the latest messages (`ModelSettings.context_messages`) reads the start and the end of the chain,
-not all of it. Pinned messages (a fork's objective) are always sent; each segment names the earlier
-segments that hold one (`pins`).
+A segment also names the chain's first segment (`root`), which starts with the system prompt and
+the objective: a model call that sends only the latest messages (`ModelSettings.context_messages`)
+reads the start and the end of the chain, not all of it. Pinned messages (a fork's objective) are
+always sent; each segment names the earlier segments that hold one (`pins`).
 
-Segment, as JSON: {"ratchet_transcript": 2, "prev": digest, "root": digest (both absent in the
+Segment, as JSON: {"ratchet_transcript": 1, "prev": digest, "root": digest (both absent in the
 first segment), "count": messages before this segment, "turns": assistant messages before it,
-"call_ref": digest, "pins": [digests], "messages": [...]}. Transcripts written before segments are the whole
-conversation as a JSON list; they read as a first segment.
+"pins": [digests], "messages": [...]}.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from dataclasses import dataclass, field
 from ratchet.stores.artifacts import ArtifactStore, put_json
 from ratchet.contracts import ArtifactRef, Message
 
-FORMAT = 2
+FORMAT = 1
 HEAD = 2
 """Messages every model call sees whatever its window: the system prompt and the objective."""
 
@@ -41,7 +38,6 @@ class Segment:
     """Messages in the conversation before this segment's."""
     turns: int = 0
     """Assistant messages in the conversation before this segment's."""
-    call_ref: str | None = None
     pins: list[str] = field(default_factory=list)
     """Earlier segments holding pinned messages (beyond the first two)."""
     size: int = 0
@@ -57,7 +53,6 @@ class Conversation:
     tail: list[Message] = field(default_factory=list)
     count: int = 0
     turns: int = 0
-    call_ref: str | None = None
     root: str | None = None
     """The first segment of the chain; None before the first model call."""
     pinned: list[tuple[int, Message]] = field(default_factory=list)
@@ -87,7 +82,7 @@ class Conversation:
         first = self.count - len(self.tail) + start  # the window's first message, counted from the start
         return self.head + [m for at, m in self.pinned if at < first] + self.tail[start:]
 
-    def extended(self, messages: list[Message], digest: str, size: int, keep: int | None, call_ref: str | None) -> Conversation:
+    def extended(self, messages: list[Message], digest: str, size: int, keep: int | None) -> Conversation:
         """This conversation with `messages` (one segment, named `digest`) added; a windowed one
         keeps between `keep` and 2 x `keep` of its latest messages."""
         head, tail = list(self.head), self.tail + messages
@@ -98,7 +93,7 @@ class Conversation:
         pinned = self.pinned + [(self.count + j, m) for j, m in enumerate(messages) if m.pinned and self.count + j >= HEAD]
         return Conversation(
             head=head, tail=tail, count=self.count + len(messages),
-            turns=self.turns + sum(m.role == "assistant" for m in messages), call_ref=call_ref,
+            turns=self.turns + sum(m.role == "assistant" for m in messages),
             root=self.root or digest, pinned=pinned,
             pin_segments=self.pin_segments + [digest] if len(pinned) > len(self.pinned) else self.pin_segments,
             size=(self.size + size) if keep is None else _estimate(head, tail),
@@ -109,7 +104,7 @@ def _estimate(head: list[Message], tail: list[Message]) -> int:
     return sum(len(m.content or "") + 200 for m in head + tail)
 
 
-def write(store: ArtifactStore, base: Conversation, call_ref: str | None, messages: list[Message], prev: str | None) -> ArtifactRef:
+def write(store: ArtifactStore, base: Conversation, messages: list[Message], prev: str | None) -> ArtifactRef:
     """One segment: `messages` added to `base`, the conversation named `prev`."""
     body: dict = {
         "ratchet_transcript": FORMAT, "count": base.count, "turns": base.turns,
@@ -118,8 +113,6 @@ def write(store: ArtifactStore, base: Conversation, call_ref: str | None, messag
     if prev is not None:
         body["prev"] = prev
         body["root"] = base.root or prev
-    if call_ref is not None:
-        body["call_ref"] = call_ref
     if base.pin_segments:
         body["pins"] = base.pin_segments
     return put_json(store, body)
@@ -128,13 +121,11 @@ def write(store: ArtifactStore, base: Conversation, call_ref: str | None, messag
 def read_segment(store: ArtifactStore, digest: str) -> Segment:
     raw = store.get(ArtifactRef.json(digest))
     body = json.loads(raw)
-    if isinstance(body, list):  # a whole conversation, written before segments
-        return Segment(messages=[Message.model_validate(m) for m in body], size=len(raw))
     if not isinstance(body, dict) or body.get("ratchet_transcript") != FORMAT:
         raise ValueError(f"artifact {digest[:12]} is not a transcript")
     return Segment(
         messages=[Message.model_validate(m) for m in body["messages"]], prev=body.get("prev"), root=body.get("root"),
-        count=body["count"], turns=body.get("turns", 0), call_ref=body.get("call_ref"), pins=body.get("pins", []),
+        count=body["count"], turns=body["turns"], pins=body.get("pins", []),
         size=len(raw),
     )
 
@@ -168,7 +159,7 @@ def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversa
     pinned.sort(key=lambda p: p[0])
     return Conversation(
         head=head, tail=tail, count=total, turns=last.turns + sum(m.role == "assistant" for m in last.messages),
-        call_ref=last.call_ref, root=last.root or (digest if last.prev is None else None),
+        root=last.root or (digest if last.prev is None else None),
         pinned=pinned, pin_segments=pin_segments, size=size,
     )
 
