@@ -1,1 +1,3 @@
-"""Activities: every piece of I/O an agent does (model calls, tools, undo). Never imports workflows."""
+"""Every piece of I/O an agent does, as Temporal activities: `run.prepare`, `model.call` (through a
+`ModelProvider`), `tool.<name>` and `undo.<name>` (through the idempotency ledger),
+`checkpoint.verify` and `checkpoint.fork`, and the built-in tools. Never imports workflows."""

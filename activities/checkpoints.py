@@ -27,6 +27,8 @@ from ratchet.contracts import (
     AgentState, ArtifactRef, Checkpoint, Evidence, LoadCheckpoint, VerifyRequest, VerifyResult,
 )
 from ratchet.core.tools import ToolError
+from ratchet.contracts import ErrorType
+from ratchet.contracts import STATE_QUERY
 
 MAX_SNAPSHOT_FILES = 2000
 _UNITTEST = re.compile(r"Ran (\d+) tests?")
@@ -98,7 +100,7 @@ class CheckpointActivities:
     async def _load(self, workflow_id: str, checkpoint_id: str) -> Checkpoint:
         assert self.client is not None, "checkpoint.fork needs a Temporal client"
         try:
-            state = await self.client.get_workflow_handle(workflow_id).query("state", result_type=AgentState)
+            state = await self.client.get_workflow_handle(workflow_id).query(STATE_QUERY, result_type=AgentState)
         except (RPCError, WorkflowQueryFailedError) as exc:
             raise _invalid(f"resume_from.workflow_id: cannot read run {workflow_id!r}: {exc}") from None
         found = next((c for c in state.checkpoints if c.id == checkpoint_id), None) if state else None
@@ -134,4 +136,4 @@ def count_tests(output: str) -> tuple[int | None, int | None]:
 
 
 def _invalid(message: str) -> ApplicationError:
-    return ApplicationError(message, type="InvalidInput", non_retryable=True)
+    return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)

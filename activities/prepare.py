@@ -9,17 +9,19 @@ from temporalio.exceptions import ApplicationError
 from ratchet.stores.ledger import Ledger
 from ratchet.activities.workspace import confine, open_workspace
 from ratchet.stores.artifacts import ArtifactStore, put_json
-from ratchet.contracts import Budget, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ScriptedReply, ToolSpec
+from ratchet.contracts import Budget, ErrorType, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ScriptedReply, ToolSpec
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
+from ratchet.models.provider import ProviderRegistry
 from ratchet.ops.settings import Settings
 from ratchet.core.tools import Tool, ToolError, ToolRegistry, runs_locally
 
 
 class RunPreparer:
     def __init__(
-        self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, artifacts: ArtifactStore,
-        ledger: Ledger | None = None,
+        self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, providers: ProviderRegistry,
+        artifacts: ArtifactStore, ledger: Ledger | None = None,
     ) -> None:
+        self.providers = providers
         self.ledger = ledger
         self.settings = settings
         self.profiles = profiles
@@ -33,20 +35,20 @@ class RunPreparer:
             known = ", ".join(sorted(self.profiles.profiles)) or "none"
             raise ApplicationError(
                 f"agent: unknown profile {req.run.agent!r}; this worker has: {known}",
-                type="InvalidInput",
+                type=ErrorType.INVALID_INPUT,
                 non_retryable=True,
             )
         missing = [name for name in profile.tools if name not in self.tools.tools]
         if missing:
             raise ApplicationError(
                 f"profile {profile.name!r} names tools this worker lacks: {missing}",
-                type="InvalidProfile",
+                type=ErrorType.INVALID_PROFILE,
                 non_retryable=True,
             )
         if profile.context_messages is not None and profile.context_messages < 2:
             raise ApplicationError(
                 f"profile {profile.name!r}: context_messages must be at least 2, not {profile.context_messages}",
-                type="InvalidProfile", non_retryable=True,
+                type=ErrorType.INVALID_PROFILE, non_retryable=True,
             )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
@@ -65,16 +67,8 @@ class RunPreparer:
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             budget=_budget(profile.budget, req),
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
-            max_bad_tool_calls=profile.max_bad_tool_calls,
-            failure_policy=profile.failure_policy,
-            verifier=profile.verifier,
-            revert_on_failed_verification=profile.revert_on_failed_verification,
-            allow_irreversible=list(profile.allow_irreversible),
-            approval_rules=list(profile.approval_rules),
-            approval_timeout_s=profile.approval_timeout_s,
-            on_approval_timeout=profile.on_approval_timeout,
-            continue_as_new_events=profile.continue_as_new_events,
             search_attributes=self.settings.search_attributes,
+            **profile.policy(),
         )
 
     @property
@@ -99,20 +93,20 @@ class RunPreparer:
             if script:
                 settings.provider = "scripted"
                 settings.script_ref = put_json(self.artifacts, [r.model_dump(exclude_none=True) for r in script])
-        if settings.provider == "openai" and not self.settings.model_endpoint_configured:
-            raise ApplicationError(
-                "model: this worker has no model endpoint; set OPENAI_API_KEY or OPENAI_BASE_URL "
-                "on the worker, or start the run with model.provider 'scripted' and a script",
-                type="InvalidInput",
-                non_retryable=True,
-            )
+        provider = self.providers.get(settings.provider)
+        problem = (
+            f"unknown provider {settings.provider!r}; this worker has: {', '.join(sorted(self.providers.providers))}"
+            if provider is None else provider.unavailable(settings)
+        )
+        if problem is not None:
+            raise ApplicationError(f"model: {problem}", type=ErrorType.INVALID_INPUT, non_retryable=True)
         return settings
 
     def _script_file(self, req: PrepareRun, relative: str) -> list[ScriptedReply]:
         """A scripted model's replies from a JSON file in the run's workspace (a long script need
         not travel in the run input: the plan names it by digest)."""
         def invalid(why: str) -> ApplicationError:
-            return ApplicationError(f"model.script_file: {why}", type="InvalidInput", non_retryable=True)
+            return ApplicationError(f"model.script_file: {why}", type=ErrorType.INVALID_INPUT, non_retryable=True)
 
         try:
             workspace = open_workspace(self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id))

@@ -1,6 +1,6 @@
 """Tool activities: each registered tool runs as activity type `tool.<name>`, its undo as `undo.<name>`.
 
-Side-effecting calls go through the idempotency ledger (activities/ledger.py): a retry after the
+Side-effecting calls go through the idempotency ledger (ratchet/stores/ledger.py): a retry after the
 side effect was done and recorded returns the recorded result without acting again, and an undo
 runs at most once per key.
 """
@@ -19,12 +19,10 @@ from ratchet.activities.heartbeat import heartbeating
 from ratchet.stores.ledger import EntryStatus, Ledger
 from ratchet.activities.workspace import open_workspace
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import EffectClass, ToolInvocation, ToolResult, UndoInvocation
+from ratchet.contracts import EffectClass, ErrorType, ToolInvocation, ToolResult, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
 from ratchet.core.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
-INVALID_ARGUMENTS = "InvalidArguments"
-OUTCOME_UNKNOWN = "OutcomeUnknown"
 INLINE_OUTPUT_CHARS = 8 * 1024
 PREVIEW_CHARS = 2 * 1024
 
@@ -73,16 +71,16 @@ class ToolActivities:
         try:
             args = tool.args_model.model_validate(inv.arguments)
         except ValidationError as exc:
-            return ToolResult(ok=False, output=_validation_message(tool.name, exc), error_type=INVALID_ARGUMENTS)
+            return ToolResult(ok=False, output=_validation_message(tool.name, exc), error_type=ErrorType.INVALID_ARGUMENTS)
         try:
             ctx = self._context(inv.key, inv)
             if tool.effect == EffectClass.READ_ONLY:
                 return _result(tool, await tool.call(ctx, args))
             return await self._execute_once(tool, inv, ctx, args)
         except ToolError as exc:
-            return ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type="ToolError")
+            return ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
         except FatalToolError as exc:
-            raise ApplicationError(f"{tool.name}: {exc}", type="FatalToolError", non_retryable=True) from exc
+            raise ApplicationError(f"{tool.name}: {exc}", type=ErrorType.FATAL_TOOL_ERROR, non_retryable=True) from exc
 
     async def _execute_once(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolResult:
         entry = self.ledger.begin(inv.key)
@@ -96,7 +94,7 @@ class ToolActivities:
         try:
             out = await tool.call(ctx, args)
         except ToolError as exc:
-            result = ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type="ToolError")
+            result = ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
             return self._record(inv, result)
         return self._record(inv, _result(tool, out))
 
@@ -109,7 +107,7 @@ class ToolActivities:
             f"{inv.key}: an earlier attempt of {tool.name} started but its outcome is unknown, "
             f"{tool.name} has no reconcile hook and is not idempotent; a person must decide whether "
             f"it took effect (inspect the target system, then roll back or continue)",
-            type=OUTCOME_UNKNOWN,
+            type=ErrorType.OUTCOME_UNKNOWN,
             non_retryable=True,
         )
 
@@ -136,7 +134,7 @@ class ToolActivities:
             async with heartbeating():
                 out = await tool.call_undo(self._context(key, inv), args, undo_info)
         except FatalToolError as exc:
-            raise ApplicationError(f"undo {tool.name}: {exc}", type="UndoFailed", non_retryable=True) from exc
+            raise ApplicationError(f"undo {tool.name}: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from exc
         self.ledger.complete(key, {"output": out.output})
         return out.output
 

@@ -34,13 +34,13 @@ FULL = dict(
     variants=["floor", "ratchet", "regular"], steps=[5, 20, 50], reps=3, warm_runs=2,
     component_variants=["ratchet", "ledger", "verify", "no_sa"],
     component_steps=20, component_reps=2, throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
-    headline_agents=100, headline_steps=20, cached=1000, cached_unsandboxed=300, long_steps=5000, long_budget_s=900, replay_steps=1000,
+    headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
     profile=(25, 4),
 )
 QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify"],
     component_steps=10, component_reps=1, throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
-    headline_steps=5, cached=200, cached_unsandboxed=100, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2),
+    headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2),
 )
 
 

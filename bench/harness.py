@@ -22,7 +22,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from bench.floor import FLOOR_WORKFLOW
-from bench.prototypes import LOCAL_UNSANDBOXED_WORKFLOW, LOCAL_WORKFLOW, UNSANDBOXED_WORKFLOW
+from ratchet.contracts import AGENT_WORKFLOW
 
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -49,17 +49,13 @@ VARIANTS = {
     v.name: v
     for v in (
         Variant("floor", "floor", FLOOR_WORKFLOW, label="raw SDK floor"),
-        Variant("ratchet", "ratchet", "AgentWorkflow", label="Ratchet, read-only tool"),
-        Variant("local", "ratchet", LOCAL_WORKFLOW, label="Ratchet, read-only tool as local activity (prototype)"),
-        Variant("ledger", "ratchet", "AgentWorkflow", tool="bench_note", label="Ratchet, compensable tool (ledger)"),
-        Variant("verify", "ratchet", "AgentWorkflow", profile="bench_verify", tool="bench_note",
+        Variant("ratchet", "ratchet", AGENT_WORKFLOW, label="Ratchet, read-only tool"),
+        Variant("ledger", "ratchet", AGENT_WORKFLOW, tool="bench_note", label="Ratchet, compensable tool (ledger)"),
+        Variant("verify", "ratchet", AGENT_WORKFLOW, profile="bench_verify", tool="bench_note",
                 label="Ratchet, compensable tool + verify/checkpoint"),
-        Variant("unsandboxed", "ratchet", UNSANDBOXED_WORKFLOW, label="Ratchet outside the SDK sandbox (prototype)"),
-        Variant("local_unsandboxed", "ratchet", LOCAL_UNSANDBOXED_WORKFLOW,
-                label="Ratchet, local read-only tools, no sandbox (prototype)"),
-        Variant("no_sa", "ratchet", "AgentWorkflow", env=(("BENCH_SEARCH_ATTRIBUTES", "0"),),
+        Variant("no_sa", "ratchet", AGENT_WORKFLOW, env=(("BENCH_SEARCH_ATTRIBUTES", "0"),),
                 label="Ratchet, search-attribute upserts off"),
-        Variant("regular", "ratchet", "AgentWorkflow", env=(("BENCH_LOCAL_TOOLS", "0"),),
+        Variant("regular", "ratchet", AGENT_WORKFLOW, env=(("BENCH_LOCAL_TOOLS", "0"),),
                 label="Ratchet, every tool a regular activity (RATCHET_LOCAL_TOOLS=false)"),
     )
 }

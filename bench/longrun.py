@@ -21,6 +21,7 @@ from bench.harness import VARIANTS, Env, machine_load, script_file, start_run
 from bench.replay_speed import replay_speeds
 from bench.history import analyze
 from bench.progress import Progress
+from ratchet.contracts import AGENT_WORKFLOW
 
 RATCHET = VARIANTS["ratchet"]
 
@@ -32,7 +33,7 @@ def long_input(env: Env, profile: str, steps: int) -> dict[str, Any]:
 
 async def record(env: Env, worker_queue: str, profile: str, steps: int) -> Any:
     return await env.ratchet.start_workflow(
-        "AgentWorkflow", long_input(env, profile, steps), id=f"bench-{profile}-{steps}-{time.monotonic_ns()}",
+        AGENT_WORKFLOW, long_input(env, profile, steps), id=f"bench-{profile}-{steps}-{time.monotonic_ns()}",
         task_queue=worker_queue,
     )
 

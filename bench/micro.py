@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 from bench.harness import script
 
@@ -43,36 +42,42 @@ def _transcript(store, steps: int):
     for i in range(steps):
         new.append(Message.model_validate({"role": "assistant", "tool_calls": [
             {"id": f"call_{i + 1}_0", "name": "bench_echo", "arguments": f'{{"text": "{i}"}}'}]}))
-        ref = transcripts.write(store, base, None, new, prev=digest)
-        digest, base = ref.digest, base.extended(new, ref.digest, ref.size or 0, None, None)
+        ref = transcripts.write(store, base, new, prev=digest)
+        digest, base = ref.digest, base.extended(new, ref.digest, ref.size or 0, None)
         new = [Message(role="tool", tool_call_id=f"call_{i + 1}_0", content=f"echo {i}")]
     return digest, base
 
 
 async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, float]]:
+    import dataclasses
+
+    from temporalio.testing import ActivityEnvironment
+
     from ratchet.stores.ledger import SqliteLedger
     from ratchet.activities.model import ModelActivities
+    from ratchet.models.builtin import builtin_providers
     from ratchet.stores import transcripts
     from ratchet.stores.artifacts import DirectoryArtifactStore, get_json, put_json
-    from ratchet.contracts import Message, ModelRequest, ModelSettings
+    from ratchet.contracts import Message, ModelCallConfig, ModelRequest, ModelSettings
     from ratchet.ops.settings import Settings
 
     root = Path(tempfile.mkdtemp(prefix="bench-micro-"))
     store, ledger = DirectoryArtifactStore(root / "artifacts"), SqliteLedger(root / "ledger.sqlite3")
-    model = ModelActivities(Settings(), store, ledger)
-    tools_ref = put_json(store, [])
+    model = ModelActivities(builtin_providers(Settings(), store), store, ledger)
+    env = ActivityEnvironment()
     rows = []
     for steps in lengths:
         digest, base = _transcript(store, steps)
         script_ref = put_json(store, script(steps + 1))
-        settings = ModelSettings(provider="scripted", script_ref=script_ref)
+        config = ModelCallConfig(settings=ModelSettings(provider="scripted", script_ref=script_ref), tools=[])
+        call_ref = put_json(store, config.model_dump(mode="json")).digest
         new = [Message(role="tool", tool_call_id="x", content="echo")]
         calls = []
         for i in range(repeats):
-            request = ModelRequest(key=f"micro/{steps}/{i}", step=steps + 1, transcript=digest,
-                                   new_messages=new, tools_ref=tools_ref, settings=settings)
+            request = ModelRequest(step=steps + 1, call_ref=call_ref, transcript=digest, new_messages=new)
+            env.info = dataclasses.replace(env.info, workflow_id=f"micro-{steps}-{i}")  # the call's ledger key
             began = time.perf_counter()
-            await model.call(request)
+            await env.run(model.call, request)
             calls.append((time.perf_counter() - began) * 1000)
         rows.append({
             "steps": steps, "transcript_kib": base.size / 1024,
@@ -80,7 +85,7 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
             "ledger_ms": _timed(lambda i: (ledger.begin(f"l/{steps}/{i}"), ledger.complete(f"l/{steps}/{i}", {})), repeats),
             "transcript_read_ms": _timed(lambda i: transcripts.read(store, digest), repeats),
             "transcript_write_ms": _timed(
-                lambda i: transcripts.write(store, base, None, [Message(role="user", content=str(i))], prev=digest), repeats),
+                lambda i: transcripts.write(store, base, [Message(role="user", content=str(i))], prev=digest), repeats),
             "script_read_ms": _timed(lambda i: get_json(store, script_ref), repeats),
         })
     rows.append({"fsync_ms": _timed(lambda i: _fsync(root / f"f{i}"), repeats)})

@@ -21,13 +21,13 @@ from bench.progress import Progress
 RATE = 250
 CATEGORIES = (
     # (label, substrings of a frame's "function (file:line)"), first match from the leaf wins
-    ("ledger (sqlite)", ("activities/ledger.py", "sqlite3")),
-    ("artifact store (fsync)", ("ratchet/artifacts.py",)),
-    ("claim-check codec", ("ratchet/claim_check.py", "ratchet/converter.py")),
-    ("logging", ("logging/__init__.py", "ratchet/logs.py")),
-    ("metrics + redaction interceptors", ("ratchet/metrics.py", "ratchet/redaction.py")),
-    ("model/tool activity code", ("activities/", "ratchet/tools.py", "bench/plugin.py", "bench/floor.py")),
-    ("Ratchet workflow code", ("workflows/", "bench/prototypes.py")),
+    ("ledger (sqlite)", ("ratchet/stores/ledger.py", "sqlite3")),
+    ("artifact store (fsync)", ("ratchet/stores/artifacts.py",)),
+    ("claim-check codec", ("ratchet/payloads/claim_check.py", "ratchet/payloads/converter.py")),
+    ("logging", ("logging/__init__.py", "ratchet/ops/logs.py")),
+    ("metrics + redaction interceptors", ("ratchet/ops/metrics.py", "ratchet/ops/redaction.py")),
+    ("model/tool activity code", ("activities/", "ratchet/models/", "ratchet/core/tools.py", "bench/plugin.py", "bench/floor.py")),
+    ("Ratchet workflow code", ("workflows/",)),
     ("json", ("json/",)),
     ("pydantic", ("pydantic",)),
     ("sandbox imports (new run)", ("_create_workflow_instance", "importlib")),

@@ -52,10 +52,6 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
     if cached:
         figures["cached_runs"], figures["cached_rss_mib"] = cached["runs"], cached["rss_mib"]
         figures["cached_kib_per_run"], figures["cached_not_in_timer"] = cached["kib_per_run"], cached["not_cached"]
-    unsandboxed = results.get("cached_unsandboxed")
-    if unsandboxed:
-        figures["cached_unsandboxed_kib_per_run"] = unsandboxed["kib_per_run"]
-        figures["cached_unsandboxed_rss_mib_at_1000"] = unsandboxed["idle_rss_mib"] + unsandboxed["kib_per_run"] * 1000 / 1024
     long = results.get("long") or {}
     if long.get("replay"):
         replay = long["replay"]
@@ -150,12 +146,12 @@ def _scale_section(results: dict[str, Any]) -> list[str]:
     for title, cells in (("Throughput, floor vs Ratchet", results.get("throughput")), ("Concurrency sweep (Ratchet)", results.get("sweep"))):
         if cells:
             out += [f"## {title}", "", *_table(cols, [[c[k] for k in keys] for c in cells]), ""]
-    rows = [[c.get("variant", "ratchet"), c["runs"], c["idle_rss_mib"], c["rss_mib"], c["kib_per_run"], c["not_cached"]]
-            for c in (results.get("cached"), results.get("cached_unsandboxed")) if c]
-    if rows:
+    c = results.get("cached")
+    if c:
+        row = [c.get("variant", "ratchet"), c["runs"], c["idle_rss_mib"], c["rss_mib"], c["kib_per_run"], c["not_cached"]]
         out += ["## Cached runs", "", "Runs each waiting on a 10-minute timer (one model call, then `wait`), all in "
                 "one worker's cache; RSS after they all reached the timer.", "",
-                *_table(["workflow", "runs", "idle RSS MiB", "RSS MiB", "KiB per cached run", "not at timer"], rows), ""]
+                *_table(["workflow", "runs", "idle RSS MiB", "RSS MiB", "KiB per cached run", "not at timer"], [row]), ""]
     return out
 
 

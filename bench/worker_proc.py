@@ -1,9 +1,8 @@
 """One bench worker process: `python -m bench.worker_proc KIND ADDRESS QUEUE ROOT`.
 
 KIND is `floor` (raw SDK: temporalio and bench.floor only) or `ratchet` (the production worker,
-`ratchet.worker.main.build_worker`, with RATCHET_PLUGINS=bench.plugin and the bench.prototypes workflows
-registered beside AgentWorkflow). Prints `READY <seconds since start>` once polling; SIGTERM stops
-it. The parent measures its CPU and memory from /proc.
+`ratchet.worker.main.build_worker`, with RATCHET_PLUGINS=bench.plugin). Prints `READY <seconds since
+start>` once polling; SIGTERM stops it. The parent measures its CPU and memory from /proc.
 """
 
 from __future__ import annotations
@@ -29,10 +28,8 @@ async def floor_worker(address: str, queue: str):
 
 
 async def ratchet_worker(address: str, queue: str, root: Path):
-    from bench.prototypes import PROTOTYPES
     from ratchet.ops.logs import configure_logging
     from ratchet.ops.settings import Settings
-    from ratchet.workflows.agent import AgentWorkflow
     from ratchet.worker.main import build_worker, connect, load_plugins
 
     settings = Settings(
@@ -45,7 +42,7 @@ async def ratchet_worker(address: str, queue: str, root: Path):
     configure_logging(settings)
     load_plugins(settings)
     client = await connect(settings)
-    return build_worker(client, settings, workflows=[AgentWorkflow, *PROTOTYPES])
+    return build_worker(client, settings)
 
 
 async def main(kind: str, address: str, queue: str, root: Path) -> None:

@@ -22,6 +22,8 @@ from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.contracts import AgentState
 from devtools.devserver import DevServer, free_port, temporal_binary
 from ratchet.ops.settings import load_settings
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "calculator"
@@ -92,7 +94,7 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
     run_input = json.dumps(demo_input(workflow_id, real_model))
     cmd = [
         temporal_binary(), "workflow", "start", "--address", server.address,
-        "--type", "AgentWorkflow", "--task-queue", "ratchet", "--workflow-id", workflow_id,
+        "--type", AGENT_WORKFLOW, "--task-queue", "ratchet", "--workflow-id", workflow_id,
         "--input", run_input,
     ]
     shown = run_input if len(run_input) < 200 else run_input[:160] + " ...}"
@@ -119,12 +121,12 @@ async def _follow(address: str, workflow_id: str) -> AgentState:
     state: AgentState | None = None
     result_task = asyncio.ensure_future(handle.result())
     while True:
-        state = await handle.query("state", result_type=AgentState) or state
+        state = await handle.query(AgentWorkflow.state) or state
         if state is not None:
             _show(state, shown)
         if result_task.done():
             result_task.exception()  # a failed run is reported from its state
-            return await handle.query("state", result_type=AgentState)
+            return await handle.query(AgentWorkflow.state)
         await asyncio.sleep(0.3)
 
 

@@ -9,6 +9,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from ratchet.contracts import AgentResult, AgentState
 from ratchet.ops.settings import Settings
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 
 def scripted(agent: str, script: list[dict], objective: str = "do the task", **extra: Any) -> dict:
@@ -17,7 +19,7 @@ def scripted(agent: str, script: list[dict], objective: str = "do the task", **e
 
 async def start(client: Client, settings: Settings, run: dict, workflow_id: str | None = None) -> WorkflowHandle:
     return await client.start_workflow(
-        "AgentWorkflow",
+        AGENT_WORKFLOW,
         run,
         id=workflow_id or f"run-{uuid.uuid4().hex[:10]}",
         task_queue=settings.task_queue,
@@ -26,7 +28,7 @@ async def start(client: Client, settings: Settings, run: dict, workflow_id: str 
 
 
 async def state_of(handle: WorkflowHandle) -> AgentState:
-    return await handle.query("state", result_type=AgentState)
+    return await handle.query(AgentWorkflow.state)
 
 
 async def activity_attempts(handle: WorkflowHandle, activity_type: str) -> list[int]:

@@ -13,6 +13,7 @@ from temporalio.client import WorkflowFailureError
 from ratchet.contracts import AgentResult, Phase
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
 from tests.runs import activity_attempts, scripted, start, state_of
+from ratchet.contracts import AGENT_WORKFLOW
 
 
 def seed_calculator(settings, name: str) -> None:
@@ -181,13 +182,13 @@ async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_w
     script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
     run = scripted("probe", script, workspace="w")
     paused = await client.start_workflow(
-        "AgentWorkflow", run, id=f"early-pause-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
+        AGENT_WORKFLOW, run, id=f"early-pause-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
         result_type=AgentResult, start_signal="pause",
     )
     await paused.signal("resume")
     assert (await asyncio.wait_for(paused.result(), 60)).phase == Phase.DONE
     messaged = await client.start_workflow(
-        "AgentWorkflow", run, id=f"early-message-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
+        AGENT_WORKFLOW, run, id=f"early-message-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
         result_type=AgentResult, start_signal="send_message", start_signal_args=["first note"],
     )
     await messaged.signal("send_message", "second note")

@@ -10,6 +10,7 @@ from ratchet.contracts import AgentResult, Phase
 from tests.runs import scripted, start, state_of
 from tests.test_cli_and_crash import temporal_cli
 from tests.test_rollback import wait_for
+from ratchet.contracts import AGENT_WORKFLOW
 
 TWO_PROD_TICKETS = [
     {"tool_calls": [
@@ -103,7 +104,7 @@ async def test_a_temporal_schedule_starts_recurring_agents(client, settings, wor
                    workspace="nightly")
     code, out = await temporal_cli(
         address, "schedule", "create", "--schedule-id", schedule_id, "--interval", "24h",
-        "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        "--type", AGENT_WORKFLOW, "--task-queue", settings.task_queue,
         "--workflow-id", f"{schedule_id}-run", "--input", json.dumps(run),
     )
     assert code == 0, out

@@ -15,6 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 from ratchet.contracts import AgentResult, AgentState, Phase
 from tests.runs import scripted
 from ratchet.worker.main import build_worker
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 
@@ -38,10 +40,10 @@ async def run_to_end(env, settings, run: dict) -> tuple[AgentResult, AgentState,
     async with build_worker(env.client, settings, graceful_shutdown_timeout=timedelta(0)):
         before = await env.get_current_time()
         handle = await env.client.start_workflow(
-            "AgentWorkflow", run, id=f"ts-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult
+            AGENT_WORKFLOW, run, id=f"ts-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult
         )
         result = await handle.result()
-        state = await handle.query("state", result_type=AgentState)
+        state = await handle.query(AgentWorkflow.state)
         return result, state, (await env.get_current_time()) - before
 
 
@@ -74,12 +76,12 @@ async def test_a_paused_run_resumes_after_a_month(env, ts_settings):
     ]
     async with build_worker(env.client, ts_settings, graceful_shutdown_timeout=timedelta(0)):
         handle = await env.client.start_workflow(
-            "AgentWorkflow", scripted("approver", script, workspace="pz"),
+            AGENT_WORKFLOW, scripted("approver", script, workspace="pz"),
             id=f"ts-{uuid.uuid4().hex[:8]}", task_queue=ts_settings.task_queue, result_type=AgentResult,
         )
         await handle.signal("pause")
         await env.sleep(timedelta(days=30))
-        state = await handle.query("state", result_type=AgentState)
+        state = await handle.query(AgentWorkflow.state)
         assert state.phase == Phase.PAUSED and state.paused
         await handle.signal("resume")
         result = await handle.result()

@@ -12,6 +12,7 @@ from devtools.devserver import temporal_binary
 from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, state_of
+from ratchet.contracts import AGENT_WORKFLOW
 
 
 async def temporal_cli(address: str, *args: str) -> tuple[int, str]:
@@ -27,7 +28,7 @@ async def test_temporal_cli_starts_queries_and_reads_a_run(dev_server, settings,
     wid = f"cli-{uuid.uuid4().hex[:8]}"
     run = scripted("probe", [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "fine"}])
     code, out = await temporal_cli(
-        dev_server.address, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        dev_server.address, "workflow", "start", "--type", AGENT_WORKFLOW, "--task-queue", settings.task_queue,
         "--workflow-id", wid, "--input", json.dumps(run),
     )
     assert code == 0, out
@@ -46,7 +47,7 @@ async def test_temporal_cli_malformed_input_fails_at_once_naming_the_field(dev_s
     wid = f"cli-bad-{uuid.uuid4().hex[:8]}"
     bad = {"agent": "probe", "objective": "x", "budget": {"max_steps": "many"}}
     code, out = await temporal_cli(
-        dev_server.address, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        dev_server.address, "workflow", "start", "--type", AGENT_WORKFLOW, "--task-queue", settings.task_queue,
         "--workflow-id", wid, "--input", json.dumps(bad),
     )
     assert code == 0, out

@@ -18,6 +18,8 @@ from devtools.devserver import DevServer
 from tests.runs import scripted
 from ratchet.worker.main import build_worker
 from ratchet.workflows.handover import KEEP_TOOL_CALLS
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 SUGGEST_AT = 600
 
@@ -44,14 +46,14 @@ async def run_long(early_server, settings, agent: str, n: int, signals: int = 0)
     settings = settings.model_copy(update={"temporal_address": early_server.address, "max_cached_workflows": 50})
     async with build_worker(client, settings):
         handle = await client.start_workflow(
-            "AgentWorkflow", scripted(agent, steps(n), workspace="long", budget={"max_steps": n + 1, "max_tokens": 10**10}),
+            AGENT_WORKFLOW, scripted(agent, steps(n), workspace="long", budget={"max_steps": n + 1, "max_tokens": 10**10}),
             id=f"can-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult,
         )
         for i in range(signals):  # spread over the run, across handovers
             await asyncio.sleep(0.15)
             await handle.signal("send_message", f"note {i}")
         result = await handle.result()
-        state = await handle.query("state", result_type=AgentState)
+        state = await handle.query(AgentWorkflow.state)
         history = await client.get_workflow_handle(handle.id).fetch_history()
         return result, state, history.events
 

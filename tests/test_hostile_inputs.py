@@ -1,4 +1,4 @@
-"""The hostile-input catalogue (ratchet/chaos/hostile.py), one test per case, against the session
+"""The hostile-input catalogue (devtools/chaos/hostile.py), one test per case, against the session
 dev server and a real worker process (so a crash shows as a dead process, not a dead test run)."""
 
 from __future__ import annotations

@@ -15,15 +15,17 @@ from ratchet.activities.prepare import RunPreparer
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import AgentRun, Message, ModelReply, ModelRequest, PrepareRun, Usage
 from ratchet.core.profiles import AgentProfile, ProfileRegistry, default_profiles
+from ratchet.models.builtin import builtin_providers
 from ratchet.ops.settings import Settings
-from ratchet.core.tools import default_registry
+from ratchet.plugin import builtin_tools
 
 
 async def test_a_retried_model_call_returns_the_reply_the_ledger_holds_instead_of_calling_again(tmp_path):
     """A reply that arrived but whose completion was lost (worker crash) is paid for once."""
     settings = Settings(artifact_dir=tmp_path / "artifacts", ledger_path=tmp_path / "ledger.sqlite3")
     store, ledger = DirectoryArtifactStore(settings.artifact_dir), SqliteLedger(settings.ledger_path)
-    preparer = RunPreparer(settings, default_profiles, default_registry, store, ledger)
+    providers = builtin_providers(settings, store)
+    preparer = RunPreparer(settings, default_profiles, builtin_tools(), providers, store, ledger)
     run = AgentRun.model_validate({"agent": "probe", "objective": "o", "model": {"provider": "scripted", "script": [{"content": "x"}]}})
     plan = await ActivityEnvironment().run(preparer.prepare, PrepareRun(run=run, workflow_id="wf", chain="c1"))
     env = ActivityEnvironment()
@@ -32,8 +34,8 @@ async def test_a_retried_model_call_returns_the_reply_the_ledger_holds_instead_o
     ledger.begin("wf/1/model")
     ledger.complete("wf/1/model", recorded.model_dump(mode="json"))
     request = ModelRequest(step=1, call_ref=plan.call_ref, new_messages=[Message(role="user", content="o")])
-    assert await env.run(ModelActivities(settings, store, ledger).call, request) == recorded
-    fresh = await env.run(ModelActivities(settings, store, ledger).call, request.model_copy(update={"step": 2}))
+    assert await env.run(ModelActivities(providers, store, ledger).call, request) == recorded
+    fresh = await env.run(ModelActivities(providers, store, ledger).call, request.model_copy(update={"step": 2}))
     assert fresh.message.content == "x" and ledger.begin("wf/2/model").result["message"]["content"] == "x"
 
 
@@ -41,7 +43,8 @@ async def test_a_profile_with_a_window_too_small_to_hold_a_call_and_its_result_i
     settings = Settings(artifact_dir=tmp_path / "artifacts", workspace_root=tmp_path / "ws")
     profiles = ProfileRegistry()
     profiles.register(AgentProfile(name="tiny", system_prompt="s", tools=[], context_messages=1))
-    preparer = RunPreparer(settings, profiles, default_registry, DirectoryArtifactStore(settings.artifact_dir))
+    store = DirectoryArtifactStore(settings.artifact_dir)
+    preparer = RunPreparer(settings, profiles, builtin_tools(), builtin_providers(settings, store), store)
     run = AgentRun.model_validate({"agent": "tiny", "objective": "o", "model": {"script": [{"content": "x"}]}})
     with pytest.raises(ApplicationError, match="profile 'tiny': context_messages must be at least 2, not 1") as err:
         await ActivityEnvironment().run(preparer.prepare, PrepareRun(run=run, workflow_id="wf"))

@@ -23,6 +23,7 @@ from ratchet.ops.settings import Settings
 from tests.plugins.ops import big_text
 from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
+from ratchet.workflows.agent import AgentWorkflow
 
 MiB = 1024 * 1024
 
@@ -90,7 +91,7 @@ async def test_ten_mb_tool_output_and_a_three_mb_tool_argument_keep_history_smal
     async with build_worker(big_client, settings, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(big_client, settings, scripted("bulk", script, workspace="w"))
         result: AgentResult = await handle.result()
-        state = await handle.query("state", result_type=AgentState)
+        state = await handle.query(AgentWorkflow.state)
     assert result.phase == Phase.DONE and result.answer == "moved it"
     assert (settings.workspace_root / "w" / "big.txt").read_text() == content
     output = state.tool_calls[0].result

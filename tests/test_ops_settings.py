@@ -86,3 +86,15 @@ def test_worker_settings_have_production_defaults(monkeypatch):
     monkeypatch.setenv("RATCHET_LOG_LEVEL", "debug")
     monkeypatch.setenv("RATCHET_LOG_FORMAT", "JSON")
     assert (load_settings().log_level, load_settings().log_format) == ("DEBUG", "json")
+
+
+async def test_an_unreadable_tls_key_stops_the_worker_naming_the_variable(tmp_path):
+    cert, key = tmp_path / "client.pem", tmp_path / "missing.key"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    code, out = await ratchet(
+        "worker", TEMPORAL_TLS_CLIENT_CERT_PATH=str(cert), TEMPORAL_TLS_CLIENT_KEY_PATH=str(key),
+        RATCHET_ARTIFACT_DIR=str(tmp_path / "a"), RATCHET_LEDGER_PATH=str(tmp_path / "l.sqlite3"),
+    )
+    assert code == 2, out
+    assert f"TEMPORAL_TLS_CLIENT_KEY_PATH: cannot read {key}: No such file or directory" in out, out
+    assert not (tmp_path / "l.sqlite3").exists(), "stopped before opening the ledger"

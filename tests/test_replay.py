@@ -25,7 +25,8 @@ from temporalio.common import RawValue
 from ratchet.contracts import AgentResult, Phase
 from ratchet.payloads.converter import data_converter
 from devtools.histories.scenarios import SCENARIOS, workflow_id
-from ratchet.replay.gate import ERROR, FAILED, NONDETERMINISTIC, OK, exit_code, replay_paths, table
+from ratchet.replay.gate import exit_code, replay_paths, table
+from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK
 from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow

@@ -13,6 +13,7 @@ from ratchet.stores.ledger import EntryStatus, SqliteLedger
 from ratchet.contracts import AgentResult, EffectStatus, Phase, RollbackPlanItem, RollbackReport, RollbackRequest
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, state_of
+from ratchet.workflows.agent import AgentWorkflow
 
 
 def write(path: str, content: str) -> dict:
@@ -56,7 +57,7 @@ async def test_rollback_restores_files_and_tracker_newest_first(client, settings
     handle = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="rb"))
     await wait_for(handle, lambda s: len(s.checkpoints) == 2)
     assert tickets(settings) == ["t1", "t2"]
-    plan = await handle.query("rollback_plan", "cp-1", result_type=list[RollbackPlanItem])
+    plan = await handle.query(AgentWorkflow.rollback_plan, "cp-1")
     assert [(p.tool, p.action) for p in plan] == [("create_ticket", "undo"), ("write_file", "undo"), ("write_file", "undo")]
 
     report = await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-1", then="stop"), result_type=RollbackReport)

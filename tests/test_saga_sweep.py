@@ -1,4 +1,4 @@
-"""Saga sweep (ratchet/chaos/saga_sweep.py): a failure injected at every step of a run with files,
+"""Saga sweep (devtools/chaos/saga_sweep.py): a failure injected at every step of a run with files,
 tickets and outbox messages; each rollback must restore the last checkpoint exactly, and running
 every undo again, through the ledger or around it, must change nothing."""
 

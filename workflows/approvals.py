@@ -6,10 +6,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from temporalio import workflow
+from ratchet.contracts import AgentState, Decision, EffectClass, RunPlan, ToolSpec
 
-with workflow.unsafe.imports_passed_through():
-    from ratchet.contracts import AgentState, Decision, EffectClass, RunPlan, ToolSpec
 
 MAX_WAIT_S = 366 * 24 * 3600
 

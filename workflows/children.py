@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from ratchet.contracts import AgentResult, AgentState, BudgetUsed, RunPlan
+from ratchet.contracts import AgentResult, AgentState, BudgetUsed, RunPlan
 
 
 def child_id(key: str) -> str:

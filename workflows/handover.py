@@ -14,10 +14,8 @@ The run input itself (`run`, with a scripted model's script) is kept as it came:
 
 from __future__ import annotations
 
-from temporalio import workflow
+from ratchet.contracts import AgentState
 
-with workflow.unsafe.imports_passed_through():
-    from ratchet.contracts import AgentState
 
 KEEP_TOOL_CALLS = 50
 

@@ -7,20 +7,18 @@ retries forever. Here every problem becomes a non-retryable `InvalidInput` that 
 
 from __future__ import annotations
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
-    from ratchet.contracts import AgentRun, Continuation
+from ratchet.contracts import AgentRun, Continuation, ErrorType
 
 EXAMPLE = '{"agent": "coder", "objective": "make the tests pass"}'
 
 
 def invalid(message: str) -> ApplicationError:
-    return ApplicationError(message, type="InvalidInput", non_retryable=True)
+    return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)
 
 
 def parse_run(raw: RawValue | None) -> AgentRun | Continuation:

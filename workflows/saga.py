@@ -14,17 +14,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-with workflow.unsafe.imports_passed_through():
-    from ratchet.contracts import (
-        AgentState,
-        Effect,
-        EffectClass,
-        EffectStatus,
-        RollbackPlanItem,
-        RollbackReport,
-        RunPlan,
-        UndoInvocation,
-    )
+from ratchet.contracts import (
+    AgentState,
+    Effect,
+    EffectClass,
+    EffectStatus,
+    RollbackPlanItem,
+    RollbackReport,
+    RunPlan,
+    UndoInvocation,
+)
+from ratchet.workflows.errors import cause
 
 UNDO_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
@@ -68,7 +68,7 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
             await _undo(state, plan, effect)
         except ActivityError as err:
             effect.status = EffectStatus.UNDO_FAILED
-            effect.error = _message(err)
+            effect.error = cause(err)
             report.errors.append(f"{_label(effect)}: {effect.error}")
             report.not_undone.append(_label(effect))
             for older in pending[index + 1 :]:
@@ -113,9 +113,3 @@ async def _undo_child(state: AgentState, plan: RunPlan, effect: Effect) -> None:
 
 def _label(effect: Effect) -> str:
     return f"step {effect.step} {effect.tool} ({effect.key})"
-
-
-def _message(err: BaseException) -> str:
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return str(err) or type(err).__name__

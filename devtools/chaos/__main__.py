@@ -1,4 +1,4 @@
-"""`python -m devtools.chaos --runs 50`: see ratchet/chaos/runner.py. Exits 1 if any figure is off."""
+"""`python -m devtools.chaos --runs 50`: see devtools/chaos/runner.py. Exits 1 if any figure is off."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--spread", type=float, default=None, help="seconds over which runs start (default: runs)")
     p.add_argument("--deadline", type=float, default=900.0, help="seconds before an open run counts as lost")
     p.add_argument("--agent", default="chaos", choices=["chaos", "chaos_quick"], help="chaos_quick: no checkpoints")
-    p.add_argument("--dir", type=Path, default=None, help="state directory (default .ratchet/chaos/<time>)")
+    p.add_argument("--dir", type=Path, default=None, help="state directory (default .devtools/chaos/<time>)")
     a = p.parse_args(argv)
     return Options(
         runs=a.runs, seed=a.seed, model_share=1.0 if a.model_faults else a.model_share, fault_rate=a.fault_rate,

@@ -5,7 +5,7 @@ keeps serving, and that nothing outside the workspace changes.
 
     python -m devtools.chaos.hostile          # a private dev server and worker; prints the table
 
-The cases are in ratchet/chaos/hostile_cases.py and hostile_live.py.
+The cases are in devtools/chaos/hostile_cases.py and hostile_live.py.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from devtools.chaos.stack import Stack, connect, task_failures, tree
 from ratchet.contracts import AgentState
 from devtools.chaos.supervisor import WorkerProcess
 from devtools.devserver import DevServer, temporal_binary
+from ratchet.contracts import AGENT_WORKFLOW
 
 SENTINELS = [Path("/tmp/pwned"), Path("/tmp/x")]
 """Files a shell-injection attempt would create outside every workspace."""
@@ -98,12 +99,12 @@ class Probe:
     async def cli_start(self, wid: str, text: str | None = None, file: Path | None = None) -> tuple[int, str]:
         source = ["--input", text] if file is None else ["--input-file", str(file)]
         return await self.cli(
-            "workflow", "start", "--type", "AgentWorkflow", "--task-queue", self.stack.task_queue,
+            "workflow", "start", "--type", AGENT_WORKFLOW, "--task-queue", self.stack.task_queue,
             "--workflow-id", wid, *source,
         )
 
     async def start(self, wid: str, run: dict | RawValue) -> WorkflowHandle:
-        return await self.client.start_workflow("AgentWorkflow", run, id=wid, task_queue=self.stack.task_queue)
+        return await self.client.start_workflow(AGENT_WORKFLOW, run, id=wid, task_queue=self.stack.task_queue)
 
     async def exists(self, wid: str) -> bool:
         try:

@@ -1,4 +1,4 @@
-"""The cases of the hostile-input catalogue (ratchet/chaos/hostile.py) that go through a run's
+"""The cases of the hostile-input catalogue (devtools/chaos/hostile.py) that go through a run's
 input and the model's tool calls; hostile_live.py has those aimed at a live run (updates,
 queries, signals). Each names the public surface it goes through and the clear error it expects."""
 

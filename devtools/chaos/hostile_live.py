@@ -1,5 +1,5 @@
 """Hostile-input cases aimed at a live run: updates, queries and signals with bad names and bad
-payloads (ratchet/chaos/hostile.py runs them)."""
+payloads (devtools/chaos/hostile.py runs them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`make chaos`: agent runs under a worker that is SIGKILLed at random moments, one dev server
-restart, and a model endpoint that fails often; then the audit (ratchet/chaos/audit.py).
+restart, and a model endpoint that fails often; then the audit (devtools/chaos/audit.py).
 
 Everything is real: `temporal server start-dev` on a SQLite file that survives the restart,
 `python -m ratchet.worker` processes, the openai client against ratchet.testing.openai_server, SQLite
@@ -27,6 +27,8 @@ from devtools.chaos.supervisor import Supervisor
 from ratchet.contracts import AgentState
 from devtools.devserver import DevServer
 from ratchet.testing.openai_server import OpenAIServer
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 
 @dataclass
@@ -124,7 +126,7 @@ async def _start_all(
 async def _start(client: Client, stack: Stack, run: ChaosRun, task_timeout: timedelta | None) -> None:
     try:
         await client.start_workflow(
-            "AgentWorkflow", run.input, id=run.workflow_id, task_queue=stack.task_queue, task_timeout=task_timeout
+            AGENT_WORKFLOW, run.input, id=run.workflow_id, task_queue=stack.task_queue, task_timeout=task_timeout
         )
     except WorkflowAlreadyStartedError:
         pass  # the first attempt reached the server before it went away
@@ -167,7 +169,7 @@ async def _audit(client: Client, stack: Stack, run: ChaosRun) -> RunAudit:
         desc = await retrying(handle.describe, what="describe")
         if desc.status == WorkflowExecutionStatus.RUNNING:
             return RunAudit(run.workflow_id, run.kind, note="still running at the deadline: lost")
-        state = await retrying(lambda: handle.query("state", result_type=AgentState), what="query state")
+        state = await retrying(lambda: handle.query(AgentWorkflow.state), what="query state")
         history = await retrying(handle.fetch_history, what="fetch history")
     except Exception as exc:
         return RunAudit(run.workflow_id, run.kind, note=f"cannot read the run: {exc}")

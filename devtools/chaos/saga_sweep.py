@@ -28,6 +28,8 @@ from devtools.chaos.audit import TMP_SUFFIX
 from devtools.chaos.scenarios import BROKEN, fail, send, ticket, write
 from devtools.chaos.stack import Stack, connect, rows, task_failures, tree
 from ratchet.contracts import AgentState, Phase, UndoInvocation
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 SEED = {"a.txt": b"bytes from before the run \x00\xff\r\n"}
 STEPS: list[list[dict]] = [
@@ -125,12 +127,12 @@ async def _one(client: Client, stack: Stack, k: int | None) -> StepResult:
         (stack.workspace(wid) / name).write_bytes(data)
     run = {"agent": "chaos", "objective": f"saga sweep k={k}", "workspace": wid,
            "model": {"provider": "scripted", "script": script_failing_at(k)}}
-    handle = await client.start_workflow("AgentWorkflow", run, id=wid, task_queue=stack.task_queue)
+    handle = await client.start_workflow(AGENT_WORKFLOW, run, id=wid, task_queue=stack.task_queue)
     try:
         await asyncio.wait_for(handle.result(), timeout=120)
     except WorkflowFailureError:
         pass
-    state = await handle.query("state", result_type=AgentState)
+    state = await handle.query(AgentWorkflow.state)
     result.problems += [f"workflow task failed: {m[:200]}" for m in await task_failures(handle)]
     if k is None:
         _check_full_run(stack, wid, state, result)

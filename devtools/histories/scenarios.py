@@ -20,6 +20,8 @@ from ratchet.contracts import AgentResult, AgentState, ApproveRequest, Phase, Re
 from devtools.demo import SAMPLE, demo_script
 from ratchet.ops.settings import Settings
 from ratchet.testing.openai_server import OpenAIServer
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 TASK_QUEUE = "histories"
 
@@ -38,7 +40,7 @@ class Recorder:
             target = self.settings.workspace_root / run["workspace"]
             shutil.copytree(seed, target, ignore=shutil.ignore_patterns("__pycache__"))
         handle = await self.client.start_workflow(
-            "AgentWorkflow", run, id=workflow_id(name), task_queue=TASK_QUEUE, result_type=AgentResult
+            AGENT_WORKFLOW, run, id=workflow_id(name), task_queue=TASK_QUEUE, result_type=AgentResult
         )
         try:
             return await asyncio.wait_for(handle.result(), timeout=60)
@@ -134,14 +136,14 @@ async def model_401(rec: Recorder) -> None:
 
 async def _start(rec: Recorder, name: str, run: dict, task_queue: str = TASK_QUEUE):
     return await rec.client.start_workflow(
-        "AgentWorkflow", run, id=workflow_id(name), task_queue=task_queue, result_type=AgentResult
+        AGENT_WORKFLOW, run, id=workflow_id(name), task_queue=task_queue, result_type=AgentResult
     )
 
 
 async def _until(handle, predicate, timeout: float = 30) -> AgentState:
     async with asyncio.timeout(timeout):
         while True:
-            state = await handle.query("state", result_type=AgentState)
+            state = await handle.query(AgentWorkflow.state)
             if predicate(state):
                 return state
             await asyncio.sleep(0.1)
@@ -220,5 +222,5 @@ async def continue_as_new(rec: Recorder) -> None:
     steps = [probe_call(label=str(i)) for i in range(45)]
     handle = await _start(rec, "continue-as-new", scripted("approver", steps + [{"content": "long done"}], workspace="can"))
     result = await handle.result()
-    state = await handle.query("state", result_type=AgentState)
+    state = await handle.query(AgentWorkflow.state)
     expect(ended(result, Phase.DONE) and state.continued >= 1, "DONE after continuing as new", state.continued)

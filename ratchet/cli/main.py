@@ -20,11 +20,11 @@ def _config(args: argparse.Namespace) -> int:
     from ratchet.ops.settings import SettingsError, load_settings
 
     try:
-        settings = load_settings()
+        shown = load_settings().masked()  # with the effective Temporal connection
     except SettingsError as exc:
         print(f"ratchet: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(settings.masked(), indent=2))
+    print(json.dumps(shown, indent=2))
     return 0
 
 

@@ -25,16 +25,18 @@ from ratchet.contracts import (
     AgentState, ApproveRequest, Phase, RejectRequest, RollbackPlanItem, RollbackReport, RollbackRequest,
 )
 from ratchet.ops.settings import load_settings
+from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.workflows.agent import AgentWorkflow
 
 
 async def _client() -> Client:
-    from ratchet.worker.main import connect
+    from ratchet.plugin import connect
 
     return await connect(load_settings())
 
 
 async def _state(client: Client, workflow_id: str) -> AgentState:
-    return await client.get_workflow_handle(workflow_id).query("state", result_type=AgentState)
+    return await client.get_workflow_handle(workflow_id).query(AgentWorkflow.state)
 
 
 async def checkpoints(args: argparse.Namespace) -> int:
@@ -55,7 +57,7 @@ async def checkpoints(args: argparse.Namespace) -> int:
 async def rollback(args: argparse.Namespace) -> int:
     client = await _client()
     handle = client.get_workflow_handle(args.workflow_id)
-    plan = await handle.query("rollback_plan", args.checkpoint_id, result_type=list[RollbackPlanItem])
+    plan = await handle.query(AgentWorkflow.rollback_plan, args.checkpoint_id)
     for item in plan:
         print(f"  {item.action:<14} step {item.step:>3} {item.tool:<16} {item.key}")
     if args.dry_run:
@@ -80,7 +82,7 @@ async def fork(args: argparse.Namespace) -> int:
     )
     new_id = args.new_id or f"{args.workflow_id}-fork-{uuid.uuid4().hex[:6]}"
     settings = load_settings()
-    await client.start_workflow("AgentWorkflow", run.model_dump(exclude_none=True), id=new_id, task_queue=settings.task_queue)
+    await client.start_workflow(AGENT_WORKFLOW, run.model_dump(exclude_none=True), id=new_id, task_queue=settings.task_queue)
     print(f"started {new_id} from {args.workflow_id} {args.checkpoint_id}")
     return 0
 

@@ -1,17 +1,20 @@
-"""Agent profiles: system prompt, model settings, tool set and budget defaults, registered on
-the worker. A run names its profile; the worker resolves it once, at the start of the run."""
+"""Agent profiles: system prompt, model settings, tool set, budget defaults and run policy,
+registered on the worker. A run names its profile; the worker resolves it once, at the start of
+the run (`run.prepare`), into the run's `RunPlan`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from typing import Literal
+from pydantic import Field
 
-from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
+from ratchet.contracts import Budget, RunPolicy, Verifier
 
 
-@dataclass
-class AgentProfile:
+class AgentProfile(RunPolicy):
+    """A named agent: what it is told, which tools it has, its model and budget defaults, and
+    the `RunPolicy` every run of it gets."""
+
     name: str
     system_prompt: str
     tools: list[str]
@@ -21,23 +24,13 @@ class AgentProfile:
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation; a run's `model.context_messages` overrides it)."""
-    budget: Budget = field(default_factory=Budget)
-    max_bad_tool_calls: int = 5
+    budget: Budget = Field(default_factory=Budget)
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
-    failure_policy: FailurePolicy = FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT
-    verifier: Verifier | None = None
-    """Run after each step with side effects; exit code 0 makes the step a checkpoint."""
-    revert_on_failed_verification: bool = False
-    """Undo a step's effects when its verification fails (the ratchet: only verified work stays)."""
-    allow_irreversible: list[str] = field(default_factory=list)
-    """Irreversible tools this profile may use without approval."""
-    approval_rules: list[ApprovalRule] = field(default_factory=list)
-    """Tools (or tool arguments matching a pattern) that wait for a person's approval."""
-    approval_timeout_s: float | None = None
-    on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
-    continue_as_new_events: int = 10_000
-    """Continue as new at a step boundary once history has this many events (or Temporal suggests it)."""
+
+    def policy(self) -> dict:
+        """The `RunPolicy` fields, for the plan of a run of this profile."""
+        return {name: getattr(self, name) for name in RunPolicy.model_fields}
 
 
 @dataclass

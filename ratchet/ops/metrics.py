@@ -33,6 +33,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from ratchet.ops.settings import Settings, SettingsError
+from ratchet.contracts import ErrorType
 
 COST_BUCKETS_USD = [0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]
 
@@ -124,7 +125,7 @@ def _succeeded(kind: str, name: str, settings: Any, result: Any) -> None:
         )
         if not ok:
             meter.create_counter("ratchet_tool_failures", "Tool errors and failed attempts").add(
-                1, {"tool": name, "error_type": getattr(result, "error_type", None) or "ToolError"}
+                1, {"tool": name, "error_type": getattr(result, "error_type", None) or ErrorType.TOOL_ERROR}
             )
     elif kind == "undo":
         meter.create_counter("ratchet_compensations", "Undo (compensation) attempts").add(

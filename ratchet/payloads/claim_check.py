@@ -10,7 +10,7 @@ activity, a replayed task) is stored once.
 Every process that decodes such a payload must reach the same store: all workers, and clients
 that read large results or query large state (`RATCHET_ARTIFACT_DIR` on a shared volume).
 
-In the data converter this codec runs *after* encryption (ratchet/converter.py): with
+In the data converter this codec runs *after* encryption (ratchet/payloads/converter.py): with
 RATCHET_CODEC_KEYS set, the store holds only ciphertext, exactly what history would have held.
 """
 

@@ -7,7 +7,7 @@ the last path segment selects the action, so the server may sit under any prefix
 segment before the action); a request for a namespace other than TEMPORAL_NAMESPACE is refused.
 Browsers get CORS answers for the configured Web UI origins only.
 
-Decoding also resolves claim-checked payloads (ratchet/claim_check.py) from RATCHET_ARTIFACT_DIR,
+Decoding also resolves claim-checked payloads (ratchet/payloads/claim_check.py) from RATCHET_ARTIFACT_DIR,
 so the UI shows a large tool output or state, not its reference; encoding encrypts and offloads as
 the workers' data converter does.
 

@@ -4,10 +4,10 @@ pydantic JSON for values, without fields that hold their default (`RatchetPayloa
 default a contract leaves out is filled back in on decode, so history carries only what differs;
 changing a contract's default therefore changes what recorded payloads mean). Then two optional codecs, in this order on the way out:
 
-1. encryption (RATCHET_CODEC_KEYS, ratchet/codec.py): payloads are encrypted, and failures carry
+1. encryption (RATCHET_CODEC_KEYS, ratchet/payloads/codec.py): payloads are encrypted, and failures carry
    their message and stack trace inside an encrypted payload (`encode_common_attributes`), so
    error text that quotes a prompt or a file never reaches the server in clear;
-2. claim check (RATCHET_CLAIM_CHECK_BYTES, on by default, ratchet/claim_check.py): payloads still
+2. claim check (RATCHET_CLAIM_CHECK_BYTES, on by default, ratchet/payloads/claim_check.py): payloads still
    over the threshold go to the artifact store and history keeps a reference.
 
 Encrypting first means the artifact store only ever holds what history would have held:
@@ -32,6 +32,7 @@ from temporalio.converter import (
 from ratchet.payloads.claim_check import ClaimCheckCodec
 from ratchet.payloads.codec import EncryptionCodec
 from ratchet.ops.settings import Settings
+from ratchet.stores.artifacts import ArtifactStore
 
 
 class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
@@ -87,19 +88,24 @@ def payload_codec(settings: Settings) -> EncryptionCodec | None:
     return EncryptionCodec.from_spec(settings.codec_keys.get_secret_value())
 
 
-def claim_check_codec(settings: Settings) -> ClaimCheckCodec | None:
-    """The claim check for RATCHET_CLAIM_CHECK_BYTES over RATCHET_ARTIFACT_DIR, or None when off."""
+def claim_check_codec(settings: Settings, artifacts: ArtifactStore | None = None) -> ClaimCheckCodec | None:
+    """The claim check for RATCHET_CLAIM_CHECK_BYTES over `artifacts` (default: a directory store at
+    RATCHET_ARTIFACT_DIR, opened on first use), or None when off."""
     if settings.claim_check_bytes == 0:
         return None
+    if artifacts is not None:
+        return ClaimCheckCodec(artifacts, settings.claim_check_bytes)
     from ratchet.stores.artifacts import DirectoryArtifactStore
 
     artifact_dir = settings.artifact_dir
     return ClaimCheckCodec(lambda: DirectoryArtifactStore(artifact_dir), settings.claim_check_bytes)
 
 
-def data_converter(settings: Settings) -> DataConverter:
+def data_converter(settings: Settings, artifacts: ArtifactStore | None = None) -> DataConverter:
+    """The converter for `settings`' codecs; the claim check offloads to `artifacts` when given
+    (a worker's store, `RatchetOptions.from_settings`), else to RATCHET_ARTIFACT_DIR."""
     encryption = payload_codec(settings)
-    codecs = [c for c in (encryption, claim_check_codec(settings)) if c is not None]
+    codecs = [c for c in (encryption, claim_check_codec(settings, artifacts)) if c is not None]
     if not codecs:
         return BASE_CONVERTER
     converter = dataclasses.replace(

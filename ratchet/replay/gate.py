@@ -6,8 +6,8 @@
 Every history gets one verdict: `ok`; NONDETERMINISTIC (today's code takes another path than
 the history); FAILED (today's code raises while replaying it); or ERROR (the tool could not get
 the history: unreadable file, bad JSON, server unreachable), with the reason. Replay failures
-are located in the agent's terms, "step 7, model call" (ratchet/divergence.py). The engine is
-ratchet/replayer.py; this module is the command, and stays light because `ratchet` builds its
+are located in the agent's terms, "step 7, model call" (ratchet/replay/divergence.py). The engine is
+ratchet/replay/replayer.py; this module is the command, and stays light because `ratchet` builds its
 argument parser for every command.
 
 Exit status: 0 every history replayed, 1 any replay failure, 2 a tool error and no replay failure.
@@ -19,25 +19,12 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-OK, NONDETERMINISTIC, FAILED, ERROR = "ok", "NONDETERMINISTIC", "FAILED", "ERROR"
+from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, Outcome, Progress
+
 DEFAULT_QUERY = 'WorkflowType="AgentWorkflow"'
-Progress = Callable[[str], None]
-
-
-@dataclass
-class Outcome:
-    """One history's verdict. `divergence` is in agent terms; `detail` is the reason, one line."""
-
-    workflow_id: str
-    source: str
-    events: int = 0
-    result: str = OK
-    divergence: str = ""
-    detail: str = ""
 
 
 def stderr(line: str) -> None:

@@ -2,7 +2,7 @@
 
 Histories come from JSON files as `temporal workflow show --output json` exports them (the
 SDK's `WorkflowHistory.to_json` form loads too) or from a server's visibility query. Replay uses
-the worker's data converter (ratchet/converter.py); every payload is decoded first, so missing
+the worker's data converter (ratchet/payloads/converter.py); every payload is decoded first, so missing
 keys (RATCHET_CODEC_KEYS) or claim-check blobs (RATCHET_ARTIFACT_DIR) are an ERROR, not a false
 divergence. A failing history is then bisected to the agent step where it diverges.
 """
@@ -27,7 +27,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError, _Definition
 
 from ratchet.replay.divergence import locate
-from ratchet.replay.gate import ERROR, FAILED, NONDETERMINISTIC, OK, Outcome, Progress
+from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK, Outcome, Progress
 from ratchet.ops.settings import Settings
 
 _CORE_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
@@ -62,13 +62,14 @@ def load_file(path: Path) -> Loaded | Outcome:
 
 
 async def server_histories(settings: Settings, query: str, limit: int, progress: Progress) -> list[Loaded | Outcome]:
-    """Histories of the runs matching a visibility query (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE)."""
-    from ratchet.worker.main import connect
+    """Histories of the runs matching a visibility query (the Temporal connection of `settings`:
+    TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, ... or TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE)."""
+    from ratchet.plugin import connect
 
-    progress(f"listing runs on {settings.temporal_address} ({settings.temporal_namespace}): {query}")
     found: list[Loaded | Outcome] = []
     try:
         client = await connect(settings)
+        progress(f"listing runs on {client.service_client.config.target_host} ({client.namespace}): {query}")
         async for execution in client.list_workflows(query, limit=limit):
             handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
             found.append(Loaded(f"run {execution.run_id}", await handle.fetch_history()))

@@ -21,10 +21,29 @@ class ArtifactMissing(Exception):
     """A referenced blob is not in the store (wrong store, or deleted)."""
 
 
-class ArtifactStore(Protocol):
-    def put(self, data: bytes, media_type: str = "application/octet-stream") -> ArtifactRef: ...
+class ArtifactCorrupt(ArtifactMissing):
+    """The stored bytes of a blob do not hash to its digest (disk rot, a bad copy, tampering): the
+    blob named by the digest is not in the store either, so this is an `ArtifactMissing`, and its
+    bytes are never returned."""
 
-    def get(self, ref: ArtifactRef) -> bytes: ...
+
+class ArtifactStore(Protocol):
+    """What the runtime needs from an artifact store (ratchet/testing/stores.py checks it).
+
+    Blobs are named by the lowercase hex sha256 of their bytes. Every method is safe to call from
+    several processes (and hosts) on one store at once."""
+
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> ArtifactRef:
+        """Store `data`; return its ref: the sha256 digest, the size, and `media_type` (which
+        travels in the ref, not in the store). Idempotent: the same bytes give the same digest
+        whatever the media type and however often, or however concurrently, they are put. Atomic:
+        a reader never sees part of a blob."""
+
+    def get(self, ref: ArtifactRef) -> bytes:
+        """The bytes whose sha256 is `ref.digest` (only the digest is used; size and media type
+        may be absent or differ). Raises `ArtifactMissing` naming the digest if the blob is not
+        there, `ArtifactCorrupt` if the stored bytes do not hash to the digest, and ValueError if
+        the digest is not 64 lowercase hex characters (nothing is read)."""
 
 
 class DirectoryArtifactStore:
@@ -59,10 +78,13 @@ class DirectoryArtifactStore:
             data = self._path(ref.digest).read_bytes()
         except FileNotFoundError:
             raise ArtifactMissing(
-                f"artifact {ref.digest[:12]} is not in {self.root}; do all workers share the artifact dir?"
+                f"artifact {ref.digest} is not in {self.root}; do all workers share the artifact dir?"
             ) from None
-        if hashlib.sha256(data).hexdigest() != ref.digest:
-            raise ArtifactMissing(f"artifact {ref.digest[:12]} is corrupt in {self.root}")
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != ref.digest:
+            raise ArtifactCorrupt(
+                f"artifact {ref.digest} in {self.root} is corrupt: its {len(data)} bytes hash to {actual}"
+            )
         return data
 
 

@@ -18,8 +18,9 @@ by run.prepare with the run chain's first run id) moves the earlier chain's entr
 `#{that chain}#{key}`, so the new run neither skips a side effect nor gets an old model reply.
 
 `SqliteLedger` (WAL mode) is safe for several worker processes on one host. A shared database
-(Postgres) implements the same `Ledger` protocol for many hosts; tests/test_ledger.py is the
-conformance suite a new implementation must pass.
+(Postgres) implements the same `Ledger` protocol for many hosts and must pass the conformance
+suite in ratchet/testing/stores.py (`LedgerConformance`), as SqliteLedger does in
+tests/test_ledger.py.
 """
 
 from __future__ import annotations
@@ -44,26 +45,48 @@ class Entry:
     key: str
     status: EntryStatus
     undo: dict[str, Any] | None
+    """What undoing the call needs, as first recorded by `set_undo`; None if nothing was recorded."""
     result: dict[str, Any] | None
+    """The result recorded by `complete`; None while STARTED."""
     starts: int
+    """How many `begin` calls found the key unknown or STARTED: 1 after the first, 2 after one
+    retry met the STARTED entry (a worker died, or the attempt failed, after the call began)."""
 
 
 class Ledger(Protocol):
+    """What the runtime needs from an idempotency ledger (ratchet/testing/stores.py checks it).
+
+    Keys are opaque, case-sensitive strings: no character (`%`, `_`, `*`, `#`) is a pattern. Every
+    method is atomic and safe to call from several processes (and hosts) on one store at once;
+    entries are durable once a method returns. Results and undo records are JSON objects and come
+    back equal (an empty object stays an empty object, not None)."""
+
     def begin(self, key: str) -> Entry | None:
-        """Record `key` as started. Returns the existing entry (not changed) if there is one."""
+        """Start a call: None if `key` was unknown and this call recorded it as STARTED (the
+        caller has the first attempt; of concurrent callers exactly one gets None). Otherwise the
+        entry as it was before this call: a STARTED entry has its `starts` counted up, a COMPLETED
+        one is not changed."""
 
     def set_undo(self, key: str, undo: dict[str, Any]) -> None:
-        """Record what the undo of `key` needs, before the side effect. The first record wins: a
-        retry of a call that already acted must not replace the state from before the call."""
+        """Record what the undo of a begun `key` needs, before the side effect. The first record
+        wins, later ones (and concurrent losers) change nothing: a retry of a call that already
+        acted must not replace the state from before the call. The record outlives `complete`."""
 
-    def complete(self, key: str, result: dict[str, Any]) -> None: ...
+    def complete(self, key: str, result: dict[str, Any]) -> None:
+        """Record the result of a begun `key` and mark it COMPLETED. A completed entry is final:
+        a later (or concurrent, losing) `complete` changes nothing, so every reader sees the same
+        result."""
 
-    def get(self, key: str) -> Entry | None: ...
+    def get(self, key: str) -> Entry | None:
+        """The entry for `key`, or None if there is none. Reads only."""
 
     def claim(self, workflow_id: str, chain: str) -> str | None:
-        """Make `chain` (a run chain's first run id) the owner of the keys `{workflow_id}/...`. If
-        another chain owned them, its entries are archived as `#{old chain}#{key}` and the old chain
-        is returned; claiming again for the same chain changes nothing."""
+        """Make `chain` (a run chain's first run id) the owner of the keys `{workflow_id}/...`
+        (an exact, case-sensitive prefix). If another chain owned them, their entries move to
+        `#{old chain}#{key}` (still readable with `get`; the keys are free again) and the old chain
+        is returned; entries from before any claim move to `#unclaimed#{key}` and None is returned.
+        Claiming again for the owning chain changes nothing and returns None. Of concurrent claims
+        by one new chain, exactly one returns the old chain."""
 
 
 class SqliteLedger:
@@ -115,8 +138,8 @@ class SqliteLedger:
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
         self._conn().execute(
-            "UPDATE ledger SET status = ?, result = ?, completed_at = ? WHERE key = ?",
-            (EntryStatus.COMPLETED, json.dumps(result), time.time(), key),
+            "UPDATE ledger SET status = ?, result = ?, completed_at = ? WHERE key = ? AND status = ?",
+            (EntryStatus.COMPLETED, json.dumps(result), time.time(), key, EntryStatus.STARTED),
         )
 
     def get(self, key: str) -> Entry | None:
@@ -146,12 +169,6 @@ class SqliteLedger:
             conn.execute("ROLLBACK")
             raise
         return previous if previous != chain else None
-
-    def keys(self, prefix: str = "") -> list[Entry]:
-        rows = self._conn().execute(
-            "SELECT key FROM ledger WHERE substr(key, 1, ?) = ? ORDER BY started_at", (len(prefix), prefix)
-        ).fetchall()
-        return [e for (key,) in rows if (e := self.get(key)) is not None]
 
     @staticmethod
     def _read(conn: sqlite3.Connection, key: str) -> Entry | None:

@@ -1,0 +1,87 @@
+"""The data that crosses Temporal boundaries, by audience:
+
+- `run`: what a user sends (the workflow input `AgentRun`, update and query inputs);
+- `plan`: a run resolved against the worker's profiles (`RunPlan`, `RunPolicy`, tool specs);
+- `payloads`: activity inputs and outputs (model and tool calls, undo, verification);
+- `state`: the agent's state (`AgentState`), effects, checkpoints, the handover and the result;
+- `base`: the vocabulary they share.
+
+Every name is re-exported here; import from `ratchet.contracts`. Only pydantic and the standard
+library are imported, so workflow code can use them.
+"""
+
+from ratchet.contracts.base import (
+    ErrorType, NAME_PATTERN, MAX_OBJECTIVE_CHARS, valid_unicode, scrub_text, Strict, Phase, TERMINAL_PHASES, EffectClass, FailurePolicy, ArtifactRef,
+)
+from ratchet.contracts.run import (
+    AGENT_WORKFLOW, STATE_QUERY, ScriptedToolCall, ScriptedReply, ModelOverride, BudgetOverride, ResumeFrom, AgentRun, RollbackRequest, ApproveRequest, RejectRequest, TranscriptPage,
+)
+from ratchet.contracts.plan import (
+    Budget, ModelSettings, ApprovalRule, ToolSpec, Verifier, RunPolicy, RunPlan, ModelCallConfig, PrepareRun,
+)
+from ratchet.contracts.payloads import (
+    ToolCallRequest, Message, Usage, ModelRequest, ModelReply, ToolInvocation, ToolResult, UndoInvocation, Evidence, VerifyRequest, VerifyResult, LoadCheckpoint,
+)
+from ratchet.contracts.state import (
+    ToolCallRecord, EffectStatus, Effect, Checkpoint, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, Continuation, AgentResult,
+)
+
+__all__ = [
+    "AGENT_WORKFLOW",
+    "STATE_QUERY",
+    "ErrorType",
+    "NAME_PATTERN",
+    "MAX_OBJECTIVE_CHARS",
+    "valid_unicode",
+    "scrub_text",
+    "Strict",
+    "Phase",
+    "TERMINAL_PHASES",
+    "EffectClass",
+    "FailurePolicy",
+    "ArtifactRef",
+    "ScriptedToolCall",
+    "ScriptedReply",
+    "ModelOverride",
+    "BudgetOverride",
+    "ResumeFrom",
+    "AgentRun",
+    "RollbackRequest",
+    "ApproveRequest",
+    "RejectRequest",
+    "TranscriptPage",
+    "Budget",
+    "ModelSettings",
+    "ApprovalRule",
+    "ToolSpec",
+    "Verifier",
+    "RunPolicy",
+    "RunPlan",
+    "ModelCallConfig",
+    "PrepareRun",
+    "ToolCallRequest",
+    "Message",
+    "Usage",
+    "ModelRequest",
+    "ModelReply",
+    "ToolInvocation",
+    "ToolResult",
+    "UndoInvocation",
+    "Evidence",
+    "VerifyRequest",
+    "VerifyResult",
+    "LoadCheckpoint",
+    "ToolCallRecord",
+    "EffectStatus",
+    "Effect",
+    "Checkpoint",
+    "RollbackReport",
+    "RollbackPlanItem",
+    "PendingApproval",
+    "Decision",
+    "Transcript",
+    "BudgetUsed",
+    "AgentState",
+    "Continuation",
+    "AgentResult",
+]

@@ -1,0 +1,119 @@
+"""Shared vocabulary of every contract: names, phases, effect classes, artifact references.
+
+Only pydantic and the standard library are imported in ratchet.contracts, so workflow code can
+import it without dragging in openai, httpx, sqlite3 or the filesystem.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+
+
+MAX_OBJECTIVE_CHARS = 200_000
+
+
+def valid_unicode(text: str) -> bool:
+    """False for strings JSON can carry but UTF-8 cannot (lone surrogates such as "\\ud800")."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def scrub_text(text: str) -> str:
+    """NUL characters dropped and lone surrogates replaced, so the text always serializes."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+class Strict(BaseModel):
+    """Input a person types: unknown fields are mistakes, not extensions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Phase(StrEnum):
+    STARTING = "STARTING"
+    THINKING = "THINKING"
+    ACTING = "ACTING"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    PAUSED = "PAUSED"
+    ROLLING_BACK = "ROLLING_BACK"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+    CANCELLED = "CANCELLED"
+    ROLLED_BACK = "ROLLED_BACK"
+    COMPENSATION_FAILED = "COMPENSATION_FAILED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_PHASES
+
+
+TERMINAL_PHASES = frozenset(
+    {
+        Phase.DONE,
+        Phase.FAILED,
+        Phase.BUDGET_EXHAUSTED,
+        Phase.CANCELLED,
+        Phase.ROLLED_BACK,
+        Phase.COMPENSATION_FAILED,
+    }
+)
+
+
+class EffectClass(StrEnum):
+    READ_ONLY = "read_only"
+    COMPENSABLE = "compensable"
+    IRREVERSIBLE = "irreversible"
+
+
+class ErrorType(StrEnum):
+    """The `ApplicationError.type` of a run's failures and the `ToolResult.error_type` of a tool
+    call that went back to the model: what an operator or a model sees and can match on."""
+
+    INVALID_INPUT = "InvalidInput"
+    """The start cannot be accepted (input, profile or fork source): non-retryable, names the field."""
+    INVALID_PROFILE = "InvalidProfile"
+    """The worker's profile is broken (names a tool the worker lacks, a window under 2)."""
+    INVALID_ARGUMENTS = "InvalidArguments"
+    """A tool call the model made wrong (bad JSON, unknown tool, failed validation): back to the model."""
+    AGENT_FAILED = "AgentFailed"
+    """The run failed after its failure policy was applied."""
+    REJECTED = "Rejected"
+    """A person rejected the tool call; the reason goes to the model."""
+    SUB_AGENT_FAILED = "SubAgentFailed"
+    TOOL_ERROR = "ToolError"
+    """A tool reported an error for the model to handle."""
+    FATAL_TOOL_ERROR = "FatalToolError"
+    """A tool failed in a way the model cannot fix: the run fails."""
+    UNDO_FAILED = "UndoFailed"
+    OUTCOME_UNKNOWN = "OutcomeUnknown"
+    """A side effect was started and its outcome cannot be known (docs/RELIABILITY.md)."""
+
+
+class FailurePolicy(StrEnum):
+    """What a run does with its side effects when it fails or is cancelled."""
+
+    ROLLBACK_TO_LAST_CHECKPOINT = "rollback_to_last_checkpoint"
+    ROLLBACK_ALL = "rollback_all"
+    KEEP = "keep"
+
+
+class ArtifactRef(BaseModel):
+    """A blob in the artifact store, named by the sha256 of its bytes."""
+
+    digest: str
+    size: int | None = None
+    """None when only the digest travelled (transcripts, a run's model call config)."""
+    media_type: str = "application/octet-stream"
+
+    @classmethod
+    def json(cls, digest: str) -> ArtifactRef:
+        return cls(digest=digest, media_type="application/json")

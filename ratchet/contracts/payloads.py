@@ -1,0 +1,129 @@
+"""Activity inputs and outputs: model calls, tool calls, undo, verification, forks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ratchet.contracts.base import ArtifactRef
+from ratchet.contracts.plan import Verifier
+
+
+class ToolCallRequest(BaseModel):
+    """A tool call as the model wrote it; `arguments` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    content_ref: ArtifactRef | None = None
+    """Full content in the artifact store when `content` is a shortened preview."""
+    pinned: bool = False
+    """Sent to the model whatever its context window (a fork's objective; the system prompt and the
+    run's objective, the first two messages, always are)."""
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ModelRequest(BaseModel):
+    """Only what is new since the previous call: the conversation so far is the `transcript`
+    artifact, settings and tool schemas the run's `call_ref` artifact (both digests). The
+    idempotency key is `{workflow id}/{step}/model`, made by the activity from its own info."""
+
+    step: int
+    new_messages: list[Message]
+    call_ref: str
+    transcript: str | None = None
+
+
+class ModelReply(BaseModel):
+    message: Message
+    usage: Usage
+    transcript: str
+    """Digest of the conversation including this reply."""
+    finish_reason: str | None = None
+    """Only when the message does not say it: e.g. "length" (output cut at max tokens), not
+    "tool_calls" or "stop"."""
+    model: str = ""
+    """Only when the provider names another model than the run's settings (e.g. a dated snapshot)."""
+
+
+class ToolInvocation(BaseModel):
+    step: int
+    call_id: str
+    arguments: dict[str, Any]
+    workspace: str
+    key: str = ""
+    workflow_id: str = ""
+    tool: str = ""
+    """Empty: filled by the tool activity from its own info (workflow id, activity type), the key
+    as `{workflow id}/{step}/{call id}`; so history does not repeat them for every call."""
+
+
+class ToolResult(BaseModel):
+    ok: bool
+    output: str
+    output_ref: ArtifactRef | None = None
+    undo: dict[str, Any] | None = None
+    error_type: str | None = None
+
+
+class UndoInvocation(BaseModel):
+    key: str
+    """The forward call's key; the undo's own key is `{key}/undo`."""
+    workflow_id: str
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    workspace: str
+    undo: dict[str, Any] | None
+
+
+class Evidence(BaseModel):
+    argv: list[str]
+    exit_code: int
+    passed: bool
+    tests_run: int | None = None
+    tests_failed: int | None = None
+    output: str
+    output_ref: ArtifactRef | None = None
+
+
+class VerifyRequest(BaseModel):
+    key: str
+    workflow_id: str
+    workspace: str
+    verifier: Verifier
+    changed: dict[str, ArtifactRef | None] = Field(
+        default_factory=dict, description="Paths written since the last checkpoint -> bytes before (None: absent)."
+    )
+
+
+class VerifyResult(BaseModel):
+    evidence: Evidence
+    patch_ref: ArtifactRef | None = None
+    workspace_ref: ArtifactRef | None = None
+    """Manifest {path: ArtifactRef} of every workspace file, for forks."""
+
+
+class LoadCheckpoint(BaseModel):
+    workflow_id: str
+    checkpoint_id: str
+    workspace: str
+    """The new run's workspace, which receives the checkpoint's files."""

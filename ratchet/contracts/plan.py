@@ -1,0 +1,117 @@
+"""A run's plan: its `AgentRun` resolved against the worker's profile registry by `run.prepare`,
+recorded once per run, and what a profile decides for each of its runs (`RunPolicy`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ratchet.contracts.base import ArtifactRef, EffectClass, FailurePolicy
+from ratchet.contracts.run import AgentRun
+
+
+class Budget(BaseModel):
+    max_steps: int = 30
+    max_tokens: int = 200_000
+    max_cost_usd: float | None = None
+    max_duration_s: float | None = None
+
+
+class ModelSettings(BaseModel):
+    provider: str = "openai"
+    """A `ModelProvider` registered on the worker, by name."""
+    model: str = "gpt-4o-mini"
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    timeout_s: float = 120.0
+    usd_per_1k_prompt_tokens: float = 0.0
+    usd_per_1k_completion_tokens: float = 0.0
+    script_ref: ArtifactRef | None = None
+    context_messages: int | None = None
+    """Send the model the system prompt, the objective and only the latest this-many messages
+    (None: the whole conversation). The transcript keeps every message either way."""
+
+
+class ApprovalRule(BaseModel):
+    """Ask a person before `tool` runs when argument `argument` matches regex `pattern`
+    (no argument: always)."""
+
+    tool: str
+    argument: str | None = None
+    pattern: str = ".*"
+
+
+class ToolSpec(BaseModel):
+    """What the workflow needs to know about a tool; the JSON schema goes to the artifact store."""
+
+    name: str
+    kind: Literal["activity", "timer", "child"] = "activity"
+    """`timer` tools (wait) run in the workflow as durable timers; `child` tools (delegate) as
+    child workflows; the rest as activities."""
+    heartbeat_s: float | None = None
+    effect: EffectClass = EffectClass.READ_ONLY
+    timeout_s: float = 60.0
+    max_attempts: int = 5
+    has_undo: bool = False
+    local: bool = False
+    """Run as a local activity (in the worker holding the workflow task: no server round trips,
+    one marker event). Decided by run.prepare for fast read-only tools (`ratchet.core.tools.runs_locally`);
+    recorded in the plan, so replay takes the same path."""
+
+
+class Verifier(BaseModel):
+    """A command whose exit code 0 makes a step a checkpoint (e.g. the project's tests)."""
+
+    argv: list[str]
+    timeout_s: float = 300.0
+
+
+class RunPolicy(BaseModel):
+    """What a profile decides for each of its runs; an `AgentProfile` is one, and a `RunPlan`
+    carries the profile's values as they were when the run was planned."""
+
+    max_bad_tool_calls: int = 5
+    """Invalid tool calls (bad JSON, unknown tool, arguments that fail validation) before the run fails."""
+    failure_policy: FailurePolicy = FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT
+    verifier: Verifier | None = None
+    """Run after each step with side effects; exit code 0 makes the step a checkpoint."""
+    revert_on_failed_verification: bool = False
+    """Undo a step's effects when its verification fails (the ratchet: only verified work stays)."""
+    allow_irreversible: list[str] = Field(default_factory=list)
+    """Irreversible tools this profile may use without approval."""
+    approval_rules: list[ApprovalRule] = Field(default_factory=list)
+    """Tools (or tool arguments matching a pattern) that wait for a person's approval."""
+    approval_timeout_s: float | None = None
+    on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
+    continue_as_new_events: int = 10_000
+    """Continue as new at a step boundary once history has this many events (or Temporal suggests it)."""
+
+
+class RunPlan(RunPolicy):
+    """An `AgentRun` resolved against the worker's profile registry, recorded once per run."""
+
+    agent: str
+    system_prompt: str
+    model: ModelSettings
+    tools: list[ToolSpec]
+    budget: Budget
+    workspace: str
+    search_attributes: bool = True
+    call_ref: str
+    """Digest of the run's `ModelCallConfig` artifact: what every model request of the run shares."""
+
+
+class ModelCallConfig(BaseModel):
+    """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""
+
+    settings: ModelSettings
+    tools: list[dict[str, Any]]
+
+
+class PrepareRun(BaseModel):
+    run: AgentRun
+    workflow_id: str
+    chain: str = ""
+    """The run chain's first run id: the same across continue-as-new, new when the id is reused."""

@@ -1,0 +1,176 @@
+"""The agent's state machine as data: `AgentState` (the `state` query), its effects, checkpoints,
+rollbacks and approvals, the continue-as-new handover and the run's result.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ratchet.contracts.base import ArtifactRef, EffectClass, Phase
+from ratchet.contracts.payloads import Evidence, Message, ToolResult
+from ratchet.contracts.plan import RunPlan
+from ratchet.contracts.run import AgentRun
+
+
+class ToolCallRecord(BaseModel):
+    step: int
+    call_id: str
+    tool: str
+    key: str
+    arguments: str
+    result: ToolResult
+
+
+class EffectStatus(StrEnum):
+    PENDING = "pending"
+    """Registered; the call is scheduled or its outcome is unknown."""
+    DONE = "done"
+    FAILED = "failed"
+    """The call failed; it may still have taken effect, so its undo runs too."""
+    UNDONE = "undone"
+    UNDO_FAILED = "undo_failed"
+    NOT_UNDONE = "not_undone"
+    """Left in place: irreversible, or an older effect behind an undo that failed."""
+
+
+class Effect(BaseModel):
+    tool: str
+    step: int
+    call_id: str
+    key: str
+    arguments: dict[str, Any]
+    effect: EffectClass
+    status: EffectStatus = EffectStatus.PENDING
+    undo: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Checkpoint(BaseModel):
+    id: str
+    step: int
+    created_at: str
+    effects_len: int
+    messages_len: int
+    messages: list[Message] | None = None
+    """Filled only in a copy taken for a fork (messages `messages_base`..`messages_len`); a live
+    run's checkpoint is a prefix of its messages."""
+    messages_base: int = 0
+    transcript: str | None = None
+    unsent: int
+    summary: str
+    evidence: Evidence | None = None
+    patch_ref: ArtifactRef | None = None
+    workspace_ref: ArtifactRef | None = None
+
+
+class RollbackReport(BaseModel):
+    checkpoint_id: str | None
+    reason: str = ""
+    undone: list[str] = Field(default_factory=list)
+    irreversible: list[str] = Field(default_factory=list)
+    """Effects that cannot be undone and were left in place."""
+    not_undone: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.not_undone and not self.errors
+
+
+class RollbackPlanItem(BaseModel):
+    tool: str
+    step: int
+    key: str
+    action: Literal["undo", "irreversible", "already_undone"]
+
+
+class PendingApproval(BaseModel):
+    call_id: str
+    tool: str
+    step: int
+    arguments: dict[str, Any]
+    requested_at: str
+    reason: str
+
+
+class Decision(BaseModel):
+    approved: bool
+    reason: str = ""
+    by: str = "person"
+
+
+class Transcript(BaseModel):
+    total: int
+    offset: int
+    messages: list[Message]
+
+
+class BudgetUsed(BaseModel):
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+
+class AgentState(BaseModel):
+    workflow_id: str
+    run: AgentRun
+    plan: RunPlan | None = None
+    phase: Phase = Phase.STARTING
+    step: int = 0
+    started_at: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    """The conversation from message `messages_base` on; the earlier ones were handed over into
+    the transcript artifact at a continue-as-new."""
+    messages_base: int = 0
+    transcript: str | None = None
+    """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
+    unsent: int = 0
+    """Index (counted from the first message of the run, like `messages_len`) of the first message
+    the model has not seen."""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    """The most recent tool calls; `tool_calls_archived` older ones were dropped at handovers
+    (their outputs are in the transcript, their side effects in `effects`)."""
+    tool_calls_archived: int = 0
+    effects: list[Effect] = Field(default_factory=list)
+    checkpoints: list[Checkpoint] = Field(default_factory=list)
+    rollbacks: list[RollbackReport] = Field(default_factory=list)
+    used: BudgetUsed = Field(default_factory=BudgetUsed)
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    decisions: dict[str, Decision] = Field(default_factory=dict)
+    inbox: list[str] = Field(default_factory=list)
+    """Messages sent by signal, added to the conversation at the next step boundary."""
+    paused: bool = False
+    continued: int = 0
+    """How many times this run has continued as new."""
+    bad_tool_calls: int = 0
+    answer: str | None = None
+    last_error: str | None = None
+
+    @property
+    def message_count(self) -> int:
+        """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
+        return self.messages_base + len(self.messages)
+
+
+class Continuation(BaseModel):
+    """The input of a run that continues as new: the whole state, same workflow id and keys."""
+
+    continuation: AgentState
+
+
+class AgentResult(BaseModel):
+    workflow_id: str
+    phase: Phase
+    answer: str | None
+    steps: int
+    used: BudgetUsed
+    last_error: str | None = None
+    workspace: str | None = None
+    effects: list[Effect] = Field(default_factory=list)
+    """Side effects left in place (for a parent that must be able to undo this run)."""

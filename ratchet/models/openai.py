@@ -1,0 +1,101 @@
+"""The openai provider: any OpenAI-compatible chat-completions endpoint (OpenAI, Azure, vLLM,
+llama.cpp, Ollama) through the official `openai` client.
+
+The client's own retries are off: Temporal's retry policy governs, and ratchet/models/openai_errors.py
+decides what is retried. The call's idempotency key goes along as `Idempotency-Key`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from ratchet.contracts import Message, ModelSettings, ToolCallRequest, Usage
+from ratchet.models.openai_errors import classify
+from ratchet.models.provider import Completion, ModelCall
+from ratchet.ops.settings import Settings
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: openai.AsyncOpenAI | None = None
+
+    def unavailable(self, settings: ModelSettings) -> str | None:
+        if self.settings.model_endpoint_configured:
+            return None
+        return (
+            "this worker has no model endpoint; set OPENAI_API_KEY or OPENAI_BASE_URL on the worker, "
+            "or start the run with model.provider 'scripted' and a script"
+        )
+
+    def client(self) -> openai.AsyncOpenAI:
+        """One client per worker; its own retries are off so Temporal's retry policy governs."""
+        if self._client is None:
+            key = self.settings.openai_api_key
+            self._client = openai.AsyncOpenAI(
+                api_key=key.get_secret_value() if key else "not-needed",
+                base_url=self.settings.openai_base_url,
+                max_retries=0,
+            )
+        return self._client
+
+    async def complete(self, call: ModelCall) -> Completion:
+        settings = call.settings
+        kwargs: dict[str, Any] = {}
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if settings.max_output_tokens is not None:
+            kwargs["max_tokens"] = settings.max_output_tokens
+        if call.tools:
+            kwargs["tools"] = call.tools
+        try:
+            completion = await self.client().chat.completions.create(
+                model=settings.model,
+                messages=[to_openai(m) for m in call.messages],
+                timeout=settings.timeout_s,
+                extra_headers={"Idempotency-Key": call.key},
+                **kwargs,
+            )
+            choice = completion.choices[0]
+        except (openai.OpenAIError, ValueError, IndexError, TypeError) as exc:
+            # `from None`: the openai exception chain and its stack traces (~6 KB) would exceed
+            # the server's size limit for a retrying activity's last failure, hiding the reason.
+            raise classify(exc) from None
+        usage = Usage(
+            prompt_tokens=getattr(completion.usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
+        )
+        return Completion(
+            message=from_openai(choice.message), usage=usage, finish_reason=choice.finish_reason,
+            model=completion.model or "",
+        )
+
+
+def to_openai(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def from_openai(message: Any) -> Message:
+    calls = [
+        ToolCallRequest(
+            id=c.id or f"call_{j}",
+            name=c.function.name,
+            arguments=c.function.arguments if isinstance(c.function.arguments, str) else json.dumps(c.function.arguments),
+        )
+        for j, c in enumerate(message.tool_calls or [])
+        if getattr(c, "function", None) is not None
+    ]
+    return Message(role="assistant", content=message.content, tool_calls=calls)

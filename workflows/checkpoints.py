@@ -1,0 +1,154 @@
+"""Checkpoints, rollback, fork and the failure policy (deterministic, no I/O).
+
+After a step that changed something, the profile's verifier runs (`checkpoint.verify`): a pass
+records a `Checkpoint` (test evidence, the patch, a file manifest), a failure goes back to the
+model and, with `revert_on_failed_verification`, the step's effects are undone. A rollback undoes
+the effects above a checkpoint newest first (workflows/saga.py) and restores the conversation to
+it. A fork (`AgentRun.resume_from`) starts a new run from another run's checkpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from ratchet.contracts import (
+    AgentState, Checkpoint, Effect, FailurePolicy, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
+    VerifyRequest, VerifyResult,
+)
+from ratchet.core import keys
+from ratchet.workflows import saga
+from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+"""checkpoint.verify heartbeats every 5 s: a dead worker is noticed in 20 s."""
+
+
+def boundary(state: AgentState, checkpoint_id: str) -> int:
+    """How many effects the run had at the checkpoint; an unknown id is the caller's mistake."""
+    for checkpoint in state.checkpoints:
+        if checkpoint.id == checkpoint_id:
+            return checkpoint.effects_len
+    known = ", ".join(c.id for c in state.checkpoints) or "none yet"
+    raise ValueError(f"unknown checkpoint {checkpoint_id!r}; this run has: {known}")
+
+
+async def fork(state: AgentState, plan: RunPlan) -> None:
+    """Start this run from another run's checkpoint: its conversation and its workspace files."""
+    source = state.run.resume_from
+    assert source is not None
+    try:
+        checkpoint = await workflow.execute_activity(
+            "checkpoint.fork",
+            LoadCheckpoint(workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace),
+            result_type=Checkpoint, start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=RetryPolicy(maximum_attempts=5),
+            summary=f"fork from {source.workflow_id} {source.checkpoint_id}",
+        )
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        raise invalid_input(err) from None
+    objective = Message(role="user", content=state.run.objective, pinned=True)  # the window keeps it
+    state.messages = list(checkpoint.messages or []) + [objective]
+    state.messages_base = checkpoint.messages_base
+    state.transcript = checkpoint.transcript
+    state.unsent = checkpoint.unsent
+    # a rollback to where the fork began keeps the fork's objective
+    state.checkpoints = [checkpoint.model_copy(update={
+        "messages": None, "effects_len": 0, "messages_len": checkpoint.messages_len + 1,
+    })]
+
+
+async def verify(state: AgentState, plan: RunPlan) -> None:
+    """Run the verifier; pass -> checkpoint; fail -> evidence to the model (and revert)."""
+    assert plan.verifier is not None
+    since = state.checkpoints[-1].effects_len if state.checkpoints else 0
+    try:
+        result = await workflow.execute_activity(
+            "checkpoint.verify",
+            VerifyRequest(
+                key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
+                workspace=plan.workspace, verifier=plan.verifier, changed=_changed_files(state.effects[since:]),
+            ),
+            result_type=VerifyResult,
+            start_to_close_timeout=timedelta(seconds=plan.verifier.timeout_s + 60),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            summary=f"step {state.step}: verify {' '.join(plan.verifier.argv)}"[:200],
+        )
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        raise RunFailed(f"step {state.step}: verification could not run: {cause(err)}") from None
+    evidence = result.evidence
+    if evidence.passed:
+        state.checkpoints.append(_checkpoint(state, result))
+        return
+    note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
+    if plan.revert_on_failed_verification:
+        last = state.checkpoints[-1].id if state.checkpoints else None
+        report = await rollback_effects(state, plan, since, last, "verification failed")
+        if not report.clean:
+            raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
+        note += f"\nYour changes since {last or 'the start'} were reverted ({len(report.undone)} undone)."
+    state.messages.append(Message(role="user", content=note))
+
+
+async def rollback_to(state: AgentState, plan: RunPlan, checkpoint_id: str | None, reason: str) -> RollbackReport:
+    """Undo every effect above the checkpoint (all, without one) and restore its conversation."""
+    report = await rollback_effects(state, plan, boundary(state, checkpoint_id) if checkpoint_id else 0, checkpoint_id, reason)
+    if report.clean:
+        checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
+        if checkpoint is not None:
+            del state.messages[checkpoint.messages_len - state.messages_base :]
+            state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
+            state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
+    return report
+
+
+async def rollback_effects(
+    state: AgentState, plan: RunPlan, since: int, checkpoint_id: str | None, reason: str
+) -> RollbackReport:
+    previous_phase = state.phase
+    state.phase = Phase.ROLLING_BACK
+    report = await saga.compensate(state, plan, since, RollbackReport(checkpoint_id=checkpoint_id, reason=reason))
+    state.rollbacks.append(report)
+    state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
+    return report
+
+
+async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: str) -> None:
+    """What a failed or cancelled run does with its side effects: the run's `on_failure`, else
+    the profile's policy."""
+    if plan is None:
+        return
+    policy = state.run.on_failure or plan.failure_policy
+    if policy == FailurePolicy.KEEP or not state.effects:
+        return
+    target = state.checkpoints[-1].id if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT else None
+    await rollback_to(state, plan, target, f"{policy}: {reason}")
+
+
+def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
+    evidence = result.evidence
+    tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
+    return Checkpoint(
+        id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
+        effects_len=len(state.effects), messages_len=state.message_count,
+        transcript=state.transcript, unsent=state.unsent,
+        summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
+        evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,
+    )
+
+
+def _changed_files(effects: list[Effect]) -> dict[str, Any]:
+    """Paths written by these effects -> their bytes before the first write (None: absent)."""
+    changed: dict[str, Any] = {}
+    for effect in effects:
+        undo = effect.undo or {}
+        if "path" in undo and "previous" in undo and undo["path"] not in changed:
+            changed[undo["path"]] = undo["previous"]
+    return changed

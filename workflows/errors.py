@@ -1,0 +1,40 @@
+"""How a run fails, in the workflow's terms (deterministic, no I/O).
+
+`RunFailed` ends a run after its failure policy has been applied; `cause` unwraps Temporal's
+activity and child-workflow wrappers to the message a person needs; `raise_if_cancelled` turns an
+activity cancelled because the run was cancelled into the run's own cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
+
+from ratchet.contracts import ErrorType
+
+
+class RunFailed(Exception):
+    """A failure that ends the run after its failure policy has been applied."""
+
+
+def cause(err: BaseException) -> str:
+    """The message of the first real failure under Temporal's Activity/ChildWorkflow wrappers."""
+    while isinstance(err, (ActivityError, ChildWorkflowError)) and err.__cause__ is not None:
+        err = err.__cause__
+    if isinstance(err, ApplicationError):
+        return err.message
+    return str(err) or type(err).__name__
+
+
+def raise_if_cancelled(err: BaseException) -> None:
+    """An activity or child cancelled because the run was cancelled is the run's cancellation,
+    not a failure: it must take the cancellation path (compensate, end CANCELLED)."""
+    if is_cancelled_exception(err):
+        raise asyncio.CancelledError() from err
+
+
+def invalid_input(err: BaseException) -> ApplicationError:
+    """A start the worker cannot accept (unknown profile, missing fork source): fails the run at
+    once, naming why."""
+    return ApplicationError(cause(err), type=ErrorType.INVALID_INPUT, non_retryable=True)
