@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 
 import tests.plugins.chaos_tools  # noqa: F401  (the chaos profile and outbox tool, in this process too)

@@ -17,7 +17,7 @@ from ratchet.payloads.converter import BASE_CONVERTER
 import tests.plugins.ops  # noqa: F401  (big_output tool, `bulk` profile)
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.payloads.claim_check import ENCODING, ClaimCheckCodec, ClaimCheckError
-from ratchet.contracts import AgentResult, AgentState, Phase
+from ratchet.contracts import AgentResult, Phase
 from ratchet.payloads.converter import CodecChain, data_converter
 from ratchet.ops.settings import Settings
 from tests.plugins.ops import big_text

@@ -10,7 +10,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError
 
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
-from ratchet.contracts import AgentResult, EffectStatus, Phase, RollbackPlanItem, RollbackReport, RollbackRequest
+from ratchet.contracts import AgentResult, EffectStatus, Phase, RollbackReport, RollbackRequest
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, state_of
 from ratchet.workflows.agent import AgentWorkflow

@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from ratchet.contracts import (
-    AgentState, ApproveRequest, Phase, RejectRequest, RollbackPlanItem, RollbackReport, RollbackRequest,
+    AgentState, ApproveRequest, Phase, RejectRequest, RollbackReport, RollbackRequest,
 )
 from ratchet.ops.settings import load_settings
 from ratchet.contracts import AGENT_WORKFLOW
