@@ -55,7 +55,7 @@ def demo_input(workspace: str, real_model: bool) -> dict:
 
 
 def main() -> int:
-    state_dir = ROOT / ".ratchet" / "demo"
+    state_dir = Path(os.environ.get("RATCHET_DEMO_DIR") or ROOT / ".ratchet" / "demo")
     state_dir.mkdir(parents=True, exist_ok=True)
     real_model = load_settings().model_endpoint_configured
     server = DevServer(db_file=state_dir / "temporal.db", ui_port=free_port(), log_file=state_dir / "server.log")
@@ -159,3 +159,9 @@ def _args(raw: str) -> str:
         value = {k: (" ".join(v) if isinstance(v, list) else v) for k, v in value.items()}
         value = {k: (v if len(str(v)) < 24 else str(v)[:21] + "...") for k, v in value.items()}
     return json.dumps(value)[:40]
+
+
+if __name__ == "__main__":
+    from ratchet.ops.process import exit_now
+
+    exit_now(main())
