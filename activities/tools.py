@@ -21,6 +21,7 @@ from ratchet.activities.workspace import open_workspace
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.contracts import EffectClass, ErrorType, ToolInvocation, ToolResult, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
+from ratchet.ops.settings import Settings
 from ratchet.core.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
 INLINE_OUTPUT_CHARS = 8 * 1024
@@ -34,7 +35,7 @@ class ToolActivities:
         workspace_root: Path,
         artifacts: ArtifactStore,
         ledger: Ledger,
-        settings: Any = None,
+        settings: Settings | None = None,
     ) -> None:
         self.registry = registry
         self.workspace_root = Path(workspace_root)

@@ -24,7 +24,7 @@ class CreateTicketArgs(BaseModel):
 
 
 def tracker_path(ctx: ToolContext) -> Path:
-    return Path(getattr(ctx.settings, "tracker_path", None) or DEFAULT_TRACKER)
+    return Path(ctx.settings.tracker_path if ctx.settings is not None else DEFAULT_TRACKER)
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -19,12 +19,15 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.contracts import EffectClass, ToolSpec
+
+if TYPE_CHECKING:
+    from ratchet.ops.settings import Settings
 
 
 class ToolError(Exception):
@@ -49,7 +52,8 @@ class ToolContext:
     artifacts: ArtifactStore
     record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
     """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works."""
-    settings: Any = None
+    settings: Settings | None = None
+    """The worker's settings (tools read their own configuration from them, e.g. `tracker_path`)."""
     heartbeat: Callable[..., None] = lambda *details: None
     """Report progress (long tools); the details come back in `resume_from` after a retry."""
     resume_from: Any = None
