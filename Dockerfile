@@ -22,12 +22,13 @@ COPY ratchet/ ./ratchet/
 COPY workflows/ ./workflows/
 COPY activities/ ./activities/
 COPY worker/ ./worker/
-RUN pip install ".[otel]" \
+RUN pip install ".[otel,postgres,s3]" \
     && rm -rf /app/build /app/*.egg-info
 
-# Unprivileged runtime user. /data is where docker-compose mounts the shared
-# `ratchet-data` volume; creating it here with the right owner means a fresh
-# named volume is initialised writable by this user.
+# Unprivileged runtime user. /data holds what is local to one worker: its run
+# workspaces (and, run alone without RATCHET_LEDGER_URL / RATCHET_ARTIFACT_URL,
+# the SQLite ledger and artifact directory). docker-compose.yml shares nothing
+# between replicas: the ledger is in Postgres and artifacts in S3.
 RUN groupadd --system --gid 10001 ratchet \
     && useradd --system --uid 10001 --gid ratchet --home-dir /home/ratchet \
        --create-home --shell /usr/sbin/nologin ratchet \
@@ -38,8 +39,6 @@ USER ratchet:ratchet
 ENV RATCHET_WORKSPACE_ROOT=/data/workspaces \
     RATCHET_ARTIFACT_DIR=/data/artifacts \
     RATCHET_LEDGER_PATH=/data/ledger/ledger.sqlite3
-
-VOLUME ["/data"]
 
 # Prometheus metrics (RATCHET_METRICS_PORT); informational only.
 EXPOSE 9464

@@ -13,6 +13,7 @@ see the file's own defaults, whatever the developer's shell or `.env` holds.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -35,7 +36,8 @@ TEMPORAL_SERVICE = "temporal"
 TEMPORAL_PORT = 7233
 WORKER = "worker"
 DATA_MOUNT = "/data"
-DATA_VOLUME = "ratchet-data"
+S3_SERVICE = "seaweedfs"
+S3_BUCKET_JOB = "seaweedfs-bucket"
 
 
 # --------------------------------------------------------------------------- #
@@ -151,6 +153,11 @@ def mounts_of(service: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def config_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(config name, target path) for every `configs:` entry of a service."""
+    return [(c["source"], c["target"]) if isinstance(c, dict) else (c, f"/{c}") for c in service.get("configs") or []]
+
+
 def published_ports(service: dict[str, Any]) -> list[Any]:
     """Host-published ports, short or long syntax."""
     published = []
@@ -200,7 +207,7 @@ def test_compose_file_validates(empty_env_file: Path) -> None:
 # (b) wiring
 # --------------------------------------------------------------------------- #
 def test_expected_services_present(services: dict[str, Any]) -> None:
-    for name in ("postgresql", TEMPORAL_SERVICE, "temporal-ui", WORKER):
+    for name in ("postgresql", TEMPORAL_SERVICE, "temporal-ui", S3_SERVICE, S3_BUCKET_JOB, WORKER):
         assert name in services, f"missing service {name!r}: {sorted(services)}"
 
 
@@ -266,19 +273,38 @@ def test_worker_secrets_pass_through(empty_env_file: Path) -> None:
     assert env["RATCHET_MODEL"] == "m-x"
 
 
-def test_worker_state_on_shared_volume(config: dict[str, Any], services: dict[str, Any]) -> None:
+def test_workers_share_only_postgres_and_s3(config: dict[str, Any], services: dict[str, Any]) -> None:
+    """Replicas behave like hosts: no shared volume; the ledger in the `ratchet` database, artifacts
+    in the object store's bucket, workspaces on each replica's own disk."""
     worker = services[WORKER]
-    mounts = dict((target, src) for src, target in mounts_of(worker))
-    assert DATA_MOUNT in mounts, f"worker does not mount {DATA_MOUNT}: {worker.get('volumes')}"
-    src = mounts[DATA_MOUNT]
-    # A *named* volume (declared at top level), not a bind mount or anonymous
-    # volume, so every replica sees the same data.
-    assert src == DATA_VOLUME, src
-    assert DATA_VOLUME in (config.get("volumes") or {}), config.get("volumes")
+    assert not worker.get("volumes"), f"workers must not share a volume: {worker.get('volumes')}"
     env = env_of(worker)
-    for var in ("RATCHET_ARTIFACT_DIR", "RATCHET_WORKSPACE_ROOT", "RATCHET_LEDGER_PATH"):
-        value = env.get(var, "")
-        assert value.startswith(DATA_MOUNT + "/"), f"{var}={value!r} not under {DATA_MOUNT}"
+    ledger = env.get("RATCHET_LEDGER_URL", "")
+    assert re.match(r"^postgresql://ratchet:[^@]+@postgresql:5432/ratchet$", ledger), ledger
+    assert env.get("RATCHET_ARTIFACT_URL") == "s3://ratchet/artifacts", env.get("RATCHET_ARTIFACT_URL")
+    assert env.get("AWS_ENDPOINT_URL") == f"http://{S3_SERVICE}:8333", env.get("AWS_ENDPOINT_URL")
+    for var in ("RATCHET_LEDGER_PATH", "RATCHET_ARTIFACT_DIR"):
+        assert var not in env, f"{var} would point a replica at its own store"
+    assert env.get("RATCHET_WORKSPACE_ROOT", "").startswith(DATA_MOUNT + "/")
+    depends = _depends(worker)
+    assert depends.get("postgresql") == "service_healthy", depends
+    assert depends.get(S3_BUCKET_JOB) == "service_completed_successfully", depends
+
+
+def test_ratchet_database_and_bucket_are_created_at_start(config: dict[str, Any], services: dict[str, Any]) -> None:
+    init = dict((target, src) for src, target in config_mounts(services["postgresql"]))
+    sql = config["configs"][init["/docker-entrypoint-initdb.d/10-ratchet.sql"]]["content"]
+    assert "CREATE DATABASE ratchet OWNER ratchet" in sql and "CREATE USER ratchet" in sql, sql
+    password = re.search(r"PASSWORD '([^']*)'", sql).group(1)
+    assert f"ratchet:{password}@" in env_of(services[WORKER])["RATCHET_LEDGER_URL"], "worker and init disagree"
+    job = services[S3_BUCKET_JOB]
+    assert "s3.bucket.create -name ratchet" in " ".join(as_argv(job.get("command"))), job.get("command")
+    assert _depends(job).get(S3_SERVICE) == "service_healthy"
+    s3 = dict((target, src) for src, target in config_mounts(services[S3_SERVICE]))
+    identities = json.loads(config["configs"][s3["/etc/seaweedfs/s3.json"]]["content"])["identities"]
+    keys = identities[0]["credentials"][0]
+    env = env_of(services[WORKER])
+    assert (keys["accessKey"], keys["secretKey"]) == (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
 
 
 def test_worker_is_scalable(services: dict[str, Any]) -> None:
