@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -22,6 +19,8 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from bench.floor import FLOOR_WORKFLOW
+from bench.worker_proc import READY
+from devtools import workers
 from ratchet.contracts import AGENT_WORKFLOW
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,57 +78,28 @@ def machine_load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-class WorkerProcess:
-    """`with WorkerProcess(kind, address, root) as w:` a polling worker on its own task queue."""
+class WorkerProcess(workers.WorkerProcess):
+    """`async with WorkerProcess(kind, address, root) as w:` a polling worker on its own task queue,
+    its output in `root`/<queue>.log."""
 
     def __init__(self, kind: str, address: str, root: Path, env: dict[str, str] | None = None) -> None:
         self.kind, self.address, self.root = kind, address, Path(root)
         self.queue = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-        self.proc: subprocess.Popen | None = None
-        self.startup_s = 0.0
+        super().__init__(
+            [sys.executable, "-m", "bench.worker_proc", kind, address, self.queue, str(self.root)],
+            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, cwd=REPO, log=self.root / f"{self.queue}.log",
+            ready=READY, ready_timeout=180, name=f"bench worker {kind}",
+        )
 
     @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self, timeout_s: float = 180) -> WorkerProcess:
-        self.root.mkdir(parents=True, exist_ok=True)
-        log = open(self.root / f"worker-{self.kind}.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker_proc", self.kind, self.address, self.queue, str(self.root)],
-            cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-        )
-        log.close()
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        line = self.proc.stdout.readline().decode() if ready else ""
-        if not line.startswith("READY"):
-            self.stop()
-            raise RuntimeError(f"bench worker {self.kind} did not start; see {self.root}/worker-{self.kind}.log")
-        self.startup_s = float(line.split()[1])
-        return self
+    def startup_s(self) -> float:
+        """Seconds from the process's start to polling, as the worker measured them (its READY line)."""
+        line = self.ready_line
+        return float(line.split(READY, 1)[1].split()[0]) if line else 0.0
 
     def stats(self) -> dict[str, float]:
+        assert self.pid is not None
         return read_proc(self.pid)
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def __enter__(self) -> WorkerProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @dataclass

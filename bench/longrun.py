@@ -66,8 +66,8 @@ async def long_and_replay(
     """The long run and the replay recording run at once, each on its own worker process. A long
     run still going after `budget_s` is terminated and measured on the steps it did."""
     progress.begin(f"long run: {long_steps} steps with continue-as-new; recording a {replay_steps}-step history")
-    long_worker, replay_worker = env.worker(RATCHET).start(), env.worker(RATCHET).start()
-    floor_worker = env.worker(VARIANTS["floor"]).start()
+    long_worker, replay_worker = await env.worker(RATCHET).start(), await env.worker(RATCHET).start()
+    floor_worker = await env.worker(VARIANTS["floor"]).start()
     samples: list[tuple[float, float]] = []
     stop = asyncio.Event()
     try:
@@ -90,7 +90,7 @@ async def long_and_replay(
         peak = long_worker.stats()["peak_rss_mib"]
     finally:
         for worker in (long_worker, replay_worker, floor_worker):
-            worker.stop()
+            await worker.terminate()
     for result, steps in ((replay_result, replay_steps), (long_result, long_steps)):
         if result is not None and (result.get("phase"), result.get("steps")) != ("DONE", steps + 1):
             raise RuntimeError(f"long run ended wrongly: {result!r}")

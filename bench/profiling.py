@@ -72,7 +72,7 @@ def parse_raw(path: Path) -> tuple[Counter, Counter, int]:
 async def profile_variant(env: Env, name: str, steps: int, runs: int, out: Path) -> dict[str, Any]:
     variant = VARIANTS[name]
     raw = out / f"pyspy-{name}.txt"
-    with env.worker(variant) as worker:
+    async with env.worker(variant) as worker:
         await timed_run(env, variant, steps, worker.queue)  # cold start outside the profile
         spy = subprocess.Popen(
             [py_spy(), "record", "--pid", str(worker.pid), "--format", "raw", "--output", str(raw),

@@ -28,7 +28,7 @@ async def _gather_limited(coros, limit: int = 25) -> list[Any]:
 
 
 async def concurrent_runs(env: Env, variant: Variant, agents: int, steps: int) -> dict[str, Any]:
-    with env.worker(variant) as worker:
+    async with env.worker(variant) as worker:
         await timed_run(env, variant, 2, worker.queue)  # cold start outside the clock
         before, server_before = worker.stats(), env.server_cpu_s()
         began = time.perf_counter()
@@ -103,7 +103,7 @@ async def cached_runs(
     """`runs` agents that each wait on a 10-minute timer, so they all stay in the worker's cache."""
     variant = VARIANTS[variant_name]
     progress.begin(f"memory: {runs} cached {variant_name} runs, each waiting on a 10-minute timer")
-    with env.worker(variant) as worker:
+    async with env.worker(variant) as worker:
         await timed_run(env, variant, 2, worker.queue)
         idle = worker.stats()
         run_input = {"agent": "bench", "objective": "wait", "workspace": "bench",

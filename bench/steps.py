@@ -18,7 +18,7 @@ from bench.progress import Progress
 
 
 async def step_cell(env: Env, variant: Variant, steps: int, warm_runs: int) -> dict[str, Any]:
-    with env.worker(variant) as worker:
+    async with env.worker(variant) as worker:
         cold_s, _ = await timed_run(env, variant, steps, worker.queue)
         before, server_before = worker.stats(), env.server_cpu_s()
         walls = []

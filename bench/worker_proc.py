@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 STARTED = time.monotonic()
+READY = "READY "
+"""The line a worker prints once polling: READY <seconds since start>."""
 
 
 async def floor_worker(address: str, queue: str):
@@ -50,7 +52,7 @@ async def main(kind: str, address: str, queue: str, root: Path) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with worker:
-        print(f"READY {time.monotonic() - STARTED:.3f}", flush=True)
+        print(f"{READY}{time.monotonic() - STARTED:.3f}", flush=True)
         await stop.wait()
         os._exit(0)  # no drain: the bench stops workers between cells, with nothing running
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
-from dataclasses import dataclass, field
+from pathlib import Path
 
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowHandle
 
+from devtools.workers import WorkerProcess
 from ratchet.ops.settings import Settings, worker_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,59 +24,25 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     )
 
 
-@dataclass
-class WorkerProcess:
-    proc: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    reader: asyncio.Task | None = None
-
-    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        """Send `sig` and wait for the exit code (SIGKILL after `timeout`)."""
-        if self.proc.returncode is None:
-            self.proc.send_signal(sig)
-        try:
-            return await asyncio.wait_for(self.proc.wait(), timeout)
-        except TimeoutError:
-            self.proc.kill()
-            await self.proc.wait()
-            raise
-        finally:
-            if self.reader is not None:
-                await asyncio.wait({self.reader}, timeout=5)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-
 async def start_worker(settings: Settings, **env: str) -> WorkerProcess:
     """Start `python -m ratchet.worker` and wait until it is polling; its output is collected in `lines`."""
+    command = [sys.executable, "-m", "ratchet.worker"]
+    return await WorkerProcess(command, env=worker_env(settings, **env), cwd=ROOT).start(timeout=30)
+
+
+async def run_command(
+    *argv: str | Path, env: dict[str, str] | None = None, cwd: str | Path = ROOT, timeout: float = 30,
+) -> tuple[int, str]:
+    """Run a command to its end: (exit code, stdout and stderr together). Killed after `timeout`."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ratchet.worker", cwd=ROOT, env=worker_env(settings, **env),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        *map(str, argv), cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
-    worker = WorkerProcess(proc)
-    ready = asyncio.Event()
-
-    async def read() -> None:
-        assert proc.stdout is not None
-        while line := await proc.stdout.readline():
-            worker.lines.append(line.decode(errors="replace"))
-            if b"ratchet worker ready" in line:
-                ready.set()
-        ready.set()
-
-    worker.reader = asyncio.create_task(read())
-    await asyncio.wait_for(ready.wait(), 30)
-    assert proc.returncode is None and "ready" in worker.output, worker.output
-    return worker
-
-
-async def run_command(*argv: str, env: dict[str, str], timeout: float = 30) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
     return proc.returncode, out.decode(errors="replace")
 
 

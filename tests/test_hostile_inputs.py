@@ -9,7 +9,6 @@ import devtools.chaos.hostile_cases  # noqa: F401  (registers the cases)
 import devtools.chaos.hostile_live  # noqa: F401
 from devtools.chaos.hostile import CASES, Outcome, Probe, make_outside, run_catalogue
 from devtools.chaos.stack import Stack
-from devtools.chaos.supervisor import WorkerProcess
 
 KNOWN_BUGS: dict[str, str] = {}  # case name -> reason, for an open bug (strict xfail)
 GLOBAL_CHECKS = ["nothing outside the workspace changed", "worker keeps serving"]
@@ -25,7 +24,7 @@ def _param(name: str):
 async def catalogue(dev_server, client, tmp_path_factory) -> tuple[dict[str, Outcome], int | None]:
     base = tmp_path_factory.mktemp("hostile")
     stack = Stack(base, dev_server.address, cached_workflows=100)  # replay on every task is tested elsewhere
-    worker = await WorkerProcess(stack, base / "worker.log").start()
+    worker = await stack.worker(base / "worker.log").start()
     try:
         outcomes = await run_catalogue(Probe(stack, client, make_outside(base)))
         survived = worker.alive()

@@ -18,12 +18,14 @@ import signal
 import sys
 import sysconfig
 import zipfile
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
+from devtools.workers import WorkerProcess
 from ratchet.contracts import Phase
 from ratchet.ops.settings import worker_environment
-from tests.ops_workers import ROOT, WorkerProcess
+from tests.ops_workers import ROOT, run_command
 from tests.runs import start
 
 # The repository's top-level folders that install under `ratchet.` (pyproject's package-dir).
@@ -88,17 +90,8 @@ if __name__ == "__main__":
 }
 
 
-async def run(*argv: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *map(str, argv), cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode, out.decode(errors="replace")
+run = partial(run_command, timeout=60)
+"""`run_command` with time for pip and venv on a busy machine."""
 
 
 def _version(dist: str) -> tuple[int, ...] | None:
@@ -183,28 +176,6 @@ def user_project(tmp: Path) -> Path:
     return project
 
 
-async def start_console_worker(ratchet: Path, project: Path, env: dict[str, str]) -> WorkerProcess:
-    """`ratchet worker` from the user's project; waits for its ready line (as tests/ops_workers.py)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(ratchet), "worker", cwd=project, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    worker = WorkerProcess(proc)
-    ready = asyncio.Event()
-
-    async def read() -> None:
-        assert proc.stdout is not None
-        while line := await proc.stdout.readline():
-            worker.lines.append(line.decode(errors="replace"))
-            if b"ratchet worker ready" in line:
-                ready.set()
-        ready.set()
-
-    worker.reader = asyncio.create_task(read())
-    await asyncio.wait_for(ready.wait(), 30)
-    assert proc.returncode is None and "ratchet worker ready" in worker.output, worker.output
-    return worker
-
-
 async def test_the_wheel_runs_a_samples_style_project(tmp_path: Path, client, settings):
     wheel, source = await build_wheel(tmp_path)
     check_wheel_contents(wheel, source)
@@ -235,7 +206,8 @@ async def test_the_wheel_runs_a_samples_style_project(tmp_path: Path, client, se
     code, output = await run(ratchet, "--help", cwd=project, env=env)
     assert code == 0 and "worker" in output and "replay" in output, output
 
-    worker = await start_console_worker(ratchet, project, env)
+    # the venv's `ratchet worker` console script, run from the user's project
+    worker = await WorkerProcess([ratchet, "worker"], env=env, cwd=project).start(timeout=30)
     try:
         handle = await start(client, settings, HELLO)
         result = await asyncio.wait_for(handle.result(), 30)

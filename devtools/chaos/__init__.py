@@ -4,8 +4,8 @@
     python -m devtools.chaos.hostile         # the hostile-input catalogue, as a table
     python -m devtools.chaos.saga_sweep      # a failure at every step; rollback leaves zero residue
 
-Modules: `stack` (paths, environment, shared helpers), `supervisor` (worker processes and the
-worker killer), `scenarios` (the runs' scripts), `audit` (history against the outside store),
+Modules: `stack` (paths, environment, worker processes (devtools.workers), shared helpers),
+`supervisor` (the worker killer), `scenarios` (the runs' scripts), `audit` (history against the outside store),
 `runner` (make chaos), `hostile` with its cases in `hostile_cases` and `hostile_live`,
 `saga_sweep`. The test-only tools and profiles these use live in tests/plugins/chaos_tools.py.
 """

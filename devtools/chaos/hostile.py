@@ -25,7 +25,6 @@ from temporalio.service import RPCError
 
 from devtools.chaos.stack import Stack, connect, task_failures, tree
 from ratchet.contracts import AgentState
-from devtools.chaos.supervisor import WorkerProcess
 from devtools.devserver import DevServer, temporal_binary
 from ratchet.contracts import AGENT_WORKFLOW
 
@@ -218,7 +217,7 @@ async def main_async() -> int:
         worker = None
         try:
             stack = Stack(base, server.address, cached_workflows=100)
-            worker = await WorkerProcess(stack, base / "worker.log").start()
+            worker = await stack.worker(base / "worker.log").start()
             probe = Probe(stack, await connect(server.address), make_outside(base))
             outcomes = await run_catalogue(probe)
             if not worker.alive():

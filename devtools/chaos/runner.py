@@ -24,7 +24,6 @@ from devtools.chaos.audit import Figures, RunAudit, audit_run
 from devtools.chaos.scenarios import MODEL_SCRIPT, ChaosRun, plan_runs
 from devtools.chaos.stack import ROOT, Stack, connect, restarted_calls, retrying
 from devtools.chaos.supervisor import Supervisor
-from ratchet.contracts import AgentState
 from devtools.devserver import DevServer
 from ratchet.testing.openai_server import OpenAIServer
 from ratchet.contracts import AGENT_WORKFLOW

@@ -17,6 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from devtools.workers import WorkerProcess
 from ratchet.ops.settings import Settings, worker_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,10 @@ class Stack:
 
     def worker_command(self) -> list[str]:
         return [sys.executable, "-m", "ratchet.worker"]
+
+    def worker(self, log: Path, ready_timeout: float = 60) -> WorkerProcess:
+        """A `python -m ratchet.worker` process for this stack (not started), its output in `log`."""
+        return WorkerProcess(self.worker_command(), env=self.worker_env(), cwd=ROOT, log=log, ready_timeout=ready_timeout)
 
 
 def rows(path: Path, table: str, prefix: str = "") -> list[tuple[str, str, str]]:

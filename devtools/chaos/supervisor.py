@@ -1,4 +1,4 @@
-"""Worker processes, and a supervisor that SIGKILLs the worker at random moments and starts a new one.
+"""A supervisor that SIGKILLs the worker at random moments and starts a new one.
 
 A SIGKILL gives the worker no chance to finish or report anything: tasks and activities it held
 are lost in flight, and Temporal hands them to the next worker after their timeouts.
@@ -7,70 +7,13 @@ are lost in flight, and Temporal hands them to the next worker after their timeo
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devtools.chaos.stack import ROOT, Stack
-
-READY = b"ratchet worker ready"
-
-
-class WorkerProcess:
-    """One `python -m ratchet.worker` process, its output in its own log file."""
-
-    def __init__(self, stack: Stack, log_path: Path) -> None:
-        self.stack = stack
-        self.log_path = log_path
-        self.proc: subprocess.Popen | None = None
-
-    async def start(self, timeout_s: float = 60) -> WorkerProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.stack.worker_command(), cwd=ROOT, env=self.stack.worker_env(),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout_s
-        while READY not in self.log_path.read_bytes():
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                raise RuntimeError(f"worker exited with {code} before it was ready; see {self.log_path}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError(f"worker not ready after {timeout_s}s; see {self.log_path}")
-            await asyncio.sleep(0.05)
-        return self
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no flushing, no completions reported."""
-        if self.alive():
-            assert self.proc is not None
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    async def terminate(self, timeout_s: float = 15) -> int | None:
-        """SIGTERM (graceful), then SIGKILL if it does not exit in time."""
-        if not self.alive():
-            return self.proc.returncode if self.proc else None
-        assert self.proc is not None
-        self.proc.terminate()
-        deadline = time.monotonic() + timeout_s
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        self.kill()
-        return self.proc.returncode
+from devtools.chaos.stack import Stack
+from devtools.workers import WorkerProcess
 
 
 @dataclass
@@ -97,7 +40,7 @@ class Supervisor:
             self.unexpected_exits += 1
         while True:
             self.starts += 1
-            candidate = WorkerProcess(self.stack, self.log_dir / f"worker-{self.starts}.log")
+            candidate = self.stack.worker(self.log_dir / f"worker-{self.starts}.log")
             try:
                 self.worker = await candidate.start()
                 return self.worker
