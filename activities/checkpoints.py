@@ -4,7 +4,8 @@
 accepted patch as a unified diff of the files changed since the last checkpoint, and a manifest
 of the workspace's files (content-addressed, so unchanged files cost nothing) that a fork restores.
 `checkpoint.fork` reads a checkpoint from another run (by query) and restores its files into the
-new run's workspace.
+new run's workspace. `snapshot` and `restore` are the manifest code the workspace activities
+(activities/hosts.py) share.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ratchet.activities.heartbeat import heartbeating
 from ratchet.activities.workspace import confine, open_workspace
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 from ratchet.contracts import (
-    AgentState, ArtifactRef, Checkpoint, Evidence, LoadCheckpoint, VerifyRequest, VerifyResult,
+    AgentState, ArtifactRef, Checkpoint, Evidence, Forked, LoadCheckpoint, VerifyRequest, VerifyResult, WorkspaceBinding,
 )
 from ratchet.core.tools import ToolError
 from ratchet.contracts import ErrorType
@@ -37,10 +38,13 @@ _PYTEST = re.compile(r"(?:(\d+) failed)?(?:, )?(?:(\d+) passed)")
 
 
 class CheckpointActivities:
-    def __init__(self, workspace_root: Path, artifacts: ArtifactStore, client: Client | None = None) -> None:
+    def __init__(
+        self, workspace_root: Path, artifacts: ArtifactStore, client: Client | None = None, host_id: str = "local",
+    ) -> None:
         self.workspace_root = Path(workspace_root)
         self.artifacts = artifacts
         self.client = client
+        self.host_id = host_id
 
     @activity.defn(name="checkpoint.verify")
     async def verify(self, req: VerifyRequest) -> VerifyResult:
@@ -62,7 +66,7 @@ class CheckpointActivities:
         return VerifyResult(
             evidence=evidence,
             patch_ref=self._patch(workspace, req.changed),
-            workspace_ref=put_json(self.artifacts, self._manifest(workspace)),
+            workspace_ref=snapshot(workspace, self.artifacts),
         )
 
     def _patch(self, workspace: Path, changed: dict[str, ArtifactRef | None]) -> ArtifactRef | None:
@@ -77,25 +81,21 @@ class CheckpointActivities:
             ))
         return self.artifacts.put("".join(chunks).encode(), "text/x-diff") if chunks else None
 
-    def _manifest(self, workspace: Path) -> dict[str, dict]:
-        manifest = {}
-        for path in sorted(workspace.rglob("*")):
-            rel = path.relative_to(workspace)
-            if path.is_symlink() or not path.is_file() or "__pycache__" in rel.parts:
-                continue
-            manifest[str(rel)] = self.artifacts.put(path.read_bytes()).model_dump()
-            if len(manifest) >= MAX_SNAPSHOT_FILES:
-                break
-        return manifest
 
     @activity.defn(name="checkpoint.fork")
-    async def fork(self, req: LoadCheckpoint) -> Checkpoint:
-        """Copy a checkpoint of another run and restore its files into `req.workspace`.
-        The source run is only queried, never changed."""
+    async def fork(self, req: LoadCheckpoint) -> Forked:
+        """Copy a checkpoint of another run and restore its files into `req.workspace` on this
+        host, which then holds the new run's workspace (the binding). The source run is only
+        queried, never changed."""
         checkpoint = await self._load(req.workflow_id, req.checkpoint_id)
+        workspace = open_workspace(self.workspace_root, req.workspace)
         if checkpoint.workspace_ref is not None:
-            self._restore(open_workspace(self.workspace_root, req.workspace), checkpoint.workspace_ref)
-        return checkpoint
+            restore(workspace, self.artifacts, checkpoint.workspace_ref)
+        manifest = checkpoint.workspace_ref or snapshot(workspace, self.artifacts)
+        return Forked(checkpoint=checkpoint, binding=WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest))
+
+    def host_queue(self) -> str:
+        return host_queue(activity.info().task_queue, self.host_id)
 
     async def _load(self, workflow_id: str, checkpoint_id: str) -> Checkpoint:
         assert self.client is not None, "checkpoint.fork needs a Temporal client"
@@ -114,13 +114,41 @@ class CheckpointActivities:
             "messages": state.messages[: found.messages_len - state.messages_base], "messages_base": state.messages_base,
         })
 
-    def _restore(self, workspace: Path, manifest_ref: ArtifactRef) -> None:
-        for child in workspace.iterdir():
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        for rel, ref in get_json(self.artifacts, manifest_ref).items():
-            path = confine(workspace, rel)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(self.artifacts.get(ArtifactRef.model_validate(ref)))
+
+
+def host_queue(task_queue: str, host_id: str) -> str:
+    """The host task queue `{task_queue}@{host_id}` (the same if `task_queue` is it already)."""
+    suffix = f"@{host_id}"
+    return task_queue if task_queue.endswith(suffix) else task_queue + suffix
+
+
+def snapshot(workspace: Path, artifacts: ArtifactStore) -> ArtifactRef:
+    """Store every file of the workspace (content-addressed: unchanged files cost nothing) and a
+    manifest {relative path: ArtifactRef} of them; return the manifest's reference."""
+    manifest = {}
+    for path in sorted(workspace.rglob("*")):
+        rel = path.relative_to(workspace)
+        if path.is_symlink() or not path.is_file() or "__pycache__" in rel.parts:
+            continue
+        manifest[str(rel)] = artifacts.put(path.read_bytes()).model_dump()
+        if len(manifest) >= MAX_SNAPSHOT_FILES:
+            break
+    return put_json(artifacts, manifest)
+
+
+def restore(workspace: Path, artifacts: ArtifactStore, manifest_ref: ArtifactRef | None) -> int:
+    """Empty the workspace, then write the manifest's files into it (none: leave it empty).
+    Returns how many files were written."""
+    for child in workspace.iterdir():
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    if manifest_ref is None:
+        return 0
+    files = get_json(artifacts, manifest_ref)
+    for rel, ref in files.items():
+        path = confine(workspace, rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(artifacts.get(ArtifactRef.model_validate(ref)))
+    return len(files)
 
 
 def count_tests(output: str) -> tuple[int | None, int | None]:

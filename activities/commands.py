@@ -12,8 +12,11 @@ from pathlib import Path
 from ratchet.core.tools import ToolError
 
 OUTPUT_CAP = 16 * 1024
-SECRET_VARIABLES = ("OPENAI_API_KEY", "TEMPORAL_API_KEY", "RATCHET_CODEC_KEYS", "AZURE_OPENAI_API_KEY")
-SECRET_PREFIXES = ("TEMPORAL_TLS_",)
+SECRET_VARIABLES = (
+    "OPENAI_API_KEY", "TEMPORAL_API_KEY", "RATCHET_CODEC_KEYS", "AZURE_OPENAI_API_KEY",
+    "RATCHET_LEDGER_URL", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "TEMPORAL_CONFIG_FILE",
+)
+SECRET_PREFIXES = ("TEMPORAL_TLS_", "TEMPORAL_GRPC_META_")
 
 
 @dataclass
@@ -46,7 +49,8 @@ async def run_program(argv: list[str], cwd: Path, timeout_s: float) -> Completed
 
 def child_environment() -> dict[str, str]:
     """The worker's environment minus its credentials: a program the model runs (`env`,
-    `printenv`) must not be able to read the model key, the Temporal key or the codec keys."""
+    `printenv`) must not be able to read the model key, the Temporal key or its config file, the
+    codec keys, the ledger's database password or the object store's secret key."""
     return {
         name: value for name, value in os.environ.items()
         if name not in SECRET_VARIABLES and not name.startswith(SECRET_PREFIXES)

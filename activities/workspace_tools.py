@@ -38,7 +38,7 @@ class RunCommandArgs(BaseModel):
     timeout_s: float = Field(60, gt=0, le=600, description="Kill the command after this many seconds.")
 
 
-@tool(effect="read_only", timeout_s=30)
+@tool(effect="read_only", timeout_s=30, workspace=True)
 def read_file(ctx: ToolContext, args: ReadFileArgs) -> str:
     """Read a UTF-8 text file from the workspace."""
     path = confine(ctx.workspace, args.path)
@@ -50,7 +50,7 @@ def read_file(ctx: ToolContext, args: ReadFileArgs) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-@tool(effect="compensable", timeout_s=30, idempotent=True)
+@tool(effect="compensable", timeout_s=30, idempotent=True, workspace=True)
 def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
     """Create or overwrite a text file in the workspace with the given content."""
     path = confine(ctx.workspace, args.path)
@@ -87,7 +87,7 @@ def undo_write_file(ctx: ToolContext, args: WriteFileArgs, undo: dict | None) ->
     return f"removed {undo['path']}"
 
 
-@tool(effect="read_only", timeout_s=30)
+@tool(effect="read_only", timeout_s=30, workspace=True)
 def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     """List files under a workspace directory, recursively (at most 500 entries)."""
     base = confine(ctx.workspace, args.path)
@@ -104,7 +104,7 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     return "\n".join(names) or "(empty)"
 
 
-@tool(effect="irreversible", timeout_s=660, max_attempts=1)
+@tool(effect="irreversible", timeout_s=660, max_attempts=1, workspace=True)
 async def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     """Run a program in the workspace (argv list, no shell) and return its exit code and output."""
     done = await run_program(args.argv, ctx.workspace, args.timeout_s)

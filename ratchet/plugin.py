@@ -2,9 +2,11 @@
 
 A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers
 `AgentWorkflow` and Ratchet's activities (model calls, run preparation, tools and their undos,
-checkpoints), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics and
-secret redaction, in that order, outermost first. On a client it sets Ratchet's data converter
-(pydantic JSON, and the codecs of RATCHET_CODEC_KEYS and RATCHET_CLAIM_CHECK_BYTES) and tracing.
+checkpoints, workspaces), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics
+and secret redaction, in that order, outermost first. Beside every such worker it runs a second
+one on this host's queue `{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's
+workspace (`run_worker`, `host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's data converter
+(pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over RATCHET_CLAIM_CHECK_BYTES) and tracing.
 A client or worker that already has a TracingInterceptor keeps it and gets no second one.
 
 Everything it wires comes from `RatchetOptions`: backends (ledger, artifact store), registries
@@ -27,10 +29,12 @@ Temporal's env config, TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE and the TEMPORAL_
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import logging
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +44,10 @@ from temporalio.client import Client, ClientConfig
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import Runtime
-from temporalio.worker import WorkerConfig
+from temporalio.worker import Worker, WorkerConfig
 
-from ratchet.activities.checkpoints import CheckpointActivities
+from ratchet.activities.checkpoints import CheckpointActivities, host_queue
+from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.prepare import RunPreparer
 from ratchet.activities.tools import ToolActivities
@@ -56,8 +61,9 @@ from ratchet.ops.redaction import MIN_SECRET_CHARS, RedactSecretsInterceptor, se
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.ops.tracing import tracing_interceptors
 from ratchet.payloads.converter import data_converter
-from ratchet.stores.artifacts import ArtifactStore, DirectoryArtifactStore
-from ratchet.stores.ledger import Ledger, SqliteLedger
+from ratchet.stores.artifacts import ArtifactStore
+from ratchet.stores.ledger import Ledger
+from ratchet.stores.urls import open_artifacts, open_ledger
 from ratchet.workflows.agent import AgentWorkflow
 
 log = logging.getLogger("ratchet.plugin")
@@ -104,12 +110,15 @@ class RatchetOptions:
     """Worker settings: model endpoint, workspace root, local tools, search attributes, secrets to
     redact, tracing (`ratchet.ops.settings`; RATCHET_*, OPENAI_* and TEMPORAL_* variables)."""
     ledger: Ledger
-    """Idempotency ledger of side effects (`ratchet.stores.ledger.Ledger`); default: `SqliteLedger`
-    at RATCHET_LEDGER_PATH. Every worker of a task queue must see the same ledger."""
+    """Idempotency ledger of side effects (`ratchet.stores.ledger.Ledger`); default: the store at
+    RATCHET_LEDGER_URL (`ratchet.stores.urls.open_ledger`: `SqliteLedger` at RATCHET_LEDGER_PATH when
+    unset, `PostgresLedger` for postgresql://). Every worker of a task queue must see the same ledger."""
     artifacts: ArtifactStore
-    """Content-addressed blob store for transcripts, tool outputs, snapshots and claim-checked
-    payloads (`ratchet.stores.artifacts.ArtifactStore`); default: `DirectoryArtifactStore` at
-    RATCHET_ARTIFACT_DIR. Every worker, and every client that reads large results, must reach it."""
+    """Content-addressed blob store for transcripts, tool outputs, snapshots and offloaded large
+    payloads (`ratchet.stores.artifacts.ArtifactStore`); default: the store at
+    RATCHET_ARTIFACT_URL (`ratchet.stores.urls.open_artifacts`: `DirectoryArtifactStore` at
+    RATCHET_ARTIFACT_DIR when unset, `S3ArtifactStore` for s3://). Every worker, and every client
+    that reads large results, must reach it."""
     profiles: ProfileRegistry
     """Agent profiles a run can name; default: `builtin_profiles()` (with RATCHET_PLUGINS' profiles)."""
     tools: ToolRegistry
@@ -119,7 +128,7 @@ class RatchetOptions:
     artifacts)`: `openai` (OPENAI_API_KEY / OPENAI_BASE_URL) and `scripted`."""
     data_converter: DataConverter
     """Converter of every payload: Ratchet's pydantic JSON, then encryption (RATCHET_CODEC_KEYS)
-    and the claim check over `artifacts` (RATCHET_CLAIM_CHECK_BYTES); default:
+    and offload of large payloads to `artifacts` (RATCHET_CLAIM_CHECK_BYTES); default:
     `ratchet.payloads.converter.data_converter(settings, artifacts)`. Clients and workers of a
     namespace must agree on it."""
 
@@ -133,10 +142,10 @@ class RatchetOptions:
             raise TypeError(f"RatchetOptions has no field {', '.join(sorted(unknown))}")
         settings = settings if settings is not None else load_settings()
         load_plugins(settings)
-        artifacts = given["artifacts"] if "artifacts" in given else DirectoryArtifactStore(settings.artifact_dir)
+        artifacts = given["artifacts"] if "artifacts" in given else open_artifacts(settings.artifact_store_url)
         return cls(
             settings=settings,
-            ledger=given["ledger"] if "ledger" in given else SqliteLedger(settings.ledger_path),
+            ledger=given["ledger"] if "ledger" in given else open_ledger(settings.ledger_store_url),
             artifacts=artifacts,
             profiles=given["profiles"] if "profiles" in given else builtin_profiles(),
             tools=given["tools"] if "tools" in given else builtin_tools(),
@@ -157,13 +166,26 @@ class Activities:
         self.preparer = RunPreparer(settings, options.profiles, options.tools, options.providers, artifacts, ledger)
         self.model = ModelActivities(options.providers, artifacts, ledger)
         self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings)
-        self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client)
+        self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id)
+        self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
 
     def all(self) -> list[Callable]:
         return [
             self.model.call, self.preparer.prepare, self.checkpoints.verify, self.checkpoints.fork,
-            *self.tools.activities(),
+            *self.tools.activities(), *self.workspaces.all(),
         ]
+
+
+def host_activity_names(tools: ToolRegistry) -> set[str]:
+    """The activities that touch a run's workspace, which the host-queue worker serves: the tools
+    declared `workspace=True` and their undos, `checkpoint.verify`, and the workspace activities."""
+    names = {"checkpoint.verify", *WORKSPACE_ACTIVITIES}
+    for tool in tools.tools.values():
+        if tool.workspace and tool.kind == "activity":
+            names.add(f"tool.{tool.name}")
+            if tool.undo is not None:
+                names.add(f"undo.{tool.name}")
+    return names
 
 
 class RatchetPlugin(SimplePlugin):
@@ -176,6 +198,8 @@ class RatchetPlugin(SimplePlugin):
         self.options = options if options is not None else RatchetOptions.from_settings()
         self.prebuilt = activities
         self._tracing: list[Any] | None = None
+        self.host_workers: weakref.WeakKeyDictionary[Worker, Worker] = weakref.WeakKeyDictionary()
+        """Each running worker's host worker (`run_worker`)."""
         super().__init__(
             PLUGIN_NAME, data_converter=self.options.data_converter, workflows=_add_missing(WORKFLOWS, _workflow_name),
         )
@@ -203,6 +227,56 @@ class RatchetPlugin(SimplePlugin):
         activities = self.prebuilt if self.prebuilt is not None else Activities(self._options_for(config), client)
         config["activities"] = _add_missing(activities.all(), _activity_name)(config.get("activities"))
         return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Run `worker` and, beside it, this host's workspace worker (`host_worker`), started and
+        stopped together: when `worker` stops, the host worker is shut down (drained) too; shut
+        both down at once with `shutdown_worker` (what `ratchet worker` does on SIGTERM)."""
+        host = self.host_worker(worker) if worker not in self.host_workers else None  # once per worker
+        if host is None:
+            return await next(worker)
+        self.host_workers[worker] = host
+        main = asyncio.create_task(next(worker))
+        side = asyncio.create_task(host.run())
+        try:
+            await asyncio.wait({main, side}, return_when=asyncio.FIRST_COMPLETED)
+            if not main.done():  # the host worker failed: stop this one too, then raise its error
+                await worker.shutdown()
+            await host.shutdown()
+            await asyncio.wait({main, side})
+        finally:
+            main.cancel()
+            side.cancel()
+        side.result()
+        main.result()
+
+    async def shutdown_worker(self, worker: Worker) -> None:
+        """Shut `worker` and its host worker down together (each drains with its own grace period)."""
+        host = self.host_workers.get(worker)
+        await asyncio.gather(worker.shutdown(), *([host.shutdown()] if host is not None else []))
+
+    def host_worker(self, worker: Worker) -> Worker | None:
+        """A worker on `{worker's task queue}@{RATCHET_HOST_ID}` with only the workspace activities
+        of `worker` (the same objects, interceptors, data converter, activity slots and shutdown
+        grace); None if `worker` has none. Workspace activities of the runs whose workspace is on
+        this host are scheduled there (docs/ARCHITECTURE.md, "Workspaces across hosts")."""
+        config = worker.config(active_config=True)
+        names = host_activity_names(self.options.tools)
+        activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
+        if not activities:
+            return None
+        client = config["client"]  # type: ignore[typeddict-item]
+        client_config = client.config(active_config=True)
+        client_config["plugins"] = []  # applied already; a plugin-carrying client would nest host workers
+        options: dict[str, Any] = {
+            key: config[key] for key in (  # type: ignore[literal-required]
+                "max_concurrent_activities", "graceful_shutdown_timeout", "identity", "activity_executor",
+            ) if config.get(key) is not None
+        }
+        return Worker(
+            Client(**client_config), task_queue=host_queue(worker.task_queue, self.options.settings.host_id),
+            activities=activities, interceptors=list(config.get("interceptors") or []), **options,
+        )
 
     def _tracing_unless(self, present: Sequence[Any]) -> list[Any]:
         """With RATCHET_OTEL, the tracing interceptor (one per plugin, shared by its client and

@@ -397,9 +397,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _sandboxed_replayer(workflow_class: type) -> Replayer:
-    # The committed histories are recorded without encryption and under the claim-check
-    # threshold (no keys and no artifact store are committed with them): the worker's payload
-    # converter without codecs (ratchet.payloads.converter.BASE_CONVERTER) decodes them.
+    # The committed histories are recorded without encryption and with offload off (no keys and
+    # no artifact store are committed with them): the worker's payload converter without codec or
+    # external storage (ratchet.payloads.converter.BASE_CONVERTER) decodes them.
     return Replayer(
         workflows=[workflow_class], data_converter=BASE_CONVERTER,
         workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),

@@ -12,13 +12,17 @@ import uuid
 
 import pytest
 from pydantic import SecretStr
-from temporalio.api.common.v1 import Payload
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
+from temporalio.api.sdk.v1 import ExternalStorageReference
+from temporalio.converter import JSONProtoPayloadConverter
+
 from ratchet.stores.artifacts import DirectoryArtifactStore
-from ratchet.payloads.claim_check import ClaimCheckCodec
 from ratchet.payloads.codec import KEY_ID, CodecKeyError, EncryptionCodec
 from ratchet.payloads.codec_server import CodecServer
+from ratchet.payloads.offload import DRIVER_NAME
 from ratchet.contracts import Phase
 from ratchet.payloads.converter import data_converter, payload_codec
 from devtools.devserver import temporal_binary
@@ -72,7 +76,7 @@ def test_bad_keys_fail_naming_the_variable(monkeypatch):
     monkeypatch.setenv("RATCHET_CODEC_KEYS", spec(k1=new_key()))
     assert payload_codec(load_settings()).key_ids == ["k1"]
     monkeypatch.delenv("RATCHET_CODEC_KEYS")
-    assert payload_codec(Settings()) is None  # encryption off by default (the claim check is on)
+    assert payload_codec(Settings()) is None  # encryption off by default (offload is on)
 
 
 # ---- a run on the dev server ---------------------------------------------------------------
@@ -155,10 +159,24 @@ def b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def test_codec_server_speaks_the_remote_codec_protocol():
-    codec = EncryptionCodec({"k1": new_key()})
+def keyed_converter(artifact_dir, claim_check_bytes: int = 256 * 1024):
+    """The workers' converter with a fresh key, offloading to `artifact_dir`."""
+    keys = SecretStr(spec(k1=new_key()))
+    return data_converter(Settings(codec_keys=keys, artifact_dir=artifact_dir, claim_check_bytes=claim_check_bytes))
+
+
+def reference_of(sealed: dict) -> ExternalStorageReference | None:
+    """The external-storage reference a protobuf-JSON payload is, if it is one."""
+    metadata = {k: base64.b64decode(v) for k, v in sealed["metadata"].items()}
+    if metadata.get("messageType") != ExternalStorageReference.DESCRIPTOR.full_name.encode():
+        return None
+    return JSONProtoPayloadConverter().from_payload(Payload(metadata=metadata, data=base64.b64decode(sealed["data"])))
+
+
+def test_codec_server_speaks_the_remote_codec_protocol(tmp_path):
     body = {"payloads": [{"metadata": {"encoding": b64(b"json/plain")}, "data": b64(b'"top secret"')}]}
-    with CodecServer(codec, port=0, cors_origins=("http://ui.test",), namespace="default") as server:
+    converter = keyed_converter(tmp_path / "artifacts")
+    with CodecServer(converter, port=0, cors_origins=("http://ui.test",), namespace="default") as server:
         status, _, encoded = post(f"{server.url}/encode", body, **{"X-Namespace": "default"})
         assert status == 200 and b"top secret" not in encoded
         sealed = json.loads(encoded)["payloads"][0]
@@ -178,26 +196,44 @@ def test_codec_server_speaks_the_remote_codec_protocol():
         assert "Access-Control-Allow-Origin" not in headers
 
 
-def test_codec_server_resolves_claim_checked_payloads_and_shows_a_missing_one_as_its_reference(tmp_path):
+def test_codec_server_resolves_offloaded_payloads_and_shows_a_missing_one_as_its_reference(tmp_path):
     store = DirectoryArtifactStore(tmp_path / "artifacts")
-    codec, claim_check = EncryptionCodec({"k1": new_key()}), ClaimCheckCodec(store, threshold=1024)
+    converter = keyed_converter(store.root, claim_check_bytes=1024)
     large = {"metadata": {"encoding": b64(b"json/plain")}, "data": b64(json.dumps("x" * 5000 + "secret tail").encode())}
-    with CodecServer(codec, port=0, claim_check=claim_check) as server:
-        status, _, encoded = post(f"{server.url}/encode", {"payloads": [large]})
-        sealed = json.loads(encoded)["payloads"][0]
-        assert status == 200 and base64.b64decode(sealed["metadata"]["encoding"]) == b"binary/claim-check"
+    small = {"metadata": {"encoding": b64(b"json/plain")}, "data": b64(b'"short"')}
+    with CodecServer(converter, port=0) as server:
+        status, _, encoded = post(f"{server.url}/encode", {"payloads": [large, small]})
+        sealed, sealed_small = json.loads(encoded)["payloads"]
+        assert status == 200 and reference_of(sealed).driver_name == DRIVER_NAME, "encrypted, then offloaded"
+        assert base64.b64decode(sealed_small["metadata"]["encoding"]) == b"binary/encrypted"
         assert b"secret tail" not in b"".join(p.read_bytes() for p in store.root.rglob("*") if p.is_file())
-        status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed]})
-        assert status == 200 and json.loads(decoded)["payloads"] == [large]
+        status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed, sealed_small]})
+        assert status == 200 and json.loads(decoded)["payloads"] == [large, small]
         for blob in store.root.rglob("*"):
             if blob.is_file():
                 blob.unlink()
-        status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed, large]})
-        assert status == 200 and json.loads(decoded)["payloads"] == [sealed, large], "the reference, and the rest"
+        status, _, decoded = post(f"{server.url}/decode", {"payloads": [sealed, sealed_small]})
+        assert status == 200 and json.loads(decoded)["payloads"] == [sealed, small], "the reference, and the rest"
         junk = store.put(b"not a payload")
-        not_a_payload = {"metadata": {"encoding": b64(b"binary/claim-check")}, "data": b64(junk.model_dump_json().encode())}
-        status, _, decoded = post(f"{server.url}/decode", {"payloads": [not_a_payload, large]})
-        assert status == 200 and json.loads(decoded)["payloads"] == [not_a_payload, large]
+        claim = ExternalStorageReference(driver_name=DRIVER_NAME, claim_data={"digest": junk.digest})
+        not_a_payload = json.loads(json_format.MessageToJson(JSONProtoPayloadConverter().to_payload(claim)))
+        status, _, decoded = post(f"{server.url}/decode", {"payloads": [not_a_payload, sealed_small]})
+        assert status == 200 and json.loads(decoded)["payloads"] == [not_a_payload, small]
+
+
+async def test_codec_server_decodes_what_a_worker_offloaded(tmp_path):
+    """A payload the workers' converter offloaded (not the server's /encode) decodes through the
+    server, in the protobuf JSON the Web UI sends (`externalPayloads` included)."""
+    converter = keyed_converter(tmp_path / "artifacts", claim_check_bytes=1024)
+    [offloaded] = await converter.encode(["y" * 5000 + "secret tail"])
+    assert offloaded.external_payloads, "the SDK records the offloaded size on the reference"
+    as_sent = json.loads(json_format.MessageToJson(Payloads(payloads=[offloaded])))
+    assert reference_of(as_sent["payloads"][0]) is not None and "externalPayloads" in as_sent["payloads"][0]
+    with CodecServer(converter, port=0) as server:
+        status, _, decoded = await asyncio.to_thread(post, f"{server.url}/decode", as_sent)
+    assert status == 200, decoded
+    [payload] = json_format.Parse(decoded, Payloads()).payloads
+    assert payload.metadata["encoding"] == b"json/plain" and json.loads(payload.data) == "y" * 5000 + "secret tail"
 
 
 async def temporal_show(dev_server, workflow_id: str, *extra: str) -> str:
@@ -215,6 +251,27 @@ async def test_temporal_cli_decrypts_through_the_codec_server(dev_server, encryp
     marker = f"secret-{uuid.uuid4().hex}"
     handle: WorkflowHandle = await start(enc_client, keyed, secret_run(marker))
     await handle.result()
-    with CodecServer(payload_codec(keyed), port=0, namespace="default") as server:
+    with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
+        assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
+    assert marker not in await temporal_show(dev_server, handle.id)
+
+
+async def test_temporal_cli_shows_offloaded_payloads_through_the_codec_server(dev_server, settings):
+    """History holds only references for the large payloads of this run (encrypted blobs in the
+    artifact store); the CLI, through the codec server, shows their plaintext."""
+    marker = f"secret-{uuid.uuid4().hex}"
+    keyed = settings.model_copy(update={
+        "codec_keys": SecretStr(spec(k1=new_key())), "claim_check_bytes": 16 * 1024, "task_queue": f"{settings.task_queue}-big",
+    })
+    content = "filler line\n" * 4000 + marker
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "big.txt", "content": content}}]},
+              {"content": "wrote it"}]
+    enc_client = await Client.connect(dev_server.address, data_converter=data_converter(keyed))
+    async with build_worker(enc_client, keyed):
+        handle = await start(enc_client, keyed, scripted("probe", script, workspace="w"))
+        assert (await handle.result()).phase == Phase.DONE
+    raw, _ = await raw_history(dev_server, handle.id)
+    assert ExternalStorageReference.DESCRIPTOR.full_name.encode() in raw and marker.encode() not in raw
+    with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
         assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
     assert marker not in await temporal_show(dev_server, handle.id)

@@ -1,6 +1,7 @@
 """Fast read-only tools run as local activities: no server round trip, one marker event each;
-everything with a side effect stays a regular activity. RATCHET_LOCAL_TOOLS=false turns it off,
-and so does a worker without a workflow cache."""
+everything with a side effect stays a regular activity, and so does every workspace tool (it runs
+on the host holding the workspace, not on whichever worker holds the workflow task).
+RATCHET_LOCAL_TOOLS=false turns it off, and so does a worker without a workflow cache."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ SCRIPT = [
         {"name": "read_file", "arguments": {"path": "a.txt"}},
         {"name": "read_file", "arguments": {"path": "missing.txt"}},
         {"name": "list_files", "arguments": {}},
+        {"name": "probe_echo", "arguments": {"text": "echo"}},
     ]},
     {"content": "done"},
 ]
@@ -43,6 +45,7 @@ async def run_probe(client, settings) -> tuple[WorkflowHandle, list[str], int]:
     assert tools["call_2_0"].ok and tools["call_2_0"].output == "hello"
     assert not tools["call_2_1"].ok and "no such file" in tools["call_2_1"].output
     assert "a.txt" in tools["call_2_2"].output
+    assert tools["call_2_3"].ok and tools["call_2_3"].output == "echo"
     return handle, *await activity_kinds(handle)
 
 
@@ -51,10 +54,10 @@ async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, s
     async with build_worker(client, cached, graceful_shutdown_timeout=timedelta(0)):
         handle, scheduled, markers = await run_probe(client, cached)
         plan = (await state_of(handle)).plan
-    assert "tool.write_file" in scheduled
-    assert not {"tool.read_file", "tool.list_files"} & set(scheduled), scheduled
-    assert markers == 3
-    assert {t.name for t in plan.tools if t.local} == {"read_file", "list_files"}
+    assert "tool.write_file" in scheduled and scheduled.count("tool.read_file") == 2 and "tool.list_files" in scheduled
+    assert "tool.probe_echo" not in scheduled, scheduled
+    assert markers == 1
+    assert {t.name for t in plan.tools if t.local} == {"probe_echo"}, "workspace tools are never local"
 
 
 async def test_local_tools_can_be_turned_off_and_are_off_without_a_workflow_cache(client, settings, worker):
@@ -63,7 +66,7 @@ async def test_local_tools_can_be_turned_off_and_are_off_without_a_workflow_cach
     off = settings.model_copy(update={"local_tools": False, "task_queue": f"off-{uuid.uuid4().hex[:8]}", "max_cached_workflows": 10})
     async with build_worker(client, off, graceful_shutdown_timeout=timedelta(0)):
         _, scheduled, markers = await run_probe(client, off)
-    assert scheduled.count("tool.read_file") == 2 and "tool.list_files" in scheduled and markers == 0
+    assert "tool.probe_echo" in scheduled and markers == 0
     assert settings.max_cached_workflows == 0 and settings.local_tools
     _, scheduled, markers = await run_probe(client, settings)
-    assert scheduled.count("tool.read_file") == 2 and markers == 0
+    assert "tool.probe_echo" in scheduled and markers == 0

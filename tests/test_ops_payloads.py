@@ -1,4 +1,5 @@
-"""Large payloads go to the artifact store (claim check); credentials never reach history."""
+"""Large payloads go to the artifact store (Temporal external storage over Ratchet's artifact store);
+credentials never reach history."""
 
 from __future__ import annotations
 
@@ -9,27 +10,60 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from google.protobuf import json_format
+from google.protobuf.message import Message
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
+from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.client import Client, WorkflowFailureError
-from ratchet.payloads.converter import BASE_CONVERTER
 
 import tests.plugins.ops  # noqa: F401  (big_output tool, `bulk` profile)
-from ratchet.stores.artifacts import DirectoryArtifactStore
-from ratchet.payloads.claim_check import ENCODING, ClaimCheckCodec, ClaimCheckError
-from ratchet.contracts import AgentResult, Phase
-from ratchet.payloads.converter import CodecChain, data_converter
+from ratchet.contracts import AgentResult, ArtifactRef, Phase
 from ratchet.ops.settings import Settings
-from tests.plugins.ops import big_text
-from tests.runs import scripted, start
+from ratchet.payloads.codec import EncryptionCodec
+from ratchet.payloads.converter import data_converter, decode_payloads, encode_payloads
+from ratchet.payloads.offload import DRIVER_NAME, OffloadedPayloadError
+from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
+from tests.plugins.ops import big_text
+from tests.runs import scripted, start
 
 MiB = 1024 * 1024
+REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
 
 
 def json_payload(value) -> Payload:
     return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(value).encode())
+
+
+def sized(total: int) -> Payload:
+    """A payload whose serialized size is exactly `total` bytes."""
+    for n in range(total, 0, -1):
+        payload = Payload(metadata={"encoding": b"binary/plain"}, data=b"x" * n)
+        if payload.ByteSize() == total:
+            return payload
+    raise AssertionError(total)
+
+
+def reference(payload: Payload) -> ExternalStorageReference | None:
+    """The SDK's external-storage reference a payload is, if it is one (json/protobuf, by type)."""
+    if payload.metadata.get("encoding") != b"json/protobuf" or payload.metadata.get("messageType") != REFERENCE_TYPE:
+        return None
+    return json_format.Parse(payload.data, ExternalStorageReference())
+
+
+def payloads_in(message: Message) -> list[Payload]:
+    """Every Payload inside a protobuf message (an event: inputs, results, failures, markers)."""
+    if isinstance(message, Payload):
+        return [message]
+    found: list[Payload] = []
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        items = [value] if isinstance(value, Message) else (value.values() if hasattr(value, "values") else value)
+        found.extend(p for item in items if isinstance(item, Message) for p in payloads_in(item))
+    return found
 
 
 async def raw_history(dev_server, workflow_id: str) -> tuple[list, str]:
@@ -39,39 +73,68 @@ async def raw_history(dev_server, workflow_id: str) -> tuple[list, str]:
     return list(history.events), history.to_json()
 
 
-# ---- the codec ---------------------------------------------------------------------------------
+def offloaded(events: list) -> list[tuple[str, ExternalStorageReference]]:
+    """(event type, reference) of every offloaded payload in a history."""
+    found = []
+    for event in events:
+        for payload in payloads_in(event):
+            ref = reference(payload)
+            if ref is not None:
+                found.append((event.WhichOneof("attributes"), ref))
+    return found
 
 
-async def test_claim_check_offloads_only_large_payloads_and_brings_them_back(tmp_path):
-    store = DirectoryArtifactStore(tmp_path)
-    codec = ClaimCheckCodec(store, threshold=1024)
-    small, large = json_payload("x" * 100), json_payload("y" * 5000)
-    encoded = await codec.encode([small, large, large])
-    assert encoded[0] == small
-    assert encoded[1].metadata["encoding"] == ENCODING and encoded[1].ByteSize() < 300
-    assert encoded[1] == encoded[2], "content-addressed: the same payload is one blob"
-    assert len(list(tmp_path.glob("*/*"))) == 1
-    assert await codec.decode(encoded) == [small, large, large]
+# ---- the converter -----------------------------------------------------------------------------
+
+
+async def test_payloads_over_the_threshold_go_to_the_artifact_store_and_come_back(tmp_path):
+    converter = data_converter(Settings(claim_check_bytes=1024, artifact_dir=tmp_path))
+    small, at_threshold, over = sized(100), sized(1024), sized(1025)
+    encoded = await encode_payloads(converter, [small, at_threshold, over, over])
+    assert encoded[:2] == [small, at_threshold], "RATCHET_CLAIM_CHECK_BYTES is the largest payload kept inline"
+    ref = reference(encoded[2])
+    assert ref is not None and ref.driver_name == DRIVER_NAME and set(ref.claim_data) == {"digest"}
+    assert encoded[2].external_payloads[0].size_bytes == 1025 and encoded[2].ByteSize() < 300
+    assert encoded[2] == encoded[3], "content-addressed: the same payload is one blob"
+    [blob] = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert blob.name == ref.claim_data["digest"] and blob.read_bytes() == over.SerializeToString(deterministic=True)
+    assert await decode_payloads(converter, encoded) == [small, at_threshold, over, over]
+    [value] = await converter.decode(await converter.encode(["y" * 5000]))
+    assert value == "y" * 5000
 
 
 async def test_a_missing_blob_is_an_error_that_names_the_setting(tmp_path):
-    encoded = await ClaimCheckCodec(DirectoryArtifactStore(tmp_path / "a"), 10).encode([json_payload("z" * 100)])
-    with pytest.raises(ClaimCheckError, match="RATCHET_ARTIFACT_DIR"):
-        await ClaimCheckCodec(DirectoryArtifactStore(tmp_path / "b"), 10).decode(encoded)
+    writer = data_converter(Settings(claim_check_bytes=10, artifact_dir=tmp_path / "a"))
+    reader = data_converter(Settings(claim_check_bytes=10, artifact_dir=tmp_path / "b"))
+    encoded = await writer.encode(["z" * 100])
+    with pytest.raises(OffloadedPayloadError, match="RATCHET_ARTIFACT_DIR"):
+        await reader.decode(encoded)
 
 
 async def test_with_encryption_the_store_holds_only_ciphertext(tmp_path):
     marker = f"secret-{uuid.uuid4().hex}"
     keys = "k1:" + base64.b64encode(os.urandom(32)).decode()
-    settings = Settings(codec_keys=SecretStr(keys), claim_check_bytes=1024, artifact_dir=tmp_path)
-    converter = data_converter(settings)
-    assert isinstance(converter.payload_codec, CodecChain)
+    converter = data_converter(Settings(codec_keys=SecretStr(keys), claim_check_bytes=1024, artifact_dir=tmp_path))
+    assert isinstance(converter.payload_codec, EncryptionCodec) and converter.external_storage is not None
     [encoded] = await converter.encode([marker * 100])
-    assert encoded.metadata["encoding"] == ENCODING
-    [blob] = list(tmp_path.glob("*/*"))
-    assert marker.encode() not in blob.read_bytes() and b"binary/encrypted" in blob.read_bytes()
+    assert reference(encoded) is not None and marker.encode() not in encoded.SerializeToString()
+    [blob] = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert marker.encode() not in blob.read_bytes()
+    assert Payload.FromString(blob.read_bytes()).metadata["encoding"] == b"binary/encrypted"
     assert await converter.decode([encoded]) == [marker * 100]
-    assert data_converter(Settings(claim_check_bytes=0)) is BASE_CONVERTER
+
+
+async def test_offload_off_keeps_payloads_inline_and_still_resolves_references(tmp_path):
+    offloading = data_converter(Settings(claim_check_bytes=10, artifact_dir=tmp_path / "artifacts"))
+    off = data_converter(Settings(claim_check_bytes=0, artifact_dir=tmp_path / "artifacts"))
+    untouched = data_converter(Settings(claim_check_bytes=0, artifact_dir=tmp_path / "never"))
+    [inline] = await off.encode(["w" * 5000])
+    assert reference(inline) is None
+    [offloaded_one] = await offloading.encode(["w" * 5000])
+    assert reference(offloaded_one) is not None
+    assert await off.decode([offloaded_one]) == ["w" * 5000], "turning offload off strands no running workflow"
+    assert await untouched.decode([inline]) == ["w" * 5000]
+    assert not (tmp_path / "never").exists(), "the store is opened on first use only"
 
 
 # ---- a run on the dev server -----------------------------------------------------------------
@@ -80,7 +143,7 @@ async def test_with_encryption_the_store_holds_only_ciphertext(tmp_path):
 async def test_ten_mb_tool_output_and_a_three_mb_tool_argument_keep_history_small(dev_server, settings):
     """The tool activity keeps a 10 MiB output as an artifact; a 3 MiB argument the model wrote
     travels in the workflow input (the script), the model reply and the tool input, all over
-    Temporal's 2 MB payload limit: the claim check carries them."""
+    Temporal's 2 MB payload limit: external storage moves them to the artifact store."""
     content = big_text(3)
     script = [
         {"tool_calls": [{"name": "big_output", "arguments": {"megabytes": 10}}]},
@@ -96,13 +159,45 @@ async def test_ten_mb_tool_output_and_a_three_mb_tool_argument_keep_history_smal
     assert (settings.workspace_root / "w" / "big.txt").read_text() == content
     output = state.tool_calls[0].result
     assert output.output_ref is not None and output.output_ref.size == 10 * MiB
-    assert DirectoryArtifactStore(settings.artifact_dir).get(output.output_ref).decode() == big_text(10)
+    store = DirectoryArtifactStore(settings.artifact_dir)
+    assert store.get(output.output_ref).decode() == big_text(10)
 
     events, as_json = await raw_history(dev_server, handle.id)
     sizes = [event.ByteSize() for event in events]
     assert max(sizes) < 64 * 1024 and sum(sizes) < 256 * 1024, (max(sizes), sum(sizes))
-    assert any(ENCODING in event.SerializeToString() for event in events)
     assert content[:1000] not in as_json
+    refs = offloaded(events)
+    where = {kind for kind, _ in refs}
+    assert {"workflow_execution_started_event_attributes", "activity_task_completed_event_attributes",
+            "activity_task_scheduled_event_attributes"} <= where, where
+    for _, ref in refs:
+        assert ref.driver_name == DRIVER_NAME
+        blob = Payload.FromString(store.get(ArtifactRef(digest=ref.claim_data["digest"])))
+        assert blob.metadata["encoding"] == b"json/plain" and blob.ByteSize() > settings.claim_check_bytes
+
+
+async def test_an_encrypted_run_offloads_only_ciphertext(dev_server, settings):
+    marker = f"secret-{uuid.uuid4().hex}"
+    keyed = settings.model_copy(update={
+        "codec_keys": SecretStr("k1:" + base64.b64encode(os.urandom(32)).decode()), "claim_check_bytes": 16 * 1024,
+    })
+    content = ("filler line\n" * 4000) + marker
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "big.txt", "content": content}}]},
+              {"content": "wrote it"}]
+    enc_client = await Client.connect(dev_server.address, data_converter=data_converter(keyed))
+    async with build_worker(enc_client, keyed, graceful_shutdown_timeout=timedelta(0)):
+        handle = await start(enc_client, keyed, scripted("bulk", script, workspace="w"))
+        assert (await handle.result()).answer == "wrote it"
+    assert (keyed.workspace_root / "w" / "big.txt").read_text() == content
+
+    events, as_json = await raw_history(dev_server, handle.id)
+    assert marker not in as_json
+    refs = offloaded(events)
+    assert len(refs) >= 3, refs  # the run input, the model reply, the tool input
+    store = DirectoryArtifactStore(keyed.artifact_dir)
+    for _, ref in refs:
+        raw = store.get(ArtifactRef(digest=ref.claim_data["digest"]))
+        assert marker.encode() not in raw and Payload.FromString(raw).metadata["encoding"] == b"binary/encrypted"
 
 
 # ---- secrets -------------------------------------------------------------------------------

@@ -211,3 +211,27 @@ async def test_encrypted_runs_replay_with_the_workers_keys_and_are_an_error_with
     code, out = await ratchet_replay("--server", "--query", query, address=dev_server.address)
     assert code == 2, out
     assert "cannot decode the history" in out and "RATCHET_CODEC_KEYS" in out
+
+
+async def test_runs_with_offloaded_payloads_replay_where_their_blobs_are(client, dev_server, settings, tmp_path, monkeypatch):
+    big = settings.model_copy(update={"claim_check_bytes": 4096})
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "big.txt", "content": "z" * 20_000}}]},
+              {"content": "done"}]
+    offloading = await Client.connect(dev_server.address, data_converter=data_converter(big))
+    async with build_worker(offloading, big):
+        handle = await start(offloading, big, scripted("probe", script, workspace="w"))
+        assert (await handle.result()).phase == Phase.DONE
+    raw = b"".join(e.SerializeToString() for e in (await client.get_workflow_handle(handle.id).fetch_history()).events)
+    assert b"temporal.api.sdk.v1.ExternalStorageReference" in raw and b"z" * 5000 not in raw
+    query = f'WorkflowId="{handle.id}"'
+    await visible(client, query, 1)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", dev_server.address)
+    monkeypatch.delenv("RATCHET_CODEC_KEYS", raising=False)
+    monkeypatch.setenv("RATCHET_ARTIFACT_DIR", str(big.artifact_dir))
+    [outcome] = await replay_paths([], server_query=query, progress=quiet)
+    assert outcome.result == OK, table([outcome])
+    monkeypatch.setenv("RATCHET_ARTIFACT_DIR", str(tmp_path / "elsewhere"))
+    [outcome] = await replay_paths([], server_query=query, progress=quiet)
+    assert outcome.result == ERROR, table([outcome])
+    assert "cannot decode the history" in outcome.detail and "offloaded payload" in outcome.detail
+    assert "RATCHET_ARTIFACT_DIR" in outcome.detail

@@ -1,10 +1,13 @@
 """`ratchet worker` / `python -m ratchet.worker`: run a Ratchet worker until SIGINT or SIGTERM.
 
-SIGTERM (or SIGINT) drains: the worker stops polling, so it takes no new workflow or activity
-tasks; running activities get RATCHET_SHUTDOWN_GRACE_S to finish, then are cancelled (an activity
-that heartbeats sees the cancellation; its retry runs on another worker); then the process exits
-0. A second signal stops at once (exit 1), as does a drain still stuck DRAIN_MARGIN_S past the
-grace period (an activity that neither finishes nor heartbeats).
+Beside the worker on RATCHET_TASK_QUEUE runs this host's workspace worker on
+RATCHET_TASK_QUEUE@RATCHET_HOST_ID (RatchetPlugin.run_worker): the tool calls, undos and
+verifications of the runs whose workspace is on this host. SIGTERM (or SIGINT) drains both at
+once: the workers stop polling, so they take no new workflow or activity tasks; running activities
+get RATCHET_SHUTDOWN_GRACE_S to finish, then are cancelled (an activity that heartbeats sees the
+cancellation; its retry runs on another worker); then the process exits 0. A second signal stops
+at once (exit 1), as does a drain still stuck DRAIN_MARGIN_S past the grace period (an activity
+that neither finishes nor heartbeats).
 """
 
 from __future__ import annotations
@@ -75,14 +78,15 @@ async def serve(settings: Settings) -> None:
     running = asyncio.create_task(worker.run())
     address = client.service_client.config.target_host
     log.info("worker on task queue %r at %s, namespace %r", settings.task_queue, address, client.namespace)
+    log.info("workspace activities of runs whose workspace is on this host: task queue %r", settings.host_task_queue)
     if settings.metrics_port is not None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
-    print(f"ratchet worker ready: task queue {settings.task_queue!r} at {address}", flush=True)
+    print(f"ratchet worker ready: task queue {settings.task_queue!r} at {address}, host queue {settings.host_task_queue!r}", flush=True)
     await _first_of(running, first.wait())
     if running.done():
         return await running  # the worker stopped on its own: raise its error
     log.info("draining: polling stopped; running activities have %gs to finish", settings.shutdown_grace_s)
-    drained = asyncio.create_task(worker.shutdown())
+    drained = asyncio.create_task(plugin.shutdown_worker(worker))  # and the host queue's worker, at once
     await _first_of(drained, second.wait(), timeout=settings.shutdown_grace_s + DRAIN_MARGIN_S)
     flush_tracing()
     if not drained.done():

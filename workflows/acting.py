@@ -2,9 +2,10 @@
 
 Each call is parsed and checked against the plan, may wait for a person's approval, and then runs
 as what its `ToolSpec.kind` says: an activity `tool.<name>` (a local activity for fast read-only
-tools), a durable timer (`wait`), or a child `AgentWorkflow` (`delegate`). Side-effecting calls
-push their `Effect` before they are scheduled: a call that times out may still have acted.
-A call the model got wrong goes back to it as an `InvalidArguments` tool result.
+tools; a workspace tool on the host holding the workspace, workflows/hosts.py), a durable timer
+(`wait`), or a child `AgentWorkflow` (`delegate`). Side-effecting calls push their `Effect` before
+they are scheduled: a call that times out may still have acted. A call the model got wrong goes
+back to it as an `InvalidArguments` tool result.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from ratchet.workflows import approvals, children
+from ratchet.workflows import approvals, children, hosts
 from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
+from ratchet.workflows.hosts import HostLost
 from ratchet.workflows.visibility import Visibility
 
 
@@ -96,6 +98,8 @@ async def _run_activity_tool(
         raise_if_cancelled(err)
         if effect is not None:
             effect.status, effect.error = EffectStatus.FAILED, cause(err)
+        if spec.workspace and hosts.host_gone(err):
+            raise HostLost(state.workspace_host, f"step {step}: tool {spec.name}") from None
         raise RunFailed(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
     if effect is not None:
         effect.status = EffectStatus.DONE if result.ok else EffectStatus.FAILED
@@ -118,6 +122,7 @@ async def _execute_tool(state: AgentState, plan: RunPlan, spec: ToolSpec, call_i
         start_to_close_timeout=timedelta(seconds=spec.timeout_s),
         heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
         retry_policy=retry, summary=summary,
+        **hosts.on_host(state.workspace_host if spec.workspace else None, plan),  # on the workspace's host
     )
 
 
@@ -186,7 +191,9 @@ def _register_effect(
     """Pushed before the call is scheduled: a call that times out may still have acted."""
     if spec.effect == EffectClass.READ_ONLY:
         return None
-    effect = Effect(tool=spec.name, step=step, call_id=call_id, key=key, arguments=args, effect=spec.effect)
+    effect = Effect(
+        tool=spec.name, step=step, call_id=call_id, key=key, arguments=args, effect=spec.effect, workspace=spec.workspace,
+    )
     state.effects.append(effect)
     return effect
 

@@ -7,6 +7,7 @@
 This class holds the handlers, the start, the loop and the finish. What a step does is in plain
 functions over state and plan: acting.py (tool calls, approvals, timers, sub-agents),
 checkpoints.py (verification, checkpoints, rollback, fork, failure policy), saga.py (undo),
+failover.py and hosts.py (the host holding the workspace; failing over when it is lost),
 errors.py. Deterministic and free of I/O: every model call, tool call, undo and verification is
 an activity; all state is an `AgentState`, queryable at any moment.
 """
@@ -26,8 +27,9 @@ from ratchet.contracts import (
     RollbackReport, RollbackRequest, RunPlan, Transcript, TranscriptPage, scrub_text,
 )
 from ratchet.core import budget as budgets
-from ratchet.workflows import acting, approvals, checkpoints, handover, saga
+from ratchet.workflows import acting, approvals, checkpoints, failover, handover, saga
 from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
+from ratchet.workflows.hosts import HostLost
 from ratchet.workflows.input import parse_run
 from ratchet.workflows.visibility import Visibility
 
@@ -78,7 +80,9 @@ class AgentWorkflow:
         assert plan is not None
         try:
             if not isinstance(parsed, Continuation) and parsed.resume_from is not None:
-                await checkpoints.fork(state, plan)
+                await checkpoints.fork(state, plan)  # binds the run to the host that restored the files
+            elif not isinstance(parsed, Continuation):
+                await failover.bind(state, plan)
             self._visibility.publish(state, plan)
             return await self._loop(state, plan)
         except RunFailed as failure:
@@ -216,10 +220,13 @@ class AgentWorkflow:
                 state.answer = reply.message.content or ""
                 return self._finish(Phase.DONE)
             effects_before = len(state.effects)
-            await acting.act(state, plan, reply.message.tool_calls, self._visibility)
-            changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
-            if plan.verifier is not None and changed:
-                await checkpoints.verify(state, plan)
+            try:
+                await acting.act(state, plan, reply.message.tool_calls, self._visibility)
+                changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
+                if plan.verifier is not None and changed:
+                    await checkpoints.verify(state, plan)
+            except HostLost as lost:  # the workspace's host is gone: on from the last checkpoint elsewhere
+                await failover.fail_over(state, plan, lost)
 
     async def _wait_while_paused(self, state: AgentState, plan: RunPlan) -> None:
         """Costs nothing but history while paused; a rollback request is served while paused."""
@@ -298,7 +305,7 @@ class AgentWorkflow:
         return AgentResult(
             workflow_id=state.workflow_id, phase=phase, answer=state.answer,
             steps=state.step, used=state.used, last_error=state.last_error,
-            workspace=state.plan.workspace if state.plan else None,
+            workspace=state.plan.workspace if state.plan else None, workspace_host=state.workspace_host,
             effects=[e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE],
         )
 

@@ -17,12 +17,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
-    AgentState, Checkpoint, Effect, FailurePolicy, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
+    AgentState, Checkpoint, Effect, FailurePolicy, Forked, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
     VerifyRequest, VerifyResult,
 )
 from ratchet.core import keys
-from ratchet.workflows import saga
+from ratchet.workflows import hosts, saga
 from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
+from ratchet.workflows.hosts import HostLost
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """checkpoint.verify heartbeats every 5 s: a dead worker is noticed in 20 s."""
@@ -42,16 +43,19 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
     source = state.run.resume_from
     assert source is not None
     try:
-        checkpoint = await workflow.execute_activity(
+        forked = await workflow.execute_activity(
             "checkpoint.fork",
             LoadCheckpoint(workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace),
-            result_type=Checkpoint, start_to_close_timeout=timedelta(minutes=5),
+            result_type=Forked, start_to_close_timeout=timedelta(minutes=5),
             retry_policy=RetryPolicy(maximum_attempts=5),
             summary=f"fork from {source.workflow_id} {source.checkpoint_id}",
         )
     except ActivityError as err:
         raise_if_cancelled(err)
         raise invalid_input(err) from None
+    # the host that restored the files holds the new run's workspace (on the shared queue: any host)
+    checkpoint = forked.checkpoint
+    state.workspace_host, state.workspace_snapshot = forked.binding.host_queue, forked.binding.manifest_ref
     objective = Message(role="user", content=state.run.objective, pinned=True)  # the window keeps it
     state.messages = list(checkpoint.messages or []) + [objective]
     state.messages_base = checkpoint.messages_base
@@ -79,9 +83,12 @@ async def verify(state: AgentState, plan: RunPlan) -> None:
             retry_policy=RetryPolicy(maximum_attempts=3),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             summary=f"step {state.step}: verify {' '.join(plan.verifier.argv)}"[:200],
+            **hosts.on_host(state.workspace_host, plan),  # in the workspace, on its host
         )
     except ActivityError as err:
         raise_if_cancelled(err)
+        if hosts.host_gone(err):
+            raise HostLost(state.workspace_host, f"step {state.step}: verify") from None
         raise RunFailed(f"step {state.step}: verification could not run: {cause(err)}") from None
     evidence = result.evidence
     if evidence.passed:
@@ -90,16 +97,20 @@ async def verify(state: AgentState, plan: RunPlan) -> None:
     note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
     if plan.revert_on_failed_verification:
         last = state.checkpoints[-1].id if state.checkpoints else None
-        report = await rollback_effects(state, plan, since, last, "verification failed")
+        report = await rollback_effects(state, plan, since, last, "verification failed", fail_over=True)
         if not report.clean:
             raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
         note += f"\nYour changes since {last or 'the start'} were reverted ({len(report.undone)} undone)."
     state.messages.append(Message(role="user", content=note))
 
 
-async def rollback_to(state: AgentState, plan: RunPlan, checkpoint_id: str | None, reason: str) -> RollbackReport:
-    """Undo every effect above the checkpoint (all, without one) and restore its conversation."""
-    report = await rollback_effects(state, plan, boundary(state, checkpoint_id) if checkpoint_id else 0, checkpoint_id, reason)
+async def rollback_to(
+    state: AgentState, plan: RunPlan, checkpoint_id: str | None, reason: str, restored: str | None = None,
+) -> RollbackReport:
+    """Undo every effect above the checkpoint (all, without one) and restore its conversation.
+    `restored`: the workspace was restored to the checkpoint already (a failover; saga.compensate)."""
+    since = boundary(state, checkpoint_id) if checkpoint_id else 0
+    report = await rollback_effects(state, plan, since, checkpoint_id, reason, restored=restored)
     if report.clean:
         checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
         if checkpoint is not None:
@@ -110,11 +121,15 @@ async def rollback_to(state: AgentState, plan: RunPlan, checkpoint_id: str | Non
 
 
 async def rollback_effects(
-    state: AgentState, plan: RunPlan, since: int, checkpoint_id: str | None, reason: str
+    state: AgentState, plan: RunPlan, since: int, checkpoint_id: str | None, reason: str,
+    restored: str | None = None, fail_over: bool = False,
 ) -> RollbackReport:
+    """Undo the effects above `since` (saga.compensate: `restored` and `fail_over` as there)."""
     previous_phase = state.phase
     state.phase = Phase.ROLLING_BACK
-    report = await saga.compensate(state, plan, since, RollbackReport(checkpoint_id=checkpoint_id, reason=reason))
+    report = await saga.compensate(
+        state, plan, since, RollbackReport(checkpoint_id=checkpoint_id, reason=reason), restored, fail_over,
+    )
     state.rollbacks.append(report)
     state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
     return report

@@ -35,6 +35,8 @@ def child_run(state: AgentState, plan: RunPlan, args: dict[str, Any]) -> tuple[d
     }
     if isinstance(args.get("model"), dict):
         run["model"] = args["model"]
+    if state.workspace_host is not None:  # the same directory: the host holding the parent's workspace
+        run["workspace_host"] = state.workspace_host
     return run, None
 
 
@@ -52,6 +54,7 @@ def undo_info(child: AgentResult) -> dict[str, Any]:
     return {
         "child_id": child.workflow_id,
         "workspace": child.workspace,
+        "workspace_host": child.workspace_host,
         "effects": [e.model_dump(mode="json") for e in child.effects],
     }
 

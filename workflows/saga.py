@@ -1,9 +1,10 @@
 """Compensation: undo the effects above a boundary, newest first (workflow-side, deterministic).
 
-Each undo runs as activity `undo.<tool>` with key `{key}/undo` and its own retry policy. When an
-undo finally fails, compensation stops there: the failed effect and every older one above the
-boundary are marked and reported, never dropped, because undoing an older effect underneath a
-newer one that is still in place could corrupt the target.
+Each undo runs as activity `undo.<tool>` with key `{key}/undo` and its own retry policy; the undo of
+a workspace tool on the host holding the workspace (workflows/hosts.py). When an undo finally
+fails, compensation stops there: the failed effect and every older one above the boundary are
+marked and reported, never dropped, because undoing an older effect underneath a newer one that is
+still in place could corrupt the target.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from ratchet.contracts import (
     RunPlan,
     UndoInvocation,
 )
+from ratchet.workflows import hosts
 from ratchet.workflows.errors import cause
+from ratchet.workflows.hosts import HostLost
 
 UNDO_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
@@ -52,12 +55,24 @@ def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[Rollb
     return items
 
 
-async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: RollbackReport) -> RollbackReport:
+async def compensate(
+    state: AgentState, plan: RunPlan, boundary: int, report: RollbackReport, restored: str | None = None,
+    fail_over: bool = False,
+) -> RollbackReport:
     """Undo state.effects[boundary:], newest first. On a clean run the effects above the
-    boundary are removed from the stack (the report keeps what was done)."""
+    boundary are removed from the stack (the report keeps what was done).
+
+    `restored`: the workspace was restored to the boundary (a failover, workflows/failover.py), so
+    compensable workspace effects are reverted already: marked undone with this note, no undo runs.
+    `fail_over`: an undo whose workspace host is gone raises `HostLost` (the caller fails over; the
+    effects keep their status) instead of counting as an undo that failed."""
     pending = list(reversed(state.effects[boundary:]))
     for index, effect in enumerate(pending):
         if effect.status == EffectStatus.UNDONE:
+            continue
+        if restored is not None and effect.workspace and effect.effect == EffectClass.COMPENSABLE:
+            effect.status = EffectStatus.UNDONE
+            report.undone.append(f"{_label(effect)}: {restored}")
             continue
         if not undoable(plan, effect):
             effect.status = EffectStatus.NOT_UNDONE
@@ -65,8 +80,10 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
             report.irreversible.append(_label(effect))
             continue
         try:
-            await _undo(state, plan, effect)
+            await _undo(state, plan, effect, restored=restored)
         except ActivityError as err:
+            if fail_over and hosts.host_gone(err):  # only workspace activities have a schedule-to-start timeout
+                raise HostLost(state.workspace_host, f"undo step {effect.step} {effect.tool}") from None
             effect.status = EffectStatus.UNDO_FAILED
             effect.error = cause(err)
             report.errors.append(f"{_label(effect)}: {effect.error}")
@@ -83,11 +100,15 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
     return report
 
 
-async def _undo(state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None) -> None:
+async def _undo(
+    state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None, host: str | None = None,
+    restored: str | None = None,
+) -> None:
     spec = next((t for t in plan.tools if t.name == effect.tool), None)
     if spec is not None and spec.kind == "child":
-        await _undo_child(state, plan, effect)
+        await _undo_child(state, plan, effect, restored)
         return
+    host = host or state.workspace_host
     await workflow.execute_activity(
         f"undo.{effect.tool}",
         UndoInvocation(
@@ -99,16 +120,22 @@ async def _undo(state: AgentState, plan: RunPlan, effect: Effect, workspace: str
         retry_policy=UNDO_RETRY,
         heartbeat_timeout=timedelta(seconds=20),
         summary=f"undo step {effect.step}: {effect.tool}",
+        **hosts.on_host(host if effect.workspace else None, plan),  # a workspace undo: on its host
     )
 
 
-async def _undo_child(state: AgentState, plan: RunPlan, effect: Effect) -> None:
-    """Undo what a finished sub-agent left in place, newest first, in its workspace. A child that
-    did not finish (failed or cancelled) compensated its own effects by its failure policy."""
+async def _undo_child(state: AgentState, plan: RunPlan, effect: Effect, restored: str | None = None) -> None:
+    """Undo what a finished sub-agent left in place, newest first, in its workspace (the parent's
+    directory, on the host the child last held it). A child that did not finish (failed or
+    cancelled) compensated its own effects by its failure policy. After a failover (`restored`)
+    the child's workspace effects were reverted with the parent's workspace."""
     info = effect.undo or {}
     for child_effect in reversed([Effect.model_validate(e) for e in info.get("effects", [])]):
-        if child_effect.status != EffectStatus.UNDONE:
-            await _undo(state, plan, child_effect, workspace=info.get("workspace"))
+        if child_effect.status == EffectStatus.UNDONE:
+            continue
+        if restored is not None and child_effect.workspace and child_effect.effect == EffectClass.COMPENSABLE:
+            continue
+        await _undo(state, plan, child_effect, workspace=info.get("workspace"), host=info.get("workspace_host"))
 
 
 def _label(effect: Effect) -> str:

@@ -19,8 +19,8 @@ What differs between two recordings of unchanged code, legitimately:
 - `lastFailure` stack traces of retried activities (line numbers, paths);
 - tool output that is not reproducible: `run_command` reports test timings ("Ran 2 tests in
   0.001s"), and so the transcript artifact digests of the steps after it.
-Kept fixed: workflow ids, task queue, identity, workspace names, scripts and the API key (which
-never enters history), so a re-recording diff shows what really changed in the workflow.
+Kept fixed: workflow ids, task queues (the host queue too: RATCHET_HOST_ID is `histories-host`),
+identity, workspace names, scripts and the API key (which never enters history), so a re-recording diff shows what really changed in the workflow.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "histories"
 IDENTITY = "ratchet-record-histories"
 API_KEY = "histories-key"
+HOST_ID = "histories-host"
 
 
 async def export(address: str, name: str, out: Path) -> Path:
@@ -66,8 +67,10 @@ def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
     return Settings(
         temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=100,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
+        tracker_path=state / "tracker.sqlite3",
         openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
         plugins="tests.plugins.probe", codec_keys=None, claim_check_bytes=0,
+        host_id=HOST_ID,  # the host queue `histories@histories-host` is in the history: not the machine's name
     )
 
 

@@ -224,3 +224,33 @@ async def continue_as_new(rec: Recorder) -> None:
     result = await handle.result()
     state = await handle.query(AgentWorkflow.state)
     expect(ended(result, Phase.DONE) and state.continued >= 1, "DONE after continuing as new", state.continued)
+
+
+FAILOVER_QUEUE = "histories-failover"
+
+
+@scenario("failover")
+async def failover(rec: Recorder) -> None:
+    """The host holding the workspace stops for good after cp-1, during a `wait`: the verification
+    scheduled on its host queue is never taken (schedule-to-start timeout), the run restores cp-1 on
+    the other host (`workspace.rehydrate`), undoes the ticket created since, and goes on. Two
+    in-process workers on their own queue stand for the hosts (the lost one: its own workspace root)."""
+    from ratchet.worker.main import build_worker
+
+    script = [
+        {"tool_calls": [_write("a.txt", "v1\n")]},
+        {"tool_calls": [_ticket("after cp-1"), {"name": "wait", "arguments": {"seconds": 2}}]},
+        {"tool_calls": [_write("b.txt", "v2\n")]},
+        {"content": "failed over"},
+    ]
+    lost = rec.settings.model_copy(update={
+        "task_queue": FAILOVER_QUEUE, "host_id": "histories-lost",
+        "workspace_root": rec.settings.workspace_root.with_name("workspaces-lost"),
+    })
+    async with build_worker(rec.client, lost):
+        handle = await _start(rec, "failover", scripted("hosts", script, workspace="failover"), task_queue=FAILOVER_QUEUE)
+        await _until(handle, lambda s: any(e.tool == "create_ticket" and e.status == "done" for e in s.effects))
+    async with build_worker(rec.client, rec.settings.model_copy(update={"task_queue": FAILOVER_QUEUE})):
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+        state = await handle.query(AgentWorkflow.state)
+    expect(ended(result, Phase.DONE) and len(state.failovers) == 1, "DONE after one failover", state.failovers)

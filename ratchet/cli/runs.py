@@ -175,6 +175,11 @@ def render(state: AgentState) -> str:
         lines.append(f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})")
     for cp in state.checkpoints:
         lines.append(f"  checkpoint {cp.id}: {cp.summary}")
+    for move in state.failovers:
+        lines.append(
+            f"  failover at step {move.step}: {move.from_host} -> {move.to_host} from {move.checkpoint_id or 'the start'}"
+            f" ({len(move.restored)} restored, {len(move.undone)} undone, {len(move.irreversible)} left)"
+        )
     if state.last_error:
         lines.append(f"  last error: {state.last_error[:200]}")
     if state.answer:

@@ -20,10 +20,10 @@ from ratchet.contracts.plan import (
     Budget, ModelSettings, ApprovalRule, ToolSpec, Verifier, RunPolicy, RunPlan, ModelCallConfig, PrepareRun,
 )
 from ratchet.contracts.payloads import (
-    ToolCallRequest, Message, Usage, ModelRequest, ModelReply, ToolInvocation, ToolResult, UndoInvocation, Evidence, VerifyRequest, VerifyResult, LoadCheckpoint,
+    ToolCallRequest, Message, Usage, ModelRequest, ModelReply, ToolInvocation, ToolResult, UndoInvocation, Evidence, VerifyRequest, VerifyResult, LoadCheckpoint, OpenWorkspace, RehydrateWorkspace, WorkspaceBinding,
 )
 from ratchet.contracts.state import (
-    ToolCallRecord, EffectStatus, Effect, Checkpoint, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, Continuation, AgentResult,
+    ToolCallRecord, EffectStatus, Effect, Checkpoint, Forked, Failover, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, Continuation, AgentResult,
 )
 
 __all__ = [
@@ -71,10 +71,15 @@ __all__ = [
     "VerifyRequest",
     "VerifyResult",
     "LoadCheckpoint",
+    "OpenWorkspace",
+    "RehydrateWorkspace",
+    "WorkspaceBinding",
     "ToolCallRecord",
     "EffectStatus",
     "Effect",
     "Checkpoint",
+    "Forked",
+    "Failover",
     "RollbackReport",
     "RollbackPlanItem",
     "PendingApproval",

@@ -122,6 +122,24 @@ class VerifyResult(BaseModel):
     """Manifest {path: ArtifactRef} of every workspace file, for forks."""
 
 
+class OpenWorkspace(BaseModel):
+    workspace: str
+
+
+class RehydrateWorkspace(BaseModel):
+    workspace: str
+    manifest_ref: ArtifactRef | None = None
+    """Manifest {path: ArtifactRef} to restore into an emptied workspace (None: leave it empty)."""
+
+
+class WorkspaceBinding(BaseModel):
+    """Which host holds a run's workspace: the task queue of its workspace activities, and the
+    manifest of the files it holds (at open: a snapshot; after a rehydrate: what was restored)."""
+
+    host_queue: str
+    manifest_ref: ArtifactRef | None = None
+
+
 class LoadCheckpoint(BaseModel):
     workflow_id: str
     checkpoint_id: str

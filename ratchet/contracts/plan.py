@@ -55,6 +55,9 @@ class ToolSpec(BaseModel):
     timeout_s: float = 60.0
     max_attempts: int = 5
     has_undo: bool = False
+    workspace: bool = False
+    """Touches the run's workspace directory: runs on the host that holds it (`AgentState.workspace_host`),
+    never as a local activity."""
     local: bool = False
     """Run as a local activity (in the worker holding the workflow task: no server round trips,
     one marker event). Decided by run.prepare for fast read-only tools (`ratchet.core.tools.runs_locally`);
@@ -87,6 +90,9 @@ class RunPolicy(BaseModel):
     on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
     continue_as_new_events: int = 10_000
     """Continue as new at a step boundary once history has this many events (or Temporal suggests it)."""
+    host_timeout_s: float = Field(60.0, gt=0)
+    """How long a workspace activity may wait for the host holding the workspace to take it; then the
+    host counts as lost and the run fails over (workflows/failover.py)."""
 
 
 class RunPlan(RunPolicy):

@@ -97,6 +97,11 @@ class AgentRun(Strict):
     resume_from: ResumeFrom | None = Field(
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."
     )
+    workspace_host: str | None = Field(
+        default=None, min_length=1, max_length=1000,
+        description="Set by `delegate`: the task queue of the host holding the parent's workspace, so a "
+        "sub-agent opens the same directory (if that host does not answer, any host opens it).",
+    )
 
     @field_validator("objective")
     @classmethod

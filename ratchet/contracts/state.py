@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, EffectClass, Phase
-from ratchet.contracts.payloads import Evidence, Message, ToolResult
+from ratchet.contracts.payloads import Evidence, Message, ToolResult, WorkspaceBinding
 from ratchet.contracts.plan import RunPlan
 from ratchet.contracts.run import AgentRun
 
@@ -43,6 +43,8 @@ class Effect(BaseModel):
     key: str
     arguments: dict[str, Any]
     effect: EffectClass
+    workspace: bool = False
+    """Done by a workspace tool (on the host holding the workspace; a failover restores it)."""
     status: EffectStatus = EffectStatus.PENDING
     undo: dict[str, Any] | None = None
     error: str | None = None
@@ -66,6 +68,13 @@ class Checkpoint(BaseModel):
     workspace_ref: ArtifactRef | None = None
 
 
+class Forked(BaseModel):
+    """What `checkpoint.fork` returns: the checkpoint, and where its files were restored."""
+
+    checkpoint: Checkpoint
+    binding: WorkspaceBinding
+
+
 class RollbackReport(BaseModel):
     checkpoint_id: str | None
     reason: str = ""
@@ -78,6 +87,25 @@ class RollbackReport(BaseModel):
     @property
     def clean(self) -> bool:
         return not self.not_undone and not self.errors
+
+
+class Failover(BaseModel):
+    """The host holding a run's workspace was lost; the run went on from its last checkpoint on another."""
+
+    step: int
+    at: str
+    from_host: str | None
+    """Task queue of the lost host."""
+    to_host: str
+    checkpoint_id: str | None
+    """The checkpoint restored; None: the workspace as it was when the run started."""
+    reason: str
+    restored: list[str] = Field(default_factory=list)
+    """Workspace effects after the checkpoint, reverted by restoring its files."""
+    undone: list[str] = Field(default_factory=list)
+    """Other effects after the checkpoint, undone by their undo activities."""
+    irreversible: list[str] = Field(default_factory=list)
+    """Effects after the checkpoint that cannot be undone, left in place."""
 
 
 class RollbackPlanItem(BaseModel):
@@ -140,6 +168,12 @@ class AgentState(BaseModel):
     effects: list[Effect] = Field(default_factory=list)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
     rollbacks: list[RollbackReport] = Field(default_factory=list)
+    workspace_host: str | None = None
+    """Task queue of the host holding the run's workspace (`{RATCHET_TASK_QUEUE}@{host id}`); every
+    workspace activity is scheduled there. None: the run has no workspace tools."""
+    workspace_snapshot: ArtifactRef | None = None
+    """Manifest of the workspace's files when the run started (a failover with no checkpoint restores it)."""
+    failovers: list[Failover] = Field(default_factory=list)
     used: BudgetUsed = Field(default_factory=BudgetUsed)
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decisions: dict[str, Decision] = Field(default_factory=dict)
@@ -172,5 +206,6 @@ class AgentResult(BaseModel):
     used: BudgetUsed
     last_error: str | None = None
     workspace: str | None = None
+    workspace_host: str | None = None
     effects: list[Effect] = Field(default_factory=list)
     """Side effects left in place (for a parent that must be able to undo this run)."""

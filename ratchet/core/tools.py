@@ -49,6 +49,8 @@ class ToolContext:
     call_id: str
     attempt: int
     workspace: Path
+    """The run's workspace directory on this host: only a tool declared `workspace=True` runs on the
+    host that holds the run's files."""
     artifacts: ArtifactStore
     record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
     """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works."""
@@ -84,6 +86,9 @@ class Tool:
     kind: str = "activity"
     heartbeat_s: float | None = None
     """Long tools: heartbeat timeout; call ctx.heartbeat(progress) well within it."""
+    workspace: bool = False
+    """Reads or writes `ctx.workspace`: runs (with its undo) on the host holding the run's workspace,
+    never as a local activity. A tool that uses `ctx.workspace` must say so."""
     undo: ToolFn | None = None
     reconcile: ToolFn | None = None
     """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
@@ -97,6 +102,7 @@ class Tool:
             has_undo=self.undo is not None,
             kind=self.kind,
             heartbeat_s=self.heartbeat_s,
+            workspace=self.workspace,
         )
 
     def openai_schema(self) -> dict[str, Any]:
@@ -134,9 +140,11 @@ LOCAL_TOOL_MAX_S = 30.0
 def runs_locally(spec: ToolSpec) -> bool:
     """Fast read-only activity tools run as local activities. Only read-only ones: a local
     activity whose worker dies is run again by the next, which a side effect must not be. No
-    heartbeating ones, and a short timeout: a local activity holds its workflow task open."""
+    heartbeating ones, and a short timeout: a local activity holds its workflow task open. No
+    workspace tools: a local activity runs on the worker holding the workflow task, which need not
+    be the host holding the workspace."""
     return (
-        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY
+        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY and not spec.workspace
         and spec.heartbeat_s is None and spec.timeout_s <= LOCAL_TOOL_MAX_S
     )
 
@@ -162,6 +170,7 @@ class ToolRegistry:
         idempotent: bool = False,
         kind: str = "activity",
         heartbeat_s: float | None = None,
+        workspace: bool = False,
     ) -> Callable[[ToolFn], ToolFn]:
         """Decorator: register `fn(ctx, args: SomeModel)`; the description is its docstring."""
 
@@ -178,6 +187,7 @@ class ToolRegistry:
                     idempotent=idempotent,
                     kind=kind,
                     heartbeat_s=heartbeat_s,
+                    workspace=workspace,
                 )
             )
             return fn

@@ -10,8 +10,10 @@ their causes) and in a tool result's inline `output`, before anything is seriali
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
@@ -24,8 +26,11 @@ MIN_SECRET_CHARS = 8
 
 
 def secret_values(settings: Settings) -> list[str]:
-    """The credential strings this worker holds: API keys and codec keys (whole and each key)."""
+    """The credential strings this worker holds: API keys, codec keys (whole and each key), the
+    ledger database's password and the object store's secret key."""
     values = [s.get_secret_value() for s in (settings.openai_api_key, settings.temporal_api_key) if s]
+    password = urlsplit(settings.ledger_store_url).password if "://" in settings.ledger_store_url else None
+    values += [v for v in (password, os.environ.get("AWS_SECRET_ACCESS_KEY"), os.environ.get("AWS_SESSION_TOKEN")) if v]
     if settings.codec_keys is not None:
         spec = settings.codec_keys.get_secret_value()
         values += [spec] + [entry.partition(":")[2].strip() for entry in spec.split(",")]

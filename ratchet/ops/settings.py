@@ -8,10 +8,12 @@ OPENAI_BASE_URL as the openai client; the rest are RATCHET_*.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -48,6 +50,14 @@ class Settings(BaseSettings):
         None, validation_alias=_env("TEMPORAL_PROFILE"), description="Profile of that file; unset: `default`."
     )
     task_queue: str = Field("ratchet", min_length=1, validation_alias=_env("RATCHET_TASK_QUEUE"))
+    host_id: str = Field(
+        default_factory=lambda: default_host_id(),
+        pattern=r"^[A-Za-z0-9_.-]{1,200}$",
+        validation_alias=_env("RATCHET_HOST_ID"),
+        description="This host's name, unique per host (default: the hostname, sanitised). The worker also "
+        "serves the host task queue RATCHET_TASK_QUEUE@RATCHET_HOST_ID: workspace activities of the runs "
+        "whose workspace is on this host.",
+    )
     max_concurrent_activities: int = Field(
         100, ge=1, le=10_000, validation_alias=_env("RATCHET_MAX_CONCURRENT_ACTIVITIES")
     )
@@ -124,6 +134,19 @@ class Settings(BaseSettings):
     ledger_path: Path = Field(
         Path(".ratchet/ledger.sqlite3"), validation_alias=_env("RATCHET_LEDGER_PATH")
     )
+    artifact_url: str | None = Field(
+        None,
+        validation_alias=_env("RATCHET_ARTIFACT_URL"),
+        description="Where the artifact store is (ratchet/stores/urls.py): file:///ABS/DIR or file:REL/DIR (a "
+        "directory), s3://BUCKET[/PREFIX] (the `s3` extra). Unset: the directory RATCHET_ARTIFACT_DIR.",
+    )
+    ledger_url: SecretStr | None = Field(
+        None,
+        validation_alias=_env("RATCHET_LEDGER_URL"),
+        description="Where the idempotency ledger is (ratchet/stores/urls.py): sqlite:///REL/PATH or "
+        "sqlite:////ABS/PATH (one host), postgresql://USER:PASSWORD@HOST:PORT/DB (many hosts; the `postgres` "
+        "extra). Unset: sqlite:///RATCHET_LEDGER_PATH. A secret: `ratchet config` masks its password.",
+    )
 
     codec_keys: SecretStr | None = Field(
         None,
@@ -158,6 +181,28 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def host_task_queue(self) -> str:
+        """The queue of this host's workspace activities: `{task_queue}@{host_id}`."""
+        return f"{self.task_queue}@{self.host_id}"
+
+    @property
+    def ledger_store_url(self) -> str:
+        """RATCHET_LEDGER_URL, else `sqlite:///` + RATCHET_LEDGER_PATH (percent-encoded; a relative
+        path stays relative, an absolute one gives four slashes)."""
+        if self.ledger_url is not None:
+            return self.ledger_url.get_secret_value()
+        return "sqlite:///" + quote(str(self.ledger_path), safe="/")
+
+    @property
+    def artifact_store_url(self) -> str:
+        """RATCHET_ARTIFACT_URL, else RATCHET_ARTIFACT_DIR as a file URL: `file:///abs/dir` for an
+        absolute directory, `file:rel/dir` for a relative one (percent-encoded)."""
+        if self.artifact_url is not None:
+            return self.artifact_url
+        directory = str(self.artifact_dir)
+        return ("file://" if directory.startswith("/") else "file:") + quote(directory, safe="/")
+
+    @property
     def plugin_modules(self) -> list[str]:
         return [name.strip() for name in self.plugins.split(",") if name.strip()]
 
@@ -173,6 +218,8 @@ class Settings(BaseSettings):
             if isinstance(value, SecretStr):
                 value = "****" if value.get_secret_value() else ""
             shown[name] = str(value) if isinstance(value, Path) else value
+        shown["ledger_url"] = mask_url(self.ledger_store_url)  # the store in effect, its password masked
+        shown["artifact_url"] = mask_url(self.artifact_store_url)
         shown.update(self.temporal_connection().masked())
         return shown
 
@@ -231,6 +278,42 @@ class Settings(BaseSettings):
             config_file=config_file,
             tls_files=tls_files,
         )
+
+
+def default_host_id() -> str:
+    """The machine's hostname with every character outside [A-Za-z0-9_.-] replaced by '_'."""
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:200] or "host"
+
+
+_PASSWORD_PARAMETER = re.compile(r"((?:^|[?&\s])(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s]*)", re.IGNORECASE)
+
+
+def mask_url(url: str) -> str:
+    """`url` for display: the password of its user info, and a `password=` / `sslpassword=` query
+    parameter (libpq reads both; also in a `key=value` connection string), replaced by `****`. A
+    password with an unescaped `@`, `/`, `?` or `#` is masked too: when the URL cannot be split
+    cleanly, everything from the first `:` after the user up to the last `@` is masked (too much
+    rather than a secret)."""
+    url = _PASSWORD_PARAMETER.sub(r"\1****", url)
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        parts, password = None, None
+    if parts is not None and password is not None and "@" not in parts.path + parts.query + parts.fragment:
+        userinfo = parts.netloc.rpartition("@")[0]
+        return url.replace(f"://{userinfo}@", f"://{userinfo.partition(':')[0]}:****@", 1)
+    userinfo, _, after = rest.rpartition("@")
+    user = userinfo.partition(":")[0]
+    if ":" not in userinfo or any(c in user for c in "/?#"):  # no user info: an `@` further on
+        return url
+    return f"{scheme}://{user}:****@{after}"
 
 
 DEFAULT_TEMPORAL_ADDRESS = "localhost:7233"

@@ -1,2 +1,3 @@
 """What payloads look like on the wire: the data converter (pydantic JSON), AES-GCM encryption
-with key ids, the claim check for large payloads, and the codec server for the Web UI."""
+with key ids, offloading large payloads to the artifact store (a Temporal external-storage driver),
+and the codec server for the Web UI."""

@@ -7,9 +7,11 @@ the last path segment selects the action, so the server may sit under any prefix
 segment before the action); a request for a namespace other than TEMPORAL_NAMESPACE is refused.
 Browsers get CORS answers for the configured Web UI origins only.
 
-Decoding also resolves claim-checked payloads (ratchet/payloads/claim_check.py) from RATCHET_ARTIFACT_DIR,
-so the UI shows a large tool output or state, not its reference; encoding encrypts and offloads as
-the workers' data converter does.
+The server transforms payloads with the workers' data converter (`data_converter(settings)`,
+ratchet/payloads/converter.py), values untouched: decoding resolves offloaded payloads (the SDK's
+external-storage references, ratchet/payloads/offload.py) from the artifact store at
+RATCHET_ARTIFACT_DIR, then decrypts, so the UI shows a large tool output or state, not its
+reference; encoding encrypts, then offloads what is large.
 
 Anyone who can reach this server can decrypt: bind it to localhost or put it behind your
 authenticating proxy.
@@ -18,6 +20,7 @@ authenticating proxy.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import signal
 import socketserver
@@ -26,9 +29,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.converter import DataConverter
 
-from ratchet.payloads.claim_check import ClaimCheckCodec, ClaimCheckError
 from ratchet.payloads.codec import CodecKeyError, EncryptionCodec
+from ratchet.payloads.converter import decode_payloads, encode_payloads
+from ratchet.payloads.offload import OffloadedPayloadError
 
 log = logging.getLogger("ratchet.payloads.codec_server")
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -36,18 +41,20 @@ ALLOWED_HEADERS = "X-Namespace, Content-Type"
 
 
 class CodecServer:
-    """The codec HTTP server in a daemon thread; `with CodecServer(...) as server:`."""
+    """The codec HTTP server in a daemon thread; `with CodecServer(...) as server:`.
+
+    `converter`: the workers' data converter (`ratchet.payloads.converter.data_converter`); its
+    payload codec and external storage are applied, never its payload converter."""
 
     def __init__(
         self,
-        codec: EncryptionCodec | None,
+        converter: DataConverter,
         host: str = "127.0.0.1",
         port: int = 0,
         cors_origins: tuple[str, ...] = ("http://localhost:8080",),
         namespace: str | None = None,
-        claim_check: ClaimCheckCodec | None = None,
     ) -> None:
-        self.codec, self.claim_check, self.host, self.port = codec, claim_check, host, port
+        self.converter, self.host, self.port = converter, host, port
         self.cors_origins = frozenset(cors_origins)
         self.namespace = namespace
         self._httpd: _Server | None = None
@@ -84,31 +91,27 @@ class CodecServer:
 
     def transform(self, action: str, body: bytes) -> bytes:
         """Encode or decode a Payloads JSON body; ValueError for anything the client sent wrong."""
-        payloads = json_format.Parse(body, Payloads())
+        payloads = list(json_format.Parse(body, Payloads()).payloads)
         step = self._encode if action == "encode" else self._decode
-        result = Payloads(payloads=[step(p) for p in payloads.payloads])
+        result = Payloads(payloads=asyncio.run(step(payloads)))  # a request thread: no loop runs here
         return json_format.MessageToJson(result, indent=None).encode()
 
-    def _encode(self, payload: Payload) -> Payload:
-        """As the workers' data converter: encrypt, then offload if large."""
-        if self.codec is not None:
-            payload = self.codec.encrypt(payload)
-        if self.claim_check is not None:
-            payload = self.claim_check.offload_now(payload)
-        return payload
+    async def _encode(self, payloads: list[Payload]) -> list[Payload]:
+        """As the workers' data converter: encrypt, then offload what is large."""
+        return await encode_payloads(self.converter, payloads)
 
-    def _decode(self, payload: Payload) -> Payload:
-        """Fetch a claim-checked payload from the artifact store, then decrypt. A blob this server
-        cannot read is answered with its reference (digest and size), so the rest still shows."""
-        if self.claim_check is not None:
-            try:
-                payload = self.claim_check.fetch_now(payload)
-            except ClaimCheckError as exc:
-                log.warning("%s", exc)
-                return payload
-        if self.codec is not None:
-            payload = self.codec.decrypt(payload)
-        return payload
+    async def _decode(self, payloads: list[Payload]) -> list[Payload]:
+        """As the workers' data converter: resolve offloaded payloads, then decrypt. A blob this
+        server cannot read is answered with its reference, so the rest still shows."""
+        return [await self._decode_one(p) for p in payloads]
+
+    async def _decode_one(self, payload: Payload) -> Payload:
+        try:
+            [decoded] = await decode_payloads(self.converter, [payload])
+        except OffloadedPayloadError as exc:
+            log.warning("%s", exc)
+            return payload
+        return decoded
 
 
 class _Server(ThreadingHTTPServer):
@@ -169,30 +172,29 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(args: argparse.Namespace) -> int:
-    """Serve until SIGINT or SIGTERM; keys and namespace from the environment."""
-    from ratchet.payloads.converter import claim_check_codec, payload_codec
-    from ratchet.ops.settings import SettingsError, load_settings
+    """Serve until SIGINT or SIGTERM; keys, artifact store and namespace from the environment."""
+    from ratchet.payloads.converter import data_converter
+    from ratchet.ops.settings import SettingsError, load_settings, mask_url
 
     try:
         settings = load_settings()
+        converter = data_converter(settings)
     except SettingsError as exc:
         print(f"ratchet codec-server: {exc}", flush=True)
         return 2
-    codec, claim_check = payload_codec(settings), claim_check_codec(settings)
-    if codec is None and claim_check is None:
-        print("ratchet codec-server: neither RATCHET_CODEC_KEYS nor the claim check (RATCHET_CLAIM_CHECK_BYTES) "
-              "is set; there is nothing to decode", flush=True)
-        return 2
+    codec = converter.payload_codec
     origins = tuple(o.strip() for o in args.cors_origin.split(",") if o.strip())
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with CodecServer(codec, args.host, args.port, origins, settings.temporal_namespace, claim_check) as server:
-        keys = f"keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}" if codec else "no encryption"
-        claims = f"claim checks from {settings.artifact_dir}" if claim_check else "no claim check"
+    with CodecServer(converter, args.host, args.port, origins, settings.temporal_namespace) as server:
+        keys = (f"keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}"
+                if isinstance(codec, EncryptionCodec) else "no encryption")
+        offload = (f"offloading payloads over {settings.claim_check_bytes} bytes" if settings.claim_check_bytes
+                   else "offload off")
         print(
             f"ratchet codec server on {server.url} for namespace {settings.temporal_namespace!r} "
-            f"({keys}; {claims}; CORS {', '.join(origins) or 'off'})",
+            f"({keys}; {offload}; offloaded payloads from {mask_url(settings.artifact_store_url)}; CORS {', '.join(origins) or 'off'})",
             flush=True,
         )
         while not stop.wait(0.5):

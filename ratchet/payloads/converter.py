@@ -2,17 +2,23 @@
 
 pydantic JSON for values, without fields that hold their default (`RatchetPayloadConverter`: every
 default a contract leaves out is filled back in on decode, so history carries only what differs;
-changing a contract's default therefore changes what recorded payloads mean). Then two optional codecs, in this order on the way out:
+changing a contract's default therefore changes what recorded payloads mean). Then, in this order on
+the way out (the SDK's order: payload codec, then external storage):
 
-1. encryption (RATCHET_CODEC_KEYS, ratchet/payloads/codec.py): payloads are encrypted, and failures carry
-   their message and stack trace inside an encrypted payload (`encode_common_attributes`), so
-   error text that quotes a prompt or a file never reaches the server in clear;
-2. claim check (RATCHET_CLAIM_CHECK_BYTES, on by default, ratchet/payloads/claim_check.py): payloads still
-   over the threshold go to the artifact store and history keeps a reference.
+1. encryption (RATCHET_CODEC_KEYS, ratchet/payloads/codec.py), the payload codec: payloads are
+   encrypted, and failures carry their message and stack trace inside an encrypted payload
+   (`encode_common_attributes`), so error text that quotes a prompt or a file never reaches the
+   server in clear;
+2. offload (RATCHET_CLAIM_CHECK_BYTES, on by default), the SDK's `ExternalStorage` with
+   `ArtifactStorageDriver` (ratchet/payloads/offload.py): payloads still over the threshold go to
+   the artifact store and history keeps a reference.
 
 Encrypting first means the artifact store only ever holds what history would have held:
-ciphertext when keys are set. Decoding runs the chain backwards. Workers and clients of one
-namespace must use the same keys and reach the same artifact store.
+ciphertext when keys are set. Decoding runs the other way. Workers and clients of one namespace
+must use the same keys and reach the same artifact store.
+
+`encode_payloads` / `decode_payloads` apply exactly this wire transformation to bare payloads
+(the codec server, the replay gate's decode check).
 """
 
 from __future__ import annotations
@@ -22,15 +28,15 @@ from collections.abc import Sequence
 
 from typing import Any
 
-from temporalio.api.common.v1 import Payload
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter, DataConverter, DefaultFailureConverterWithEncodedAttributes, DefaultPayloadConverter,
-    JSONPlainPayloadConverter, PayloadCodec,
+    ExternalStorage, JSONPlainPayloadConverter,
 )
 
-from ratchet.payloads.claim_check import ClaimCheckCodec
 from ratchet.payloads.codec import EncryptionCodec
+from ratchet.payloads.offload import ArtifactStorageDriver
 from ratchet.ops.settings import Settings
 from ratchet.stores.artifacts import ArtifactStore
 
@@ -62,25 +68,6 @@ class RatchetPayloadConverter(CompositePayloadConverter):
 BASE_CONVERTER = DataConverter(payload_converter_class=RatchetPayloadConverter)
 
 
-class CodecChain(PayloadCodec):
-    """Several codecs as one: encode in the given order, decode in reverse."""
-
-    def __init__(self, codecs: Sequence[PayloadCodec]) -> None:
-        self.codecs = list(codecs)
-
-    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        out = list(payloads)
-        for codec in self.codecs:
-            out = await codec.encode(out)
-        return out
-
-    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        out = list(payloads)
-        for codec in reversed(self.codecs):
-            out = await codec.decode(out)
-        return out
-
-
 def payload_codec(settings: Settings) -> EncryptionCodec | None:
     """The codec for RATCHET_CODEC_KEYS, or None when encryption is off."""
     if settings.codec_keys is None:
@@ -88,31 +75,47 @@ def payload_codec(settings: Settings) -> EncryptionCodec | None:
     return EncryptionCodec.from_spec(settings.codec_keys.get_secret_value())
 
 
-def claim_check_codec(settings: Settings, artifacts: ArtifactStore | None = None) -> ClaimCheckCodec | None:
-    """The claim check for RATCHET_CLAIM_CHECK_BYTES over `artifacts` (default: a directory store at
-    RATCHET_ARTIFACT_DIR, opened on first use), or None when off."""
-    if settings.claim_check_bytes == 0:
-        return None
-    if artifacts is not None:
-        return ClaimCheckCodec(artifacts, settings.claim_check_bytes)
-    from ratchet.stores.artifacts import DirectoryArtifactStore
+def external_storage(settings: Settings, artifacts: ArtifactStore | None = None) -> ExternalStorage:
+    """The SDK's external storage over `artifacts` (default: the store of RATCHET_ARTIFACT_URL,
+    opened on first use, so a CLI or codec server that never meets an offloaded payload never opens
+    it): payloads over RATCHET_CLAIM_CHECK_BYTES are offloaded. With 0 nothing is offloaded, but
+    references already in history still resolve, so turning offload off never strands a running
+    workflow."""
+    if artifacts is None:
+        from ratchet.stores.urls import open_artifacts
 
-    artifact_dir = settings.artifact_dir
-    return ClaimCheckCodec(lambda: DirectoryArtifactStore(artifact_dir), settings.claim_check_bytes)
+        url = settings.artifact_store_url
+        driver = ArtifactStorageDriver(lambda: open_artifacts(url))
+    else:
+        driver = ArtifactStorageDriver(artifacts)
+    if settings.claim_check_bytes == 0:
+        return ExternalStorage(drivers=[driver], driver_selector=lambda context, payload: None)
+    # The SDK offloads payloads of at least the threshold; the setting names the largest one kept.
+    return ExternalStorage(drivers=[driver], payload_size_threshold=settings.claim_check_bytes + 1)
 
 
 def data_converter(settings: Settings, artifacts: ArtifactStore | None = None) -> DataConverter:
-    """The converter for `settings`' codecs; the claim check offloads to `artifacts` when given
+    """The converter for `settings`: encryption (RATCHET_CODEC_KEYS) and offload to `artifacts`
     (a worker's store, `RatchetOptions.from_settings`), else to RATCHET_ARTIFACT_DIR."""
+    converter = dataclasses.replace(BASE_CONVERTER, external_storage=external_storage(settings, artifacts))
     encryption = payload_codec(settings)
-    codecs = [c for c in (encryption, claim_check_codec(settings, artifacts)) if c is not None]
-    if not codecs:
-        return BASE_CONVERTER
-    converter = dataclasses.replace(
-        BASE_CONVERTER, payload_codec=codecs[0] if len(codecs) == 1 else CodecChain(codecs)
-    )
     if encryption is not None:
         converter = dataclasses.replace(
-            converter, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
+            converter, payload_codec=encryption, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
         )
     return converter
+
+
+async def encode_payloads(converter: DataConverter, payloads: Sequence[Payload]) -> list[Payload]:
+    """Payloads as `converter` puts them on the wire (encrypted, then offloaded if large), values
+    untouched: the SDK's own outbound transformation (the one it applies to failure payloads)."""
+    wrapper = Payloads(payloads=payloads)
+    await converter._transform_outbound_payloads(wrapper)
+    return list(wrapper.payloads)
+
+
+async def decode_payloads(converter: DataConverter, payloads: Sequence[Payload]) -> list[Payload]:
+    """The reverse of `encode_payloads`: references resolved from the artifact store, then decrypted."""
+    wrapper = Payloads(payloads=payloads)
+    await converter._transform_inbound_payloads(wrapper)
+    return list(wrapper.payloads)

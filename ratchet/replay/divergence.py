@@ -110,8 +110,8 @@ async def _scheduled(event: HistoryEvent, decode: Decode, last_step: int) -> tup
     if isinstance(step, int):
         return Activity(event.event_id, activity_type, describe_activity(activity_type, step)), step
     label = describe_activity(activity_type, None)
-    if activity_type == "run.prepare":
-        label = "before step 1, run.prepare"
+    if activity_type in ("run.prepare", "workspace.open"):
+        label = f"before step 1, {activity_type}"
     elif event.user_metadata.HasField("summary"):
         summary = await decode(event.user_metadata.summary)
         label = summary.replace(":", ",", 1) if isinstance(summary, str) and summary else label

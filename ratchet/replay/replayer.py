@@ -3,7 +3,7 @@
 Histories come from JSON files as `temporal workflow show --output json` exports them (the
 SDK's `WorkflowHistory.to_json` form loads too) or from a server's visibility query. Replay uses
 the worker's data converter (ratchet/payloads/converter.py); every payload is decoded first, so missing
-keys (RATCHET_CODEC_KEYS) or claim-check blobs (RATCHET_ARTIFACT_DIR) are an ERROR, not a false
+keys (RATCHET_CODEC_KEYS) or offloaded payloads' blobs (RATCHET_ARTIFACT_DIR) are an ERROR, not a false
 divergence. A failing history is then bisected to the agent step where it diverges.
 """
 
@@ -26,6 +26,7 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError, _Definition
 
+from ratchet.payloads.converter import decode_payloads
 from ratchet.replay.divergence import locate
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK, Outcome, Progress
 from ratchet.ops.settings import Settings
@@ -137,12 +138,11 @@ def _foreign(history: WorkflowHistory, names: set[str]) -> str | None:
 
 
 async def _undecodable_input(converter: DataConverter, history: WorkflowHistory) -> str | None:
-    """A history this process cannot decode (encrypted without the keys, claim checks without the
-    artifact store) would replay as a bogus divergence: an ERROR that says why instead."""
+    """A history this process cannot decode (encrypted without the keys, offloaded payloads without
+    the artifact store) would replay as a bogus divergence: an ERROR that says why instead."""
     payloads = [p for event in history.events for p in _payloads(event)]
     try:
-        if converter.payload_codec is not None:
-            await converter.payload_codec.decode(payloads)
+        await decode_payloads(converter, payloads)
         await converter.decode(list(history.events[0].workflow_execution_started_event_attributes.input.payloads))
     except Exception as exc:
         return (f"cannot decode the history: {_one_line(str(exc))} "

@@ -28,7 +28,7 @@ def _append(ctx: ToolContext, line: str) -> None:
         log.write(line + "\n")
 
 
-@tool(effect="compensable", timeout_s=3, max_attempts=20, idempotent=True)
+@tool(effect="compensable", timeout_s=3, max_attempts=20, idempotent=True, workspace=True)
 async def probe_append(ctx: ToolContext, args: AppendArgs) -> str:
     """Append a label to probe.log (optionally after a pause, or failing its first attempt)."""
     _append(ctx, f"attempt {ctx.attempt} {ctx.key}")
@@ -44,7 +44,7 @@ register_profile(
     AgentProfile(
         name="probe",
         system_prompt="You are a test agent.",
-        tools=["probe_append", "write_file", "read_file", "list_files"],
+        tools=["probe_append", "write_file", "read_file", "list_files", "probe_echo"],
         budget=Budget(max_steps=50),
     )
 )
@@ -52,6 +52,16 @@ register_profile(
 
 class WaitArgs(BaseModel):
     seconds: float
+
+
+class EchoArgs(BaseModel):
+    text: str
+
+
+@tool(effect="read_only", timeout_s=5)
+def probe_echo(ctx: ToolContext, args: EchoArgs) -> str:
+    """Say the text back (fast, read-only, no workspace: runs as a local activity where it may)."""
+    return args.text
 
 
 @tool(effect="read_only", timeout_s=60)
@@ -65,7 +75,7 @@ class NoteArgs(BaseModel):
     note: str
 
 
-@tool(effect="compensable", timeout_s=5, idempotent=True)
+@tool(effect="compensable", timeout_s=5, idempotent=True, workspace=True)
 def flaky_undo_note(ctx: ToolContext, args: NoteArgs) -> str:
     """Write a note whose undo fails on its first attempt."""
     _append(ctx, f"note {ctx.key} {args.note}")
@@ -80,7 +90,7 @@ def undo_flaky_undo_note(ctx: ToolContext, args: NoteArgs, undo: dict | None) ->
     return "unnoted"
 
 
-@tool(effect="compensable", timeout_s=5, idempotent=True)
+@tool(effect="compensable", timeout_s=5, idempotent=True, workspace=True)
 def doomed_note(ctx: ToolContext, args: NoteArgs) -> str:
     """Write a note whose undo can never succeed."""
     _append(ctx, f"doomed {ctx.key} {args.note}")
@@ -117,7 +127,7 @@ class CountArgs(BaseModel):
     per_item_s: float = 0.2
 
 
-@tool(effect="read_only", timeout_s=120, max_attempts=5, heartbeat_s=2)
+@tool(effect="read_only", timeout_s=120, max_attempts=5, heartbeat_s=2, workspace=True)
 async def long_count(ctx: ToolContext, args: CountArgs) -> str:
     """Process items one by one, heartbeating progress; a retry resumes after the last one done."""
     start = (ctx.resume_from or -1) + 1
@@ -149,5 +159,28 @@ register_profile(
         tools=["delegate", "probe_wait", "write_file"],
         budget=Budget(max_steps=20),
         failure_policy=FailurePolicy.ROLLBACK_ALL,
+    )
+)
+
+HOST_TOOLS = ["write_file", "read_file", "list_files", "create_ticket", "wait"]
+
+register_profile(
+    AgentProfile(
+        name="hosts",
+        system_prompt="You are a test agent on several hosts.",
+        tools=HOST_TOOLS,
+        budget=Budget(max_steps=40),
+        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        host_timeout_s=3,
+    )
+)
+
+register_profile(
+    AgentProfile(
+        name="hosts_plain",
+        system_prompt="You are a test agent on several hosts, without checkpoints.",
+        tools=HOST_TOOLS,
+        budget=Budget(max_steps=40),
+        host_timeout_s=3,
     )
 )

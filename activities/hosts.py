@@ -1,0 +1,53 @@
+"""Workspaces across hosts: `workspace.open` and `workspace.rehydrate`.
+
+A run's workspace is a directory on one host. Both activities run on the SHARED task queue, so
+whichever host takes one becomes the run's workspace host; each returns that host's task queue
+(`{task queue}@{host id}`, served by the worker's second, host-queue worker: plugin.py) and the
+manifest of the files it holds (activities/checkpoints.py's `snapshot` / `restore`).
+
+- `workspace.open`: open (create if missing) the run's workspace on this host and snapshot it; the
+  run's initial snapshot.
+- `workspace.rehydrate`: the old host is gone; empty the workspace on this host (stale files from an
+  earlier binding must not survive) and restore a manifest into it (a checkpoint's, or the initial
+  snapshot).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio import activity
+
+from ratchet.activities.checkpoints import host_queue, restore, snapshot
+from ratchet.activities.workspace import open_workspace
+from ratchet.contracts import OpenWorkspace, RehydrateWorkspace, WorkspaceBinding
+from ratchet.stores.artifacts import ArtifactStore
+
+WORKSPACE_ACTIVITIES = ("workspace.open", "workspace.rehydrate")
+
+
+class WorkspaceActivities:
+    def __init__(self, workspace_root: Path, artifacts: ArtifactStore, host_id: str) -> None:
+        self.workspace_root = Path(workspace_root)
+        self.artifacts = artifacts
+        self.host_id = host_id
+
+    @activity.defn(name="workspace.open")
+    async def open(self, req: OpenWorkspace) -> WorkspaceBinding:
+        workspace = open_workspace(self.workspace_root, req.workspace)
+        manifest = snapshot(workspace, self.artifacts)
+        activity.logger.info("workspace %s opened on host %s", req.workspace, self.host_id)
+        return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest)
+
+    @activity.defn(name="workspace.rehydrate")
+    async def rehydrate(self, req: RehydrateWorkspace) -> WorkspaceBinding:
+        workspace = open_workspace(self.workspace_root, req.workspace)
+        files = restore(workspace, self.artifacts, req.manifest_ref)
+        activity.logger.info("workspace %s rehydrated on host %s: %d files", req.workspace, self.host_id, files)
+        return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=req.manifest_ref)
+
+    def host_queue(self) -> str:
+        return host_queue(activity.info().task_queue, self.host_id)
+
+    def all(self) -> list:
+        return [self.open, self.rehydrate]

@@ -1,0 +1,200 @@
+"""Workspaces across hosts, with real worker processes (`python -m ratchet.worker`) standing for
+two hosts: each its own RATCHET_HOST_ID and RATCHET_WORKSPACE_ROOT (no shared workspace directory),
+both on one task queue, sharing the ledger, the artifact store and the tracker.
+
+- every workspace call of a run lands on the host that opened its workspace;
+- the host holding a run's workspace is SIGKILLed for good: the run fails over to the other host
+  from its last checkpoint (or, without one, from its initial snapshot), undoes the tracker ticket
+  created since exactly once, redoes the work, and ends DONE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHandle
+
+from devtools.workers import WorkerProcess
+from ratchet.contracts import AgentState, EffectStatus, Phase
+from ratchet.ops.settings import Settings
+from tests.ops_workers import start_worker
+from tests.runs import activity_attempts, scripted, start, state_of
+
+WORKSPACE = "shared-name"
+WAIT_S = 2
+"""The `wait` timer (no worker involved) during which a test kills the workspace's host."""
+
+
+@dataclass
+class Host:
+    id: str
+    root: Path
+    queue: str
+    worker: WorkerProcess
+
+    def files(self) -> dict[str, str]:
+        workspace = self.root / WORKSPACE
+        if not workspace.exists():
+            return {}
+        return {str(p.relative_to(workspace)): p.read_text() for p in sorted(workspace.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+async def hosts(settings: Settings, tmp_path: Path):
+    async def one(host_id: str) -> Host:
+        root = tmp_path / f"root-{host_id}"
+        worker = await start_worker(settings, RATCHET_HOST_ID=host_id, RATCHET_WORKSPACE_ROOT=str(root))
+        return Host(host_id, root, f"{settings.task_queue}@{host_id}", worker)
+
+    both = await asyncio.gather(one("host-a"), one("host-b"))
+    try:
+        yield both
+    finally:
+        for host in both:
+            host.worker.kill()
+
+
+def owner_and_other(state: AgentState, hosts: list[Host]) -> tuple[Host, Host]:
+    [owner] = [h for h in hosts if h.queue == state.workspace_host]
+    [other] = [h for h in hosts if h is not owner]
+    return owner, other
+
+
+def write(path: str, content: str) -> dict:
+    return {"name": "write_file", "arguments": {"path": path, "content": content}}
+
+
+def ticket_and_wait(title: str) -> dict:
+    return {"tool_calls": [{"name": "create_ticket", "arguments": {"title": title}},
+                           {"name": "wait", "arguments": {"seconds": WAIT_S}}]}
+
+
+async def scheduled_on(handle: WorkflowHandle) -> list[tuple[str, str, str]]:
+    """(activity type, task queue, identity of the worker that started it) of every activity."""
+    scheduled: dict[int, tuple[str, str]] = {}
+    found = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = (attrs.activity_type.name, attrs.task_queue.name)
+        if event.HasField("activity_task_started_event_attributes"):
+            attrs = event.activity_task_started_event_attributes
+            found.append((*scheduled[attrs.scheduled_event_id], attrs.identity))
+    return found
+
+
+def tracker(settings: Settings) -> tuple[list[tuple[int, str]], int]:
+    """The tickets (id, title) and how many were ever created (AUTOINCREMENT's sequence)."""
+    with sqlite3.connect(settings.tracker_path) as conn:
+        rows = conn.execute("SELECT id, title FROM tickets ORDER BY id").fetchall()
+        (created,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tickets'").fetchone()
+    return rows, created
+
+
+async def kill_owner_during_the_wait(handle: WorkflowHandle, hosts: list[Host]) -> tuple[Host, Host]:
+    """Once the ticket of the second step is recorded (the run is then in its `wait` timer, nothing
+    in flight on any worker), SIGKILL the host holding the workspace; it never comes back."""
+    async with asyncio.timeout(30):
+        while True:
+            state = await state_of(handle)
+            if any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in state.effects):
+                break
+            await asyncio.sleep(0.05)
+    owner, other = owner_and_other(state, hosts)
+    owner.worker.kill()
+    return owner, other
+
+
+async def test_every_workspace_call_lands_on_the_host_that_opened_the_workspace(client, settings, hosts):
+    script = [
+        {"tool_calls": [write("a.txt", "one\n")]},
+        {"tool_calls": [write("b/c.txt", "two\n"), {"name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"tool_calls": [{"name": "list_files", "arguments": {}}]},
+        {"content": "done"},
+    ]
+    handle = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
+    result = await asyncio.wait_for(handle.result(), 30)
+    state = await state_of(handle)
+    assert result.phase == Phase.DONE, result.last_error
+    owner, other = owner_and_other(state, hosts)
+    assert result.workspace_host == owner.queue and not state.failovers
+
+    assert owner.files() == {"a.txt": "one\n", "b/c.txt": "two\n"}
+    assert other.files() == {}, "nothing of the run's workspace on the other host"
+    assert state.workspace_snapshot is not None and len(state.checkpoints) == 2
+
+    activities = await scheduled_on(handle)
+    workspace_calls = [a for a in activities if a[0].startswith("tool.") or a[0] == "checkpoint.verify"]
+    assert len(workspace_calls) == 6  # 4 tool calls, 2 verifications
+    owner_pid = f"{owner.worker.pid}@"
+    for kind, queue, identity in workspace_calls:
+        assert queue == owner.queue and identity.startswith(owner_pid), (kind, queue, identity)
+    for kind, queue, _ in activities:
+        if kind in ("workspace.open", "model.call", "run.prepare"):
+            assert queue == settings.task_queue, (kind, queue)
+
+
+async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings, hosts):
+    script = [
+        {"tool_calls": [write("a.txt", "v1\n")]},  # verified: cp-1
+        ticket_and_wait("after cp-1"),  # the host is killed here; its verification never starts
+        {"tool_calls": [write("b.txt", "v2\n")]},
+        {"content": "done"},
+    ]
+    handle = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
+    owner, other = await kill_owner_during_the_wait(handle, hosts)
+    result = await asyncio.wait_for(handle.result(), 60)
+    state = await state_of(handle)
+    assert result.phase == Phase.DONE, result.last_error
+
+    [failover] = state.failovers
+    assert (failover.from_host, failover.to_host, failover.checkpoint_id) == (owner.queue, other.queue, "cp-1")
+    assert failover.step == 2 and "verify" in failover.reason
+    assert [u.split(" (")[0] for u in failover.undone] == ["step 2 create_ticket"] and not failover.restored
+    assert state.workspace_host == other.queue
+
+    assert other.files() == {"a.txt": "v1\n", "b.txt": "v2\n"}, "cp-1's files plus the work redone after it"
+    assert owner.files() == {"a.txt": "v1\n"}
+    tickets, created = tracker(settings)
+    assert tickets == [(2, "after cp-1")] and created == 2, "undone once, created again once"
+    assert await activity_attempts(handle, "undo.create_ticket") == [1]
+    assert [c.id for c in state.checkpoints] == ["cp-1", "cp-2", "cp-3"]
+    note = next(m.content for m in state.messages if m.role == "user" and "was lost" in (m.content or ""))
+    assert "host-" in note and "cp-1" in note and "create_ticket" in note
+
+
+async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(client, settings, hosts):
+    for host in hosts:  # what each host has under the workspace's name before the run
+        (host.root / WORKSPACE).mkdir(parents=True)
+        (host.root / WORKSPACE / "seed.txt").write_text(f"seed of {host.id}\n")
+        (host.root / WORKSPACE / f"stale-{host.id}.txt").write_text("stale\n")
+    script = [
+        {"tool_calls": [write("a.txt", "one\n")]},
+        ticket_and_wait("no checkpoint"),
+        {"tool_calls": [write("b.txt", "two\n")]},  # on the killed host: fails over
+        {"content": "done"},
+    ]
+    handle = await start(client, settings, scripted("hosts_plain", script, workspace=WORKSPACE))
+    owner, other = await kill_owner_during_the_wait(handle, hosts)
+    result = await asyncio.wait_for(handle.result(), 60)
+    state = await state_of(handle)
+    assert result.phase == Phase.DONE, result.last_error
+
+    [failover] = state.failovers
+    assert (failover.from_host, failover.to_host, failover.checkpoint_id) == (owner.queue, other.queue, None)
+    assert "tool write_file" in failover.reason
+    assert [r.split(" (")[0] for r in failover.restored] == ["step 3 write_file", "step 1 write_file"]
+    assert [u.split(" (")[0] for u in failover.undone] == ["step 2 create_ticket"]
+
+    assert other.files() == {
+        "seed.txt": f"seed of {owner.id}\n", f"stale-{owner.id}.txt": "stale\n", "a.txt": "one\n", "b.txt": "two\n",
+    }, "the owner's initial snapshot (the other host's own files gone), then the work redone"
+    tickets, created = tracker(settings)
+    assert tickets == [(2, "no checkpoint")] and created == 2
+    assert await activity_attempts(handle, "undo.create_ticket") == [1]
+    assert state.messages[0].role == "system" and state.messages[1].content == "do the task"
+    assert state.step == 7  # 3 steps, the failover, 4 steps again: step numbers never go back

@@ -1,0 +1,131 @@
+"""Workspaces across hosts: binding a run to a host, and failing over when that host is lost
+(deterministic, no I/O; plain functions over state and plan).
+
+Binding. A run whose profile has workspace tools runs `workspace.open` on the shared task queue
+before step 1: whichever host takes it opens the run's workspace, snapshots its files (the initial
+snapshot) and returns its host queue; every workspace activity then goes there (workflows/hosts.py).
+A fork is bound by `checkpoint.fork` instead, a sub-agent first tries its parent's host.
+
+Failover. A workspace activity the host did not take within `host_timeout_s` raises `HostLost`;
+the loop calls `fail_over`:
+  (a) `workspace.rehydrate` on the shared queue: the taking host empties the run's workspace and
+      restores the last checkpoint's file manifest (no checkpoint: the initial snapshot);
+  (b) the effects after the checkpoint: workspace effects were reverted by the restore (marked
+      undone), every other compensable one is undone by its undo activity on the shared queue
+      (saga.compensate, newest first, at most once per key through the ledger), irreversible ones
+      are left and reported;
+  (c) the conversation goes back to the checkpoint, as a rollback's does, plus a message telling
+      the model what happened;
+  (d) a `Failover` record goes to `state.failovers`.
+A failover that cannot complete, or one more than `MAX_FAILOVERS`, fails the run (its failure
+policy applies).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from ratchet.contracts import (
+    AgentState, Checkpoint, Failover, Message, OpenWorkspace, Phase, RehydrateWorkspace, RunPlan, WorkspaceBinding,
+)
+from ratchet.workflows import checkpoints, hosts
+from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
+from ratchet.workflows.hosts import HostLost, host_name
+
+MAX_FAILOVERS = 5
+"""Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
+WORKSPACE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+WORKSPACE_TIMEOUT = timedelta(minutes=5)
+
+
+async def bind(state: AgentState, plan: RunPlan) -> None:
+    """Open the run's workspace on a host (`workspace.open`) and record it; a sub-agent asks its
+    parent's host first (the same directory), then any host."""
+    if not hosts.needs_workspace(plan):
+        return
+    binding = None
+    if state.run.workspace_host is not None:
+        try:
+            binding = await _open(state, plan, state.run.workspace_host)
+        except HostLost:
+            workflow.logger.warning("host %s did not open the workspace; any host will", state.run.workspace_host)
+    if binding is None:
+        binding = await _open(state, plan, None)
+    state.workspace_host, state.workspace_snapshot = binding.host_queue, binding.manifest_ref
+
+
+async def _open(state: AgentState, plan: RunPlan, host: str | None) -> WorkspaceBinding:
+    try:
+        return await workflow.execute_activity(
+            "workspace.open", OpenWorkspace(workspace=plan.workspace), result_type=WorkspaceBinding,
+            start_to_close_timeout=WORKSPACE_TIMEOUT, retry_policy=WORKSPACE_RETRY,
+            summary=f"open workspace {plan.workspace}", **hosts.on_host(host, plan),
+        )
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        if host is not None and hosts.host_gone(err):
+            raise HostLost(host, "open the workspace") from None
+        raise RunFailed(f"opening the workspace {plan.workspace} failed: {cause(err)}") from None
+
+
+async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
+    """Move the run's workspace to another host, back to the last checkpoint (see the module)."""
+    if len(state.failovers) >= MAX_FAILOVERS:
+        raise RunFailed(f"{lost}; the run lost its workspace host {len(state.failovers)} times already, giving up")
+    from_host = state.workspace_host
+    checkpoint = _restore_point(state)
+    target = checkpoint.id if checkpoint is not None else "the initial snapshot"
+    manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
+    workflow.logger.warning("%s; restoring %s on another host", lost, target)
+    try:
+        binding = await workflow.execute_activity(
+            "workspace.rehydrate", RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest),
+            result_type=WorkspaceBinding, start_to_close_timeout=WORKSPACE_TIMEOUT, retry_policy=WORKSPACE_RETRY,
+            summary=f"step {state.step}: fail over, restore {target}",
+        )
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        raise RunFailed(f"{lost}; restoring {target} on another host failed: {cause(err)}") from None
+    state.workspace_host = binding.host_queue
+    restored = f"restored from {target} on host {host_name(binding.host_queue)}"
+    # effects and conversation back to the checkpoint, as a rollback (without one: to the start)
+    report = await checkpoints.rollback_to(
+        state, plan, checkpoint.id if checkpoint is not None else None, f"failover: {lost}", restored=restored,
+    )
+    if not report.clean:
+        raise RunFailed(f"{lost}; undoing the effects after {target} did not complete: {report.errors}")
+    if checkpoint is None:
+        _restart_conversation(state, plan)
+    restored_effects = [u for u in report.undone if u.endswith(restored)]
+    undone = [u for u in report.undone if not u.endswith(restored)]
+    note = (
+        f"The host that held your workspace ({host_name(from_host)}) was lost. The workspace was {restored}, "
+        f"and the conversation went back to that point: redo any work after it."
+    )
+    if undone:
+        note += f" Undone: {'; '.join(undone)}."
+    if report.irreversible:
+        note += f" Left in place (irreversible): {'; '.join(report.irreversible)}."
+    state.messages.append(Message(role="user", content=note))
+    state.failovers.append(Failover(
+        step=state.step, at=workflow.now().isoformat(), from_host=from_host, to_host=binding.host_queue,
+        checkpoint_id=checkpoint.id if checkpoint is not None else None, reason=str(lost),
+        restored=restored_effects, undone=undone, irreversible=list(report.irreversible),
+    ))
+    state.phase = Phase.ACTING
+
+
+def _restore_point(state: AgentState) -> Checkpoint | None:
+    """The newest checkpoint with a file manifest (None: the run's start)."""
+    return next((c for c in reversed(state.checkpoints) if c.workspace_ref is not None), None)
+
+
+def _restart_conversation(state: AgentState, plan: RunPlan) -> None:
+    """Back to the run's start: the system prompt and the objective, nothing the model has seen
+    (a continue-as-new may have handed the first messages over, so they are made anew)."""
+    state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=state.run.objective)]
+    state.messages_base, state.transcript, state.unsent = 0, None, 0
