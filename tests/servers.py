@@ -31,7 +31,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import tempfile
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from devtools.devserver import free_port
 
 RUN_AS = "nobody"
 """The user the server runs as when the tests run as root."""
@@ -57,12 +57,6 @@ def postgres_install() -> Path:
     if not (install / "bin" / "postgres").exists():
         raise FileNotFoundError(f"no postgres binary in {install / 'bin'}")
     return install
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -175,7 +169,7 @@ class LocalPostgres:
         if initdb.returncode != 0:
             raise RuntimeError(f"initdb failed ({initdb.returncode}):\n{initdb.stdout}\n{initdb.stderr}")
         for attempt in range(tries):
-            self.port = _free_port()
+            self.port = free_port()
             with open(self.log_file, "ab") as log:
                 self.process = subprocess.Popen(
                     [str(install / "bin" / "postgres"), "-D", str(data), "-p", str(self.port), "-h", "127.0.0.1",

@@ -11,7 +11,6 @@ from datetime import timedelta
 
 import pytest
 from google.protobuf import json_format
-from google.protobuf.message import Message
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
@@ -28,6 +27,7 @@ from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
 from tests.plugins.ops import big_text
 from tests.runs import scripted, start
+from ratchet.replay.replayer import payloads_in
 
 MiB = 1024 * 1024
 REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()
@@ -51,19 +51,6 @@ def reference(payload: Payload) -> ExternalStorageReference | None:
     if payload.metadata.get("encoding") != b"json/protobuf" or payload.metadata.get("messageType") != REFERENCE_TYPE:
         return None
     return json_format.Parse(payload.data, ExternalStorageReference())
-
-
-def payloads_in(message: Message) -> list[Payload]:
-    """Every Payload inside a protobuf message (an event: inputs, results, failures, markers)."""
-    if isinstance(message, Payload):
-        return [message]
-    found: list[Payload] = []
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        items = [value] if isinstance(value, Message) else (value.values() if hasattr(value, "values") else value)
-        found.extend(p for item in items if isinstance(item, Message) for p in payloads_in(item))
-    return found
 
 
 async def raw_history(dev_server, workflow_id: str) -> tuple[list, str]:

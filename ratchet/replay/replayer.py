@@ -140,7 +140,7 @@ def _foreign(history: WorkflowHistory, names: set[str]) -> str | None:
 async def _undecodable_input(converter: DataConverter, history: WorkflowHistory) -> str | None:
     """A history this process cannot decode (encrypted without the keys, offloaded payloads without
     the artifact store) would replay as a bogus divergence: an ERROR that says why instead."""
-    payloads = [p for event in history.events for p in _payloads(event)]
+    payloads = [p for event in history.events for p in payloads_in(event)]
     try:
         await decode_payloads(converter, payloads)
         await converter.decode(list(history.events[0].workflow_execution_started_event_attributes.input.payloads))
@@ -150,7 +150,7 @@ async def _undecodable_input(converter: DataConverter, history: WorkflowHistory)
     return None
 
 
-def _payloads(message: Message) -> list[Payload]:
+def payloads_in(message: Message) -> list[Payload]:
     """Every Payload inside a protobuf message (inputs, results, markers, failure attributes)."""
     if isinstance(message, Payload):
         return [message]
@@ -162,7 +162,7 @@ def _payloads(message: Message) -> list[Payload]:
             value = [value]
         elif hasattr(value, "values"):  # a map field
             value = value.values()
-        found.extend(p for item in value if isinstance(item, Message) for p in _payloads(item))
+        found.extend(p for item in value if isinstance(item, Message) for p in payloads_in(item))
     return found
 
 
