@@ -22,7 +22,7 @@ TARGETS = {
     "throughput_ratio": (">=", 1.0, "steps/s Ratchet / floor, 20 runs x 10 steps"),
     "scale_wft_timeouts": ("<=", 0, "workflow task timeouts, 100 agents"),
     "cached_rss_mib": ("<=", 250, "worker RSS with 1,000 cached runs"),
-    "replay_events_per_s": (">=", 5000, "Replayer, 1,000-step history"),
+    "replay_ratio": (">=", 1.0, "Replayer, 1,000-step history: Ratchet's events/s over the raw-SDK floor's, same run"),
     "long_rss_ratio": ("<=", 1.1, "worker RSS, last quarter / first quarter"),
     "long_history_ratio": ("<=", 1.1, "history bytes per run, last quarter / first quarter"),
 }
@@ -61,6 +61,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         for name in ("inline", "floor"):
             if name in replay:
                 figures[f"replay_events_per_s_{name}"] = replay[name]["events_per_s"]
+        if "floor" in replay:
+            figures["replay_ratio"] = round(replay["ratchet"]["events_per_s"] / replay["floor"]["events_per_s"], 2)
     if long.get("long"):
         run = long["long"]
         for key in ("steps", "steps_done", "runs", "wall_s", "peak_rss_mib", "rss_ratio", "history_ratio", "input_ratio", "step_ms_ratio"):
