@@ -18,10 +18,16 @@ class RunFailed(Exception):
     """A failure that ends the run after its failure policy has been applied."""
 
 
-def cause(err: BaseException) -> str:
-    """The message of the first real failure under Temporal's Activity/ChildWorkflow wrappers."""
+def root(err: BaseException) -> BaseException:
+    """The first real failure under Temporal's Activity/ChildWorkflow wrappers."""
     while isinstance(err, (ActivityError, ChildWorkflowError)) and err.__cause__ is not None:
         err = err.__cause__
+    return err
+
+
+def cause(err: BaseException) -> str:
+    """The message of the first real failure under Temporal's Activity/ChildWorkflow wrappers."""
+    err = root(err)
     if isinstance(err, ApplicationError):
         return err.message
     return str(err) or type(err).__name__

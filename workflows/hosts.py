@@ -11,10 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from temporalio.exceptions import ActivityError, TimeoutType
+from temporalio.exceptions import TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
 from ratchet.contracts import RunPlan
+from ratchet.workflows.errors import root
 
 
 class HostLost(Exception):
@@ -35,8 +36,7 @@ def on_host(host: str | None, plan: RunPlan) -> dict[str, Any]:
 
 def host_gone(err: BaseException) -> bool:
     """The activity failed because no worker took it in time (the schedule-to-start timeout)."""
-    while isinstance(err, ActivityError) and err.__cause__ is not None:
-        err = err.__cause__
+    err = root(err)
     return isinstance(err, TemporalTimeout) and err.type == TimeoutType.SCHEDULE_TO_START
 
 

@@ -18,7 +18,9 @@ client libraries are optional extras.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from ratchet.ops.settings import SettingsError, mask_url
@@ -42,14 +44,8 @@ def open_ledger(url: str) -> Ledger:
     if scheme == "sqlite":
         return SqliteLedger(ledger_path(url))
     if scheme in POSTGRES_SCHEMES:
-        try:
-            from ratchet.stores.postgres_ledger import PostgresLedger
-        except ImportError as exc:
-            raise SettingsError(
-                f"{LEDGER_SETTING}={mask_url(url)!r}: a {scheme}:// URL needs the Postgres ledger "
-                f"(ratchet.stores.postgres_ledger), which cannot be imported: {exc}"
-            ) from None
-        return PostgresLedger.from_url(url)
+        backend = _backend(url, LEDGER_SETTING, f"a {scheme}:// URL needs the Postgres ledger", "postgres_ledger", "PostgresLedger")
+        return backend.from_url(url)
     raise _bad(url, LEDGER_SETTING, f"unknown scheme {scheme!r}", LEDGER_FORMS)
 
 
@@ -60,15 +56,20 @@ def open_artifacts(url: str) -> ArtifactStore:
     if scheme == "file":
         return DirectoryArtifactStore(artifact_dir(url))
     if scheme == "s3":
-        try:
-            from ratchet.stores.s3_artifacts import S3ArtifactStore
-        except ImportError as exc:
-            raise SettingsError(
-                f"{ARTIFACT_SETTING}={mask_url(url)!r}: an s3:// URL needs the S3 artifact store "
-                f"(ratchet.stores.s3_artifacts), which cannot be imported: {exc}"
-            ) from None
-        return S3ArtifactStore.from_url(url)
+        backend = _backend(url, ARTIFACT_SETTING, "an s3:// URL needs the S3 artifact store", "s3_artifacts", "S3ArtifactStore")
+        return backend.from_url(url)
     raise _bad(url, ARTIFACT_SETTING, f"unknown scheme {scheme!r}", ARTIFACT_FORMS)
+
+
+def _backend(url: str, setting: str, needs: str, module: str, name: str) -> Any:
+    """Backend class `name` of `ratchet.stores.<module>`, imported only when its scheme is used (its
+    client library is an optional extra); a clear `SettingsError` naming `setting` if it is missing."""
+    try:
+        return getattr(importlib.import_module(f"ratchet.stores.{module}"), name)
+    except ImportError as exc:
+        raise SettingsError(
+            f"{setting}={mask_url(url)!r}: {needs} (ratchet.stores.{module}), which cannot be imported: {exc}"
+        ) from None
 
 
 def ledger_path(url: str) -> Path:
