@@ -11,10 +11,11 @@ from devtools.chaos.hostile import Outcome, Probe, call, case, hostile_run, verd
 from devtools.chaos.hostile_cases import raw
 
 
-async def waiting_run(p: Probe, slug: str, seconds: float = 60) -> str:
-    """A run paused inside its first step, ready for updates, queries and signals."""
+async def waiting_run(p: Probe, slug: str, seconds: float = 60, release: str = "") -> str:
+    """A run paused inside its first step, ready for updates, queries and signals; creating the
+    file `release` (if given) ends the pause early."""
     wid = p.wid(slug)
-    script = [{"tool_calls": [call("chaos_wait", {"seconds": seconds})]}, {"content": "done"}]
+    script = [{"tool_calls": [call("chaos_wait", {"seconds": seconds, "release": release})]}, {"content": "done"}]
     await p.start(wid, hostile_run(wid, script))
     async with asyncio.timeout(60):
         while (await p.state_or_none(wid) or {}).get("phase") != "ACTING":
@@ -109,12 +110,14 @@ async def unknown_call(p: Probe, out: Outcome) -> None:
 
 @case("messages by signal: NUL, surrogate, types, size", "signal send_message (CLI, SDK)")
 async def hostile_messages(p: Probe, out: Outcome) -> None:
-    wid = await waiting_run(p, "inbox", seconds=6)
+    release = p.stack.base / f"release-{p.wid('inbox')}"
+    wid = await waiting_run(p, "inbox", release=str(release))
     texts = ['"hello\\u0000world"', '"x\\ud800y"', "42", '{"text": "an object"}', "null"]
     signal = ("workflow", "signal", "--workflow-id", wid, "--name", "send_message", "--input")
     codes = await asyncio.gather(*(p.cli(*signal, text) for text in texts))
-    sent = [f"{text}: exit {code}" for text, (code, _) in zip(texts, codes)]
+    sent = [f"{text}: exit {code} {said.strip()[-120:]}" for text, (code, said) in zip(texts, codes)]
     await p.client.get_workflow_handle(wid).signal("send_message", "z" * 150_000)
+    release.touch()  # every signal is in: the run may go on (no race against a timer)
     verdict(out, await p.finish(out, wid), "DONE: done")
     users = [m["content"] for m in (await p.state(wid))["messages"] if m["role"] == "user"][1:]
     out.outcome = f"{len(users)} delivered: " + ", ".join(f"{u[:12]!r}({len(u)})" for u in users)

@@ -94,6 +94,8 @@ def chaos_fail(ctx: ToolContext, args: FailArgs) -> str:
 
 class WaitArgs(BaseModel):
     seconds: float = Field(ge=0, le=60)
+    release: str = ""
+    """A file whose appearance ends the wait early (a test's "go on" without a race on the clock)."""
 
 
 @tool(effect="read_only", timeout_s=70, heartbeat_s=2)
@@ -102,7 +104,7 @@ async def chaos_wait(ctx: ToolContext, args: WaitArgs) -> str:
     cancelled run stops it at once instead of leaving it to hold a worker's shutdown."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + args.seconds
-    while loop.time() < deadline:
+    while loop.time() < deadline and not (args.release and Path(args.release).exists()):
         ctx.heartbeat()
         await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
     return f"waited {args.seconds}s"
