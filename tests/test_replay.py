@@ -191,6 +191,26 @@ async def test_replay_reports_a_garbage_file_as_an_error(tmp_path: Path):
     assert "is not a JSON history" in out and "'OtherWorkflow' is not replayed here" in out
 
 
+async def test_an_idle_cluster_passes_the_gate_unless_min_asks_for_histories(dev_server):
+    query = 'WorkflowId="no-such-run-anywhere"'
+    code, out = await ratchet_replay("--server", "--query", query, address=dev_server.address)
+    assert code == 0, out
+    assert f"no runs match {query}" in out and "no histories to replay: nothing to check" in out
+    code, out = await ratchet_replay("--server", "--query", query, "--min", "1", address=dev_server.address)
+    assert code == 2, out
+    assert "0 histories replayed, fewer than --min 1" in out
+
+
+async def test_the_table_names_the_file_of_each_history(tmp_path: Path):
+    for folder in ("a", "b"):  # the same workflow id in two files: the SOURCE column tells them apart
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "h.json").write_bytes(CORPUS[0].read_bytes())
+    code, out = await ratchet_replay(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert code == 0, out
+    assert any(line.startswith("WORKFLOW ID") and "SOURCE" in line for line in out.splitlines()), out
+    assert str(tmp_path / "a" / "h.json") in out and str(tmp_path / "b" / "h.json") in out, out
+
+
 async def test_replay_reports_an_unreachable_server_as_an_error():
     code, out = await ratchet_replay("--server")
     assert code == 2, out

@@ -11,6 +11,8 @@ ratchet/replay/replayer.py; this module is the command, and stays light because 
 argument parser for every command.
 
 Exit status: 0 every history replayed, 1 any replay failure, 2 a tool error and no replay failure.
+No matching history is success (an idle cluster has nothing to gate), said on a line of its own;
+`--min N` makes fewer than N replayed histories a failure (exit 2) on purpose.
 """
 
 from __future__ import annotations
@@ -56,21 +58,23 @@ async def replay_paths(
     return await replayer.replay(items, data_converter(settings), workflows, progress)
 
 
-def exit_code(outcomes: Sequence[Outcome]) -> int:
-    results = {o.result for o in outcomes}
-    if results & {NONDETERMINISTIC, FAILED}:
+def exit_code(outcomes: Sequence[Outcome], minimum: int = 0) -> int:
+    results = [o.result for o in outcomes]
+    if set(results) & {NONDETERMINISTIC, FAILED}:
         return 1
-    return 2 if ERROR in results or not outcomes else 0
+    replayed = len(results) - results.count(ERROR)
+    return 2 if ERROR in results or replayed < minimum else 0
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
-    """Aligned columns, then the full reason of each replay failure."""
-    rows = [("WORKFLOW ID", "EVENTS", "RESULT", "FIRST DIVERGENCE")]
+    """Aligned columns (SOURCE: the file, or the server run), then the full reason of each replay
+    failure."""
+    rows = [("WORKFLOW ID", "EVENTS", "RESULT", "SOURCE", "FIRST DIVERGENCE")]
     for o in outcomes:
         where = o.detail if o.result == ERROR else o.divergence
-        rows.append((o.workflow_id, str(o.events) if o.events else "-", o.result, where))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+        rows.append((o.workflow_id, str(o.events) if o.events else "-", o.result, o.source, where))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
     reasons = [f"{o.workflow_id} ({o.source}): {o.detail}" for o in outcomes if o.result in (NONDETERMINISTIC, FAILED)]
     return "\n".join([line.rstrip() for line in lines] + ([""] + reasons if reasons else []))
 
@@ -79,11 +83,14 @@ async def run(args: argparse.Namespace, workflows: Sequence[type] | None = None)
     """The whole command: replay, print the table, return the exit status."""
     query = args.query if args.server else None
     outcomes = await replay_paths(args.paths, workflows, query, args.limit)
-    if not outcomes:
-        stderr("ratchet replay: no histories found")
-        return 2
-    print(table(outcomes), flush=True)
-    return exit_code(outcomes)
+    if outcomes:
+        print(table(outcomes), flush=True)
+    replayed = sum(o.result != ERROR for o in outcomes)
+    if replayed < args.min:
+        stderr(f"ratchet replay: {replayed} histories replayed, fewer than --min {args.min}")
+    elif not outcomes:
+        print("no histories to replay: nothing to check (--min N makes that a failure)", flush=True)
+    return exit_code(outcomes, args.min)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,6 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", action="store_true", help="also replay runs from TEMPORAL_ADDRESS")
     parser.add_argument("--query", default=DEFAULT_QUERY, help=f"visibility query (default: {DEFAULT_QUERY})")
     parser.add_argument("--limit", type=int, default=100, help="at most this many server runs (default: 100)")
+    parser.add_argument("--min", type=int, default=0, metavar="N",
+                        help="fail (exit 2) if fewer than N histories replay (default: 0, none is success)")
 
 
 def main(args: argparse.Namespace) -> int:

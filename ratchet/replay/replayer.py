@@ -77,7 +77,7 @@ async def server_histories(settings: Settings, query: str, limit: int, progress:
     except Exception as exc:  # connection, query syntax, permissions: the tool failed, not the code
         found.append(Outcome("-", "server", result=ERROR, detail=f"server: {type(exc).__name__}: {_one_line(str(exc))}"))
     if not found:
-        found.append(Outcome("-", "server", result=ERROR, detail=f"no runs match {query}"))
+        progress(f"no runs match {query}")
     return found
 
 
