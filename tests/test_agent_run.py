@@ -63,18 +63,6 @@ async def test_rate_limit_is_retried_and_visible_in_history(client, settings, wo
     assert await activity_attempts(handle, "model.call") == [2]
 
 
-async def test_a_reply_cut_at_max_tokens_says_so_in_history(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
-    openai_server.set_script([{"content": "partial answ", "finish_reason": "length"}], key=key)
-    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
-    assert (await handle.result()).answer == "partial answ"
-    replies = [
-        json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
-        async for e in handle.fetch_history_events() if e.HasField("activity_task_completed_event_attributes")
-    ]
-    assert replies[-1]["finish_reason"] == "length" and "model" not in replies[-1]  # the server ran the model asked for
-
-
 async def test_a_scripted_model_can_read_its_replies_from_a_file_in_the_workspace(client, settings, worker):
     """A long script need not travel in the run input (nor again in the first model call)."""
     workspace = settings.workspace_root / "scripted"
@@ -121,6 +109,56 @@ async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings,
     tool_messages = [m.content for m in state.messages if m.role == "tool"]
     assert tool_messages[0].startswith("ERROR: tool arguments are not valid JSON")
     assert state.bad_tool_calls == 1
+    # the strict server parses every historical call's arguments: the cut-off ones went back as
+    # valid JSON that keeps what the model wrote
+    [sent] = [c for m in openai_server.chat_requests(key=key)[1].json["messages"] for c in m.get("tool_calls") or []]
+    assert json.loads(sent["function"]["arguments"]) == {"invalid_json_arguments": '{"label": "a"'}
+
+
+async def test_an_endpoint_that_cannot_parse_the_request_fails_the_run_without_retrying(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    said = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error at line 1"
+    openai_server.enqueue_faults([{"status": 500, "message": said}], key=key)
+    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert "cannot parse the request's content" in str(failure.value.cause) and said in str(failure.value.cause)
+    assert len(openai_server.chat_requests(key=key)) == 1
+
+
+async def test_a_reply_cut_off_at_the_output_limit_is_not_the_final_answer(client, settings, worker, openai_server):
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"content": "The answer is", "finish_reason": "length"}, {"content": "42"}], key=key)
+    handle = await start(client, settings, {"agent": "probe", "objective": "x"})
+    result = await handle.result()
+    assert result.phase == Phase.DONE and result.answer == "42"
+    second = openai_server.chat_requests(key=key)[1].json["messages"]
+    assert second[-2] == {"role": "assistant", "content": "The answer is"}
+    assert second[-1]["role"] == "user" and "cut off at the output token limit" in second[-1]["content"]
+    replies = [
+        json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
+        async for e in handle.fetch_history_events() if e.HasField("activity_task_completed_event_attributes")
+    ]
+    assert [r.get("finish_reason") for r in replies if "message" in r] == ["length", None]  # said in history
+    assert all("model" not in r for r in replies if "message" in r)  # the server ran the model asked for
+
+
+async def test_a_final_answer_is_verified_and_cannot_end_done_on_a_failing_check(client, settings, worker):
+    (settings.workspace_root / "unverified").mkdir(parents=True)
+    (settings.workspace_root / "unverified" / "BROKEN").write_text("the tests fail")
+    answers = [{"content": "all done"}, {"content": "really done"}]
+    failing = await start(client, settings, scripted("saga", answers, workspace="unverified", budget={"max_steps": 2}))
+    result = await failing.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED, result
+    state = await state_of(failing)
+    assert [m.content.split("`")[0] for m in state.messages if m.content and "Verification failed" in m.content] == [
+        "Verification failed: ", "Verification failed: "]
+    assert not state.checkpoints
+    # the same answer on a workspace that passes ends DONE, with the check as its checkpoint
+    passing = await start(client, settings, scripted("saga", answers[:1], workspace="verified"))
+    assert (await passing.result()).phase == Phase.DONE
+    [checkpoint] = (await state_of(passing)).checkpoints
+    assert checkpoint.evidence.passed
 
 
 async def test_a_retried_tool_sees_the_same_idempotency_key(client, settings, worker):
@@ -243,6 +281,7 @@ async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(clien
     argv = ["python", "-c", "import os; print(sorted(k for k in os.environ if 'KEY' in k))"]
     script = [{"tool_calls": [{"name": "run_command", "arguments": {"argv": argv}}]}, {"content": "ok"}]
     seed_calculator(settings, "env")
+    (settings.workspace_root / "env" / "calc.py").write_text(FIXED_CALC)  # "ok" is verified: the tests pass
     handle = await start(client, settings, scripted("coder", script, workspace="env"))
     assert (await handle.result()).phase == Phase.DONE
     output = (await state_of(handle)).tool_calls[0].result.output

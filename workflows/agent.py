@@ -1,8 +1,12 @@
 """AgentWorkflow: the agent's explicit state machine.
 
-    STARTING -> (THINKING -> ACTING -> [verify -> checkpoint])* -> DONE | BUDGET_EXHAUSTED
+    STARTING -> (THINKING -> ACTING -> [verify -> checkpoint])* -> [verify] -> DONE | BUDGET_EXHAUSTED
     on failure or cancellation: ROLLING_BACK per the failure policy -> FAILED | CANCELLED |
     COMPENSATION_FAILED; a `rollback` update with then=stop ends in ROLLED_BACK.
+
+A final answer is taken only when it is whole (not cut off at the output limit) and, when the
+profile has a verifier, only when the workspace as it stands passed it: a failing check goes
+back to the model, within the budget.
 
 This class holds the handlers, the start, the loop and the finish. What a step does is in plain
 functions over state and plan: acting.py (tool calls, approvals, timers, sub-agents),
@@ -39,6 +43,10 @@ MODEL_RETRY = RetryPolicy(
 )
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """model.call heartbeats every 5 s: a dead worker is noticed in 20 s."""
+CUT_OFF = (
+    "Your last reply was cut off at the output token limit, so it is not taken as your final answer. "
+    "Continue, more briefly: give the final answer in a shorter reply, or call a tool."
+)
 
 
 # Outside the SDK's sandbox (bench/results/latest.md): the sandbox re-imported this module for every
@@ -217,6 +225,12 @@ class AgentWorkflow:
             state.used.steps += 1
             reply = await self._think(state, plan)
             if not reply.message.tool_calls:
+                if reply.finish_reason == "length":  # cut off at the output limit: never a final answer
+                    state.messages.append(Message(role="user", content=CUT_OFF))
+                    continue
+                if plan.verifier is not None and not checkpoints.verified(state):
+                    if not await checkpoints.verify(state, plan):
+                        continue  # the failing check went back to the model; it cannot end DONE
                 state.answer = reply.message.content or ""
                 return self._finish(Phase.DONE)
             effects_before = len(state.effects)

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
-    AgentState, Checkpoint, Effect, FailurePolicy, Forked, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
+    AgentState, Checkpoint, Effect, EffectStatus, FailurePolicy, Forked, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
     VerifyRequest, VerifyResult,
 )
 from ratchet.core import keys
@@ -67,8 +67,16 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
     })]
 
 
-async def verify(state: AgentState, plan: RunPlan) -> None:
-    """Run the verifier; pass -> checkpoint; fail -> evidence to the model (and revert)."""
+def verified(state: AgentState) -> bool:
+    """True when the workspace is as the last checkpoint (a passed verification) left it: every
+    effect since then was undone (a failed verification reverted it)."""
+    if not state.checkpoints:
+        return False
+    return all(e.status == EffectStatus.UNDONE for e in state.effects[state.checkpoints[-1].effects_len :])
+
+
+async def verify(state: AgentState, plan: RunPlan) -> bool:
+    """Run the verifier; pass -> checkpoint (True); fail -> evidence to the model (and revert)."""
     assert plan.verifier is not None
     since = state.checkpoints[-1].effects_len if state.checkpoints else 0
     try:
@@ -93,7 +101,7 @@ async def verify(state: AgentState, plan: RunPlan) -> None:
     evidence = result.evidence
     if evidence.passed:
         state.checkpoints.append(_checkpoint(state, result))
-        return
+        return True
     note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
     if plan.revert_on_failed_verification:
         last = state.checkpoints[-1].id if state.checkpoints else None
@@ -102,6 +110,7 @@ async def verify(state: AgentState, plan: RunPlan) -> None:
             raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
         note += f"\nYour changes since {last or 'the start'} were reverted ({len(report.undone)} undone)."
     state.messages.append(Message(role="user", content=note))
+    return False
 
 
 async def rollback_to(

@@ -80,12 +80,28 @@ def to_openai(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json_arguments(c.arguments)}}
             for c in message.tool_calls
         ]
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     return out
+
+
+INVALID_ARGUMENTS = "invalid_json_arguments"
+"""The key under which arguments that were not JSON go back to the endpoint, as the model wrote them."""
+
+
+def json_arguments(arguments: str) -> str:
+    """Valid JSON for a historical tool call: endpoints parse every past call's arguments (llama.cpp
+    answers 500 for a call cut off at the output limit, vLLM 400), so arguments that are not JSON
+    go back wrapped, `{"invalid_json_arguments": "<what the model wrote>"}`; the tool message after
+    the call already told the model why it did not run."""
+    try:
+        json.loads(arguments)
+        return arguments
+    except ValueError:
+        return json.dumps({INVALID_ARGUMENTS: arguments}, ensure_ascii=False)
 
 
 def from_openai(message: Any) -> Message:

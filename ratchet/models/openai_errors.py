@@ -1,8 +1,9 @@
 """One place that decides which model-endpoint errors Temporal retries.
 
 429, 408, 409, 5xx, timeouts, dropped connections and unparseable bodies are transient: retried
-with backoff, honouring Retry-After. 400/401/403/404/422 will recur on every attempt: they fail
-non-retryably with a message a person can act on.
+with backoff, honouring Retry-After. 400/401/403/404/422, and a 5xx whose message says the
+request's content could not be parsed (llama.cpp's answer to bad historical tool arguments), will
+recur on every attempt: they fail non-retryably with a message a person can act on.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def classify(exc: Exception) -> ApplicationError:
 def _from_status(exc: openai.APIStatusError) -> ApplicationError:
     status = exc.status_code
     detail = _detail(exc)
+    if status >= 500 and _names_request_content(detail):
+        return ApplicationError(
+            f"model endpoint answered {status}: it cannot parse the request's content, and a retry would "
+            f"send the same content. Endpoint said: {detail}",
+            type=f"ModelHTTP{status}",
+            non_retryable=True,
+        )
     if status in _RETRYABLE_STATUS or status >= 500:
         return ApplicationError(
             f"model endpoint answered {status}: {detail}",
@@ -53,6 +61,16 @@ def _from_status(exc: openai.APIStatusError) -> ApplicationError:
         type=f"ModelHTTP{status}",
         non_retryable=True,
     )
+
+
+_REQUEST_CONTENT_ERRORS = ("failed to parse", "parse_error", "parse error", "invalid json", "invalid request")
+"""Words with which servers that answer 5xx for a bad request (llama.cpp: "Failed to parse tool
+call arguments as JSON: [json.exception.parse_error.101] ...") say the content is at fault."""
+
+
+def _names_request_content(detail: str) -> bool:
+    lowered = detail.lower()
+    return any(words in lowered for words in _REQUEST_CONTENT_ERRORS)
 
 
 def _detail(exc: openai.APIStatusError) -> str:

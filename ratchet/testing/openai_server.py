@@ -1,7 +1,9 @@
 """A small, real, local OpenAI-compatible HTTP server for tests and chaos runs.
 
 Serves scripted chat-completion replies, records every request and injects
-programmable or random faults. Standard library only; runs in its own thread.
+programmable or random faults. As strict as the real servers where they are strict: every
+historical tool call's `arguments` must parse as JSON (llama.cpp answers 500 "Failed to parse tool
+call arguments as JSON", vLLM 400), and a reply may say finish_reason "length". Standard library only; runs in its own thread.
 
 Reply forms (a "script" is a list of these)::
 
@@ -121,6 +123,19 @@ def validate_reply(reply: Any) -> dict[str, Any]:
 def malformed_json(text: str) -> str:
     """Turn a JSON string into one ``json.loads`` rejects (drops the last brace)."""
     return text[:-1] if text.endswith("}") else '{"broken": ' + text
+
+
+def _unparsable_arguments(messages: list[Any]) -> str | None:
+    """The parse error of the first historical tool call whose `arguments` is not a JSON string."""
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls or []:
+            arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+            try:
+                json.loads(arguments if isinstance(arguments, str) else "")
+            except ValueError as exc:
+                return f"[json.exception.parse_error.101] parse error: {exc}"
+    return None
 
 
 def _arguments(raw: Any) -> str:
@@ -394,6 +409,9 @@ class OpenAIServer:
         body = rec.json
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return self._send(h, rec, 400, error_body(400, "Request body must be JSON with a 'messages' list."))
+        unparsable = _unparsable_arguments(body["messages"])
+        if unparsable is not None:  # as llama.cpp does (vLLM answers 400): historical arguments are parsed
+            return self._send(h, rec, 500, error_body(500, f"Failed to parse tool call arguments as JSON: {unparsable}"))
         fault = self._next_fault(rec)
         if fault and "status" in fault:
             return self._send_fault(h, rec, fault)
