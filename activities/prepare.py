@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -150,5 +152,10 @@ def _budget(default: Budget, req: PrepareRun) -> Budget:
 
 
 def _workspace_from_id(workflow_id: str) -> str:
-    cleaned = "".join(c if c.isalnum() or c in "_.-" else "_" for c in workflow_id).lstrip("._-")
-    return (cleaned or "workspace")[:100]
+    """The workflow id when it is a plain directory name; else a readable prefix and a hash of the
+    whole id, so two ids never share a workspace (`team/x` and `team_x` did)."""
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in workflow_id).lstrip("._-")
+    if cleaned == workflow_id and len(cleaned) <= 100:
+        return cleaned
+    digest = hashlib.sha256(workflow_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{cleaned[:80] or 'workspace'}-{digest}"

@@ -286,3 +286,16 @@ async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(clien
     assert (await handle.result()).phase == Phase.DONE
     output = (await state_of(handle)).tool_calls[0].result.output
     assert output.startswith("exit code 0") and "OPENAI_API_KEY" not in output and "RATCHET_CODEC_KEYS" not in output
+
+
+async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(client, settings, worker):
+    suffix = uuid.uuid4().hex[:6]
+    write = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "team/x's"}}]}, {"content": "ok"}]
+    read = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}, {"content": "ok"}]
+    first = await (await start(client, settings, scripted("saga", write), workflow_id=f"team/x-{suffix}")).result()
+    second_handle = await start(client, settings, scripted("saga", read), workflow_id=f"team_x-{suffix}")
+    second = await second_handle.result()
+    assert first.phase == second.phase == Phase.DONE
+    assert second.workspace == f"team_x-{suffix}" and first.workspace.startswith(f"team_x-{suffix}-")
+    [call] = (await state_of(second_handle)).tool_calls
+    assert "team/x's" not in call.result.output and "no such file" in call.result.output.lower(), call.result.output
