@@ -40,6 +40,12 @@ def _replay(args: argparse.Namespace) -> int:
     return replay_main(args)
 
 
+def _migrate_stores(args: argparse.Namespace) -> int:
+    from ratchet.stores.migrate import main as migrate_main
+
+    return migrate_main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
     sub = root.add_subparsers(dest="command", required=True)
@@ -55,6 +61,11 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="replay histories against today's workflow code (the deploy gate)")
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)
+    from ratchet.stores.migrate import add_arguments as migrate_arguments
+
+    migrate = sub.add_parser("migrate-stores", help="copy the ledger and artifacts into other stores (Postgres, S3)")
+    migrate_arguments(migrate)
+    migrate.set_defaults(fn=_migrate_stores)
     from ratchet.cli.runs import register as register_run_commands
 
     register_run_commands(sub)

@@ -3,6 +3,7 @@
 State and history keep `ArtifactRef`s; the bytes live here. The default store is a directory,
 which several workers can share through a common volume. Writes are atomic (temp file + rename)
 and idempotent (same bytes, same name), so concurrent writers of one blob cannot corrupt it.
+`digests` lists every blob, so a store can be copied to another (`ratchet migrate-stores`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,6 +48,14 @@ class ArtifactStore(Protocol):
         there, `ArtifactCorrupt` if the stored bytes do not hash to the digest, and ValueError if
         the digest is not 64 lowercase hex characters (nothing is read)."""
 
+    def digests(self) -> Iterator[str]:
+        """The digest of every blob in the store, each once, in no particular order; nothing that
+        is not a whole blob of this store (a write in progress, another prefix's blobs). Blobs put
+        while it runs may or may not be included."""
+
+
+DIGEST = re.compile(r"[0-9a-f]{64}")
+
 
 class DirectoryArtifactStore:
     def __init__(self, root: Path) -> None:
@@ -52,7 +63,7 @@ class DirectoryArtifactStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, digest: str) -> Path:
-        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
             raise ValueError(f"not a sha256 digest: {digest!r}")
         return self.root / digest[:2] / digest
 
@@ -86,6 +97,13 @@ class DirectoryArtifactStore:
                 f"artifact {ref.digest} in {self.root} is corrupt: its {len(data)} bytes hash to {actual}"
             )
         return data
+
+    def digests(self) -> Iterator[str]:
+        for fan in os.scandir(self.root):
+            if fan.is_dir() and len(fan.name) == 2:
+                for blob in os.scandir(fan.path):  # temp files are `.tmp-*`: not digests
+                    if DIGEST.fullmatch(blob.name) and blob.name[:2] == fan.name and blob.is_file():
+                        yield blob.name
 
 
 def put_json(store: ArtifactStore, value: Any) -> ArtifactRef:

@@ -21,6 +21,10 @@ by run.prepare with the run chain's first run id) moves the earlier chain's entr
 (Postgres) implements the same `Ledger` protocol for many hosts and must pass the conformance
 suite in ratchet/testing/stores.py (`LedgerConformance`), as SqliteLedger does in
 tests/test_ledger.py.
+
+Moving a ledger to another backend (`ratchet migrate-stores`, ratchet/stores/migrate.py) goes
+through the protocol too: `export` reads every row as a record (`EntryRecord`, `ChainRecord`),
+`import_entries` writes the records the destination does not have and keeps those it has.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 
 class EntryStatus(StrEnum):
@@ -51,6 +56,52 @@ class Entry:
     starts: int
     """How many `begin` calls found the key unknown or STARTED: 1 after the first, 2 after one
     retry met the STARTED entry (a worker died, or the attempt failed, after the call began)."""
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    """An entry with everything its row holds, for moving it to another ledger (`export`)."""
+
+    key: str
+    status: EntryStatus
+    undo: dict[str, Any] | None
+    result: dict[str, Any] | None
+    starts: int
+    started_at: float
+    """When the first `begin` recorded it, in seconds since the epoch."""
+    completed_at: float | None
+    """When `complete` recorded the result; None while STARTED."""
+
+    def same_as(self, other: EntryRecord) -> bool:
+        """Whether `other` records the same call: status, undo, result (as JSON: `true` is not `1`)
+        and starts equal. Times are carried over but not compared: backends keep them at
+        different precisions."""
+        return (self.key, self.status, _canonical(self.undo), _canonical(self.result), self.starts) == (
+            other.key, other.status, _canonical(other.undo), _canonical(other.result), other.starts)
+
+
+@dataclass(frozen=True)
+class ChainRecord:
+    """Which run chain owns the keys `{workflow_id}/...` (see `Ledger.claim`)."""
+
+    workflow_id: str
+    chain: str
+    claimed_at: float
+
+    def same_as(self, other: ChainRecord) -> bool:
+        return (self.workflow_id, self.chain) == (other.workflow_id, other.chain)
+
+
+LedgerRecord: TypeAlias = EntryRecord | ChainRecord
+
+
+class ImportOutcome(StrEnum):
+    COPIED = "copied"
+    """The destination had no row under the record's key: it has the record now."""
+    PRESENT = "present"
+    """The destination already had the same record (`same_as`): nothing written."""
+    CONFLICT = "conflict"
+    """The destination has a different row under the key: kept, nothing written."""
 
 
 class Ledger(Protocol):
@@ -87,6 +138,18 @@ class Ledger(Protocol):
         is returned; entries from before any claim move to `#unclaimed#{key}` and None is returned.
         Claiming again for the owning chain changes nothing and returns None. Of concurrent claims
         by one new chain, exactly one returns the old chain."""
+
+    def export(self) -> Iterator[LedgerRecord]:
+        """Every entry and every chain, each once, with all their fields. Reads only; read in
+        pages, so a large ledger is never held in memory. Rows written while it runs may or may
+        not be included: export a ledger no worker is using."""
+
+    def import_entries(self, records: Sequence[LedgerRecord], *, dry_run: bool = False) -> list[ImportOutcome]:
+        """Write each record whose key (workflow id for a chain) has no row yet, as it is, times
+        included; keep every row that exists. One outcome per record, in order: COPIED, PRESENT
+        (the same record, `same_as`) or CONFLICT (a different one, left as it is). Atomic: all
+        of it is written or none. Importing the same records again only finds them PRESENT.
+        `dry_run`: the same outcomes, nothing written."""
 
 
 class SqliteLedger:
@@ -170,6 +233,49 @@ class SqliteLedger:
             raise
         return previous if previous != chain else None
 
+    def export(self) -> Iterator[LedgerRecord]:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)  # its own: rows stream lazily
+        try:
+            conn.execute("BEGIN")  # one snapshot for both tables (WAL: writers are not blocked)
+            yield from map(entry_record, conn.execute(f"SELECT {ENTRY_COLUMNS} FROM ledger ORDER BY key"))
+            for workflow_id, chain, claimed_at in conn.execute(
+                "SELECT workflow_id, chain, claimed_at FROM chains ORDER BY workflow_id"
+            ):
+                yield ChainRecord(workflow_id, chain, claimed_at)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def import_entries(self, records: Sequence[LedgerRecord], *, dry_run: bool = False) -> list[ImportOutcome]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            outcomes = [self._import(conn, record) for record in records]
+            conn.execute("ROLLBACK" if dry_run else "COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return outcomes
+
+    @staticmethod
+    def _import(conn: sqlite3.Connection, record: LedgerRecord) -> ImportOutcome:
+        if isinstance(record, EntryRecord):
+            inserted = conn.execute(
+                f"INSERT INTO ledger ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                entry_row(record),
+            ).rowcount
+            row = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM ledger WHERE key = ?", (record.key,)).fetchone()
+            existing: LedgerRecord = entry_record(row)
+        else:
+            inserted = conn.execute(
+                "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?) ON CONFLICT (workflow_id) DO NOTHING",
+                (record.workflow_id, record.chain, record.claimed_at),
+            ).rowcount
+            row = conn.execute("SELECT workflow_id, chain, claimed_at FROM chains WHERE workflow_id = ?",
+                               (record.workflow_id,)).fetchone()
+            existing = ChainRecord(*row)
+        return import_outcome(record, existing, inserted=bool(inserted))
+
     @staticmethod
     def _read(conn: sqlite3.Connection, key: str) -> Entry | None:
         row = conn.execute("SELECT status, undo, result, starts FROM ledger WHERE key = ?", (key,)).fetchone()
@@ -184,3 +290,41 @@ class SqliteLedger:
             starts=starts,
         )
 
+
+
+# moving rows between ledgers: one row shape for every backend
+
+ENTRY_COLUMNS = "key, status, undo, result, starts, started_at, completed_at"
+"""An `EntryRecord`'s row, in its field order (times as seconds since the epoch)."""
+
+
+def entry_record(row: Sequence[Any]) -> EntryRecord:
+    key, status, undo, result, starts, started_at, completed_at = row
+    return EntryRecord(
+        key=key, status=EntryStatus(status), undo=_loads(undo), result=_loads(result), starts=starts,
+        started_at=float(started_at), completed_at=None if completed_at is None else float(completed_at),
+    )
+
+
+def entry_row(record: EntryRecord) -> tuple[Any, ...]:
+    """`record` as the row values of ENTRY_COLUMNS, JSON as the ledger writes it."""
+    return (record.key, str(record.status), _dumps(record.undo), _dumps(record.result), record.starts,
+            record.started_at, record.completed_at)
+
+
+def import_outcome(record: LedgerRecord, existing: LedgerRecord, *, inserted: bool) -> ImportOutcome:
+    if inserted:
+        return ImportOutcome.COPIED
+    return ImportOutcome.PRESENT if record.same_as(existing) else ImportOutcome.CONFLICT  # type: ignore[arg-type]
+
+
+def _loads(text: str | None) -> dict[str, Any] | None:
+    return None if text is None else json.loads(text)
+
+
+def _canonical(value: dict[str, Any] | None) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _dumps(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value)

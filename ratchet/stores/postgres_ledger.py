@@ -45,6 +45,10 @@ raises `LedgerUnavailable` (retryable: the activity retries):
   `tcp_user_timeout` 10 s; a restarted server: the broken connection raises at once and is dropped;
 - an idle transaction left open by a stuck client: `idle_in_transaction_session_timeout` 30 s.
 
+`export` reads EXPORT_PAGE rows per call (keyset pages by key, no transaction left open between
+them); `import_entries` is one transaction of two statements per table for a whole batch (an
+INSERT of unnested arrays, ON CONFLICT DO NOTHING, then a SELECT of the rows to compare).
+
 `connect_timeout`, the keepalives and `tcp_user_timeout` in the URL's query override these defaults.
 A call whose COMMIT was sent but whose answer was lost is ambiguous, like any remote store: the
 activity's retry then finds the key STARTED and takes the outcome-unknown path (see ledger.py).
@@ -55,11 +59,13 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ratchet.ops.settings import SettingsError, mask_url
-from ratchet.stores.ledger import Entry, EntryStatus
+from ratchet.stores.ledger import (
+    ChainRecord, Entry, EntryRecord, EntryStatus, ImportOutcome, LedgerRecord, entry_record, entry_row, import_outcome,
+)
 
 try:
     import psycopg
@@ -78,6 +84,11 @@ POOL_MAX_SIZE = 4
 STATEMENT_TIMEOUT_MS = 10_000
 CLIENT_DEADLINE_S = 15.0
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000
+EXPORT_PAGE = 1000
+"""Rows per round trip of `export` (keyset pages: no transaction stays open between them)."""
+ENTRY_SELECT = ("SELECT key, status, undo, result, starts, extract(epoch FROM started_at)::float8,"
+                f" extract(epoch FROM completed_at)::float8 FROM {LEDGER_TABLE}")
+CHAIN_SELECT = f"SELECT workflow_id, chain, extract(epoch FROM claimed_at)::float8 FROM {CHAINS_TABLE}"
 CONNECTION_DEFAULTS = {
     "connect_timeout": str(CONNECT_TIMEOUT_S),
     "keepalives": "1",
@@ -265,6 +276,46 @@ class PostgresLedger:
 
         return self._run("claim", workflow_id, claim)
 
+    def export(self) -> Iterator[LedgerRecord]:
+        yield from map(entry_record, self._pages(ENTRY_SELECT, "key"))
+        yield from (ChainRecord(*row) for row in self._pages(CHAIN_SELECT, "workflow_id"))
+
+    def _pages(self, select: str, column: str) -> Iterator[tuple[Any, ...]]:
+        after: str | None = None
+        while True:
+            where, params = ("", ()) if after is None else (f" WHERE {column} > %s", (after,))
+            rows = self._run("export", after or "", lambda conn: conn.execute(
+                f"{select}{where} ORDER BY {column} LIMIT {EXPORT_PAGE}", params).fetchall())
+            yield from rows
+            if len(rows) < EXPORT_PAGE:
+                return
+            after = rows[-1][0]
+
+    def import_entries(self, records: Sequence[LedgerRecord], *, dry_run: bool = False) -> list[ImportOutcome]:
+        """Two statements per table for the whole batch (an INSERT of every record, ON CONFLICT
+        DO NOTHING, then a SELECT of the rows it did not insert), in one transaction."""
+        entries = [entry_row(r) for r in records if isinstance(r, EntryRecord)]
+        chains = [(r.workflow_id, r.chain, r.claimed_at) for r in records if isinstance(r, ChainRecord)]
+
+        def import_rows(conn: Any) -> dict[tuple[type, str], tuple[bool, LedgerRecord]]:
+            conn.execute("BEGIN")  # a failure before the end: the pool rolls back (or drops) the connection
+            found = {(EntryRecord, key): (inserted, entry_record(row)) for key, inserted, row in _upsert(
+                conn, entries, LEDGER_TABLE, "key, status, undo, result, starts, started_at, completed_at",
+                "text, text, text, text, int, float8, float8", "c0, c1, c2, c3, c4, to_timestamp(c5), to_timestamp(c6)",
+                ENTRY_SELECT, "key")}
+            found.update({(ChainRecord, key): (inserted, ChainRecord(*row)) for key, inserted, row in _upsert(
+                conn, chains, CHAINS_TABLE, "workflow_id, chain, claimed_at", "text, text, float8",
+                "c0, c1, to_timestamp(c2)", CHAIN_SELECT, "workflow_id")})
+            conn.execute("ROLLBACK" if dry_run else "COMMIT")
+            return found
+
+        found = self._run("import", f"{len(records)} records", import_rows)
+        outcomes = []
+        for record in records:
+            inserted, existing = found[type(record), record.key if isinstance(record, EntryRecord) else record.workflow_id]
+            outcomes.append(import_outcome(record, existing, inserted=inserted))
+        return outcomes
+
     def _run(self, op: str, key: str, fn: Callable[[Any], T]) -> T:
         """`fn` on a pooled connection. An unanswered or broken connection is closed (the pool
         replaces it) and the call raises `LedgerUnavailable`; other database errors (a key psycopg
@@ -291,6 +342,25 @@ def _entry(key: str, row: tuple[Any, ...]) -> Entry:
         result=json.loads(result) if result is not None else None,
         starts=starts,
     )
+
+
+def _upsert(conn: Any, rows: list[tuple[Any, ...]], table: str, columns: str, types: str, values: str,
+            select: str, key: str) -> Iterator[tuple[str, bool, tuple[Any, ...]]]:
+    """Insert `rows` (tuples of `columns`, sent as one array per column of `types`; `values` makes
+    the table's values from them, named c0, c1, ...) where their key is free; (key, inserted, the
+    row as `select` reads it) for every row."""
+    if not rows:
+        return
+    types_ = [t.strip() for t in types.split(",")]
+    names = [f"c{i}" for i in range(len(types_))]
+    arrays = ", ".join(f"%s::{t}[]" for t in types_)
+    inserted = {k for (k,) in conn.execute(
+        f"INSERT INTO {table} ({columns}) SELECT {values} FROM unnest({arrays}) AS r({', '.join(names)})"
+        f" ON CONFLICT ({key}) DO NOTHING RETURNING {key}", [list(column) for column in zip(*rows)],
+    ).fetchall()}
+    keys = [row[0] for row in rows]
+    for row in conn.execute(f"{select} WHERE {key} = ANY(%s::text[])", (keys,)).fetchall():
+        yield row[0], row[0] in inserted, row
 
 
 def _configure(conn: Any) -> None:

@@ -15,6 +15,7 @@ Round trips:
   are sent again; one request is cheaper than a HEAD and a PUT.
 - `put` of a larger blob: a HEAD first (present: done, nothing uploaded), then the conditional PUT.
 - `get`: one GET; the body's sha256 is checked against the digest.
+- `digests`: one LIST per 1000 blobs (ListObjectsV2 under `{prefix}/`).
 - `from_url`: one GET of a key that need not exist, to prove at start that the bucket exists and
   the credentials can read it (its error codes tell a missing bucket from a bad key; HEAD's do not).
 
@@ -37,12 +38,13 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from ratchet.contracts import ArtifactRef
 from ratchet.ops.settings import SettingsError
-from ratchet.stores.artifacts import ArtifactCorrupt, ArtifactMissing
+from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing
 
 __all__ = ["S3ArtifactStore", "S3StoreError", "client_from_env", "parse_url"]
 
@@ -53,7 +55,6 @@ MAX_ATTEMPTS = 3
 """Attempts per request, the first included (botocore's standard mode: connection errors,
 timeouts, 5xx, throttling)."""
 
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]")
 _EMPTY = hashlib.sha256(b"").hexdigest()
 _CONFLICT_RETRIES = 5
@@ -169,7 +170,7 @@ class S3ArtifactStore:
 
     def key(self, digest: str) -> str:
         """The object key of a blob; ValueError if `digest` is not 64 lowercase hex characters."""
-        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
             raise ValueError(f"not a sha256 digest: {digest!r}")
         return f"{self.prefix}/{digest[:2]}/{digest}" if self.prefix else f"{digest[:2]}/{digest}"
 
@@ -227,6 +228,19 @@ class S3ArtifactStore:
                 f"hash to {actual}"
             )
         return data
+
+    def digests(self) -> Iterator[str]:
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        blob = re.compile(re.escape(prefix) + r"([0-9a-f]{2})/([0-9a-f]{64})")  # not a longer prefix's blobs
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        try:
+            for page in pages:
+                for item in page.get("Contents", []):
+                    match = blob.fullmatch(item["Key"])
+                    if match and match[2].startswith(match[1]):
+                        yield match[2]
+        except Exception as exc:
+            raise self._error("list", prefix, exc) from exc
 
     # the rest
 

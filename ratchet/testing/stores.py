@@ -33,8 +33,8 @@ import uuid
 from typing import Any, Callable
 
 from ratchet.contracts import ArtifactRef
-from ratchet.stores.artifacts import ArtifactCorrupt, ArtifactMissing, ArtifactStore, get_json, put_json
-from ratchet.stores.ledger import Entry, EntryStatus, Ledger
+from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing, ArtifactStore, get_json, put_json
+from ratchet.stores.ledger import ChainRecord, Entry, EntryRecord, EntryStatus, ImportOutcome, Ledger, LedgerRecord
 
 __all__ = ["ArtifactStoreConformance", "LedgerConformance"]
 
@@ -264,6 +264,73 @@ class LedgerConformance(_Suite):
         assert ledger.claim(f"{ns}-a", "chain-2") == "chain-1"
         assert ledger.claim(f"{ns}-b", "chain-3") == "chain-2"
 
+    # export / import (moving a ledger to another backend)
+
+    def check_export_gives_every_entry_and_chain_with_its_fields(self) -> None:
+        ledger, wf = self.open_ledger(), _ns()
+        began = time.time()
+        ledger.claim(wf, "chain-1")
+        ledger.begin(f"{wf}/1/model")
+        ledger.complete(f"{wf}/1/model", {"reply": "r"})
+        ledger.begin(f"{wf}/2/call")
+        ledger.set_undo(f"{wf}/2/call", {"previous": "p"})
+        ledger.begin(f"{wf}/2/call")
+        ended = time.time()
+        exported = list(self.open_ledger().export())
+        names = [_record_name(r) for r in exported]
+        assert len(names) == len(set(names)), "export must give each entry and chain once"
+        mine = {_record_name(r): r for r in exported if _record_name(r)[1].startswith(wf)}
+        assert sorted(mine) == [("chain", wf), ("entry", f"{wf}/1/model"), ("entry", f"{wf}/2/call")], sorted(mine)
+        model, call, chain = mine["entry", f"{wf}/1/model"], mine["entry", f"{wf}/2/call"], mine["chain", wf]
+        assert isinstance(model, EntryRecord) and isinstance(call, EntryRecord) and isinstance(chain, ChainRecord)
+        assert (model.status, model.undo, model.result, model.starts) == (EntryStatus.COMPLETED, None, {"reply": "r"}, 1), model
+        assert (call.status, call.undo, call.result, call.starts) == (EntryStatus.STARTED, {"previous": "p"}, None, 2), call
+        assert chain.chain == "chain-1", chain
+        assert call.completed_at is None, f"a STARTED entry has no completion time: {call}"
+        assert model.completed_at is not None and model.completed_at >= model.started_at, model
+        for when in (model.started_at, model.completed_at, call.started_at, chain.claimed_at):
+            assert began - 60 <= when <= ended + 60, f"{when} is not the time of the write (seconds since the epoch)"
+
+    def check_import_copies_keeps_and_reports_conflicts(self) -> None:
+        ledger, ns = self.open_ledger(), _ns()
+        at = 1_700_000_000.25
+        value = {"text": "naïve ✓ \x00 \"q\"", "nested": {"empty": {}, "list": [1, 2.5, None, True]}}
+        records: list[LedgerRecord] = [
+            EntryRecord(f"{ns}/1/model", EntryStatus.COMPLETED, None, {"reply": "r"}, 1, at, at + 1.5),
+            EntryRecord(f"{ns}/2/call", EntryStatus.STARTED, value, None, 3, at + 2, None),
+            EntryRecord(f"{ns}/2/call/undo", EntryStatus.COMPLETED, {}, {}, 2, at + 3, at + 4),
+            ChainRecord(ns, "chain-1", at),
+        ]
+        copied, present, conflict = ImportOutcome.COPIED, ImportOutcome.PRESENT, ImportOutcome.CONFLICT
+        assert ledger.import_entries(records, dry_run=True) == [copied] * 4, "a dry run reports what it would copy"
+        assert ledger.get(f"{ns}/1/model") is None, "a dry run writes nothing"
+        assert not [r for r in ledger.export() if _record_name(r)[1].startswith(ns)], "a dry run writes nothing"
+        assert ledger.import_entries(records) == [copied] * 4, "records under free keys are copied"
+        _expect(ledger.get(f"{ns}/2/call"), f"{ns}/2/call", EntryStatus.STARTED, starts=3, undo=value)
+        exported = {_record_name(r): r for r in self.open_ledger().export() if _record_name(r)[1].startswith(ns)}
+        for record in records:
+            back = exported.get(_record_name(record))
+            assert back is not None and record.same_as(back), f"{record} was exported as {back}"  # type: ignore[arg-type]
+            assert _times(back) == _times(record), f"times of {record} came back as {_times(back)}"
+        assert ledger.import_entries(records) == [present] * 4, "importing the same records again finds them all"
+        assert ledger.import_entries(records, dry_run=True) == [present] * 4
+        different = [
+            EntryRecord(f"{ns}/1/model", EntryStatus.COMPLETED, None, {"reply": "another"}, 1, at, at + 1.5),
+            EntryRecord(f"{ns}/2/call", EntryStatus.STARTED, value, None, 4, at + 2, None),
+            ChainRecord(ns, "chain-2", at),
+            EntryRecord(f"{ns}/3/new", EntryStatus.STARTED, None, None, 1, at, None),
+        ]
+        assert ledger.import_entries(different) == [conflict, conflict, conflict, copied], (
+            "a different row under a key is a conflict; the rest is copied")
+        _expect(ledger.get(f"{ns}/1/model"), f"{ns}/1/model", EntryStatus.COMPLETED, starts=1, result={"reply": "r"},
+                what="a conflicting record must not overwrite the row")
+        _expect(ledger.get(f"{ns}/2/call"), f"{ns}/2/call", EntryStatus.STARTED, starts=3, undo=value,
+                what="a conflicting record must not overwrite the row")
+        assert ledger.claim(ns, "chain-1") is None, "the imported chain owns its workflow id"
+        assert ledger.claim(ns, "chain-3") == "chain-1", "the imported chain (not the conflicting one) is kept"
+        _expect(ledger.get(f"#chain-1#{ns}/1/model"), f"#chain-1#{ns}/1/model", EntryStatus.COMPLETED, starts=1,
+                result={"reply": "r"}, what="imported entries are entries like any other")
+
     # races between processes
 
     def check_processes_racing_on_the_same_keys_agree(self) -> None:
@@ -314,6 +381,16 @@ class LedgerConformance(_Suite):
             _expect(ledger.get(f"#chain-1#{wf}/1/model"), f"#chain-1#{wf}/1/model", EntryStatus.COMPLETED, starts=1,
                     result={"id": wf}, what="set aside once by racing claims")
             assert ledger.claim(wf, "chain-2") is None, f"{wf!r}: chain-2 owns it after the race"
+
+
+def _record_name(record: LedgerRecord) -> tuple[str, str]:
+    return ("entry", record.key) if isinstance(record, EntryRecord) else ("chain", record.workflow_id)
+
+
+def _times(record: LedgerRecord) -> tuple[float | None, ...]:
+    """A record's times to the millisecond (backends keep them at different precisions)."""
+    times = (record.started_at, record.completed_at) if isinstance(record, EntryRecord) else (record.claimed_at,)
+    return tuple(None if t is None else round(t, 3) for t in times)
 
 
 def _race_keys(ledger: Ledger, sync: Callable[[], None], keys: list[str], tag: str) -> list[tuple[Any, ...]]:
@@ -465,6 +542,18 @@ class ArtifactStoreConformance(_Suite):
             except ArtifactMissing as exc:
                 raise AssertionError(f"digest {digest!r} is not 64 lowercase hex: ValueError, not {exc!r}") from exc
             raise AssertionError(f"digest {digest!r} is not 64 lowercase hex, yet get returned {got[:40]!r}")
+
+    def check_digests_lists_every_blob_once(self) -> None:
+        first, second, ns = self.open_store(), self.open_store(), _ns()
+        refs = [first.put(f"{ns} listed {i}".encode()) for i in range(3)] + [second.put(b""), second.put(_blob(ns, 4096))]
+        first.put(f"{ns} listed 0".encode())
+        listed = list(self.open_store().digests())
+        assert len(listed) == len(set(listed)), "digests must list each blob once"
+        for digest in listed:
+            assert isinstance(digest, str) and DIGEST.fullmatch(digest), f"{digest!r} is not a digest"
+        missing = [ref.digest for ref in refs if ref.digest not in listed]
+        assert not missing, f"blobs put through either handle are not listed: {missing}"
+        assert _sha(f"{ns} never put".encode()) not in listed, "a blob never put is listed"
 
     def check_processes_writing_the_same_blobs_agree(self) -> None:
         """The processes take the blobs in lockstep. On each, one process puts it while the others
