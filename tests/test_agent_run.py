@@ -299,3 +299,14 @@ async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(clien
     assert second.workspace == f"team_x-{suffix}" and first.workspace.startswith(f"team_x-{suffix}-")
     [call] = (await state_of(second_handle)).tool_calls
     assert "team/x's" not in call.result.output and "no such file" in call.result.output.lower(), call.result.output
+
+
+async def test_tool_parameters_reach_the_model_in_their_authors_order(client, settings, worker, openai_server):
+    """write_file's `path` comes before its long `content`: a call cut off mid-content keeps the path."""
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"content": "ok"}], key=key)
+    handle = await start(client, settings, {"agent": "coder", "objective": "x", "workspace": f"order-{uuid.uuid4().hex[:6]}"})
+    await handle.result()
+    [request] = openai_server.chat_requests(key=key)
+    [write] = [t["function"] for t in request.json["tools"] if t["function"]["name"] == "write_file"]
+    assert list(write["parameters"]["properties"]) == ["path", "content"]

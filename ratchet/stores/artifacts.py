@@ -107,7 +107,10 @@ class DirectoryArtifactStore:
 
 
 def put_json(store: ArtifactStore, value: Any) -> ArtifactRef:
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """Keys stay in the order they were written: a tool's parameters reach the model in its
+    author's order (`path` before `content`, so a reply cut off mid-call keeps the path). Callers
+    whose keys come from an unordered source sort them first (snapshot manifests do)."""
+    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
     return store.put(data, "application/json")
 
 
