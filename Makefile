@@ -28,9 +28,11 @@ histories: install
 	$(PY) -m devtools.histories.record
 
 # Fault tolerance, measured (docs/RELIABILITY.md): runs under SIGKILLed workers, a dev server
-# restart and a failing model endpoint, then an audit of the outside store.
+# restart and a failing model endpoint, then an audit of the outside store; then two hosts on
+# Postgres and S3, one SIGKILLed for good, each store stopped for 10 s (a summary line each).
 chaos: install
 	$(PY) -m devtools.chaos --runs 50
+	$(PY) -m devtools.chaos --hosts 2 --runs 20
 
 clean:
 	rm -rf .ratchet

@@ -10,6 +10,7 @@ new run's workspace. `snapshot` and `restore` are the manifest code the workspac
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import re
 import shutil
@@ -28,6 +29,7 @@ from ratchet.contracts import (
     AgentState, ArtifactRef, Checkpoint, Evidence, Forked, LoadCheckpoint, VerifyRequest, VerifyResult, WorkspaceBinding,
 )
 from ratchet.core.tools import ToolError
+from ratchet.sandbox import Sandbox
 from ratchet.contracts import ErrorType
 from ratchet.contracts import STATE_QUERY
 
@@ -40,18 +42,21 @@ _PYTEST = re.compile(r"(?:(\d+) failed)?(?:, )?(?:(\d+) passed)")
 class CheckpointActivities:
     def __init__(
         self, workspace_root: Path, artifacts: ArtifactStore, client: Client | None = None, host_id: str = "local",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace_root = Path(workspace_root)
         self.artifacts = artifacts
         self.client = client
         self.host_id = host_id
+        self.sandbox = sandbox
+        """Where the verifier runs (the worker's sandbox, as `run_command`)."""
 
     @activity.defn(name="checkpoint.verify")
     async def verify(self, req: VerifyRequest) -> VerifyResult:
         workspace = open_workspace(self.workspace_root, req.workspace)
         try:
             async with heartbeating():
-                done = await run_program(req.verifier.argv, workspace, req.verifier.timeout_s)
+                done = await run_program(self.sandbox, req.verifier.argv, workspace, req.sandbox.within(req.verifier.timeout_s))
             exit_code, output = done.exit_code, done.output
         except ToolError as exc:
             exit_code, output = 127, str(exc)
@@ -59,15 +64,17 @@ class CheckpointActivities:
         evidence = Evidence(
             argv=req.verifier.argv, exit_code=exit_code, passed=exit_code == 0,
             tests_run=run, tests_failed=failed, output=cap(output, 4000),
-            output_ref=self.artifacts.put(output.encode(), "text/plain"),
+            output_ref=await asyncio.to_thread(self.artifacts.put, output.encode(), "text/plain"),
         )
         if not evidence.passed:
             return VerifyResult(evidence=evidence)
-        return VerifyResult(
-            evidence=evidence,
-            patch_ref=self._patch(workspace, req.changed),
-            workspace_ref=snapshot(workspace, self.artifacts),
-        )
+        async with heartbeating():  # a large workspace's snapshot takes a while
+            patch_ref, workspace_ref = await asyncio.to_thread(self._accept, workspace, req.changed)
+        return VerifyResult(evidence=evidence, patch_ref=patch_ref, workspace_ref=workspace_ref)
+
+    def _accept(self, workspace: Path, changed: dict[str, ArtifactRef | None]) -> tuple[ArtifactRef | None, ArtifactRef]:
+        """In a thread (file reads and artifact puts): the patch and the workspace's manifest."""
+        return self._patch(workspace, changed), snapshot(workspace, self.artifacts)
 
     def _patch(self, workspace: Path, changed: dict[str, ArtifactRef | None]) -> ArtifactRef | None:
         chunks = []
@@ -90,8 +97,8 @@ class CheckpointActivities:
         checkpoint = await self._load(req.workflow_id, req.checkpoint_id)
         workspace = open_workspace(self.workspace_root, req.workspace)
         if checkpoint.workspace_ref is not None:
-            restore(workspace, self.artifacts, checkpoint.workspace_ref)
-        manifest = checkpoint.workspace_ref or snapshot(workspace, self.artifacts)
+            await asyncio.to_thread(restore, workspace, self.artifacts, checkpoint.workspace_ref)
+        manifest = checkpoint.workspace_ref or await asyncio.to_thread(snapshot, workspace, self.artifacts)
         return Forked(checkpoint=checkpoint, binding=WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest))
 
     def host_queue(self) -> str:

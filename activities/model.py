@@ -4,10 +4,17 @@ The workflow sends only what is new since the last call plus a reference to the 
 far (in the artifact store), so the bytes each step adds to history do not grow with the step.
 A reply that arrived but whose completion was lost (worker crash) is in the ledger under the
 call's key: the retry returns it instead of paying twice.
+
+The ledger and the artifact store are synchronous and may be remote (Postgres, S3), so their calls
+run in a thread, never on the worker's event loop, where a round trip would hold up every other
+run on the worker. A step makes two such hops: the ledger's `begin` (with a config or transcript
+read on a cache miss), and the segment write with the ledger's `complete`. The caches stay on the
+event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 
 from temporalio import activity
@@ -16,11 +23,11 @@ from temporalio.exceptions import ApplicationError
 from ratchet.activities.heartbeat import heartbeating
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest
 from ratchet.core import keys
-from ratchet.models.provider import ModelCall, ModelProvider, ProviderRegistry
+from ratchet.models.provider import Completion, ModelCall, ModelProvider, ProviderRegistry
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import ArtifactStore, get_json
-from ratchet.stores.ledger import EntryStatus, Ledger
+from ratchet.stores.ledger import Entry, EntryStatus, Ledger
 from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 CONFIGS_CACHED = 256
@@ -37,36 +44,79 @@ class ModelActivities:
     @activity.defn(name="model.call")
     async def call(self, req: ModelRequest) -> ModelReply:
         key = keys.model_key(activity.info().workflow_id, req.step)
-        config = self._config(req.call_ref)
+        entry, config, base = await asyncio.to_thread(self._begin, key, req, *self._cached(req))
+        if entry is not None and entry.status == EntryStatus.COMPLETED:
+            return ModelReply.model_validate(entry.result)
+        assert config is not None and base is not None
+        self._remember(req, config, base)
         note_model_settings(config.settings)
         provider = self._provider(config)
-        if self.ledger is not None:
-            entry = self.ledger.begin(key)
-            if entry is not None and entry.status == EntryStatus.COMPLETED:
-                return ModelReply.model_validate(entry.result)
         async with heartbeating():
-            reply = await self._call(req, key, config, provider)
-        if self.ledger is not None:
-            self.ledger.complete(key, reply.model_dump(mode="json"))
+            done, added = await self._call(req, key, config, provider, base)
+        reply, extended = await asyncio.to_thread(self._finish, key, req, config, base, done, added)
+        self.transcripts.put(reply.transcript, extended, owner=_owner())
         return reply
 
-    async def _call(self, req: ModelRequest, key: str, config: ModelCallConfig, provider: ModelProvider) -> ModelReply:
+    def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:
+        """The run's config and the conversation so far (as much as the call sends), if cached."""
+        config = self.configs.get(req.call_ref)
+        keep = config.settings.context_messages if config is not None else None
+        base = self.transcripts.get(req.transcript) if req.transcript is not None else None
+        return config, base if base is not None and base.has_window(keep) else None
+
+    def _begin(
+        self, key: str, req: ModelRequest, config: ModelCallConfig | None, base: Conversation | None,
+    ) -> tuple[Entry | None, ModelCallConfig | None, Conversation | None]:
+        """In a thread: the ledger's `begin`, then (unless the reply is recorded already) what the
+        caches did not have: the run's config, the conversation so far."""
+        entry = self.ledger.begin(key) if self.ledger is not None else None
+        if entry is not None and entry.status == EntryStatus.COMPLETED:
+            return entry, None, None
+        if config is None:
+            config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
+        if base is None:
+            keep = config.settings.context_messages
+            base = transcripts.read(self.artifacts, req.transcript, keep) if req.transcript is not None else Conversation()
+        return entry, config, base
+
+    def _remember(self, req: ModelRequest, config: ModelCallConfig, base: Conversation) -> None:
+        """The config (one artifact per run, parsed once per worker) and the conversation, cached."""
+        self.configs[req.call_ref] = config
+        self.configs.move_to_end(req.call_ref)
+        while len(self.configs) > CONFIGS_CACHED:
+            self.configs.popitem(last=False)
+        if req.transcript is not None and self.transcripts.get(req.transcript) is not base:
+            self.transcripts.put(req.transcript, base, owner=_owner())
+
+    async def _call(
+        self, req: ModelRequest, key: str, config: ModelCallConfig, provider: ModelProvider, base: Conversation,
+    ) -> tuple[Completion, list[Message]]:
         keep = config.settings.context_messages
-        base = self._conversation(req, keep)
-        new = [self._inline(m) for m in req.new_messages]
+        new = req.new_messages
+        if any(m.content_ref is not None for m in new):
+            new = await asyncio.to_thread(lambda: [self._inline(m) for m in req.new_messages])
         done = await provider.complete(ModelCall(
             key=key, settings=config.settings, tools=config.tools, messages=base.window(keep) + new,
             turn=base.turns + _turns(new), step=req.step,
         ))
-        added = new + [done.message]
+        return done, new + [done.message]
+
+    def _finish(
+        self, key: str, req: ModelRequest, config: ModelCallConfig, base: Conversation, done: Completion,
+        added: list[Message],
+    ) -> tuple[ModelReply, Conversation]:
+        """In a thread: write the step's transcript segment, then record the reply in the ledger
+        (in that order: a recorded reply always names a stored transcript)."""
         ref = transcripts.write(self.artifacts, base, added, prev=req.transcript)
-        self.transcripts.put(ref.digest, base.extended(added, ref.digest, ref.size or 0, keep), owner=_owner())
         natural = "tool_calls" if done.message.tool_calls else "stop"
-        return ModelReply(  # finish reason and model only when the message and settings do not say them
+        reply = ModelReply(  # finish reason and model only when the message and settings do not say them
             message=done.message, usage=done.usage, transcript=ref.digest,
             finish_reason=None if done.finish_reason in (None, natural) else done.finish_reason,
             model="" if done.model in ("", config.settings.model) else done.model,
         )
+        if self.ledger is not None:
+            self.ledger.complete(key, reply.model_dump(mode="json"))
+        return reply, base.extended(added, ref.digest, ref.size or 0, config.settings.context_messages)
 
     def _provider(self, config: ModelCallConfig) -> ModelProvider:
         provider = self.providers.get(config.settings.provider)
@@ -77,27 +127,6 @@ class ModelActivities:
                 type=ErrorType.INVALID_PROFILE,
             )
         return provider
-
-    def _config(self, call_ref: str) -> ModelCallConfig:
-        """The run's settings and tool schemas: one artifact per run, parsed once per worker."""
-        config = self.configs.get(call_ref)
-        if config is None:
-            config = self.configs[call_ref] = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(call_ref)))
-            while len(self.configs) > CONFIGS_CACHED:
-                self.configs.popitem(last=False)
-        self.configs.move_to_end(call_ref)
-        return config
-
-    def _conversation(self, req: ModelRequest, keep: int | None) -> Conversation:
-        """The conversation the request builds on, as much of it as the call sends."""
-        if req.transcript is None:
-            return Conversation()
-        cached = self.transcripts.get(req.transcript)
-        if cached is not None and cached.has_window(keep):
-            return cached
-        conversation = transcripts.read(self.artifacts, req.transcript, keep)
-        self.transcripts.put(req.transcript, conversation, owner=_owner())
-        return conversation
 
     def _inline(self, message: Message) -> Message:
         """A long tool output travels through history as a reference; the model sees all of it."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import hashlib
 
 from pydantic import TypeAdapter, ValidationError
@@ -32,6 +34,11 @@ class RunPreparer:
 
     @activity.defn(name="run.prepare")
     async def prepare(self, req: PrepareRun) -> RunPlan:
+        return await asyncio.to_thread(self._plan, req)
+
+    def _plan(self, req: PrepareRun) -> RunPlan:
+        """In a thread: the ledger's claim and the artifact puts may be remote round trips, which
+        must not hold the worker's event loop."""
         profile = self.profiles.get(req.run.agent)
         if profile is None:
             known = ", ".join(sorted(self.profiles.profiles)) or "none"

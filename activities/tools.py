@@ -2,11 +2,14 @@
 
 Side-effecting calls go through the idempotency ledger (ratchet/stores/ledger.py): a retry after the
 side effect was done and recorded returns the recorded result without acting again, and an undo
-runs at most once per key.
+runs at most once per key. The ledger and the artifact store are synchronous and may be remote, so
+their calls run in a thread (`asyncio.to_thread`), not on the worker's event loop; the one
+exception is `ToolContext.record_undo`, which a tool calls synchronously.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,9 +22,11 @@ from ratchet.activities.heartbeat import heartbeating
 from ratchet.stores.ledger import EntryStatus, Ledger
 from ratchet.activities.workspace import open_workspace
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import EffectClass, ErrorType, ToolInvocation, ToolResult, UndoInvocation
+from ratchet.contracts import EffectClass, ErrorType, SandboxPolicy, ToolInvocation, ToolResult, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
+from ratchet.ops.redaction import redacted
 from ratchet.ops.settings import Settings
+from ratchet.sandbox import Sandbox
 from ratchet.core.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
 
 INLINE_OUTPUT_CHARS = 8 * 1024
@@ -36,12 +41,15 @@ class ToolActivities:
         artifacts: ArtifactStore,
         ledger: Ledger,
         settings: Settings | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.registry = registry
         self.workspace_root = Path(workspace_root)
         self.artifacts = artifacts
         self.ledger = ledger
         self.settings = settings
+        self.sandbox = sandbox
+        """Where tools declared `runs_code` run programs (None: they fail, non-retryably)."""
         self.after_record: Callable[[ToolInvocation], None] | None = None
         """Test hook: runs after the ledger recorded a completed call, before the activity returns
         (raising here simulates a worker that died with its completion unreported)."""
@@ -66,7 +74,10 @@ class ToolActivities:
         return activity.defn(name=f"undo.{tool.name}")(run_undo)
 
     async def execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
-        return offload(await self._execute(tool, inv), self.artifacts)
+        result = redacted(await self._execute(tool, inv))  # secrets out before storing
+        if len(result.output) <= INLINE_OUTPUT_CHARS:
+            return result
+        return await asyncio.to_thread(offload, result, self.artifacts)
 
     async def _execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
         try:
@@ -74,7 +85,7 @@ class ToolActivities:
         except ValidationError as exc:
             return ToolResult(ok=False, output=_validation_message(tool.name, exc), error_type=ErrorType.INVALID_ARGUMENTS)
         try:
-            ctx = self._context(inv.key, inv)
+            ctx = self._context(inv.key, inv, tool)
             if tool.effect == EffectClass.READ_ONLY:
                 return _result(tool, await tool.call(ctx, args))
             return await self._execute_once(tool, inv, ctx, args)
@@ -84,20 +95,20 @@ class ToolActivities:
             raise ApplicationError(f"{tool.name}: {exc}", type=ErrorType.FATAL_TOOL_ERROR, non_retryable=True) from exc
 
     async def _execute_once(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolResult:
-        entry = self.ledger.begin(inv.key)
+        entry = await asyncio.to_thread(self.ledger.begin, inv.key)
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             activity.logger.info("%s: already done, returning the recorded result", inv.key)
             return ToolResult.model_validate(entry.result)
         if entry is not None:  # started before, never recorded as completed: outcome unknown
             found = await self._reconcile(tool, inv, ctx, args)
             if found is not None:
-                return self._record(inv, _result(tool, found))
+                return await self._record(inv, _result(tool, found))
         try:
             out = await tool.call(ctx, args)
         except ToolError as exc:
             result = ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
-            return self._record(inv, result)
-        return self._record(inv, _result(tool, out))
+            return await self._record(inv, result)
+        return await self._record(inv, _result(tool, out))
 
     async def _reconcile(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolOutput | None:
         if tool.reconcile is not None:
@@ -112,34 +123,41 @@ class ToolActivities:
             non_retryable=True,
         )
 
-    def _record(self, inv: ToolInvocation, result: ToolResult) -> ToolResult:
-        recorded = self.ledger.get(inv.key)
-        if recorded is not None and recorded.undo is not None:
-            result.undo = recorded.undo  # the state from before the *first* attempt
-        self.ledger.complete(inv.key, result.model_dump(mode="json"))
+    async def _record(self, inv: ToolInvocation, result: ToolResult) -> ToolResult:
+        result = await asyncio.to_thread(self._complete, inv, result)
         if self.after_record is not None:
             self.after_record(inv)
         return result
 
+    def _complete(self, inv: ToolInvocation, result: ToolResult) -> ToolResult:
+        """In a thread: the result, with the undo the ledger recorded first, as the call's outcome."""
+        recorded = self.ledger.get(inv.key)
+        if recorded is not None and recorded.undo is not None:
+            result.undo = recorded.undo  # the state from before the *first* attempt
+        result = redacted(result)
+        self.ledger.complete(inv.key, result.model_dump(mode="json"))
+        return result
+
     async def undo(self, tool: Tool, inv: UndoInvocation) -> str:
         key = undo_key(inv.key)
-        entry = self.ledger.begin(key)
+        entry = await asyncio.to_thread(self.ledger.begin, key)
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             return str((entry.result or {}).get("output", "already undone"))
         undo_info = inv.undo
         if undo_info is None:
-            forward = self.ledger.get(inv.key)
+            forward = await asyncio.to_thread(self.ledger.get, inv.key)
             undo_info = forward.undo if forward else None
         args = tool.args_model.model_validate(inv.arguments)
         try:
             async with heartbeating():
-                out = await tool.call_undo(self._context(key, inv), args, undo_info)
+                out = await tool.call_undo(self._context(key, inv, tool), args, undo_info)
         except FatalToolError as exc:
             raise ApplicationError(f"undo {tool.name}: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from exc
-        self.ledger.complete(key, {"output": out.output})
-        return out.output
+        output = redacted(out.output)
+        await asyncio.to_thread(self.ledger.complete, key, {"output": output})
+        return output
 
-    def _context(self, key: str, inv: ToolInvocation | UndoInvocation) -> ToolContext:
+    def _context(self, key: str, inv: ToolInvocation | UndoInvocation, tool: Tool) -> ToolContext:
         return ToolContext(
             key=key,
             workflow_id=inv.workflow_id,
@@ -152,6 +170,8 @@ class ToolActivities:
             settings=self.settings,
             heartbeat=activity.heartbeat,
             resume_from=(activity.info().heartbeat_details or [None])[0],
+            sandbox=self.sandbox if tool.runs_code else None,
+            sandbox_policy=inv.sandbox if isinstance(inv, ToolInvocation) else SandboxPolicy(),
         )
 
 

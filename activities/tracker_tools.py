@@ -1,21 +1,41 @@
-"""A ticket tracker in SQLite: a side effect outside the workspace, with a real undo.
+"""A ticket tracker: a side effect outside the workspace, with a real undo.
 
 It closes the ledger's window the way a well-behaved target system does: the ticket row carries
-the call's idempotency key under a UNIQUE constraint, written in the same transaction as the
-ticket, so a repeated call can never create a second ticket, and `reconcile` can ask the tracker
-whether an interrupted call took effect.
+the call's idempotency key under a UNIQUE constraint, written in the same statement as the
+ticket (`INSERT ... ON CONFLICT DO NOTHING`), so a repeated call can never create a second ticket,
+and `reconcile` can ask the tracker whether an interrupted call took effect.
+
+Where the tickets are: a SQLite file (RATCHET_TRACKER_PATH, the default: one host), or PostgreSQL
+when RATCHET_TRACKER_URL is a postgresql:// URL (workers on several hosts share it; the `postgres`
+extra). The statements are the same on both; only the id column's type differs. A database that
+cannot be reached raises, and the activity retries (Temporal's policy, not a loop here).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ratchet.core.tools import ToolContext, ToolOutput, reconcile_for, tool, undo_for
+from ratchet.ops.settings import Settings, SettingsError, mask_url
 
 DEFAULT_TRACKER = Path(".ratchet/tracker.sqlite3")
+TRACKER_SETTING = "RATCHET_TRACKER_URL"
+CONNECT_TIMEOUT_S = 5
+ID_COLUMN = {"sqlite": "id INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "id BIGSERIAL PRIMARY KEY"}
+TICKETS = (
+    "CREATE TABLE IF NOT EXISTS tickets ({id},"
+    " idempotency_key TEXT UNIQUE NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL)"
+)
+"""A table's DDL; `{id}` becomes the backend's auto-increment id column."""
+_SCHEMA_LOCK = 0x747261636B657221  # pg_advisory_xact_lock key: "tracker!"
+_created: set[tuple[str, str]] = set()
+"""(URL, DDL) already created by this process: one catalog round trip per table, not per call."""
 
 
 class CreateTicketArgs(BaseModel):
@@ -27,15 +47,61 @@ def tracker_path(ctx: ToolContext) -> Path:
     return Path(ctx.settings.tracker_path if ctx.settings is not None else DEFAULT_TRACKER)
 
 
+def tracker_url(settings: Settings | None) -> str | None:
+    """RATCHET_TRACKER_URL (a postgresql:// URL), or None: the SQLite file."""
+    if settings is None or settings.tracker_url is None:
+        return None
+    url = settings.tracker_url.get_secret_value()
+    if not url.lower().startswith(("postgresql://", "postgres://")):
+        raise SettingsError(f"{TRACKER_SETTING}={mask_url(url)!r}: expected postgresql://USER:PASSWORD@HOST:PORT/DB")
+    return url
+
+
 def connect(path: Path) -> sqlite3.Connection:
+    """The SQLite tracker at `path`, its tickets table created if absent."""
+    return sqlite_tracker(path, TICKETS)
+
+
+def sqlite_tracker(path: Path, *tables: str) -> sqlite3.Connection:
+    """A connection to the SQLite file at `path`, `tables` (DDL, see TICKETS) created if absent."""
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS tickets (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " idempotency_key TEXT UNIQUE NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL)"
-    )
+    for ddl in tables:
+        conn.execute(ddl.format(id=ID_COLUMN["sqlite"]))
     return conn
+
+
+class _Postgres:
+    """A psycopg connection that takes the SQLite statements (`?` placeholders)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: tuple = ()) -> Any:
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+
+@contextmanager
+def open_tracker(settings: Settings | None, *tables: str) -> Iterator[Any]:
+    """A connection to the tracker of `settings` (autocommit: each statement is its own
+    transaction), `tables` (DDL, see TICKETS) created if absent; closed on exit."""
+    url = tracker_url(settings)
+    if url is None:
+        path = Path(settings.tracker_path if settings is not None else DEFAULT_TRACKER)
+        with closing(sqlite_tracker(path, *tables)) as conn:
+            yield conn
+        return
+    import psycopg  # the `postgres` extra, only when a URL asks for it
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        for ddl in tables:
+            if (url, ddl) not in _created:
+                with conn.transaction():  # concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    conn.execute(ddl.format(id=ID_COLUMN["postgresql"]))
+                _created.add((url, ddl))
+        yield _Postgres(conn)
 
 
 def _output(ticket_id: int, title: str) -> ToolOutput:
@@ -45,9 +111,9 @@ def _output(ticket_id: int, title: str) -> ToolOutput:
 @tool(effect="compensable", timeout_s=30, idempotent=True)
 def create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput:
     """Create a ticket in the team's tracker."""
-    with connect(tracker_path(ctx)) as conn:
+    with open_tracker(ctx.settings, TICKETS) as conn:
         conn.execute(
-            "INSERT OR IGNORE INTO tickets (idempotency_key, title, body) VALUES (?, ?, ?)",
+            "INSERT INTO tickets (idempotency_key, title, body) VALUES (?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
             (ctx.key, args.title, args.body),
         )
         (ticket_id,) = conn.execute("SELECT id FROM tickets WHERE idempotency_key = ?", (ctx.key,)).fetchone()
@@ -56,7 +122,7 @@ def create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput:
 
 @reconcile_for("create_ticket")
 def reconcile_create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput | None:
-    with connect(tracker_path(ctx)) as conn:
+    with open_tracker(ctx.settings, TICKETS) as conn:
         row = conn.execute("SELECT id FROM tickets WHERE idempotency_key = ?", (ctx.key,)).fetchone()
     return _output(row[0], args.title) if row else None
 
@@ -66,6 +132,6 @@ def undo_create_ticket(ctx: ToolContext, args: CreateTicketArgs, undo: dict | No
     """Delete the ticket the call created (found by its idempotency key, so this is safe even
     when the forward call's result was never recorded, or when it did nothing)."""
     forward_key = ctx.key.removesuffix("/undo")
-    with connect(tracker_path(ctx)) as conn:
+    with open_tracker(ctx.settings, TICKETS) as conn:
         deleted = conn.execute("DELETE FROM tickets WHERE idempotency_key = ?", (forward_key,)).rowcount
     return "deleted the ticket" if deleted else "no ticket to delete"

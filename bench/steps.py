@@ -8,27 +8,32 @@ machine spreads over all variants instead of favouring the one that ran first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import median
 from typing import Any
 
 from bench.harness import VARIANTS, Env, Variant, machine_load, model_activity, timed_run
 from bench.history import analyze, payload_fields
 from bench.progress import Progress
+from bench.store_calls import COUNT_ENV
 
 
 async def step_cell(env: Env, variant: Variant, steps: int, warm_runs: int) -> dict[str, Any]:
+    counting = dict(variant.env).get(COUNT_ENV) == "1"
     async with env.worker(variant) as worker:
         cold_s, _ = await timed_run(env, variant, steps, worker.queue)
+        calls_before = worker.store_calls() if counting else {}
         before, server_before = worker.stats(), env.server_cpu_s()
         walls = []
         for _ in range(warm_runs):
             wall, handle = await timed_run(env, variant, steps, worker.queue)
             walls.append(wall)
         after, server_after = worker.stats(), env.server_cpu_s()
+        calls_after = worker.store_calls() if counting else {}
         raw = await handle.fetch_history()
         history = analyze(raw, model_activity(variant))
     total_steps = warm_runs * steps
+    calls = {name: (n - calls_before.get(name, 0)) / total_steps for name, n in sorted(calls_after.items())}
     return {
         "variant": variant.name, "steps": steps, "startup_s": worker.startup_s, "cold_s": cold_s,
         "ms_per_step": median(walls) / steps * 1000, "walls_s": walls,
@@ -38,6 +43,7 @@ async def step_cell(env: Env, variant: Variant, steps: int, warm_runs: int) -> d
         "events": history.events, "bytes": history.bytes, "largest_event": history.largest_event,
         "input_bytes": history.input_bytes, "wft_timeouts": history.wft_timeouts,
         **history.per_step(steps), "load": machine_load(), "fields": payload_fields(raw, steps),
+        **({"store_calls_per_step": calls} if counting else {}),
     }
 
 
@@ -54,12 +60,13 @@ def plan(variants: Sequence[str], steps_list: Sequence[int], reps: int) -> list[
 
 async def step_cost(
     env: Env, progress: Progress, variants: Sequence[str], steps_list: Sequence[int], reps: int, warm_runs: int,
-    section: str = "step cost",
+    section: str = "step cost", table: Mapping[str, Variant] = VARIANTS,
 ) -> list[dict[str, Any]]:
+    """Cells of `variants` (names in `table`) at every N, `reps` times, interleaved."""
     cells = []
     for rep, steps, name in plan(variants, steps_list, reps):
         progress.begin(f"{section}: {name} N={steps} rep {rep + 1}/{reps}")
-        cell = await step_cell(env, VARIANTS[name], steps, warm_runs)
+        cell = await step_cell(env, table[name], steps, warm_runs)
         cell["rep"] = rep
         cells.append(cell)
         progress.end(f"{cell['ms_per_step']:.0f} ms/step, worker CPU {cell['cpu_ms_per_step']:.1f} ms/step, "

@@ -2,7 +2,8 @@
 
 KIND is `floor` (raw SDK: temporalio and bench.floor only) or `ratchet` (the production worker,
 `ratchet.worker.main.build_worker`, with RATCHET_PLUGINS=bench.plugin). Prints `READY <seconds since
-start>` once polling; SIGTERM stops it. The parent measures its CPU and memory from /proc.
+start>` once polling; SIGTERM stops it. The parent measures its CPU and memory from /proc. With
+BENCH_COUNT_STORES=1 a `ratchet` worker counts its ledger and artifact-store calls (bench.store_calls).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from bench.store_calls import COUNT_ENV
 
 STARTED = time.monotonic()
 READY = "READY "
@@ -43,8 +46,16 @@ async def ratchet_worker(address: str, queue: str, root: Path):
     )
     configure_logging(settings)
     load_plugins(settings)
-    client = await connect(settings)
-    return build_worker(client, settings)
+    if os.environ.get(COUNT_ENV) != "1":
+        return build_worker(await connect(settings), settings)
+    from bench.store_calls import counted_stores, counts_file
+    from ratchet.plugin import RatchetOptions, RatchetPlugin
+    from ratchet.stores.urls import open_artifacts, open_ledger
+
+    ledger, artifacts = counted_stores(open_ledger(settings.ledger_store_url), open_artifacts(settings.artifact_store_url),
+                                       counts_file(root, queue))
+    plugin = RatchetPlugin(RatchetOptions.from_settings(settings, ledger=ledger, artifacts=artifacts))
+    return build_worker(await connect(settings, plugin=plugin), settings)
 
 
 async def main(kind: str, address: str, queue: str, root: Path) -> None:

@@ -16,11 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SEARCH_ATTRIBUTES = {
-    "RatchetAgent": "Keyword",
-    "RatchetPhase": "Keyword",
-    "RatchetAwaitingApproval": "Bool",
-}
+from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES
 
 
 def temporal_binary() -> str:
@@ -47,6 +43,8 @@ class DevServer:
     ui_port: int | None = None
     dynamic_config: dict[str, str] = field(default_factory=dict)
     log_file: Path | None = None
+    search_attributes: bool = True
+    """Register Ratchet's search attributes at start (a worker registers missing ones itself)."""
     process: subprocess.Popen | None = None
 
     @property
@@ -64,7 +62,7 @@ class DevServer:
             "--db-filename", str(self.db_file), "--log-level", "error",
         ]
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
-        for name, kind in SEARCH_ATTRIBUTES.items():
+        for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             cmd += ["--search-attribute", f"{name}={kind}"]
         for key, value in self.dynamic_config.items():
             cmd += ["--dynamic-config-value", f"{key}={value}"]

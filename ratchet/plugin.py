@@ -58,9 +58,11 @@ from ratchet.models.provider import ProviderRegistry
 from ratchet.ops.logs import LogContextInterceptor
 from ratchet.ops.metrics import MetricsInterceptor
 from ratchet.ops.redaction import MIN_SECRET_CHARS, RedactSecretsInterceptor, secret_values
+from ratchet.ops.search_attributes import ensure_search_attributes
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.ops.tracing import tracing_interceptors
 from ratchet.payloads.converter import data_converter
+from ratchet.sandbox import Sandbox, SandboxUnavailable, UnavailableSandbox, open_sandbox
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.stores.ledger import Ledger
 from ratchet.stores.urls import open_artifacts, open_ledger
@@ -131,6 +133,11 @@ class RatchetOptions:
     and offload of large payloads to `artifacts` (RATCHET_CLAIM_CHECK_BYTES); default:
     `ratchet.payloads.converter.data_converter(settings, artifacts)`. Clients and workers of a
     namespace must agree on it."""
+    sandbox: Sandbox
+    """Where programs the agent runs run: `run_command`, the verifier, tools declared `runs_code`
+    (`ratchet.sandbox.Sandbox`); default: the backend RATCHET_SANDBOX names (`nsjail`, or `off`).
+    It is probed when the options are built: if it cannot run here, it is an `UnavailableSandbox`
+    and `tools` leaves out the code-running tools (`usable_sandbox`)."""
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **given: Any) -> RatchetOptions:
@@ -143,15 +150,37 @@ class RatchetOptions:
         settings = settings if settings is not None else load_settings()
         load_plugins(settings)
         artifacts = given["artifacts"] if "artifacts" in given else open_artifacts(settings.artifact_store_url)
+        sandbox, tools = usable_sandbox(
+            given["sandbox"] if "sandbox" in given else open_sandbox(settings.sandbox),
+            given["tools"] if "tools" in given else builtin_tools(),
+        )
         return cls(
             settings=settings,
             ledger=given["ledger"] if "ledger" in given else open_ledger(settings.ledger_store_url),
             artifacts=artifacts,
             profiles=given["profiles"] if "profiles" in given else builtin_profiles(),
-            tools=given["tools"] if "tools" in given else builtin_tools(),
+            tools=tools,
+            sandbox=sandbox,
             providers=given["providers"] if "providers" in given else builtin_providers(settings, artifacts),
             data_converter=given["data_converter"] if "data_converter" in given else data_converter(settings, artifacts),
         )
+
+
+def usable_sandbox(sandbox: Sandbox, tools: ToolRegistry) -> tuple[Sandbox, ToolRegistry]:
+    """`sandbox` and `tools` if the sandbox runs here (its probe runs `true` in it). If not: an
+    `UnavailableSandbox` saying why (the verifier fails with it) and `tools` without the tools
+    declared `runs_code`, so a run of a profile that names one is refused at its start."""
+    try:
+        sandbox.probe()
+    except SandboxUnavailable as exc:
+        refused = sorted(t.name for t in tools.tools.values() if t.runs_code)
+        log.error(
+            "the %s sandbox cannot run programs here: %s. Not offering %s; verifiers will fail. "
+            "Fix the cause, or set RATCHET_SANDBOX=off to run them unconfined (docs/SECURITY.md)",
+            sandbox.name, exc, ", ".join(refused) or "no tool",
+        )
+        return UnavailableSandbox(f"the {sandbox.name} sandbox cannot run here: {exc}"), tools.without_code_runners()
+    return sandbox, tools
 
 
 class Activities:
@@ -165,8 +194,8 @@ class Activities:
         settings, artifacts, ledger = options.settings, options.artifacts, options.ledger
         self.preparer = RunPreparer(settings, options.profiles, options.tools, options.providers, artifacts, ledger)
         self.model = ModelActivities(options.providers, artifacts, ledger)
-        self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings)
-        self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id)
+        self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox)
+        self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id, options.sandbox)
         self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
 
     def all(self) -> list[Callable]:
@@ -229,9 +258,12 @@ class RatchetPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Run `worker` and, beside it, this host's workspace worker (`host_worker`), started and
+        """Check the namespace's search attributes (ratchet/ops/search_attributes.py), then run
+        `worker` and, beside it, this host's workspace worker (`host_worker`), started and
         stopped together: when `worker` stops, the host worker is shut down (drained) too; shut
         both down at once with `shutdown_worker` (what `ratchet worker` does on SIGTERM)."""
+        if self.options.settings.search_attributes:  # else every run would hang on its first upsert
+            await ensure_search_attributes(worker.client)
         host = self.host_worker(worker) if worker not in self.host_workers else None  # once per worker
         if host is None:
             return await next(worker)

@@ -131,6 +131,14 @@ class SeaweedS3:
         self.started_in_s = time.monotonic() - began
         return self
 
+    def start_again(self, timeout_s: float = 60) -> None:
+        """Start the server again after `stop()`, on the same ports and data directory: an outage
+        of the same store, not a new one (the clients' endpoint stays valid)."""
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait_ready(timeout_s)
+
     def _wait_ready(self, timeout_s: float) -> None:
         """Ready when the bucket exists and an object round-trips (the first write to a new bucket
         waits for the volume server to register, which can take seconds)."""

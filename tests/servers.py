@@ -68,6 +68,7 @@ class LocalPostgres:
     process: subprocess.Popen | None = None
     started_in_s: float = 0.0
     install: Path = field(default_factory=postgres_install)
+    _argv: list[str] = field(default_factory=list, repr=False)
 
     # --- addresses ---
 
@@ -210,6 +211,22 @@ class LocalPostgres:
         self.stop()
         raise TimeoutError(f"postgres not ready on port {self.port} after {timeout_s}s ({last!r}); "
                            f"log:\n{self._log_tail()}")
+
+    def halt(self) -> None:
+        """Stop the server (fast shutdown) and keep its data and port: `start_again()` brings the
+        same database back, as after an outage or a restart of the database host."""
+        assert self.process is not None, "not started"
+        self._argv = list(self.process.args)
+        self._stop_process()
+
+    def start_again(self, timeout_s: float = 30) -> None:
+        """Start the server `halt()` stopped, on the same data directory and port."""
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                self._argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(),
+                start_new_session=True, preexec_fn=_die_with_parent, **self._as_user(),
+            )
+        self._wait_ready(timeout_s)
 
     def pause(self) -> None:
         """Freeze the server and its backends (SIGSTOP): connections stay open and nothing

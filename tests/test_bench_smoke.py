@@ -26,3 +26,18 @@ async def test_bench_harness_measures_a_floor_and_a_ratchet_cell(dev_server, tmp
     assert figures["step_time_ratio"] > 0 and figures["history_bytes_ratio"] > 1
     report = (tmp_path / "out" / "latest.md").read_text()
     assert "step_time_ratio" in report and "## Findings" in report
+
+
+async def test_bench_scaleout_cells_count_store_calls_on_both_store_pairs(dev_server, tmp_path):
+    from bench.scaleout import LOCAL, REMOTE, remote_stores, scaleout_figures, variants
+
+    env = await connect_env(dev_server.address, dev_server.process.pid, tmp_path / "work")
+    with remote_stores(tmp_path / "stores") as remote_env:
+        table = variants(remote_env)
+        cells = await asyncio.gather(*(step_cell(env, table[name], 2, warm_runs=1) for name in (LOCAL, REMOTE)))
+    for cell in cells:
+        calls = cell["store_calls_per_step"]
+        assert calls["ledger.begin"] >= 1 and calls["ledger.complete"] >= 1 and calls["artifacts.put"] >= 1, calls
+    figures = scaleout_figures({"cells": list(cells)})
+    assert figures["scaleout_step_time_ratio"] > 0 and figures["scaleout_worker_cpu_ratio"] > 0
+    assert figures["scaleout_ledger_calls_per_step"] >= 2

@@ -21,7 +21,7 @@ from temporalio.exceptions import ChildWorkflowError, FailureError
 
 from ratchet.contracts import (
     AGENT_WORKFLOW, AgentResult, AgentState, Decision, Effect, EffectClass, EffectStatus, ErrorType, Message,
-    PendingApproval, Phase, RunPlan, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
+    PendingApproval, Phase, RunPlan, SandboxPolicy, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
     valid_unicode,
 )
 from ratchet.core import keys
@@ -109,7 +109,10 @@ async def _run_activity_tool(
 
 async def _execute_tool(state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any]) -> ToolResult:
     # key, workflow id and tool name come from the activity's own info (not repeated in history)
-    invocation = ToolInvocation(step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace)
+    invocation = ToolInvocation(
+        step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace,
+        sandbox=plan.sandbox if spec.workspace else SandboxPolicy(),  # absent from history while the default
+    )
     retry = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts)
     summary = f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip()
     if spec.local:  # fast and read-only (see ToolSpec.local): no server round trip

@@ -200,7 +200,9 @@ class AgentWorkflow:
                 "run.prepare",
                 PrepareRun(run=run, workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
                 result_type=RunPlan, start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=5), summary=f"prepare agent {run.agent}",
+                # about a minute of attempts: a ledger or artifact store outage is waited out
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+                summary=f"prepare agent {run.agent}",
             )
         except ActivityError as err:
             raise_if_cancelled(err)

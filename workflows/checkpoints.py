@@ -85,10 +85,12 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
             VerifyRequest(
                 key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
                 workspace=plan.workspace, verifier=plan.verifier, changed=_changed_files(state.effects[since:]),
+                sandbox=plan.sandbox,
             ),
             result_type=VerifyResult,
             start_to_close_timeout=timedelta(seconds=plan.verifier.timeout_s + 60),
-            retry_policy=RetryPolicy(maximum_attempts=3),
+            # about a minute of attempts: a store outage (the manifest goes to the artifact store) is waited out
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             summary=f"step {state.step}: verify {' '.join(plan.verifier.argv)}"[:200],
             **hosts.on_host(state.workspace_host, plan),  # in the workspace, on its host

@@ -38,7 +38,10 @@ from ratchet.workflows.hosts import HostLost, host_name
 
 MAX_FAILOVERS = 5
 """Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
-WORKSPACE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+WORKSPACE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=10,
+)
+"""About a minute of attempts: an outage of the artifact store (snapshots, manifests) is waited out."""
 WORKSPACE_TIMEOUT = timedelta(minutes=5)
 
 

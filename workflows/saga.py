@@ -32,9 +32,11 @@ from ratchet.workflows.hosts import HostLost
 UNDO_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
     backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=10,
 )
+"""About a minute of attempts: an outage of the ledger or the artifact store (a file's old bytes) is
+waited out, not turned into COMPENSATION_FAILED."""
 
 
 def undoable(plan: RunPlan, effect: Effect) -> bool:

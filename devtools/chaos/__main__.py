@@ -1,4 +1,5 @@
-"""`python -m devtools.chaos --runs 50`: see devtools/chaos/runner.py. Exits 1 if any figure is off."""
+"""`python -m devtools.chaos --runs 50`: see devtools/chaos/runner.py; `--hosts 2`: two hosts, one
+SIGKILLed for good, store outages (devtools/chaos/hosts.py). Exits 1 if any figure is off."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import asyncio
 import logging
 from pathlib import Path
 
-from devtools.chaos.runner import Options, problems, run_chaos
+from devtools.chaos.hosts import STORES, HostsOptions, run_hosts
+from devtools.chaos.runner import Options, audit_problems, run_chaos
 from ratchet.ops.process import exit_now
 
 
-def parse(argv: list[str] | None = None) -> Options:
+def parse(argv: list[str] | None = None) -> Options | HostsOptions:
     p = argparse.ArgumentParser(prog="python -m devtools.chaos", description="Agent runs under SIGKILLs, a server "
                                 "restart and model faults, then an audit of the outside store.")
     p.add_argument("--runs", type=int, default=50)
@@ -28,7 +30,24 @@ def parse(argv: list[str] | None = None) -> Options:
     p.add_argument("--deadline", type=float, default=900.0, help="seconds before an open run counts as lost")
     p.add_argument("--agent", default="chaos", choices=["chaos", "chaos_quick"], help="chaos_quick: no checkpoints")
     p.add_argument("--dir", type=Path, default=None, help="state directory (default .devtools/chaos/<time>)")
+    hosts = p.add_argument_group("two hosts (--hosts 2; the options above apply: --runs, --seed, --spread, "
+                                 "--task-timeout, --deadline, --dir)")
+    hosts.add_argument("--hosts", type=int, default=1, choices=[1, 2],
+                       help="2: two worker processes as two hosts on Postgres, S3 and the dev server; one is "
+                       "SIGKILLed for good")
+    hosts.add_argument("--outages", default=",".join(STORES),
+                       help="stores stopped for --outage-s and started again, comma-separated: postgres, s3 (or none)")
+    hosts.add_argument("--outage-s", type=float, default=10.0)
+    hosts.add_argument("--kill-at", type=float, default=None, help="seconds after the first start (default: 30%% of the spread)")
     a = p.parse_args(argv)
+    if a.hosts == 2:
+        outages = tuple(o for o in a.outages.split(",") if o and o != "none")
+        if any(o not in STORES for o in outages):
+            p.error(f"--outages: {a.outages!r}: expected a comma-separated list of {', '.join(STORES)} or none")
+        return HostsOptions(
+            runs=a.runs, seed=a.seed, spread_s=a.spread, kill_at_s=a.kill_at, outages=outages, outage_s=a.outage_s,
+            task_timeout_s=a.task_timeout or 5.0, deadline_s=a.deadline, base=a.dir,
+        )
     return Options(
         runs=a.runs, seed=a.seed, model_share=1.0 if a.model_faults else a.model_share, fault_rate=a.fault_rate,
         kill_every=tuple(a.kill_every), kills=not a.no_kills, restart_server=not a.no_server_restart,
@@ -39,14 +58,17 @@ def parse(argv: list[str] | None = None) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)
+    opts = parse(argv)
     try:
-        session = asyncio.run(run_chaos(parse(argv)))
+        session = asyncio.run(run_hosts(opts) if isinstance(opts, HostsOptions) else run_chaos(opts))
     except Exception as exc:  # the harness itself failed: say so, never print a figure
         logging.getLogger("devtools.chaos").exception("chaos run could not complete: %s", exc)
         return 2
-    for line in problems(session):
+    for line in audit_problems(session.audits):
         print(line)
     print(f"report: {session.base / 'report.json'}")
+    if isinstance(opts, HostsOptions):
+        print(session.figures.details())
     print(session.figures.line(), flush=True)
     return 0 if session.figures.ok else 1
 

@@ -16,8 +16,10 @@ effect: a second execution of one call, or an effect the run says it undid or ne
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 
@@ -26,6 +28,9 @@ from devtools.chaos.stack import Stack, rows, tree
 from ratchet.contracts import AgentState, EffectStatus, Phase
 
 TMP_SUFFIX = ".ratchet-tmp"
+_LABEL_KEY = re.compile(r"\(([^()]*)\)(?:: [^()]*)?$")
+"""The key in a rollback report's label: `step 2 write_file (KEY)`, after a failover
+`step 2 write_file (KEY): restored from cp-1 on host host-b` (workflows/saga.py)."""
 
 
 @dataclass
@@ -50,8 +55,11 @@ class RunAudit:
         )
 
 
-def audit_world(stack: Stack, workflow_id: str, workspace: str, state: AgentState) -> RunAudit:
-    """Compare the effects left on `state`'s stack with the tracker, the outbox and the files."""
+def audit_world(
+    stack: Stack, workflow_id: str, workspace: str, state: AgentState, directory: Path | None = None
+) -> RunAudit:
+    """Compare the effects left on `state`'s stack with the tracker, the outbox and the files (of
+    `directory`; default: the workspace on `stack`'s host)."""
     audit = RunAudit(workflow_id=workflow_id, kind="")
     files: dict[str, str] = {}
     keys: dict[str, set[str]] = {"create_ticket": set(), "outbox_send": set()}
@@ -63,11 +71,11 @@ def audit_world(stack: Stack, workflow_id: str, workspace: str, state: AgentStat
         elif effect.tool in keys:
             keys[effect.tool].add(effect.key)
     for tool, table in (("create_ticket", "tickets"), ("outbox_send", "outbox")):
-        found = Counter(key for key, _, _ in rows(stack.tracker_path, table, f"{workflow_id}/"))
+        found = Counter(key for key, _, _ in rows(stack.settings(), table, f"{workflow_id}/"))
         audit.missing += [f"{table} {key}" for key in sorted(keys[tool] - set(found))]
         audit.extra += [f"{table} {key} x{n}" for key, n in found.items() if key not in keys[tool]]
         audit.extra += [f"{table} {key} x{n}" for key, n in found.items() if key in keys[tool] and n > 1]
-    actual = tree(stack.workspace(workspace))
+    actual = tree(directory if directory is not None else stack.workspace(workspace))
     audit.residue = [path for path in actual if path.endswith(TMP_SUFFIX)]
     for path, content in files.items():
         if actual.get(path) != content.encode():
@@ -83,15 +91,18 @@ def _unaccounted(state: AgentState) -> list[str]:
     accounted = {e.key for e in state.effects}
     for report in state.rollbacks:
         for label in report.undone + report.irreversible + report.not_undone:
-            accounted.add(label.rsplit("(", 1)[-1].rstrip(")"))
+            found = _LABEL_KEY.search(label)
+            accounted.add(found.group(1) if found else label)
     side_effects = {"write_file", "create_ticket", "outbox_send"}
     return [r.key for r in state.tool_calls if r.tool in side_effects and r.result.ok and r.key not in accounted]
 
 
-def audit_run(stack: Stack, run: ChaosRun, state: AgentState | None, history: object | None) -> RunAudit:
+def audit_run(
+    stack: Stack, run: ChaosRun, state: AgentState | None, history: object | None, directory: Path | None = None
+) -> RunAudit:
     if state is None:
         return RunAudit(run.workflow_id, run.kind, note="no state: the run is lost")
-    audit = audit_world(stack, run.workflow_id, run.input["workspace"], state)
+    audit = audit_world(stack, run.workflow_id, run.input["workspace"], state, directory)
     audit.kind, audit.phase = run.kind, str(state.phase)
     audit.completed = state.phase == run.expect
     if run.compensates:

@@ -88,9 +88,9 @@ async def run_chaos(opts: Options, log: Callable[[str], None] = print) -> Sessio
         runs = plan_runs(opts.runs, rng, opts.model_share, f"chaos-{stack.task_queue[-6:]}", opts.agent)
         stop = asyncio.Event()
         killer = asyncio.create_task(supervisor.chaos(stop)) if opts.kills else None
-        starter = asyncio.create_task(_start_all(client, stack, runs, spread, opts.task_timeout_s))
+        starter = asyncio.create_task(start_all(client, stack, runs, spread, opts.task_timeout_s))
         restarts = asyncio.create_task(_restart(server, spread / 2, log)) if opts.restart_server else None
-        await _wait_closed(client, runs, started, opts.deadline_s, supervisor, log)
+        await wait_closed(client, runs, started, opts.deadline_s, log, lambda: f"worker kills {supervisor.kills}")
         await starter
         stop.set()
         for task in (killer, restarts):
@@ -112,7 +112,7 @@ async def run_chaos(opts: Options, log: Callable[[str], None] = print) -> Sessio
     return session
 
 
-async def _start_all(
+async def start_all(
     client: Client, stack: Stack, runs: list[ChaosRun], spread: float, task_timeout_s: float | None
 ) -> None:
     gap = spread / max(len(runs), 1)
@@ -140,10 +140,11 @@ async def _restart(server: DevServer, after_s: float, log: Callable[[str], None]
     log(f"chaos: dev server restarted on {server.address} in {time.monotonic() - began:.1f}s")
 
 
-async def _wait_closed(
-    client: Client, runs: list[ChaosRun], started: float, deadline_s: float, supervisor: Supervisor,
-    log: Callable[[str], None],
+async def wait_closed(
+    client: Client, runs: list[ChaosRun], started: float, deadline_s: float, log: Callable[[str], None],
+    status: Callable[[], str],
 ) -> None:
+    """Until every run is closed or `deadline_s` has passed; a progress line every 15 s."""
     open_ids = {run.workflow_id for run in runs}
     last_note = 0.0
     while open_ids and time.monotonic() - started < deadline_s:
@@ -159,7 +160,7 @@ async def _wait_closed(
         if elapsed - last_note >= 15:
             last_note = elapsed
             closed = len(runs) - len(open_ids)
-            log(f"chaos: {elapsed:4.0f}s  closed {closed}/{len(runs)}  worker kills {supervisor.kills}")
+            log(f"chaos: {elapsed:4.0f}s  closed {closed}/{len(runs)}  {status()}")
 
 
 async def _audit(client: Client, stack: Stack, run: ChaosRun) -> RunAudit:
@@ -186,8 +187,12 @@ def _report(session: Session) -> dict:
 
 def problems(session: Session) -> list[str]:
     """One line for each run the audit did not find clean."""
+    return audit_problems(session.audits)
+
+
+def audit_problems(audits: list[RunAudit]) -> list[str]:
     out = []
-    for a in session.audits:
+    for a in audits:
         if a.clean:
             continue
         detail = "; ".join(filter(None, [

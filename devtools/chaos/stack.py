@@ -1,9 +1,14 @@
 """One private Ratchet installation on disk: workspace root, artifacts, ledger, tracker, and the
-environment a worker process needs to use them, plus helpers every chaos module shares."""
+environment a worker process needs to use them, plus helpers every chaos module shares.
+
+A stack on several hosts (devtools/chaos/hosts.py) names its host (`host_id`: its own directory
+under `base`, so hosts share no directory) and keeps the ledger, the artifacts and the tracker on
+servers (`ledger_url`, `artifact_url`, `tracker_url`); the audit's readers below take either."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sqlite3
 import sys
@@ -18,7 +23,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from devtools.workers import WorkerProcess
+from ratchet.activities.tracker_tools import open_tracker
 from ratchet.ops.settings import Settings, worker_environment
+from ratchet.stores.urls import POSTGRES_SCHEMES, ledger_path
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = "tests.plugins.chaos_tools"
@@ -35,22 +42,43 @@ class Stack:
     cached_workflows: int = 0
     """0: every workflow task replays the history so far (non-determinism shows at once)."""
     env: dict[str, str] = field(default_factory=dict)
+    host_id: str | None = None
+    """RATCHET_HOST_ID of its workers; set, the stack's files live under `base/host_id` (None: the
+    worker's default host id, files under `base`)."""
+    ledger_url: str | None = None
+    """RATCHET_LEDGER_URL (None: the SQLite file `ledger_path`)."""
+    artifact_url: str | None = None
+    """RATCHET_ARTIFACT_URL (None: the directory `artifact_dir`)."""
+    tracker_url: str | None = None
+    """RATCHET_TRACKER_URL (None: the SQLite file `tracker_path`)."""
+
+    def on_host(self, host_id: str) -> Stack:
+        """The same installation (queue, servers) as seen by host `host_id`, with its own files."""
+        return dataclasses.replace(self, host_id=host_id)
+
+    @property
+    def home(self) -> Path:
+        return self.base if self.host_id is None else self.base / self.host_id
 
     @property
     def workspace_root(self) -> Path:
-        return self.base / "workspaces"
+        return self.home / "workspaces"
 
     @property
     def artifact_dir(self) -> Path:
-        return self.base / "artifacts"
+        return self.home / "artifacts"
 
     @property
     def ledger_path(self) -> Path:
-        return self.base / "ledger.sqlite3"
+        return self.home / "ledger.sqlite3"
 
     @property
     def tracker_path(self) -> Path:
-        return self.base / "tracker.sqlite3"
+        return self.home / "tracker.sqlite3"
+
+    @property
+    def host_queue(self) -> str:
+        return self.settings().host_task_queue
 
     def workspace(self, name: str) -> Path:
         return self.workspace_root / name
@@ -58,7 +86,13 @@ class Stack:
     def worker_env(self) -> dict[str, str]:
         """The environment of a `python -m ratchet.worker` process for this stack."""
         pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **self.env})
+        stores = {
+            name: value for name, value in (
+                ("RATCHET_HOST_ID", self.host_id), ("RATCHET_LEDGER_URL", self.ledger_url),
+                ("RATCHET_ARTIFACT_URL", self.artifact_url), ("RATCHET_TRACKER_URL", self.tracker_url),
+            ) if value is not None
+        }
+        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **stores, **self.env})
 
     def settings(self, **overrides: object) -> Settings:
         """The same configuration as Settings, for in-process workers and direct activity calls."""
@@ -66,7 +100,10 @@ class Stack:
             temporal_address=self.address, task_queue=self.task_queue, workspace_root=self.workspace_root,
             artifact_dir=self.artifact_dir, ledger_path=self.ledger_path, tracker_path=self.tracker_path,
             max_cached_workflows=self.cached_workflows, plugins=PLUGINS, codec_keys=None,
+            ledger_url=self.ledger_url, artifact_url=self.artifact_url, tracker_url=self.tracker_url,
         )
+        if self.host_id is not None:
+            values["host_id"] = self.host_id
         values.update(overrides)
         return Settings(**values)
 
@@ -78,27 +115,39 @@ class Stack:
         return WorkerProcess(self.worker_command(), env=self.worker_env(), cwd=ROOT, log=log, ready_timeout=ready_timeout)
 
 
-def rows(path: Path, table: str, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(idempotency_key, title/recipient, body) of a tracker table, keys starting with `prefix`."""
-    if not path.exists():
+def rows(where: Path | Settings, table: str, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(idempotency_key, title/recipient, body) of a tracker table, keys starting with `prefix`:
+    the SQLite file `where`, or the tracker of settings `where` (its file or RATCHET_TRACKER_URL)."""
+    settings = where if isinstance(where, Settings) else Settings(tracker_path=where, tracker_url=None)
+    if settings.tracker_url is None and not Path(settings.tracker_path).exists():
         return []
+    exists = ("SELECT to_regclass(?) IS NOT NULL" if settings.tracker_url is not None
+              else "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?")
     column = "title" if table == "tickets" else "recipient"
-    with sqlite3.connect(path, timeout=30) as conn:
-        known = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if table not in known:
+    query = (f"SELECT idempotency_key, {column}, body FROM {table}"
+             " WHERE substr(idempotency_key, 1, ?) = ? ORDER BY id")
+    with open_tracker(settings) as conn:
+        if not conn.execute(exists, (table,)).fetchone()[0]:
             return []
-        query = (f"SELECT idempotency_key, {column}, body FROM {table}"
-                 " WHERE substr(idempotency_key, 1, ?) = ? ORDER BY id")
-        return list(conn.execute(query, (len(prefix), prefix)))
+        return [tuple(row) for row in conn.execute(query, (len(prefix), prefix)).fetchall()]
 
 
-def restarted_calls(ledger_path: Path) -> list[str]:
+def restarted_calls(ledger: Path | str) -> list[str]:
     """Ledger keys of tool calls and undos that started more than once: a worker died (or the
-    attempt failed) after the call had begun, so the retry met a STARTED entry."""
-    if not ledger_path.exists():
-        return []
-    with sqlite3.connect(ledger_path, timeout=30) as conn:
-        found = conn.execute("SELECT key FROM ledger WHERE starts > 1 ORDER BY started_at").fetchall()
+    attempt failed) after the call had begun, so the retry met a STARTED entry. `ledger`: the
+    SQLite file, or a RATCHET_LEDGER_URL (sqlite:// or postgresql://)."""
+    url = str(ledger) if isinstance(ledger, str) else None
+    if url is not None and url.split(":", 1)[0].lower() in POSTGRES_SCHEMES:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            found = conn.execute("SELECT key FROM ratchet_ledger WHERE starts > 1 ORDER BY started_at").fetchall()
+    else:
+        path = ledger_path(url) if url is not None else Path(ledger)
+        if not path.exists():
+            return []
+        with sqlite3.connect(path, timeout=30) as conn:
+            found = conn.execute("SELECT key FROM ledger WHERE starts > 1 ORDER BY started_at").fetchall()
     return [key for (key,) in found if not key.endswith("/model")]
 
 

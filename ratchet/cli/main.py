@@ -25,6 +25,10 @@ def _config(args: argparse.Namespace) -> int:
         print(f"ratchet: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(shown, indent=2))
+    if shown.get("sandbox") == "off":
+        from ratchet.sandbox.choose import UNCONFINED_WARNING
+
+        print(f"ratchet: WARNING: {UNCONFINED_WARNING}", file=sys.stderr)
     return 0
 
 

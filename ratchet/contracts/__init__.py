@@ -3,6 +3,7 @@
 - `run`: what a user sends (the workflow input `AgentRun`, update and query inputs);
 - `plan`: a run resolved against the worker's profiles (`RunPlan`, `RunPolicy`, tool specs);
 - `payloads`: activity inputs and outputs (model and tool calls, undo, verification);
+- `sandbox`: what a run's programs may do (`SandboxPolicy`);
 - `state`: the agent's state (`AgentState`), effects, checkpoints, the handover and the result;
 - `base`: the vocabulary they share.
 
@@ -16,6 +17,7 @@ from ratchet.contracts.base import (
 from ratchet.contracts.run import (
     AGENT_WORKFLOW, STATE_QUERY, ScriptedToolCall, ScriptedReply, ModelOverride, BudgetOverride, ResumeFrom, AgentRun, RollbackRequest, ApproveRequest, RejectRequest, TranscriptPage,
 )
+from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.contracts.plan import (
     Budget, ModelSettings, ApprovalRule, ToolSpec, Verifier, RunPolicy, RunPlan, ModelCallConfig, PrepareRun,
 )
@@ -55,6 +57,7 @@ __all__ = [
     "ApprovalRule",
     "ToolSpec",
     "Verifier",
+    "SandboxPolicy",
     "RunPolicy",
     "RunPlan",
     "ModelCallConfig",

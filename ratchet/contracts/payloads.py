@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef
 from ratchet.contracts.plan import Verifier
+from ratchet.contracts.sandbox import SandboxPolicy
 
 
 class ToolCallRequest(BaseModel):
@@ -73,6 +74,9 @@ class ToolInvocation(BaseModel):
     tool: str = ""
     """Empty: filled by the tool activity from its own info (workflow id, activity type), the key
     as `{workflow id}/{step}/{call id}`; so history does not repeat them for every call."""
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    """The run's sandbox policy (`RunPolicy.sandbox`), for tools that run programs; sent only by
+    workspace tools, and absent from history while it is the default."""
 
 
 class ToolResult(BaseModel):
@@ -113,6 +117,8 @@ class VerifyRequest(BaseModel):
     changed: dict[str, ArtifactRef | None] = Field(
         default_factory=dict, description="Paths written since the last checkpoint -> bytes before (None: absent)."
     )
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    """The run's sandbox policy: the verifier runs in it as `run_command` does."""
 
 
 class VerifyResult(BaseModel):

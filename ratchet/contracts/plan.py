@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, EffectClass, FailurePolicy
 from ratchet.contracts.run import AgentRun
+from ratchet.contracts.sandbox import SandboxPolicy
 
 
 class Budget(BaseModel):
@@ -93,6 +94,8 @@ class RunPolicy(BaseModel):
     host_timeout_s: float = Field(60.0, gt=0)
     """How long a workspace activity may wait for the host holding the workspace to take it; then the
     host counts as lost and the run fails over (workflows/failover.py)."""
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    """Limits, environment and network of the programs the run's tools and verifier run."""
 
 
 class RunPlan(RunPolicy):

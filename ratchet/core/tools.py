@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import EffectClass, ToolSpec
+from ratchet.contracts import EffectClass, SandboxPolicy, ToolSpec
 
 if TYPE_CHECKING:
     from ratchet.ops.settings import Settings
+    from ratchet.sandbox import Sandbox
 
 
 class ToolError(Exception):
@@ -60,6 +61,12 @@ class ToolContext:
     """Report progress (long tools); the details come back in `resume_from` after a retry."""
     resume_from: Any = None
     """Details of the last heartbeat of an earlier attempt, or None."""
+    sandbox: Sandbox | None = None
+    """Where a tool declared `runs_code` runs programs (the worker's backend, RATCHET_SANDBOX):
+    `ratchet.activities.commands.run_program(ctx.sandbox, argv, ctx.workspace, ctx.sandbox_policy)`.
+    None for the other tools."""
+    sandbox_policy: SandboxPolicy = field(default_factory=SandboxPolicy)
+    """The run's limits, environment allowlist and network for those programs (its profile's)."""
 
 
 @dataclass
@@ -89,6 +96,9 @@ class Tool:
     workspace: bool = False
     """Reads or writes `ctx.workspace`: runs (with its undo) on the host holding the run's workspace,
     never as a local activity. A tool that uses `ctx.workspace` must say so."""
+    runs_code: bool = False
+    """Runs programs (implies `workspace`): gets `ctx.sandbox`, and is left out of a worker whose
+    sandbox cannot run (docs/SECURITY.md). Any tool that starts a process must say so."""
     undo: ToolFn | None = None
     reconcile: ToolFn | None = None
     """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
@@ -171,6 +181,7 @@ class ToolRegistry:
         kind: str = "activity",
         heartbeat_s: float | None = None,
         workspace: bool = False,
+        runs_code: bool = False,
     ) -> Callable[[ToolFn], ToolFn]:
         """Decorator: register `fn(ctx, args: SomeModel)`; the description is its docstring."""
 
@@ -187,7 +198,8 @@ class ToolRegistry:
                     idempotent=idempotent,
                     kind=kind,
                     heartbeat_s=heartbeat_s,
-                    workspace=workspace,
+                    workspace=workspace or runs_code,
+                    runs_code=runs_code,
                 )
             )
             return fn
@@ -215,6 +227,10 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool:
         return self.tools[name]
+
+    def without_code_runners(self) -> ToolRegistry:
+        """A copy without the tools declared `runs_code` (a worker whose sandbox cannot run)."""
+        return ToolRegistry({name: t for name, t in self.tools.items() if not t.runs_code})
 
 
 def _origin(fn: ToolFn) -> str:

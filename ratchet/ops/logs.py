@@ -6,6 +6,9 @@ agent step, the tool call id and the idempotency key. An activity interceptor pu
 a contextvar for the activity's duration, so any logger called from a tool (not only
 `activity.logger`) gets it, and logs one `activity completed` / `activity failed` line per
 execution. Workflow code logs through `workflow.logger`, whose records carry the workflow's ids.
+
+Every record is redacted before it is written (`RedactingFilter`): a library may log a request, a
+response or an exception that quotes a secret, in any form ratchet/ops/redaction.py recognises.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from ratchet.core import keys
+from ratchet.ops.redaction import Redactor, secret_values
 from ratchet.ops.settings import Settings
 
 log = logging.getLogger("ratchet.activity")
@@ -62,13 +66,39 @@ class JsonFormatter(logging.Formatter):
         if isinstance(extra, dict):
             out.update(extra)
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(out, default=str, ensure_ascii=False)
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter: the record's message, traceback and stack with secrets masked. The message
+    is formatted here (its arguments may quote a secret), the traceback kept as `exc_text`."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.redactor:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # bad arguments: logging reports them when it formats the record
+            return True
+        record.msg, record.args = self.redactor.redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redactor.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redactor.redact(record.stack_info)
+        return True
 
 
 def configure_logging(settings: Settings) -> None:
     """Root logging for a worker process, to stderr, in RATCHET_LOG_FORMAT at RATCHET_LOG_LEVEL."""
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter(Redactor(secret_values(settings))))
     if settings.log_format == "json":
         handler.setFormatter(JsonFormatter())
         _ids_in_fields_not_messages()

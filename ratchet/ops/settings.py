@@ -100,7 +100,7 @@ class Settings(BaseSettings):
         "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME as the OpenTelemetry SDK reads them.",
     )
 
-    @field_validator("log_format", mode="before")
+    @field_validator("log_format", "sandbox", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
@@ -116,6 +116,14 @@ class Settings(BaseSettings):
         description="Fast read-only tools (timeout at most 30 s, no heartbeat) run as local activities: "
         "no server round trip per call. Read-only only: a local activity may run again after a worker crash. "
         "Off on a worker with RATCHET_MAX_CACHED_WORKFLOWS=0 (its evictions cancel local activities).",
+    )
+    sandbox: Literal["nsjail", "off"] = Field(
+        "nsjail",
+        validation_alias=_env("RATCHET_SANDBOX"),
+        description="Where programs the agent runs (run_command, verifiers, tools declared runs_code) run: "
+        "`nsjail`, fresh Linux namespaces, no root needed (ratchet/sandbox/); `off`, unconfined as the worker's "
+        "user (logged as a WARNING at start). If nsjail cannot run here, the worker does not offer those tools "
+        "and verifiers fail (docs/SECURITY.md).",
     )
     plugins: str = Field(
         "",
@@ -171,6 +179,12 @@ class Settings(BaseSettings):
     )
     tracker_path: Path = Field(
         Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH")
+    )
+    tracker_url: SecretStr | None = Field(
+        None,
+        validation_alias=_env("RATCHET_TRACKER_URL"),
+        description="The example tracker's database (activities/tracker_tools.py): postgresql://USER:PASSWORD@HOST:PORT/DB "
+        "(shared by many hosts). Unset: the SQLite file RATCHET_TRACKER_PATH. A secret: `ratchet config` masks it.",
     )
 
     @field_validator("temporal_address")

@@ -29,12 +29,13 @@ single-statement transaction. `claim` is one transaction: the chain's row is loc
 ... FOR UPDATE` (inserted first if absent), so concurrent claims of one workflow id run one after
 the other and exactly one of them sees the old chain.
 
-Synchronous, in async activities. The `Ledger` protocol is synchronous and the activities call it
-directly on the event loop, as they do SQLite's. A ledger call is one round trip (two or three
-for `begin` of a key that exists, five for `claim`, once per run) on a pooled connection
-(psycopg_pool, 1 to 4 connections, opened at start), so a step pays no connection setup; under a
-millisecond on a LAN. The price: while a call waits for the server the worker's event loop waits
-too (an async driver would need an async protocol, and every caller changed). Every wait is therefore bounded, and a call that cannot finish
+Synchronous, off the event loop. The `Ledger` protocol is synchronous; the activities call it in a
+thread (`asyncio.to_thread`), as they do SQLite's, so a call waiting for the server holds up
+neither the worker's event loop nor its other runs (only `ToolContext.record_undo`, which a tool
+calls synchronously, runs on the loop). A ledger call is one round trip (two or three for `begin`
+of a key that exists, five for `claim`, once per run) on a pooled connection (psycopg_pool, 1 to 4
+connections, opened at start), so a step pays no connection setup; under a millisecond on a LAN.
+Every wait is bounded all the same (a thread stuck on a dead server is a slot lost), and a call that cannot finish
 raises `LedgerUnavailable` (retryable: the activity retries):
 
 - connecting: `connect_timeout` 5 s; a connection from the pool: at most 10 s;

@@ -2,7 +2,7 @@
 (ratchet/chaos), loaded by workers through RATCHET_PLUGINS=tests.plugins.chaos_tools.
 
 `outbox_send` is the side effect that can show a duplicate: its outbox table (in the tracker's
-SQLite file) has no UNIQUE constraint, so only the ledger and the tool's reconcile hook stand
+database: the SQLite file, or the Postgres of RATCHET_TRACKER_URL) has no UNIQUE constraint, so only the ledger and the tool's reconcile hook stand
 between a retried call and a second row. It can linger after writing (a wider window for a
 SIGKILL between the side effect and the ledger's COMPLETED record) and can fail fatally after
 writing (a failed call that still took effect, whose undo must still run).
@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ratchet.activities.tracker_tools import tracker_path
+from ratchet.activities.tracker_tools import open_tracker, sqlite_tracker
 from ratchet.contracts import Budget, FailurePolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, ToolContext, ToolOutput, reconcile_for, tool, undo_for
@@ -29,15 +28,15 @@ VERIFIER = Verifier(argv=["test", "!", "-s", BROKEN], timeout_s=2)
 (the workflow allows timeout_s + 60 s before it retries on another worker)."""
 
 
+OUTBOX = (
+    "CREATE TABLE IF NOT EXISTS outbox ({id},"
+    " idempotency_key TEXT NOT NULL, recipient TEXT NOT NULL, body TEXT NOT NULL)"
+)
+
+
 def connect_outbox(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " idempotency_key TEXT NOT NULL, recipient TEXT NOT NULL, body TEXT NOT NULL)"
-    )
-    return conn
+    """The outbox in the SQLite tracker file at `path`."""
+    return sqlite_tracker(path, OUTBOX)
 
 
 class SendArgs(BaseModel):
@@ -54,11 +53,11 @@ def _sent(message_id: int, to: str) -> ToolOutput:
 @tool(effect="compensable", timeout_s=5, max_attempts=20)
 async def outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput:
     """Queue a message in the outbox (the outbox itself does not deduplicate)."""
-    with closing(connect_outbox(tracker_path(ctx))) as conn:
-        cursor = conn.execute(
-            "INSERT INTO outbox (idempotency_key, recipient, body) VALUES (?, ?, ?)", (ctx.key, args.to, args.body)
-        )
-        message_id = cursor.lastrowid
+    with open_tracker(ctx.settings, OUTBOX) as conn:
+        (message_id,) = conn.execute(
+            "INSERT INTO outbox (idempotency_key, recipient, body) VALUES (?, ?, ?) RETURNING id",
+            (ctx.key, args.to, args.body),
+        ).fetchone()
     if args.linger_s:
         await asyncio.sleep(args.linger_s)
     if args.fatal_after_send:
@@ -68,7 +67,7 @@ async def outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput:
 
 @reconcile_for("outbox_send")
 def reconcile_outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput | None:
-    with closing(connect_outbox(tracker_path(ctx))) as conn:
+    with open_tracker(ctx.settings, OUTBOX) as conn:
         row = conn.execute("SELECT id FROM outbox WHERE idempotency_key = ? ORDER BY id", (ctx.key,)).fetchone()
     return _sent(row[0], args.to) if row else None
 
@@ -77,7 +76,7 @@ def reconcile_outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput | None
 def undo_outbox_send(ctx: ToolContext, args: SendArgs, undo: dict | None) -> str:
     """Withdraw the message (by the call's key: safe when the call never reported, or did nothing)."""
     forward_key = ctx.key.removesuffix("/undo")
-    with closing(connect_outbox(tracker_path(ctx))) as conn:
+    with open_tracker(ctx.settings, OUTBOX) as conn:
         deleted = conn.execute("DELETE FROM outbox WHERE idempotency_key = ?", (forward_key,)).rowcount
     return f"withdrew {deleted} message(s)"
 
@@ -130,6 +129,18 @@ register_profile(
         budget=Budget(max_steps=40),
         max_bad_tool_calls=1000,
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,  # no verifier: no checkpoints, all undone
+    )
+)
+
+register_profile(
+    AgentProfile(
+        name="chaos_hosts",
+        system_prompt="You are a test agent with side effects outside Temporal, on several hosts.",
+        tools=["write_file", "read_file", "create_ticket", "outbox_send", "chaos_fail"],
+        budget=Budget(max_steps=40),
+        verifier=VERIFIER,
+        failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
+        host_timeout_s=5,  # a killed host's runs fail over 5 s after their next workspace call
     )
 )
 

@@ -1,0 +1,56 @@
+"""A namespace without Ratchet's search attributes (a plain `temporal server start-dev`): the worker
+registers them at start instead of leaving every run to hang on its first upsert, and the commands
+we print (and document) for a cluster register all three on the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from datetime import timedelta
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+
+from devtools.devserver import DevServer, temporal_binary
+from ratchet.contracts import Phase
+from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES, register_commands
+from ratchet.payloads.converter import BASE_CONVERTER
+from ratchet.worker.main import build_worker
+from ratchet.workflows.visibility import SA_AGENT, SA_APPROVAL, SA_PHASE
+from tests.runs import scripted, start
+
+
+async def _custom(client: Client) -> dict:
+    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=client.namespace))
+    return dict(listed.custom_attributes)
+
+
+def test_the_list_is_what_the_workflow_publishes():
+    assert {SA_AGENT.name, SA_PHASE.name, SA_APPROVAL.name} == set(SEARCH_ATTRIBUTES)
+
+
+async def test_a_worker_registers_missing_search_attributes_so_runs_do_not_hang(tmp_path, settings):
+    with DevServer(db_file=tmp_path / "plain.db", search_attributes=False) as plain:
+        client = await Client.connect(plain.address, data_converter=BASE_CONVERTER)
+        assert not set(SEARCH_ATTRIBUTES) & set(await _custom(client))
+        ours = settings.model_copy(update={"temporal_address": plain.address})
+        async with build_worker(client, ours, graceful_shutdown_timeout=timedelta(0)):
+            handle = await start(client, ours, scripted("probe", [{"content": "ok"}]))
+            result = await asyncio.wait_for(handle.result(), timeout=30)
+        assert result.phase == Phase.DONE
+        assert set(SEARCH_ATTRIBUTES) <= set(await _custom(client))
+
+
+async def test_the_printed_commands_register_every_attribute(tmp_path):
+    with DevServer(db_file=tmp_path / "plain.db", search_attributes=False) as plain:
+        for command in register_commands("default"):
+            argv = shlex.split(command)
+            assert argv[0] == "temporal"
+            proc = await asyncio.create_subprocess_exec(
+                temporal_binary(), *argv[1:], "--address", plain.address,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            out, _ = await proc.communicate()
+            assert proc.returncode == 0, out.decode()
+        client = await Client.connect(plain.address)
+        assert set(SEARCH_ATTRIBUTES) <= set(await _custom(client))
