@@ -35,12 +35,12 @@ async def test_a_reused_workflow_id_never_gets_the_old_runs_results_on_another_h
 
     wid = f"dup-{uuid.uuid4().hex[:8]}"
     host_b = await start_worker(settings, **host("b"))
-    old = await start(client, settings, scripted("priced", [wait(0.1), {"content": "OLD ANSWER"}]), workflow_id=wid)
+    old = await start(client, settings, scripted("boss", [wait(0.1), {"content": "OLD ANSWER"}]), workflow_id=wid)
     assert (await old.result()).answer == "OLD ANSWER"
     assert await host_b.stop() == 0
 
     host_a = await start_worker(settings, **host("a"))
-    new = await start(client, settings, scripted("priced", [wait(3), {"content": "NEW ANSWER"}]), workflow_id=wid)
+    new = await start(client, settings, scripted("boss", [wait(3), {"content": "NEW ANSWER"}]), workflow_id=wid)
     await wait_for_running_activity(new, "tool.probe_wait")
     assert await host_a.stop() == 0  # gone mid-tool: the tool's retry and the rest run on host B
     host_b = await start_worker(settings, **host("b"))

@@ -226,17 +226,18 @@ class AgentWorkflow:
             state.step += 1
             state.used.steps += 1
             reply = await self._think(state, plan)
-            if not reply.message.tool_calls:
-                if reply.finish_reason == "length":  # cut off at the output limit: never a final answer
-                    state.messages.append(Message(role="user", content=CUT_OFF))
-                    continue
-                if plan.verifier is not None and not checkpoints.verified(state):
-                    if not await checkpoints.verify(state, plan):
-                        continue  # the failing check went back to the model; it cannot end DONE
-                state.answer = reply.message.content or ""
-                return self._finish(Phase.DONE)
+            if not reply.message.tool_calls and reply.finish_reason == "length":
+                state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
+                continue
             effects_before = len(state.effects)
             try:
+                if not reply.message.tool_calls:
+                    # under a verifier the workspace as it stands must pass; a failing check goes back
+                    # to the model (it cannot end DONE)
+                    if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
+                        state.answer = reply.message.content or ""
+                        return self._finish(Phase.DONE)
+                    continue
                 await acting.act(state, plan, reply.message.tool_calls, self._visibility)
                 changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
                 if plan.verifier is not None and changed:
