@@ -29,6 +29,7 @@ from ratchet.contracts import (
     AgentState, ArtifactRef, Checkpoint, Evidence, Forked, LoadCheckpoint, VerifyRequest, VerifyResult, WorkspaceBinding,
 )
 from ratchet.core.tools import ToolError
+from ratchet.ops.redaction import redacted
 from ratchet.sandbox import Sandbox
 from ratchet.contracts import ErrorType
 from ratchet.contracts import STATE_QUERY
@@ -60,6 +61,7 @@ class CheckpointActivities:
             exit_code, output = done.exit_code, done.output
         except ToolError as exc:
             exit_code, output = 127, str(exc)
+        output = redacted(output)  # before the full output is stored (the evidence is redacted anyway)
         run, failed = count_tests(output)
         evidence = Evidence(
             argv=req.verifier.argv, exit_code=exit_code, passed=exit_code == 0,

@@ -14,11 +14,13 @@ manifest of the files it holds (activities/checkpoints.py's `snapshot` / `restor
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from temporalio import activity
 
 from ratchet.activities.checkpoints import host_queue, restore, snapshot
+from ratchet.activities.heartbeat import heartbeating
 from ratchet.activities.workspace import open_workspace
 from ratchet.contracts import OpenWorkspace, RehydrateWorkspace, WorkspaceBinding
 from ratchet.stores.artifacts import ArtifactStore
@@ -35,14 +37,16 @@ class WorkspaceActivities:
     @activity.defn(name="workspace.open")
     async def open(self, req: OpenWorkspace) -> WorkspaceBinding:
         workspace = open_workspace(self.workspace_root, req.workspace)
-        manifest = snapshot(workspace, self.artifacts)
+        async with heartbeating():  # a host killed here is noticed by the heartbeat timeout, not in 5 min
+            manifest = await asyncio.to_thread(snapshot, workspace, self.artifacts)
         activity.logger.info("workspace %s opened on host %s", req.workspace, self.host_id)
         return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest)
 
     @activity.defn(name="workspace.rehydrate")
     async def rehydrate(self, req: RehydrateWorkspace) -> WorkspaceBinding:
         workspace = open_workspace(self.workspace_root, req.workspace)
-        files = restore(workspace, self.artifacts, req.manifest_ref)
+        async with heartbeating():
+            files = await asyncio.to_thread(restore, workspace, self.artifacts, req.manifest_ref)
         activity.logger.info("workspace %s rehydrated on host %s: %d files", req.workspace, self.host_id, files)
         return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=req.manifest_ref)
 

@@ -34,7 +34,7 @@ from ratchet.ops.secrets import child_environment, secret_values
 from ratchet.ops.settings import Settings
 from ratchet.replay.replayer import payloads_in
 from tests.ops_workers import ROOT, worker_env
-from tests.runs import scripted, start
+from tests.runs import scripted, start, state_of
 
 KEY = "sk-proj-Zq7Xw2Lm9Pt4Rv8Ks1Hd6Jn3Bc5Fg0Ya"
 
@@ -382,8 +382,12 @@ async def test_a_program_printing_secrets_in_every_encoding_leaves_none_in_histo
             {"tool_calls": [run_command(printing_script(values, repeat_after=9000))]},  # kept as an artifact
             {"content": "done"},
         ]
+        # the verifier (`python -m unittest` at the final answer) imports this module: it prints them too
+        (settings.workspace_root / "secrets").mkdir(parents=True, exist_ok=True)
+        (settings.workspace_root / "secrets" / "test_leak.py").write_text(printing_script(values, repeat_after=9000))
         handle = await start(client, settings, scripted("coder", script, workspace="secrets"))
         result: AgentResult = await asyncio.wait_for(handle.result(), 60)
+        verified = [c.evidence.output for c in (await state_of(handle)).checkpoints]
     finally:
         assert await worker.stop() == 0, worker.tail()
     assert result.phase == Phase.DONE, result
@@ -402,6 +406,7 @@ async def test_a_program_printing_secrets_in_every_encoding_leaves_none_in_histo
         assert leaks(path.read_bytes(), values) == [], path
     big_outputs = [p for p in state if "artifacts" in p.parts and b"printed 3" in p.read_bytes()]
     assert big_outputs, "the long output was kept as an artifact (and redacted there)"
+    assert any("printed 3" in output for output in verified), "the verifier printed them too (its output is stored)"
 
 
 async def _python(script: str) -> tuple[int, str]:
