@@ -57,8 +57,9 @@ from ratchet.models.builtin import builtin_providers
 from ratchet.models.provider import ProviderRegistry
 from ratchet.ops.logs import LogContextInterceptor
 from ratchet.ops.metrics import MetricsInterceptor
-from ratchet.ops.redaction import MIN_SECRET_CHARS, RedactSecretsInterceptor, secret_values
+from ratchet.ops.redaction import RedactSecretsInterceptor
 from ratchet.ops.search_attributes import ensure_search_attributes
+from ratchet.ops.secrets import MIN_SECRET_CHARS, secret_values
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.ops.tracing import tracing_interceptors
 from ratchet.payloads.converter import data_converter

@@ -26,7 +26,8 @@ from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_c
 from ratchet.workflows.hosts import HostLost
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
-"""checkpoint.verify heartbeats every 5 s: a dead worker is noticed in 20 s."""
+"""checkpoint.verify, workspace.open and workspace.rehydrate heartbeat every 5 s: a dead worker (a
+lost host) is noticed in 20 s, and another takes the retry."""
 
 
 def boundary(state: AgentState, checkpoint_id: str) -> int:

@@ -43,9 +43,6 @@ WORKSPACE_RETRY = RetryPolicy(
 )
 """About a minute of attempts: an outage of the artifact store (snapshots, manifests) is waited out."""
 WORKSPACE_TIMEOUT = timedelta(minutes=5)
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
-"""workspace.open and workspace.rehydrate heartbeat every 5 s: a host killed while snapshotting or
-restoring is noticed in 20 s, and another host takes the retry."""
 
 
 async def bind(state: AgentState, plan: RunPlan) -> None:
@@ -68,7 +65,8 @@ async def _open(state: AgentState, plan: RunPlan, host: str | None) -> Workspace
     try:
         return await workflow.execute_activity(
             "workspace.open", OpenWorkspace(workspace=plan.workspace), result_type=WorkspaceBinding,
-            start_to_close_timeout=WORKSPACE_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=WORKSPACE_RETRY,
+            start_to_close_timeout=WORKSPACE_TIMEOUT, heartbeat_timeout=checkpoints.HEARTBEAT_TIMEOUT,
+            retry_policy=WORKSPACE_RETRY,
             summary=f"open workspace {plan.workspace}", **hosts.on_host(host, plan),
         )
     except ActivityError as err:
@@ -90,7 +88,8 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
     try:
         binding = await workflow.execute_activity(
             "workspace.rehydrate", RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest),
-            result_type=WorkspaceBinding, start_to_close_timeout=WORKSPACE_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=WORKSPACE_RETRY,
+            result_type=WorkspaceBinding, start_to_close_timeout=WORKSPACE_TIMEOUT,
+            heartbeat_timeout=checkpoints.HEARTBEAT_TIMEOUT, retry_policy=WORKSPACE_RETRY,
             summary=f"step {state.step}: fail over, restore {target}",
         )
     except ActivityError as err:

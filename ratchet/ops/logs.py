@@ -26,7 +26,8 @@ from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from ratchet.core import keys
-from ratchet.ops.redaction import Redactor, secret_values
+from ratchet.ops.redaction import Redactor
+from ratchet.ops.secrets import secret_values
 from ratchet.ops.settings import Settings
 
 log = logging.getLogger("ratchet.activity")

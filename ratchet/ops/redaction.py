@@ -30,11 +30,10 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from ratchet.ops.secrets import MIN_SECRET_CHARS, Secret, secret_values
+from ratchet.ops.secrets import MIN_SECRET_CHARS, Secret
 
 __all__ = [
-    "MASK", "MIN_SECRET_CHARS", "WINDOW", "Redactor", "RedactSecretsInterceptor", "encodings",
-    "redacted", "redacted_error", "secret_values",
+    "MASK", "WINDOW", "Redactor", "RedactSecretsInterceptor", "encodings", "redacted", "redacted_error",
 ]
 
 MASK = "[REDACTED]"

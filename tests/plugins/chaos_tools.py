@@ -109,11 +109,13 @@ async def chaos_wait(ctx: ToolContext, args: WaitArgs) -> str:
     return f"waited {args.seconds}s"
 
 
+CHAOS_TOOLS = ["write_file", "read_file", "create_ticket", "outbox_send", "chaos_fail"]
+
 register_profile(
     AgentProfile(
         name="chaos",
         system_prompt="You are a test agent with side effects outside Temporal.",
-        tools=["write_file", "read_file", "create_ticket", "outbox_send", "chaos_fail"],
+        tools=CHAOS_TOOLS,
         budget=Budget(max_steps=40),
         max_bad_tool_calls=1000,  # model-fault runs receive malformed tool JSON on purpose
         verifier=VERIFIER,
@@ -125,7 +127,7 @@ register_profile(
     AgentProfile(
         name="chaos_quick",
         system_prompt="You are a test agent with side effects outside Temporal.",
-        tools=["write_file", "read_file", "create_ticket", "outbox_send", "chaos_fail"],
+        tools=CHAOS_TOOLS,
         budget=Budget(max_steps=40),
         max_bad_tool_calls=1000,
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,  # no verifier: no checkpoints, all undone
@@ -136,7 +138,7 @@ register_profile(
     AgentProfile(
         name="chaos_hosts",
         system_prompt="You are a test agent with side effects outside Temporal, on several hosts.",
-        tools=["write_file", "read_file", "create_ticket", "outbox_send", "chaos_fail"],
+        tools=CHAOS_TOOLS,
         budget=Budget(max_steps=40),
         verifier=VERIFIER,
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
