@@ -16,6 +16,7 @@ from ratchet.contracts import AgentResult, AgentState, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
 from devtools.devserver import DevServer
 from tests.runs import scripted
+from tests.test_run_commands import ratchet
 from ratchet.worker.main import build_worker
 from ratchet.workflows.handover import KEEP_TOOL_CALLS
 from ratchet.contracts import AGENT_WORKFLOW
@@ -41,7 +42,10 @@ def steps(n: int) -> list[dict]:
     ]
 
 
-async def run_long(early_server, settings, agent: str, n: int, signals: int = 0) -> tuple[AgentResult, AgentState, list]:
+async def run_long(
+    early_server, settings, agent: str, n: int, signals: int = 0, after=None,
+) -> tuple[AgentResult, AgentState, list]:
+    """`after(handle)` runs once the run is done, while the worker still answers queries."""
     client = await Client.connect(early_server.address, data_converter=BASE_CONVERTER)
     settings = settings.model_copy(update={"temporal_address": early_server.address, "max_cached_workflows": 50})
     async with build_worker(client, settings):
@@ -53,6 +57,8 @@ async def run_long(early_server, settings, agent: str, n: int, signals: int = 0)
             await asyncio.sleep(0.15)
             await handle.signal("send_message", f"note {i}")
         result = await handle.result()
+        if after is not None:
+            await after(handle)
         state = await handle.query(AgentWorkflow.state)
         history = await client.get_workflow_handle(handle.id).fetch_history()
         return result, state, history.events
@@ -85,10 +91,21 @@ async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_se
 
 
 async def test_the_event_bound_continues_as_new_before_the_suggestion(early_server, settings):
-    result, state, events = await run_long(early_server, settings, "approver", 120)
+    pages = []
+
+    async def read_first_page(handle):  # `ratchet transcript`: earlier pages come from the artifact store
+        env = settings.model_copy(update={"temporal_address": early_server.address})
+        pages.append(await ratchet(env, "transcript", handle.id, "--offset", "0", "--limit", "3",
+                                   extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)}))
+
+    result, state, events = await run_long(early_server, settings, "approver", 120, after=read_first_page)
     assert result.phase == Phase.DONE
     assert state.continued >= 2
     assert len(events) < 400 + 50
+    code, out = pages[0]
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert code == 0 and state.messages_base > 3, out
+    assert [m["index"] for m in lines] == [0, 1, 2] and lines[1]["content"].startswith("do the task"), out
 
 
 def test_a_handover_keeps_what_a_rollback_to_the_oldest_checkpoint_needs():

@@ -17,8 +17,9 @@ SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments"
 ]
 
 
-async def ratchet(settings, *args: str) -> tuple[int, str]:
-    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue)
+async def ratchet(settings, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
+    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue,
+               **(extra_env or {}))
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ratchet.cli.main", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

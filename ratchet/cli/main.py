@@ -73,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
     from ratchet.cli.runs import register as register_run_commands
 
     register_run_commands(sub)
+    from ratchet.cli.basics import register as register_basics
+
+    register_basics(sub)
     return root
 
 

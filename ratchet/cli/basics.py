@@ -1,0 +1,206 @@
+"""`ratchet start | list | result | cancel | transcript`: the basics, without switching to the
+`temporal` CLI.
+
+The same with the plain CLI:
+    temporal workflow start --type AgentWorkflow --task-queue ratchet --workflow-id W \\
+        --input '{"agent": "coder", "objective": "..."}'
+    temporal workflow list --query 'WorkflowType="AgentWorkflow" AND RatchetPhase="AWAITING_APPROVAL"'
+    temporal workflow result --workflow-id W
+    temporal workflow cancel --workflow-id W
+    temporal workflow query --workflow-id W --name transcript --input '{"offset": 0, "limit": 20}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from pydantic import ValidationError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+
+from ratchet.cli.runs import _client, _state, _sync, watch
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun, Message, TranscriptPage
+from ratchet.ops.settings import load_settings
+from ratchet.workflows.agent import AgentWorkflow
+
+
+class InvalidRun(Exception):
+    """The run given to `ratchet start` cannot be read or is not a valid AgentRun."""
+
+
+def run_from(args: argparse.Namespace) -> AgentRun:
+    """The run described by `--file` (a JSON object, as `temporal workflow start --input` takes),
+    with AGENT, OBJECTIVE and flags given on the command line taking precedence."""
+    fields: dict = {}
+    if args.file:
+        try:
+            fields = json.loads(Path(args.file).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidRun(f"cannot read {args.file}: {exc}") from None
+        if not isinstance(fields, dict):
+            raise InvalidRun(f"{args.file} must hold a JSON object (the run), not {type(fields).__name__}")
+    for name in ("agent", "objective", "workspace"):
+        if getattr(args, name):
+            fields[name] = getattr(args, name)
+    if args.max_steps is not None:
+        fields.setdefault("budget", {})["max_steps"] = args.max_steps
+    try:
+        return AgentRun.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'run'}: {e['msg']}" for e in exc.errors())
+        raise InvalidRun(f"invalid run: {problems}") from None
+
+
+async def start(args: argparse.Namespace) -> int:
+    try:
+        run = run_from(args)
+    except InvalidRun as exc:
+        print(f"ratchet start: {exc}", file=sys.stderr)
+        return 2
+    client = await _client()
+    workflow_id = args.id or f"{run.agent}-{uuid.uuid4().hex[:8]}"
+    await client.start_workflow(
+        AGENT_WORKFLOW, run.model_dump(exclude_none=True, mode="json"), id=workflow_id,
+        task_queue=load_settings().task_queue,
+    )
+    print(f"started {workflow_id}", flush=True)
+    if not args.follow:
+        return 0
+    return await watch(argparse.Namespace(workflow_id=workflow_id, interval=1.0, once=False))
+
+
+def list_query(args: argparse.Namespace) -> str:
+    clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
+    if args.phase:
+        clauses.append(f'RatchetPhase="{args.phase}"')
+    if args.agent:
+        clauses.append(f'RatchetAgent="{args.agent}"')
+    if args.running:
+        clauses.append('ExecutionStatus="Running"')
+    return " AND ".join(clauses)
+
+
+async def list_runs(args: argparse.Namespace) -> int:
+    client = await _client()
+    print(f"{'workflow id':<36} {'status':<11} {'agent':<14} {'phase':<18} started")
+    shown = 0
+    async for run in client.list_workflows(list_query(args), limit=args.limit):
+        attributes = run.search_attributes
+        agent = (attributes.get("RatchetAgent") or ["-"])[0]
+        phase = (attributes.get("RatchetPhase") or ["-"])[0]
+        status = run.status.name if run.status else "-"
+        print(f"{run.id:<36} {status:<11} {agent:<14} {phase:<18} {run.start_time:%Y-%m-%d %H:%M:%S}")
+        shown += 1
+    if not shown:
+        print("(no runs match)")
+    return 0
+
+
+async def result(args: argparse.Namespace) -> int:
+    handle = (await _client()).get_workflow_handle(args.workflow_id, result_type=AgentResult)
+    if args.no_wait:
+        description = await handle.describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            print(f"{args.workflow_id}: still running")
+            return 3
+    try:
+        outcome = await handle.result()
+    except WorkflowFailureError as exc:
+        print(f"{args.workflow_id}: {exc.cause or exc}")
+        return 1
+    print(json.dumps({"phase": outcome.phase, "answer": outcome.answer, "steps": outcome.steps,
+                      "last_error": outcome.last_error, "used": outcome.used.model_dump()}, indent=2))
+    return 0 if outcome.phase == "DONE" else 1
+
+
+async def cancel(args: argparse.Namespace) -> int:
+    await (await _client()).get_workflow_handle(args.workflow_id).cancel()
+    print(f"cancel requested for {args.workflow_id}: the running step is cancelled and the run ends "
+          "under its failure policy (`ratchet watch` follows it)")
+    return 0
+
+
+async def transcript(args: argparse.Namespace) -> int:
+    """A page of the conversation. The run's state holds the recent part; earlier messages (before
+    a continue-as-new) are read from the transcript artifact in the artifact store."""
+    client = await _client()
+    handle = client.get_workflow_handle(args.workflow_id)
+    page = await handle.query(AgentWorkflow.transcript, TranscriptPage(offset=args.offset, limit=args.limit))
+    messages: list[tuple[int, Message]] = list(enumerate(page.messages, start=page.offset))
+    if args.offset < page.offset:
+        earlier = _earlier(await _state(client, args.workflow_id), args.offset, min(page.offset, args.offset + args.limit))
+        messages = (earlier + messages)[: args.limit]
+    for index, message in messages:
+        print(json.dumps({"index": index, **message.model_dump(exclude_none=True)}))
+    print(f"# {len(messages)} of {page.total} messages", file=sys.stderr)
+    return 0
+
+
+def _earlier(state, start: int, stop: int) -> list[tuple[int, Message]]:
+    from ratchet.stores import transcripts
+    from ratchet.stores.urls import open_artifacts
+
+    if state.transcript is None:
+        return []
+    conversation = transcripts.read_all(open_artifacts(load_settings().artifact_store_url), state.transcript)
+    return list(enumerate(conversation[start:stop], start=start))
+
+
+def register(sub) -> None:
+    cmd = sub.add_parser(
+        "start", help="start a run (and follow it with --follow)",
+        description="Start an agent run. AGENT and OBJECTIVE, or --file with the run as JSON (the same object "
+        "`temporal workflow start --input` takes; flags override its fields).",
+        epilog="example: ratchet start coder 'make the tests pass' --follow\n"
+        "         ratchet start --file run.json --id ops-7",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("agent", nargs="?", help="agent profile registered on the worker (e.g. coder)")
+    cmd.add_argument("objective", nargs="?", help="what the agent should achieve")
+    cmd.add_argument("--file", help="JSON file with the run (agent, objective, workspace, model, budget, ...)")
+    cmd.add_argument("--id", help="workflow id (default: AGENT-<random>)")
+    cmd.add_argument("--workspace", help="workspace directory name (default: derived from the workflow id)")
+    cmd.add_argument("--max-steps", type=int, help="step budget for this run")
+    cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
+    cmd.set_defaults(fn=_sync(start))
+    cmd = sub.add_parser(
+        "list", help="list runs (newest first)",
+        description="List agent runs from Temporal's visibility store, with their agent and phase.",
+        epilog="example: ratchet list --phase AWAITING_APPROVAL", formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("--phase", help="only runs in this phase (RUNNING, AWAITING_APPROVAL, PAUSED, DONE, FAILED, ...)")
+    cmd.add_argument("--agent", help="only runs of this agent profile")
+    cmd.add_argument("--running", action="store_true", help="only runs still open")
+    cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
+    cmd.set_defaults(fn=_sync(list_runs))
+    cmd = sub.add_parser(
+        "result", help="wait for a run's result and print it",
+        description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
+        "--no-wait while it still runs.",
+        epilog="example: ratchet result ops-7", formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd.add_argument("--no-wait", action="store_true", help="do not wait for a running run")
+    cmd.set_defaults(fn=_sync(result))
+    cmd = sub.add_parser(
+        "cancel", help="cancel a run (its failure policy applies)",
+        description="Request cancellation: the running step is cancelled and the run ends under its failure policy.",
+        epilog="example: ratchet cancel ops-7", formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd.set_defaults(fn=_sync(cancel))
+    cmd = sub.add_parser(
+        "transcript", help="print a page of a run's conversation as JSON lines",
+        description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
+        "messages from before a continue-as-new come from the transcript artifact.",
+        epilog="example: ratchet transcript ops-7 --offset 0 --limit 20",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd.add_argument("--offset", type=int, default=0, help="first message (default: %(default)s)")
+    cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
+    cmd.set_defaults(fn=_sync(transcript))

@@ -1,0 +1,73 @@
+"""`ratchet start | list | result | cancel | transcript` as subprocesses against the dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from temporalio.client import WorkflowExecutionStatus
+
+from tests.runs import scripted
+from tests.test_run_commands import ratchet
+
+WRITE_AND_FINISH = [
+    {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},
+    {"content": "wrote a.txt"},
+]
+
+
+async def test_start_follow_list_result_and_transcript(client, settings, worker, tmp_path):
+    run_file = tmp_path / "run.json"
+    run_file.write_text(json.dumps(scripted("probe", WRITE_AND_FINISH, objective="overridden below")))
+    code, out = await ratchet(settings, "start", "--file", str(run_file), "--id", "cli-basics-1",
+                              "--follow", "probe", "write a.txt")
+    assert code == 0, out
+    assert "started cli-basics-1" in out and "[DONE]" in out and "answer: wrote a.txt" in out
+    state = await client.get_workflow_handle("cli-basics-1").query("state")
+    assert state["run"]["objective"] == "write a.txt", "command-line OBJECTIVE overrides the file's"
+
+    code, out = await ratchet(settings, "result", "cli-basics-1")
+    assert code == 0 and json.loads(out)["answer"] == "wrote a.txt", out
+
+    code, out = await ratchet(settings, "transcript", "cli-basics-1", "--offset", "1", "--limit", "2")
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert code == 0 and [m["index"] for m in lines] == [1, 2], out
+    assert lines[0]["role"] == "user" and lines[0]["content"].startswith("write a.txt")
+    assert lines[1]["tool_calls"][0]["name"] == "write_file"
+
+    for _ in range(50):  # visibility is eventually consistent
+        code, out = await ratchet(settings, "list", "--agent", "probe", "--phase", "DONE")
+        if "cli-basics-1" in out:
+            break
+        await asyncio.sleep(0.2)
+    assert code == 0 and "cli-basics-1" in out and "COMPLETED" in out, out
+
+
+async def test_cancel_ends_a_waiting_run_and_result_says_so(client, settings, worker):
+    script = [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 60}}]}, {"content": "never"}]
+    code, out = await ratchet(settings, "start", "probe", "wait a minute", "--id", "cli-basics-2",
+                              "--file", "/dev/null")
+    assert code == 2 and "ratchet start: cannot read /dev/null" in out, out
+
+    handle = await client.start_workflow(
+        "AgentWorkflow", scripted("saga", script), id="cli-basics-2", task_queue=settings.task_queue,
+    )
+    code, out = await ratchet(settings, "result", "cli-basics-2", "--no-wait")
+    assert code == 3 and "still running" in out, out
+    code, out = await ratchet(settings, "cancel", "cli-basics-2")
+    assert code == 0, out
+    for _ in range(100):
+        description = await handle.describe()
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            break
+        await asyncio.sleep(0.1)
+    assert description.status != WorkflowExecutionStatus.RUNNING, "cancel ends the run within seconds"
+    code, out = await ratchet(settings, "result", "cli-basics-2")
+    assert code == 1, out
+
+
+async def test_start_rejects_an_invalid_run_before_contacting_temporal(settings):
+    code, out = await ratchet(settings, "start", "no such agent!", "x")
+    assert code == 2 and "ratchet start: invalid run: agent" in out, out
+    code, out = await ratchet(settings, "result", "no-such-run-anywhere")
+    assert code == 2 and "not found" in out.lower(), out
