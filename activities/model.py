@@ -15,14 +15,15 @@ event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import OrderedDict
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.activities.heartbeat import heartbeating
-from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest
-from ratchet.core import keys
+from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
+from ratchet.core import budget, keys
 from ratchet.models.provider import Completion, ModelCall, ModelProvider, ProviderRegistry
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
@@ -95,8 +96,9 @@ class ModelActivities:
         new = req.new_messages
         if any(m.content_ref is not None for m in new):
             new = await asyncio.to_thread(lambda: [self._inline(m) for m in req.new_messages])
+        messages = base.window(keep) + new
         done = await provider.complete(ModelCall(
-            key=key, settings=config.settings, tools=config.tools, messages=base.window(keep) + new,
+            key=key, settings=_within_budget(req, config, messages), tools=config.tools, messages=messages,
             turn=base.turns + _turns(new), step=req.step,
         ))
         return done, new + [done.message]
@@ -134,6 +136,24 @@ class ModelActivities:
             return message
         full = self.artifacts.get(message.content_ref).decode(errors="replace")
         return message.model_copy(update={"content": full, "content_ref": None})
+
+
+def _within_budget(req: ModelRequest, config: ModelCallConfig, messages: list[Message]) -> ModelSettings:
+    """The run's settings with the output capped at what is left of its budget; a call whose
+    prompt alone would not fit is refused (non-retryable `BudgetExhausted`: the run ends
+    BUDGET_EXHAUSTED without paying for it)."""
+    if req.max_tokens is None and req.max_cost_usd is None:
+        return config.settings
+    chars = len(json.dumps(config.tools)) + sum(
+        len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages
+    )
+    prompt = budget.prompt_estimate(chars, len(messages))
+    cap = budget.output_cap(req.max_tokens, req.max_cost_usd, prompt, config.settings)
+    if isinstance(cap, str):
+        raise ApplicationError(cap, type=ErrorType.BUDGET_EXHAUSTED, non_retryable=True)
+    if cap == config.settings.max_output_tokens:
+        return config.settings
+    return config.settings.model_copy(update={"max_output_tokens": cap})
 
 
 def _turns(messages: list[Message]) -> int:

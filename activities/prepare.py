@@ -11,6 +11,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.stores.ledger import Ledger
+from ratchet.activities.mcp import McpActivities, PinnedTools
+from ratchet.mcp.catalog import McpTool
 from ratchet.activities.workspace import confine, open_workspace
 from ratchet.stores.artifacts import ArtifactStore, put_json
 from ratchet.contracts import Budget, ErrorType, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ScriptedReply, ToolSpec
@@ -23,8 +25,10 @@ from ratchet.core.tools import Tool, ToolError, ToolRegistry, runs_locally
 class RunPreparer:
     def __init__(
         self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, providers: ProviderRegistry,
-        artifacts: ArtifactStore, ledger: Ledger | None = None,
+        artifacts: ArtifactStore, ledger: Ledger | None = None, mcp: McpActivities | None = None,
     ) -> None:
+        self.mcp = mcp
+        """Lists the MCP servers a profile uses (ratchet/mcp); None: this worker has none."""
         self.providers = providers
         self.ledger = ledger
         self.settings = settings
@@ -34,9 +38,14 @@ class RunPreparer:
 
     @activity.defn(name="run.prepare")
     async def prepare(self, req: PrepareRun) -> RunPlan:
-        return await asyncio.to_thread(self._plan, req)
+        profile = self.profiles.get(req.run.agent)
+        if profile is not None and profile.mcp and self.mcp is None:
+            raise ApplicationError(f"profile {profile.name!r} uses MCP servers; this worker runs none",
+                                   type=ErrorType.INVALID_PROFILE, non_retryable=True)
+        mcp_tools = await self.mcp.discover(profile) if self.mcp is not None and profile is not None else []
+        return await asyncio.to_thread(self._plan, req, mcp_tools)
 
-    def _plan(self, req: PrepareRun) -> RunPlan:
+    def _plan(self, req: PrepareRun, mcp_tools: list[McpTool]) -> RunPlan:
         """In a thread: the ledger's claim and the artifact puts may be remote round trips, which
         must not hold the worker's event loop."""
         profile = self.profiles.get(req.run.agent)
@@ -66,14 +75,16 @@ class RunPreparer:
             if previous is not None:
                 activity.logger.info("workflow id %s was used before (chain %s): its ledger entries were set aside",
                                      req.workflow_id, previous)
-        call = ModelCallConfig(settings=model, tools=[t.openai_schema() for t in tools])
         local_ok = self._local_tools
+        mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
+        call = ModelCallConfig(settings=model, tools=[t.openai_schema() for t in tools] + mcp.schemas)
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
             model=model,
-            tools=[_spec(t, local_ok) for t in tools],
+            tools=[_spec(t, local_ok) for t in tools] + mcp.specs,
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
+            mcp_ref=mcp.ref,
             budget=_budget(profile.budget, req),
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             search_attributes=self.settings.search_attributes,

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ratchet.activities.heartbeat import heartbeating
+from ratchet.activities.heartbeat import INTERVAL_S, heartbeating, progress
 from ratchet.stores.ledger import EntryStatus, Ledger
 from ratchet.activities.workspace import open_workspace
 from ratchet.stores.artifacts import ArtifactStore
@@ -27,7 +27,7 @@ from ratchet.core.keys import call_key, undo_key
 from ratchet.ops.redaction import redacted
 from ratchet.ops.settings import Settings
 from ratchet.sandbox import Sandbox
-from ratchet.core.tools import FatalToolError, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry
+from ratchet.core.tools import FatalToolError, NotStarted, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, nul_problem
 
 INLINE_OUTPUT_CHARS = 8 * 1024
 PREVIEW_CHARS = 2 * 1024
@@ -61,7 +61,12 @@ class ToolActivities:
 
     def _activity_for(self, tool: Tool) -> Callable:
         async def run_tool(inv: ToolInvocation) -> ToolResult:
-            return await self.execute(tool, _with_identity(inv, tool.name))
+            timeout = activity.info().heartbeat_timeout
+            if not timeout:  # a local activity: cancelled in process, no heartbeat
+                return await self.execute(tool, _with_identity(inv, tool.name))
+            # the heartbeat carries a cancellation (a rollback, a pause, the run's deadline) to the tool
+            async with heartbeating(min(INTERVAL_S, timeout.total_seconds() / 4), activity.info().heartbeat_details):
+                return await self.execute(tool, _with_identity(inv, tool.name))
 
         run_tool.__name__ = f"tool_{tool.name}"
         return activity.defn(name=f"tool.{tool.name}")(run_tool)
@@ -84,6 +89,9 @@ class ToolActivities:
             args = tool.args_model.model_validate(inv.arguments)
         except ValidationError as exc:
             return ToolResult(ok=False, output=_validation_message(tool.name, exc), error_type=ErrorType.INVALID_ARGUMENTS)
+        nul = nul_problem(inv.arguments)
+        if nul is not None:
+            return ToolResult(ok=False, output=f"invalid arguments for {tool.name}: {nul}", error_type=ErrorType.INVALID_ARGUMENTS)
         try:
             ctx = self._context(inv.key, inv, tool)
             if tool.effect == EffectClass.READ_ONLY:
@@ -99,7 +107,11 @@ class ToolActivities:
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             activity.logger.info("%s: already done, returning the recorded result", inv.key)
             return ToolResult.model_validate(entry.result)
-        if entry is not None:  # started before, never recorded as completed: outcome unknown
+        decided = inv.decision if activity.info().attempt == 1 else None  # a person's decision, once
+        if entry is not None and decided == "assume_done":
+            output = inv.assumed_output or f"a person confirmed that this {tool.name} call took effect"
+            return await self._record(inv, ToolResult(ok=True, output=output))
+        if entry is not None and decided != "retry":  # started before, never completed: outcome unknown
             found = await self._reconcile(tool, inv, ctx, args)
             if found is not None:
                 return await self._record(inv, _result(tool, found))
@@ -108,6 +120,9 @@ class ToolActivities:
         except ToolError as exc:
             result = ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
             return await self._record(inv, result)
+        except NotStarted as exc:  # it did not act: forget the attempt, retry as usual
+            await asyncio.to_thread(self.ledger.release, inv.key)
+            raise ApplicationError(f"{tool.name} did not start: {exc}", type=ErrorType.NOT_STARTED) from exc
         return await self._record(inv, _result(tool, out))
 
     async def _reconcile(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolOutput | None:
@@ -118,7 +133,7 @@ class ToolActivities:
         raise ApplicationError(
             f"{inv.key}: an earlier attempt of {tool.name} started but its outcome is unknown, "
             f"{tool.name} has no reconcile hook and is not idempotent; a person must decide whether "
-            f"it took effect (inspect the target system, then roll back or continue)",
+            f"it took effect: the run waits for a decision (`ratchet decide`: retry, assume_done, skip or fail)",
             type=ErrorType.OUTCOME_UNKNOWN,
             non_retryable=True,
         )
@@ -168,7 +183,7 @@ class ToolActivities:
             artifacts=self.artifacts,
             record_undo=lambda undo: self.ledger.set_undo(key, undo),
             settings=self.settings,
-            heartbeat=activity.heartbeat,
+            heartbeat=progress,
             resume_from=(activity.info().heartbeat_details or [None])[0],
             sandbox=self.sandbox if tool.runs_code else None,
             sandbox_policy=inv.sandbox if isinstance(inv, ToolInvocation) else SandboxPolicy(),

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ratchet.core.tools import ToolContext, ToolOutput, reconcile_for, tool, undo_for
+from ratchet.core.tools import ToolContext, ToolOutput, reconcile_for, tool, undo_for, undo_record
 from ratchet.ops.settings import Settings, SettingsError, mask_url
 
 DEFAULT_TRACKER = Path(".ratchet/tracker.sqlite3")
@@ -105,7 +105,8 @@ def open_tracker(settings: Settings | None, *tables: str) -> Iterator[Any]:
 
 
 def _output(ticket_id: int, title: str) -> ToolOutput:
-    return ToolOutput(output=f"created ticket #{ticket_id}: {title}", undo={"ticket_id": ticket_id})
+    undo = undo_record(f"delete ticket #{ticket_id} ({title[:60]})", ticket_id=ticket_id)
+    return ToolOutput(output=f"created ticket #{ticket_id}: {title}", undo=undo)
 
 
 @tool(effect="compensable", timeout_s=30, idempotent=True)

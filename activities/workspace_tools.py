@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from ratchet.activities.commands import cap, run_program
 from ratchet.activities.workspace import confine, display
 from ratchet.stores.artifacts import ArtifactRef
-from ratchet.core.tools import ToolContext, ToolError, ToolOutput, tool, undo_for
+from ratchet.core.tools import ToolContext, ToolError, ToolOutput, tool, undo_for, undo_record
 
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024
@@ -61,8 +61,11 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
         raise ToolError(f"{args.path} is a directory")
     previous = ctx.artifacts.put(path.read_bytes()) if path.is_file() else None
     created = _missing_parents(ctx.workspace, path)
-    undo = {"path": args.path, "previous": previous.model_dump() if previous else None,
-            "created_dirs": [display(ctx.workspace, d) for d in created]}
+    undo = undo_record(
+        f"restore {args.path} ({previous.size} bytes)" if previous else f"delete {args.path}",
+        path=args.path, previous=previous.model_dump() if previous else None,
+        created_dirs=[display(ctx.workspace, d) for d in created],
+    )
     ctx.record_undo(undo)
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, data)

@@ -13,7 +13,7 @@ from ratchet.contracts import Budget, FailurePolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import ToolContext, tool, undo_for
 
-BIG_BUDGET = Budget(max_steps=100_000, max_tokens=10**15)
+BIG_BUDGET = Budget(max_steps=100_000, max_tokens=10**10)  # the most a run may have (BudgetOverride)
 NO_CONTINUE_AS_NEW = 10**9
 
 
@@ -58,3 +58,5 @@ _profile("bench_long", continue_as_new_events=400, context_messages=200)
 the latest 200 messages (a run this long outgrows any real context window)."""
 _profile("bench_replay", continue_as_new_events=NO_CONTINUE_AS_NEW)
 """One long history to replay (the bench server's suggested-continue-as-new limit is raised)."""
+_profile("bench_sandbox", tools=["run_command"], allow_irreversible=["run_command"])
+"""Every step runs a program in the worker's sandbox (bench/sandbox.py)."""

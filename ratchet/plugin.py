@@ -1,9 +1,10 @@
 """`RatchetPlugin`: the one place a Temporal client and worker get Ratchet.
 
 A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers
-`AgentWorkflow` and Ratchet's activities (model calls, run preparation, tools and their undos,
-checkpoints, workspaces), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics
-and secret redaction, in that order, outermost first. Beside every such worker it runs a second
+`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback) and Ratchet's activities (model calls, run preparation, tools and their undos,
+checkpoints, workspaces), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics,
+secret redaction and the start guard (a start with the wrong number of inputs fails as
+InvalidInput, ratchet/start_guard.py), in that order, outermost first. Beside every such worker it runs a second
 one on this host's queue `{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's
 workspace (`run_worker`, `host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's data converter
 (pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over RATCHET_CLAIM_CHECK_BYTES) and tracing.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
+import importlib.util
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,7 +51,9 @@ from temporalio.worker import Worker, WorkerConfig
 from ratchet.activities.checkpoints import CheckpointActivities, host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.activities.model import ModelActivities
+from ratchet.activities.mcp import McpActivities
 from ratchet.activities.prepare import RunPreparer
+from ratchet.activities.rollback import RollbackActivities
 from ratchet.activities.tools import ToolActivities
 from ratchet.core.profiles import ProfileRegistry, default_profiles
 from ratchet.core.tools import ToolRegistry, default_registry
@@ -59,20 +63,24 @@ from ratchet.ops.logs import LogContextInterceptor
 from ratchet.ops.metrics import MetricsInterceptor
 from ratchet.ops.redaction import RedactSecretsInterceptor
 from ratchet.ops.search_attributes import ensure_search_attributes
-from ratchet.ops.secrets import MIN_SECRET_CHARS, secret_values
+from ratchet.mcp.config import McpConfigError, load_servers
+from ratchet.mcp.pool import McpPool
+from ratchet.ops.secrets import MIN_SECRET_CHARS, name_secret_variables, secret_values
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.ops.tracing import tracing_interceptors
 from ratchet.payloads.converter import data_converter
 from ratchet.sandbox import Sandbox, SandboxUnavailable, UnavailableSandbox, open_sandbox
+from ratchet.start_guard import StartGuard
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.stores.ledger import Ledger
 from ratchet.stores.urls import open_artifacts, open_ledger
 from ratchet.workflows.agent import AgentWorkflow
+from ratchet.workflows.closed_rollback import RollbackWorkflow
 
 log = logging.getLogger("ratchet.plugin")
 
 PLUGIN_NAME = "ratchet"
-WORKFLOWS: tuple[type, ...] = (AgentWorkflow,)
+WORKFLOWS: tuple[type, ...] = (AgentWorkflow, RollbackWorkflow)
 BUILTIN_TOOL_MODULES = (
     "ratchet.activities.workspace_tools",
     "ratchet.activities.tracker_tools",
@@ -139,6 +147,10 @@ class RatchetOptions:
     (`ratchet.sandbox.Sandbox`); default: the backend RATCHET_SANDBOX names (`nsjail`, or `off`).
     It is probed when the options are built: if it cannot run here, it is an `UnavailableSandbox`
     and `tools` leaves out the code-running tools (`usable_sandbox`)."""
+    mcp: McpPool = dataclasses.field(default_factory=McpPool)
+    """The MCP servers this worker may start or reach, one pooled connection each (`ratchet.mcp.pool`);
+    default: the servers of the RATCHET_MCP_SERVERS file (none when unset). Their `${NAME}`
+    variables join the secret list. Closed when a worker running on these options stops."""
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, **given: Any) -> RatchetOptions:
@@ -164,6 +176,7 @@ class RatchetOptions:
             sandbox=sandbox,
             providers=given["providers"] if "providers" in given else builtin_providers(settings, artifacts),
             data_converter=given["data_converter"] if "data_converter" in given else data_converter(settings, artifacts),
+            mcp=mcp_pool(settings, given.get("mcp")),
         )
 
 
@@ -193,16 +206,19 @@ class Activities:
             options = RatchetOptions.from_settings(options)
         self.options = options
         settings, artifacts, ledger = options.settings, options.artifacts, options.ledger
-        self.preparer = RunPreparer(settings, options.profiles, options.tools, options.providers, artifacts, ledger)
+        self.mcp = McpActivities(options.mcp, options.profiles, artifacts, ledger)
+        self.preparer = RunPreparer(settings, options.profiles, options.tools, options.providers, artifacts, ledger, self.mcp)
         self.model = ModelActivities(options.providers, artifacts, ledger)
         self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox)
         self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id, options.sandbox)
         self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
+        self.rollback = RollbackActivities(client, ledger)
 
     def all(self) -> list[Callable]:
         return [
             self.model.call, self.preparer.prepare, self.checkpoints.verify, self.checkpoints.fork,
-            *self.tools.activities(), *self.workspaces.all(),
+            *self.tools.activities(), *self.workspaces.all(), self.rollback.load,
+            *self.mcp.activities(),
         ]
 
 
@@ -251,7 +267,7 @@ class RatchetPlugin(SimplePlugin):
         secrets = secret_values(self.options.settings)
         if client.api_key and len(client.api_key) >= MIN_SECRET_CHARS and client.api_key not in secrets:
             secrets = sorted([*secrets, client.api_key], key=len, reverse=True)  # e.g. from a config file
-        ours = [LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secrets)]
+        ours = [LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secrets), StartGuard(WORKFLOWS)]
         ours = [i for i in ours if not any(type(p) is type(i) for p in present)]  # the plugin applied twice
         config["interceptors"] = [*own, *self._tracing_unless(present), *ours]
         activities = self.prebuilt if self.prebuilt is not None else Activities(self._options_for(config), client)
@@ -259,10 +275,15 @@ class RatchetPlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Check the namespace's search attributes (ratchet/ops/search_attributes.py), then run
+        """Check the agent profiles (`ProfileRegistry.problems`: SettingsError naming profile and
+        field) and the namespace's search attributes (ratchet/ops/search_attributes.py), then run
         `worker` and, beside it, this host's workspace worker (`host_worker`), started and
         stopped together: when `worker` stops, the host worker is shut down (drained) too; shut
         both down at once with `shutdown_worker` (what `ratchet worker` does on SIGTERM)."""
+        next = _closing_mcp(next, self.options.mcp)  # stdio MCP servers stop when the worker has drained
+        problems = self.options.profiles.problems()
+        if problems:
+            raise SettingsError("invalid agent profile: " + "; ".join(problems))
         if self.options.settings.search_attributes:  # else every run would hang on its first upsert
             await ensure_search_attributes(worker.client)
         host = self.host_worker(worker) if worker not in self.host_workers else None  # once per worker
@@ -333,6 +354,30 @@ class RatchetPlugin(SimplePlugin):
         if config.get("max_cached_workflows", 1000) == 0 and settings.max_cached_workflows != 0:
             return dataclasses.replace(self.options, settings=settings.model_copy(update={"max_cached_workflows": 0}))
         return self.options
+
+
+def mcp_pool(settings: Settings, given: McpPool | None = None) -> McpPool:
+    """`given`, or a pool of the RATCHET_MCP_SERVERS file's servers (SettingsError naming the file
+    and server); their `${NAME}` variables join the secret list."""
+    if given is None:
+        try:
+            given = McpPool(load_servers(settings.mcp_servers) if settings.mcp_servers is not None else [])
+        except McpConfigError as exc:
+            raise SettingsError(str(exc)) from None
+    if given.servers and importlib.util.find_spec("mcp") is None:
+        raise SettingsError("MCP servers are configured but the MCP SDK is missing: pip install 'ratchet-agents[mcp]'")
+    name_secret_variables(given.secret_variables())
+    return given
+
+
+def _closing_mcp(run: Callable[[Worker], Awaitable[None]], pool: McpPool) -> Callable[[Worker], Awaitable[None]]:
+    async def run_then_close(worker: Worker) -> None:
+        try:
+            await run(worker)
+        finally:
+            await pool.aclose()
+
+    return run_then_close
 
 
 def _with_converter(client: Client, converter: DataConverter) -> Client:

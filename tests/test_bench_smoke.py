@@ -41,3 +41,22 @@ async def test_bench_scaleout_cells_count_store_calls_on_both_store_pairs(dev_se
     figures = scaleout_figures({"cells": list(cells)})
     assert figures["scaleout_step_time_ratio"] > 0 and figures["scaleout_worker_cpu_ratio"] > 0
     assert figures["scaleout_ledger_calls_per_step"] >= 2
+
+
+async def test_bench_sandbox_cells_time_run_command_steps_under_each_backend(dev_server, tmp_path):
+    from bench.sandbox import NSJAIL, OFF, sandbox_figures, sandbox_pair
+
+    env = await connect_env(dev_server.address, dev_server.process.pid, tmp_path / "work")
+    cells = await sandbox_pair(env, steps=2, runs=1, rep=0)
+    assert [c["variant"] for c in cells] == [NSJAIL, OFF]
+    for cell in cells:
+        assert cell["ms_per_step"] > 10 and cell["cpu_ms_per_step"] > 0, cell  # each step sleeps 10 ms
+    figures = sandbox_figures(cells)
+    assert figures["sandbox_step_ratio"] > 0
+    results = {"meta": {
+        "command": "test", "date": "-", "duration_s": 1.0, "cores": 2, "memory_gib": 1.0, "load_start": [0],
+        "load_end": [0], "load_note": "-", "temporalio": "-", "server": "-", "python": "-",
+        "variants": [], "component_steps": 2, "headline_agents": 100,
+    }, "sandbox": cells}
+    assert write(results, tmp_path / "out")["sandbox_step_ratio"] == figures["sandbox_step_ratio"]
+    assert "## Sandbox" in (tmp_path / "out" / "latest.md").read_text()

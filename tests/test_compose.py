@@ -274,13 +274,15 @@ def test_worker_secrets_pass_through(empty_env_file: Path) -> None:
 
 
 def test_workers_share_only_postgres_and_s3(config: dict[str, Any], services: dict[str, Any]) -> None:
-    """Replicas behave like hosts: no shared volume; the ledger in the `ratchet` database, artifacts
-    in the object store's bucket, workspaces on each replica's own disk."""
+    """Replicas behave like hosts: no shared volume; the ledger and the example tracker in the
+    `ratchet` database, artifacts in the object store's bucket, workspaces on each replica's own disk."""
     worker = services[WORKER]
     assert not worker.get("volumes"), f"workers must not share a volume: {worker.get('volumes')}"
     env = env_of(worker)
     ledger = env.get("RATCHET_LEDGER_URL", "")
     assert re.match(r"^postgresql://ratchet:[^@]+@postgresql:5432/ratchet$", ledger), ledger
+    assert env.get("RATCHET_TRACKER_URL") == ledger, "the tracker's tickets must be shared by every replica"
+    assert "RATCHET_TRACKER_PATH" not in env, "a per-replica tracker file: an undo on another replica misses it"
     assert env.get("RATCHET_ARTIFACT_URL") == "s3://ratchet/artifacts", env.get("RATCHET_ARTIFACT_URL")
     assert env.get("AWS_ENDPOINT_URL") == f"http://{S3_SERVICE}:8333", env.get("AWS_ENDPOINT_URL")
     for var in ("RATCHET_LEDGER_PATH", "RATCHET_ARTIFACT_DIR"):
@@ -356,7 +358,7 @@ def test_healthchecks(services: dict[str, Any]) -> None:
     temporal_hc = healthcheck_command(services[TEMPORAL_SERVICE])
     assert re.search(r"\b(tctl|temporal operator)\b", temporal_hc), temporal_hc
     assert f"{TEMPORAL_SERVICE}:{TEMPORAL_PORT}" in temporal_hc, temporal_hc
-    assert "ratchet" in healthcheck_command(services[WORKER])
+    assert healthcheck_command(services[WORKER]).startswith("ratchet health"), "a check that reaches Temporal and the stores"
 
 
 def test_postgres_data_is_persistent(config: dict[str, Any], services: dict[str, Any]) -> None:
@@ -379,6 +381,10 @@ def test_dockerfile_matches_compose() -> None:
     assert re.search(r"^RUN .*pip install (\.|\"\.)", text, re.M), "pip install ."
     for pkg in ("ratchet/", "workflows/", "activities/", "worker/"):
         assert re.search(rf"^COPY {re.escape(pkg)}", text, re.M), f"COPY {pkg}"
+    # Every store path defaults under /data, which the runtime user owns (not /app/.ratchet, which it cannot create).
+    for var in ("RATCHET_WORKSPACE_ROOT", "RATCHET_ARTIFACT_DIR", "RATCHET_LEDGER_PATH", "RATCHET_TRACKER_PATH"):
+        assert re.search(rf"^\s*(ENV )?{var}=/data/", text, re.M), f"{var} not under /data"
+    assert re.search(r'^HEALTHCHECK .*CMD \["ratchet", "health"', text, re.M), "HEALTHCHECK"
 
 
 def test_dockerignore_excludes_local_state() -> None:

@@ -146,8 +146,9 @@ RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(CONTRACTS, "
 # after checking it does no I/O and reads no clock, randomness or environment (at import or use).
 ALLOWED_IMPORTS: dict[str, str] = {
     "__future__": "compiler directives",
-    "asyncio": "gather/CancelledError/TimeoutError on Temporal's deterministic event loop "
+    "asyncio": "gather/create_task/CancelledError/TimeoutError on Temporal's deterministic event loop "
     "(asyncio.sleep, asyncio.wait and asyncio.as_completed are banned below)",
+    "collections.abc": "abstract types for annotations (Awaitable, Callable, Coroutine)",
     "json": "pure parsing and serialization",
     "datetime": "types and parsing only (datetime.now, utcnow, today, date.today are banned below)",
     "typing": "annotations",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -23,7 +25,7 @@ from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.payloads.codec import KEY_ID, CodecKeyError, EncryptionCodec
 from ratchet.payloads.codec_server import CodecServer
 from ratchet.payloads.offload import DRIVER_NAME
-from ratchet.contracts import Phase
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, Phase
 from ratchet.payloads.converter import data_converter, payload_codec
 from devtools.devserver import temporal_binary
 from ratchet.ops.settings import Settings, SettingsError, load_settings
@@ -275,3 +277,55 @@ async def test_temporal_cli_shows_offloaded_payloads_through_the_codec_server(de
     with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
         assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
     assert marker not in await temporal_show(dev_server, handle.id)
+
+
+# ---- without keys, and a start that bypasses the codec ----------------------------------------
+
+
+async def ratchet_cli(dev_server, *args: str) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODEC_KEYS"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli.main", *args, env={**env, "TEMPORAL_ADDRESS": dev_server.address},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode, out.decode()
+
+
+async def test_the_cli_without_keys_says_which_setting_is_missing(dev_server, encrypted):
+    enc_client, keyed = encrypted
+    handle = await start(enc_client, keyed, secret_run(uuid.uuid4().hex))
+    await handle.result()
+    verbs = (["watch", handle.id, "--once"], ["checkpoints", handle.id])
+    for code, out in await asyncio.gather(*(ratchet_cli(dev_server, *verb) for verb in verbs)):
+        assert code == 2 and "Traceback" not in out, out
+        [line] = out.strip().splitlines()
+        assert "encrypted" in line and "RATCHET_CODEC_KEYS is not set" in line, line
+
+
+async def cli_start(dev_server, queue: str, wid: str, run: dict, *extra: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(), "workflow", "start", "--address", dev_server.address, "--type", AGENT_WORKFLOW,
+        "--task-queue", queue, "--workflow-id", wid, "--input", json.dumps(run), *extra,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0, out.decode()
+
+
+async def test_a_worker_with_keys_warns_of_a_start_input_in_cleartext(dev_server, encrypted, caplog):
+    """The plain CLI's start is stored in clear and the worker says so; through the codec server it is not."""
+    enc_client, keyed = encrypted
+    plain, sealed = f"cleartext-{uuid.uuid4().hex[:8]}", f"sealed-{uuid.uuid4().hex[:8]}"
+    marker = {wid: f"secret-{uuid.uuid4().hex}" for wid in (plain, sealed)}
+    with caplog.at_level(logging.WARNING, logger="ratchet.payloads.codec"):
+        await cli_start(dev_server, keyed.task_queue, plain, secret_run(marker[plain]))
+        with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
+            await cli_start(dev_server, keyed.task_queue, sealed, secret_run(marker[sealed]), "--codec-endpoint", server.url)
+        for wid in (plain, sealed):
+            assert (await enc_client.get_workflow_handle(wid, result_type=AgentResult).result()).phase == Phase.DONE
+    warnings = [r.getMessage() for r in caplog.records if r.name == "ratchet.payloads.codec"]
+    assert any(plain in w and "cleartext" in w and "--codec-endpoint" in w for w in warnings), warnings
+    assert not any(sealed in w for w in warnings), warnings
+    assert marker[plain].encode() in (await raw_history(dev_server, plain))[0]
+    assert marker[sealed].encode() not in (await raw_history(dev_server, sealed))[0]

@@ -1,5 +1,7 @@
 """The hostile-input catalogue (devtools/chaos/hostile.py), one test per case, against the session
-dev server and a real worker process (so a crash shows as a dead process, not a dead test run)."""
+dev server and a real worker process (so a crash shows as a dead process, not a dead test run). The
+worker holds test values of the keys a model would steal and runs programs in the nsjail sandbox
+(`WORKER_ENV`), for the exfiltration cases."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 import devtools.chaos.hostile_cases  # noqa: F401  (registers the cases)
 import devtools.chaos.hostile_live  # noqa: F401
 from devtools.chaos.hostile import CASES, Outcome, Probe, make_outside, run_catalogue
+from devtools.chaos.hostile_cases import WORKER_ENV
 from devtools.chaos.stack import Stack
 
 KNOWN_BUGS: dict[str, str] = {}  # case name -> reason, for an open bug (strict xfail)
@@ -23,7 +26,7 @@ def _param(name: str):
 @pytest.fixture(scope="module")
 async def catalogue(dev_server, client, tmp_path_factory) -> tuple[dict[str, Outcome], int | None]:
     base = tmp_path_factory.mktemp("hostile")
-    stack = Stack(base, dev_server.address, cached_workflows=100)  # replay on every task is tested elsewhere
+    stack = Stack(base, dev_server.address, cached_workflows=100, env=WORKER_ENV)  # replay on every task: elsewhere
     worker = await stack.worker(base / "worker.log").start()
     try:
         outcomes = await run_catalogue(Probe(stack, client, make_outside(base)))

@@ -12,12 +12,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import activity, workflow
 from temporalio.worker import Worker
 
-from ratchet.contracts import AgentResult, ArtifactRef, Phase
-from ratchet.ops.settings import Settings, load_settings
-from ratchet.plugin import RatchetOptions, RatchetPlugin, builtin_tools, connect
+from ratchet.contracts import AgentResult, ArtifactRef, Budget, Phase
+from ratchet.core.profiles import AgentProfile, ProfileRegistry
+from ratchet.ops.settings import Settings, SettingsError, load_settings
+from ratchet.plugin import RatchetOptions, RatchetPlugin, builtin_profiles, builtin_tools, connect
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.stores.ledger import Entry, SqliteLedger
 from tests.ops_workers import run_command
@@ -152,3 +154,15 @@ async def test_config_shows_the_profiles_connection_masked_and_names_a_bad_profi
 
     code, out = await run_command(sys.executable, "-m", "ratchet.cli.main", "config", env={**env, "TEMPORAL_PROFILE": "nope"})
     assert code == 2 and "TEMPORAL_PROFILE: " in out and "nope" in out, out
+
+
+async def test_a_worker_refuses_to_start_with_a_profile_budget_no_run_could_have(client, settings):
+    """`delegate` hands a sub-agent what is left of the budget: over the run limits, every one failed."""
+    profiles = ProfileRegistry()
+    profiles.register(AgentProfile(name="huge", system_prompt="x", tools=[], budget=Budget(max_tokens=10**12)))
+    options = RatchetOptions.from_settings(settings, profiles=profiles)
+    worker = Worker(client, task_queue=settings.task_queue, plugins=[RatchetPlugin(options)])
+    with pytest.raises(SettingsError) as refused:
+        await asyncio.wait_for(worker.run(), 30)
+    assert "profile 'huge': budget.max_tokens: Input should be less than or equal to 10000000000" in str(refused.value)
+    assert builtin_profiles().problems() == []  # the built-in and test profiles fit

@@ -22,7 +22,7 @@ from ratchet.core.tools import ToolError
 from ratchet.plugin import builtin_tools, usable_sandbox
 from ratchet.sandbox import SandboxUnavailable, UnavailableSandbox, open_sandbox
 from ratchet.sandbox.base import SANDBOX_UNAVAILABLE
-from ratchet.sandbox.nsjail import NsjailSandbox
+from ratchet.sandbox.nsjail import SANDBOX_ID, NsjailSandbox, disk_usage, hand_over
 from ratchet.sandbox.unconfined import UnconfinedSandbox
 from ratchet.testing.sandbox import ESCAPES, SandboxConformance
 
@@ -78,6 +78,23 @@ def _run_as(user: pwd.struct_passwd, home: Path, system_python: Path) -> None:
                            "/bin/sh", "-c", script], capture_output=True, text=True, timeout=240, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("refused") + done.stdout.count("ok ") == len(UNPRIVILEGED_CHECKS), done.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the workspace is handed to the sandbox user only by a root worker")
+def test_the_workspace_is_handed_to_the_sandbox_user_without_following_links(tmp_path: Path) -> None:
+    workspace, outside = tmp_path / "ws", tmp_path / "outside.txt"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "src" / "main.py").write_text("print(1)")
+    outside.write_text("not the sandbox's")
+    (workspace / "link").symlink_to(outside)
+    os.link(outside, workspace / "hardlink")
+    hand_over(workspace, SANDBOX_ID)
+    owner = {p.name: p.lstat().st_uid for p in (workspace, workspace / "src", workspace / "src" / "main.py", workspace / "link")}
+    assert set(owner.values()) == {SANDBOX_ID}, owner
+    assert outside.stat().st_uid == 0, "a symlink's target outside the workspace was handed over"
+    assert (workspace / "hardlink").stat().st_uid == 0, "a file with a link outside the workspace was handed over"
+    expected = sum(os.lstat(Path(d, n)).st_blocks * 512 for d, ds, fs in os.walk(workspace) for n in ds + fs)
+    assert disk_usage(workspace) == expected + os.lstat(workspace).st_blocks * 512
 
 
 def test_backends_by_setting(caplog: pytest.LogCaptureFixture) -> None:

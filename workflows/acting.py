@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any
 
@@ -21,31 +22,52 @@ from temporalio.exceptions import ChildWorkflowError, FailureError
 
 from ratchet.contracts import (
     AGENT_WORKFLOW, AgentResult, AgentState, Decision, Effect, EffectClass, EffectStatus, ErrorType, Message,
-    PendingApproval, Phase, RunPlan, SandboxPolicy, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
+    OutcomeChoice, OutcomeDecision, PendingApproval, Phase, RunPlan, SandboxPolicy, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
     valid_unicode,
 )
 from ratchet.core import keys
-from ratchet.workflows import approvals, children, hosts
+from ratchet.workflows import approvals, children, hosts, outcomes
 from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
 from ratchet.workflows.hosts import HostLost
 from ratchet.workflows.visibility import Visibility
 
 
+TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+"""For tool activities that declare none (`heartbeat_s`): the tool activity heartbeats at a quarter
+of it (activities/tools.py), and the server answers a heartbeat with a cancellation at most every
+0.8 of it, so a rollback, a pause or the deadline reaches a running tool within about 4 s."""
+CANCEL_SIDE_EFFECT = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+CANCEL_READ_ONLY = workflow.ActivityCancellationType.TRY_CANCEL
+INTERRUPTED = (
+    "interrupted before it finished (the run was paused, rolled back or ran out of time); "
+    "it may have taken effect in part: check before calling it again"
+)
+NOT_RUN = "not run: the run was interrupted (paused, rolled back or out of time) before this call's turn"
+
+
 async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], visibility: Visibility) -> None:
-    """Run one reply's calls concurrently; record them and their results in the reply's order."""
+    """Run one reply's calls (in the order `_Turns` gives) and record them and their results in
+    the reply's order. Every call is answered, also when the step is interrupted
+    (workflows/interrupts.py): a conversation with an unanswered call is invalid."""
     state.phase = Phase.ACTING
     call_ids = keys.unique_call_ids([c.id for c in calls])
     first_record = len(state.tool_calls)
-    outcomes = await asyncio.gather(
-        *(_call_tool(state, plan, call, cid, visibility) for call, cid in zip(calls, call_ids)), return_exceptions=True
-    )
-    # The calls ran concurrently and were recorded as they finished; keep the reply's order.
-    position = {cid: i for i, cid in enumerate(call_ids)}
-    state.tool_calls[first_record:] = sorted(state.tool_calls[first_record:], key=lambda r: position[r.call_id])
-    for outcome in outcomes:
+    turns = _Turns(plan, calls)
+    try:
+        results = await asyncio.gather(
+            *(turns.run(i, _call_tool(state, plan, call, cid, visibility, turns, i))
+              for i, (call, cid) in enumerate(zip(calls, call_ids))),
+            return_exceptions=True,
+        )
+    except asyncio.CancelledError:
+        _answer_interrupted(state, plan, calls, call_ids, turns, visibility)
+        _keep_reply_order(state, call_ids, first_record)
+        raise
+    _keep_reply_order(state, call_ids, first_record)
+    for outcome in results:
         if isinstance(outcome, BaseException):
             raise outcome
-    for call, result in zip(calls, outcomes):
+    for call, result in zip(calls, results):
         state.messages.append(
             Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
         )
@@ -56,8 +78,85 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
         )
 
 
+class _Turns:
+    """The order of one reply's calls. A call that is not read-only (a write, a ticket, `wait`,
+    `delegate`) runs alone, after every call before it in the reply, so a read after a write sees
+    it and two writes of one path never race; consecutive read-only calls run concurrently.
+    Approvals are asked for at once for every call of the reply that needs one: an approved call
+    then waits for its turn. After a call failed the run, later calls do not run."""
+
+    def __init__(self, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
+        self.after: list[int] = []
+        """Call i runs once calls 0 .. after[i] - 1 have finished."""
+        for i, call in enumerate(calls):
+            together = i > 0 and _concurrent(plan, call) and _concurrent(plan, calls[i - 1])
+            self.after.append(self.after[-1] if together else i)
+        self.finished: set[int] = set()
+        self.started: set[int] = set()
+        self.results: dict[int, ToolResult] = {}
+        self.failed = False
+
+    async def turn(self, i: int) -> bool:
+        """Wait until call i may run; False if an earlier call failed (it must not run then)."""
+        if not self._ready(i):
+            await workflow.wait_condition(lambda: self._ready(i))
+        self.started.add(i)
+        return not self.failed
+
+    def _ready(self, i: int) -> bool:
+        return self.failed or all(j in self.finished for j in range(self.after[i]))
+
+    async def run(self, i: int, call: Awaitable[ToolResult]) -> ToolResult:
+        try:
+            self.results[i] = result = await call
+            return result
+        except BaseException:
+            self.failed = True
+            raise
+        finally:
+            self.finished.add(i)
+
+
+def _concurrent(plan: RunPlan, call: ToolCallRequest) -> bool:
+    """Read-only activity tools, and calls answered without running anything (unknown tools)."""
+    spec = next((t for t in plan.tools if t.name == call.name), None)
+    return spec is None or (spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY)
+
+
+def _answer_interrupted(
+    state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], call_ids: list[str], turns: _Turns,
+    visibility: Visibility,
+) -> None:
+    """An interrupted reply: the finished calls answered with their results, the others as
+    `Interrupted` (and recorded); no call of it waits for a person any longer."""
+    for i, (call, cid) in enumerate(zip(calls, call_ids)):
+        result = turns.results.get(i)
+        if result is None:
+            text = INTERRUPTED if i in turns.started else NOT_RUN
+            result = ToolResult(ok=False, error_type=ErrorType.INTERRUPTED, output=text)
+            state.tool_calls.append(ToolCallRecord(
+                step=state.step, call_id=cid, tool=call.name, key=keys.call_key(state.workflow_id, state.step, cid),
+                arguments=call.arguments, result=result,
+            ))
+        state.messages.append(
+            Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
+        )
+    ids = set(call_ids)
+    state.pending_approvals = [p for p in state.pending_approvals if p.call_id not in ids]
+    state.pending_decisions = [p for p in state.pending_decisions if p.call_id not in ids]
+    state.phase = Phase.ACTING
+    visibility.publish(state, plan)
+
+
+def _keep_reply_order(state: AgentState, call_ids: list[str], first_record: int) -> None:
+    """Calls of a reply are recorded as they finish; keep the reply's order."""
+    position = {cid: i for i, cid in enumerate(call_ids)}
+    state.tool_calls[first_record:] = sorted(state.tool_calls[first_record:], key=lambda r: position[r.call_id])
+
+
 async def _call_tool(
-    state: AgentState, plan: RunPlan, call: ToolCallRequest, call_id: str, visibility: Visibility
+    state: AgentState, plan: RunPlan, call: ToolCallRequest, call_id: str, visibility: Visibility, turns: _Turns,
+    index: int,
 ) -> ToolResult:
     step = state.step
     key = keys.call_key(state.workflow_id, step, call_id)
@@ -72,12 +171,14 @@ async def _call_tool(
         decision = await _await_approval(state, plan, spec, call_id, args, reason, visibility)
         if not decision.approved:
             return ToolResult(ok=False, error_type=ErrorType.REJECTED, output=f"a person rejected this call: {decision.reason}")
+    if not await turns.turn(index):
+        return ToolResult(ok=False, output="not run: an earlier call of this reply failed")
     if spec.kind == "timer":
         result = await _timer(state, args)
     elif spec.kind == "child":
         result = await _delegate(state, plan, spec, key, call_id, args)
     else:
-        result = await _run_activity_tool(state, plan, spec, key, call_id, args)
+        result = await _run_activity_tool(state, plan, spec, key, call_id, args, visibility)
     if result.error_type == ErrorType.INVALID_ARGUMENTS:
         _count_bad_call(state, result.output)
     state.used.tool_calls += 1
@@ -88,42 +189,60 @@ async def _call_tool(
 
 
 async def _run_activity_tool(
-    state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any]
+    state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any],
+    visibility: Visibility,
 ) -> ToolResult:
     step = state.step
     effect = _register_effect(state, spec, step, call_id, key, args)
-    try:
-        result = await _execute_tool(state, plan, spec, call_id, args)
-    except FailureError as err:  # a local activity's final failure is not wrapped in an ActivityError
-        raise_if_cancelled(err)
-        if effect is not None:
-            effect.status, effect.error = EffectStatus.FAILED, cause(err)
-        if spec.workspace and hosts.host_gone(err):
-            raise HostLost(state.workspace_host, f"step {step}: tool {spec.name}") from None
-        raise RunFailed(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
+    decision: OutcomeDecision | None = None
+    while True:
+        try:
+            result = await _execute_tool(state, plan, spec, call_id, args, decision)
+            break
+        except FailureError as err:  # a local activity's final failure is not wrapped in an ActivityError
+            raise_if_cancelled(err)
+            if effect is not None:
+                effect.status, effect.error = EffectStatus.FAILED, cause(err)
+            if outcomes.unknown(err):  # a person (or the timeout policy) decides; workflows/outcomes.py
+                decision = await outcomes.ask(state, plan, spec, call_id, key, args, cause(err), visibility)
+                if decision.choice == OutcomeChoice.SKIP:
+                    return outcomes.skipped(spec, decision)
+                if decision.choice != OutcomeChoice.FAIL:
+                    continue  # retry or assume_done: the activity again, carrying the decision
+            if spec.workspace and hosts.host_gone(err):
+                raise HostLost(state.workspace_host, f"step {step}: tool {spec.name}") from None
+            raise RunFailed(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
     if effect is not None:
         effect.status = EffectStatus.DONE if result.ok else EffectStatus.FAILED
         effect.undo = result.undo
     return result
 
 
-async def _execute_tool(state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any]) -> ToolResult:
+async def _execute_tool(
+    state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any],
+    decision: OutcomeDecision | None = None,
+) -> ToolResult:
     # key, workflow id and tool name come from the activity's own info (not repeated in history)
     invocation = ToolInvocation(
         step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace,
         sandbox=plan.sandbox if spec.workspace else SandboxPolicy(),  # absent from history while the default
+        decision=decision.choice.value if decision else None, assumed_output=decision.result if decision else None,
     )
+    if spec.mcp:  # one activity type per MCP server: it needs the tool's name and the run's pinned tool list
+        invocation.tool, invocation.catalog = spec.name, plan.mcp_ref or ""
     retry = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts)
     summary = f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip()
     if spec.local:  # fast and read-only (see ToolSpec.local): no server round trip
         return await workflow.execute_local_activity(
-            f"tool.{spec.name}", invocation, result_type=ToolResult,
+            spec.activity_type, invocation, result_type=ToolResult,
             start_to_close_timeout=timedelta(seconds=spec.timeout_s), retry_policy=retry, summary=summary,
         )
     return await workflow.execute_activity(
-        f"tool.{spec.name}", invocation, result_type=ToolResult,
+        spec.activity_type, invocation, result_type=ToolResult,
         start_to_close_timeout=timedelta(seconds=spec.timeout_s),
-        heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else None,
+        heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else TOOL_HEARTBEAT_TIMEOUT,
+        # an interrupted side effect is waited for until it has stopped: its undo must not run beside it
+        cancellation_type=CANCEL_READ_ONLY if spec.effect == EffectClass.READ_ONLY else CANCEL_SIDE_EFFECT,
         retry_policy=retry, summary=summary,
         **hosts.on_host(state.workspace_host if spec.workspace else None, plan),  # on the workspace's host
     )

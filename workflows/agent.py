@@ -26,13 +26,13 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
-    AGENT_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Continuation, Decision, EffectClass,
+    AGENT_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Continuation, DecideRequest, Decision, EffectClass,
     EffectStatus, ErrorType, Message, ModelReply, ModelRequest, Phase, PrepareRun, RejectRequest, RollbackPlanItem,
-    RollbackReport, RollbackRequest, RunPlan, Transcript, TranscriptPage, scrub_text,
+    OutcomeDecision, RollbackReport, RollbackRequest, RunPlan, Transcript, TranscriptPage, scrub_text,
 )
 from ratchet.core import budget as budgets
-from ratchet.workflows import acting, approvals, checkpoints, failover, handover, saga
-from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
+from ratchet.workflows import acting, approvals, checkpoints, failover, handover, interrupts, outcomes, saga
+from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled, root
 from ratchet.workflows.hosts import HostLost
 from ratchet.workflows.input import parse_run
 from ratchet.workflows.visibility import Visibility
@@ -47,6 +47,11 @@ CUT_OFF = (
     "Your last reply was cut off at the output token limit, so it is not taken as your final answer. "
     "Continue, more briefly: give the final answer in a shorter reply, or call a tool."
 )
+
+
+class OutOfBudget(Exception):
+    """The next model call cannot fit in what is left of the token or cost budget (the model
+    activity refused it before calling the model)."""
 
 
 # Outside the SDK's sandbox (bench/results/latest.md): the sandbox re-imported this module for every
@@ -67,6 +72,9 @@ class AgentWorkflow:
         self._early_inbox: list[str] = []
         self._early_paused: bool | None = None
         """Signals that arrive before the state exists (same first task as the start) wait here."""
+        self._deadline_passed = False
+        """The time budget's durable timer fired (`_start_deadline`): the step in flight is interrupted."""
+        self._deadline: asyncio.Task[None] | None = None
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
@@ -167,6 +175,18 @@ class AgentWorkflow:
     def _validate_reject(self, request: RejectRequest) -> None:
         approvals.validate_decision(self._require_state(), request.call_id)
 
+    @workflow.update
+    def decide(self, request: DecideRequest) -> str:
+        """Decide what happens to a call whose outcome is unknown (workflows/outcomes.py)."""
+        self._require_state().outcome_decisions[request.call_id] = OutcomeDecision(
+            choice=request.choice, result=request.result, reason=request.reason,
+        )
+        return f"{request.choice} {request.call_id}"
+
+    @decide.validator
+    def _validate_decide(self, request: DecideRequest) -> None:
+        outcomes.validate(self._require_state(), request.call_id)
+
     @workflow.query
     def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """Dry run: the effects a rollback to `checkpoint_id` would undo, newest first."""
@@ -176,7 +196,8 @@ class AgentWorkflow:
     @workflow.update
     async def rollback(self, request: RollbackRequest) -> RollbackReport:
         """Undo every effect above the checkpoint (newest first), restore the conversation to it,
-        then continue or stop as asked. Runs at the next step boundary."""
+        then continue or stop as asked. Served at once: the step in flight is interrupted
+        (workflows/interrupts.py). Once accepted it is applied, even if the caller stops waiting."""
         request_id = self._next_request
         self._next_request += 1
         self._rollbacks.append((request_id, request))
@@ -209,47 +230,93 @@ class AgentWorkflow:
             raise invalid_input(err) from None
 
     async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
+        self._start_deadline(state, plan)
+        cut_short = False  # the deadline interrupted a step: its effects are not whole
         while True:
             if await self._serve_rollbacks(state, plan):
                 return self._finish(Phase.ROLLED_BACK)
-            if state.paused:
+            if state.paused and not self._deadline_passed:
                 await self._wait_while_paused(state, plan)
                 continue
             self._deliver_inbox(state)
+            reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state, plan))
+            if reason:
+                return await self._out_of_budget(state, plan, reason, cut_short)
             if self._should_continue_as_new(plan):
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._rollbacks))
+                if self._rollbacks:
+                    continue  # a rollback's handler waits for the loop: serve it first
                 self._deliver_inbox(state)
                 workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
-            reason = budgets.exhausted(plan.budget, state.used, self._elapsed_s(state))
-            if reason:
-                return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
             state.step += 1
-            state.used.steps += 1
-            reply = await self._think(state, plan)
-            if not reply.message.tool_calls and reply.finish_reason == "length":
-                state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
-                continue
-            effects_before = len(state.effects)
             try:
-                if not reply.message.tool_calls:
-                    # under a verifier the workspace as it stands must pass; a failing check goes back
-                    # to the model (it cannot end DONE)
-                    if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
-                        state.answer = reply.message.content or ""
-                        return self._finish(Phase.DONE)
-                    continue
-                await acting.act(state, plan, reply.message.tool_calls, self._visibility)
-                changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
-                if plan.verifier is not None and changed:
-                    await checkpoints.verify(state, plan)
+                answer = await interrupts.race(self._step(state, plan), lambda: self._stop_requested(state), state)
+            except interrupts.Interrupted:
+                cut_short = self._deadline_passed
+                continue
+            except OutOfBudget as refused:  # the next model call could not fit: nothing was spent on it
+                return self._finish(Phase.BUDGET_EXHAUSTED, error=str(refused))
             except HostLost as lost:  # the workspace's host is gone: on from the last checkpoint elsewhere
                 await failover.fail_over(state, plan, lost)
+                continue
+            if answer is not None and not self._rollbacks:  # an accepted rollback is served first
+                state.answer = answer
+                return self._finish(Phase.DONE, error=budgets.overrun(plan.budget, state.used))
+
+    async def _step(self, state: AgentState, plan: RunPlan) -> str | None:
+        """THINK, ACT, VERIFY: the final answer, or None to go on. Raced against what may stop it."""
+        reply = await self._think(state, plan)
+        if not reply.message.tool_calls:
+            if reply.finish_reason == "length":
+                state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
+                return None
+            # under a verifier the workspace as it stands must pass; a failing check goes back to
+            # the model (it cannot end DONE)
+            if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
+                return reply.message.content or ""
+            return None
+        effects_before = len(state.effects)
+        await acting.act(state, plan, reply.message.tool_calls, self._visibility)
+        changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
+        if plan.verifier is not None and changed:
+            await checkpoints.verify(state, plan)
+        return None
+
+    def _stop_requested(self, state: AgentState) -> bool:
+        """What interrupts the step in flight: a rollback request, a pause, the deadline."""
+        return bool(self._rollbacks) or state.paused or self._deadline_passed
+
+    def _start_deadline(self, state: AgentState, plan: RunPlan) -> None:
+        """The time budget as a durable timer (one per run, restarted by a continuation)."""
+        if plan.budget.max_duration_s is None:
+            return
+        left = plan.budget.max_duration_s - self._elapsed_s(state, plan)
+        if left <= 0:
+            self._deadline_passed = True
+            return
+
+        async def deadline() -> None:
+            await workflow.sleep(timedelta(seconds=left), summary=f"deadline: budget.max_duration_s {plan.budget.max_duration_s:g}s")
+            self._deadline_passed = True
+
+        self._deadline = asyncio.create_task(deadline())
+
+    async def _out_of_budget(self, state: AgentState, plan: RunPlan, reason: str, cut_short: bool) -> AgentResult:
+        """BUDGET_EXHAUSTED. At a step boundary the finished steps' work stays; a step the deadline
+        cut short is not whole, so the run's failure policy applies first, as for a failure."""
+        if cut_short:
+            await checkpoints.apply_failure_policy(state, plan, reason)
+            if state.phase == Phase.COMPENSATION_FAILED:
+                self._finish(Phase.COMPENSATION_FAILED, error=reason)
+                raise ApplicationError(self._failure_message(reason), type=ErrorType.AGENT_FAILED, non_retryable=True)
+        return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
 
     async def _wait_while_paused(self, state: AgentState, plan: RunPlan) -> None:
-        """Costs nothing but history while paused; a rollback request is served while paused."""
+        """Costs nothing but history while paused; a rollback request is served while paused, and
+        the deadline ends a paused run."""
         running_phase, state.phase = state.phase, Phase.PAUSED
         self._visibility.publish(state, plan)
-        await workflow.wait_condition(lambda: not state.paused or bool(self._rollbacks))
+        await workflow.wait_condition(lambda: not state.paused or bool(self._rollbacks) or self._deadline_passed)
         state.phase = running_phase
         self._visibility.publish(state, plan)
 
@@ -265,7 +332,11 @@ class AgentWorkflow:
     async def _think(self, state: AgentState, plan: RunPlan) -> ModelReply:
         state.phase = Phase.THINKING
         unsent = state.messages[state.unsent - state.messages_base :]
-        request = ModelRequest(step=state.step, call_ref=plan.call_ref, transcript=state.transcript, new_messages=unsent)
+        tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
+        request = ModelRequest(
+            step=state.step, call_ref=plan.call_ref, transcript=state.transcript, new_messages=unsent,
+            max_tokens=tokens_left, max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
+        )
         try:
             reply = await workflow.execute_activity(
                 "model.call", request, result_type=ModelReply,
@@ -275,7 +346,11 @@ class AgentWorkflow:
             )
         except ActivityError as err:
             raise_if_cancelled(err)
+            failure = root(err)
+            if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
+                raise OutOfBudget(failure.message) from None
             raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
+        state.used.steps += 1
         budgets.charge(state.used, reply.usage, plan.model)
         state.messages.append(reply.message)
         state.transcript = reply.transcript
@@ -326,7 +401,10 @@ class AgentWorkflow:
             effects=[e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE],
         )
 
-    def _elapsed_s(self, state: AgentState) -> float:
+    def _elapsed_s(self, state: AgentState, plan: RunPlan) -> float:
         started = datetime.fromisoformat(state.started_at) if state.started_at else workflow.now()
-        return (workflow.now() - started).total_seconds()
+        elapsed = (workflow.now() - started).total_seconds()
+        if self._deadline_passed and plan.budget.max_duration_s is not None:  # the timer is the authority
+            return max(elapsed, plan.budget.max_duration_s)
+        return elapsed
 

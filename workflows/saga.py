@@ -40,21 +40,38 @@ waited out, not turned into COMPENSATION_FAILED."""
 
 
 def undoable(plan: RunPlan, effect: Effect) -> bool:
-    spec = next((t for t in plan.tools if t.name == effect.tool), None)
-    if spec is not None and spec.kind == "child":
+    if _is_child(plan, effect):
         return True
+    spec = next((t for t in plan.tools if t.name == effect.tool), None)
     return effect.effect == EffectClass.COMPENSABLE and spec is not None and spec.has_undo
 
 
 def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[RollbackPlanItem]:
+    """What undoing state.effects[boundary:] does, newest first (the dry run of `compensate`)."""
     items = []
     for effect in reversed(state.effects[boundary:]):
         if effect.status == EffectStatus.UNDONE:
             action = "already_undone"
         else:
             action = "undo" if undoable(plan, effect) else "irreversible"
-        items.append(RollbackPlanItem(tool=effect.tool, step=effect.step, key=effect.key, action=action))
+        items.append(RollbackPlanItem(
+            tool=effect.tool, step=effect.step, key=effect.key, action=action, description=describe(plan, effect),
+        ))
     return items
+
+
+def describe(plan: RunPlan, effect: Effect) -> str | None:
+    """What undoing `effect` does, for people: the tool's words from its undo record; for a
+    sub-agent, how many effects it left in place."""
+    if not _is_child(plan, effect):
+        return effect.undo_description
+    info = effect.undo or {}
+    count = len(info.get("effects", []))
+    return f"undo the {count} effect{'' if count == 1 else 's'} sub-agent {info.get('child_id', '?')} left in place"
+
+
+def _is_child(plan: RunPlan, effect: Effect) -> bool:
+    return any(t.name == effect.tool and t.kind == "child" for t in plan.tools)
 
 
 async def compensate(

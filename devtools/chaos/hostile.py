@@ -216,7 +216,9 @@ async def main_async() -> int:
         await asyncio.to_thread(server.start)
         worker = None
         try:
-            stack = Stack(base, server.address, cached_workflows=100)
+            from devtools.chaos.hostile_cases import WORKER_ENV  # the keys the exfiltration cases look for
+
+            stack = Stack(base, server.address, cached_workflows=100, env=WORKER_ENV)
             worker = await stack.worker(base / "worker.log").start()
             probe = Probe(stack, await connect(server.address), make_outside(base))
             outcomes = await run_catalogue(probe)

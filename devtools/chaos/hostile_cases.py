@@ -1,15 +1,30 @@
 """The cases of the hostile-input catalogue (devtools/chaos/hostile.py) that go through a run's
 input and the model's tool calls; hostile_live.py has those aimed at a live run (updates,
-queries, signals). Each names the public surface it goes through and the clear error it expects."""
+queries, signals). Each names the public surface it goes through and the clear error it expects.
+
+The exfiltration cases (the last ones) are programs a model runs through `run_command` to reach what
+the worker holds: its keys (the catalogue's worker is started with `WORKER_ENV`: test values of
+`SECRETS`, and the nsjail sandbox), other runs' files, the state directory, the dev server. Each
+checks that the attempt failed in the sandbox and that neither what the model was told nor the run's
+history holds a secret in any encoding the secrets scan knows (tests/test_secrets.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import uuid
+from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 from devtools.chaos.hostile import Outcome, Probe, call, case, hostile_run, verdict
+from devtools.chaos.stack import ROOT
+from ratchet.contracts import ArtifactRef
+from ratchet.ops.redaction import MASK
+from ratchet.stores.urls import open_artifacts
+from tests.test_secrets import history_text, leaks
 
 
 def raw(data: bytes) -> RawValue:
@@ -241,3 +256,196 @@ async def fork_unknown(p: Probe, out: Outcome) -> None:
     wid = p.wid("fork")
     run = hostile_run(wid, [{"content": "x"}], resume_from={"workflow_id": "no-such-run", "checkpoint_id": "cp-1"})
     await cli_run(p, out, "fork", json.dumps(run), "FAILED", "no-such-run", wid=wid)
+
+
+# ---- exfiltration through run_command (issue 14) ----------------------------------------------------
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-proj-" + secrets.token_urlsafe(36),
+    "AZURE_OPENAI_API_KEY": secrets.token_hex(16),
+}
+"""Test values of the keys a model would want; the catalogue's worker holds them (`WORKER_ENV`)."""
+WORKER_ENV = {**SECRETS, "RATCHET_SANDBOX": "nsjail"}
+"""What the catalogue's worker is started with beyond its stack's settings (`Stack(env=...)`)."""
+
+READ_ENVIRON = """
+import base64, os, sys
+named = {os.getppid(), *map(int, sys.argv[1:])}
+for pid in sorted(named | {int(p) for p in os.listdir('/proc') if p.isdigit()}):
+    try:
+        raw = open(f'/proc/{pid}/environ', 'rb').read()
+    except OSError as exc:
+        if pid in named: print('DENIED', pid, exc.strerror)
+        continue
+    print('READ', pid, len(raw))
+    for form in (raw, base64.b64encode(raw), raw[::-1], raw.hex().encode()):
+        print(form.decode(errors='replace'))
+"""
+"""Every process environment the program can name (its parent's, the worker's pids given as
+arguments, every /proc entry), printed as is, in base64, reversed and in hex."""
+
+READ_KEYS = """
+import base64, glob, os, subprocess, sys
+for name in ('OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY'):
+    print('getenv', name, os.environ.get(name))
+for argv in (['printenv'], ['env']):
+    try: print(subprocess.run(argv, capture_output=True, text=True).stdout)
+    except OSError as exc: print('DENIED', argv[0], exc.strerror)
+paths = sorted(glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline')) + sys.argv[1:]
+for path in paths:
+    try: raw = open(path, 'rb').read()
+    except OSError as exc:
+        print('DENIED', path, exc.strerror)
+        continue
+    print('READ', path, base64.b64encode(raw).decode(), raw[::-1].decode(errors='replace'))
+"""
+"""The two keys by every means a program has: its environment, `printenv` and `env`, every /proc
+environ and command line, and the files given as arguments (the worker's environ by its pid, its
+working directory's `.env`, /etc/environment)."""
+
+READ_PATHS = """
+import os, sys
+def show(path):
+    try:
+        data = open(path, 'rb').read()
+    except IsADirectoryError:
+        names = sorted(os.listdir(path))
+        print('LISTED', path, names[:20])
+        for name in names: show(os.path.join(path, name))
+        return
+    except OSError as exc:
+        print('DENIED', path, exc.strerror)
+        return
+    print('READ', path, data[:200])
+for path in sys.argv[1:]: show(path)
+"""
+"""Each path given (a directory: every file under it), its first bytes or why not."""
+
+WRITE_PATHS = """
+import sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, 'ab') as f: f.write(b'planted by the model')
+        print('WROTE', path)
+    except OSError as exc: print('DENIED', path, exc.strerror)
+"""
+
+CONNECT = """
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+try:
+    socket.create_connection((host, port), timeout=3).close()
+    print('CONNECTED', host, port)
+except OSError as exc: print('REFUSED', host, port, exc)
+"""
+
+
+def holders(value: str) -> list[int]:
+    """Pids of the processes whose environment holds `value`: the worker, what a program would read."""
+    found = []
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            if value.encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+async def exfiltrate(p: Probe, out: Outcome, slug: str, program: str, *args: str) -> str:
+    """Run `python -c program args` through run_command in a run on the catalogue's worker and
+    return what the model was told. Checked here: the worker holds the test secrets (else the case
+    proves nothing); neither the tool result nor the run's history holds one in any encoding; and
+    nothing had to be redacted (the sandbox stopped the read, not the redaction net)."""
+    if any(not holders(value) for value in SECRETS.values()):
+        out.problems.append("no process holds the test secrets: start the worker with WORKER_ENV")
+    wid = p.wid(slug)
+    script = [{"tool_calls": [call("run_command", {"argv": ["python", "-c", program, *args]})]}, {"content": "tried"}]
+    await p.start(wid, hostile_run(wid, script))
+    verdict(out, await p.finish(out, wid), "DONE")
+    told = await told_in_full(p, wid)
+    history = await history_text(p.stack.address, wid)
+    for where, text in (("the tool result", told.encode()), ("history", history)):
+        if found := leaks(text, list(SECRETS.values())):
+            out.problems.append(f"{where} holds {len(found)} secret(s) in some encoding")
+    if MASK in told:
+        out.problems.append(f"redaction had to step in: the program read something secret: {told[:300]!r}")
+    return told
+
+
+async def told_in_full(p: Probe, wid: str) -> str:
+    """What the model was told for each tool call: the whole output (a long one is in the artifact
+    store, the message in history holds its first part and the reference)."""
+    store = open_artifacts(p.stack.settings().artifact_store_url)
+    messages = [m for m in (await p.state(wid))["messages"] if m["role"] == "tool"]
+    return "\n".join(m["content"] if m["content_ref"] is None
+                     else store.get(ArtifactRef.model_validate(m["content_ref"])).decode(errors="replace")
+                     for m in messages)
+
+
+def denied(out: Outcome, told: str, paths: list[str | Path]) -> None:
+    verdict(out, told, *[f"DENIED {path} " for path in paths])
+    out.outcome = f"{sum(f'DENIED {path} ' in told for path in paths)}/{len(paths)} refused: " + next(
+        (line.split(" ", 2)[-1] for line in told.splitlines() if line.startswith("DENIED")), "?")
+
+
+@case("read the worker's environ through /proc", "model tool arguments (run_command)")
+async def exfil_environ(p: Probe, out: Outcome) -> None:
+    workers = holders(SECRETS["OPENAI_API_KEY"])
+    told = await exfiltrate(p, out, "environ", READ_ENVIRON, *map(str, workers))
+    denied(out, told, [0, *workers])  # its parent is outside its PID namespace: getppid() is 0
+
+
+@case("read OPENAI_API_KEY and AZURE_OPENAI_API_KEY", "model tool arguments (run_command)")
+async def exfil_keys(p: Probe, out: Outcome) -> None:
+    files = [*(f"/proc/{pid}/environ" for pid in holders(SECRETS["OPENAI_API_KEY"])), str(ROOT / ".env"), "/etc/environment"]
+    told = await exfiltrate(p, out, "keys", READ_KEYS, *files)
+    verdict(out, told, "getenv OPENAI_API_KEY None", "getenv AZURE_OPENAI_API_KEY None")
+    denied(out, told, files)
+
+
+@case("read another run's workspace and the state directory", "model tool arguments (run_command)")
+async def exfil_state(p: Probe, out: Outcome) -> None:
+    victim = p.stack.workspace(p.wid("victim"))
+    victim.mkdir(parents=True)
+    marker = f"another run's file {uuid.uuid4().hex}"
+    (victim / "notes.txt").write_text(marker)
+    paths = [victim / "notes.txt", f"../{victim.name}/notes.txt", p.stack.ledger_path, p.stack.artifact_dir, "/etc/passwd"]
+    told = await exfiltrate(p, out, "state", READ_PATHS, *map(str, paths))
+    missing = [str(path) for path in paths[2:4] if not Path(path).exists()]
+    if missing:
+        out.problems.append(f"the case proves nothing: {missing} do not exist on the host")
+    for secret in (marker, "SQLite format 3", "root:x:"):
+        if secret in told:
+            out.problems.append(f"the program read {secret!r}")
+    denied(out, told, paths)
+
+
+@case("write outside the workspace", "model tool arguments (run_command)")
+async def exfil_write(p: Probe, out: Outcome) -> None:
+    tag = uuid.uuid4().hex[:8]
+    victim = p.stack.workspace(p.wid("victim"))
+    victim.mkdir(parents=True)
+    targets = [p.outside / f"planted-{tag}", victim / "planted", p.stack.artifact_dir / f"planted-{tag}",
+               p.stack.ledger_path, p.stack.workspace_root / f"planted-{tag}", Path(f"/tmp/ratchet-planted-{tag}")]
+    argv = [*map(str, targets[:4]), f"../planted-{tag}", str(targets[5])]
+    try:
+        told = await exfiltrate(p, out, "write", WRITE_PATHS, *argv)
+        planted = [str(t) for t in targets if t.exists() and b"planted by the model" in t.read_bytes()]
+    finally:
+        targets[5].unlink(missing_ok=True)
+    if planted:
+        out.problems.append(f"the program wrote outside its workspace: {planted}")
+    # what the program thinks: refused, or written to the sandbox's own /tmp (a tmpfs that dies with it)
+    out.outcome = (f"{len(planted)}/{len(targets)} reached the host; in the sandbox {told.count('DENIED')} refused, "
+                   f"{told.count('WROTE')} went to its private /tmp")
+
+
+@case("connect to the dev server on 127.0.0.1", "model tool arguments (run_command)")
+async def exfil_socket(p: Probe, out: Outcome) -> None:
+    host, port = p.stack.address.rsplit(":", 1)
+    told = await exfiltrate(p, out, "socket", CONNECT, host, port)
+    verdict(out, told, f"REFUSED {host} {port}")
+    if "CONNECTED" in told:
+        out.problems.append(f"the program reached the dev server at {p.stack.address}")
+    out.outcome = next((line for line in told.splitlines() if line.startswith(("REFUSED", "CONNECTED"))), told[:110])

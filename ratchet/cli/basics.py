@@ -1,4 +1,4 @@
-"""`ratchet start | list | result | cancel | transcript`: the basics, without switching to the
+"""`ratchet start | list | result | cancel | transcript | decide`: the basics, without switching to the
 `temporal` CLI.
 
 The same with the plain CLI:
@@ -8,6 +8,7 @@ The same with the plain CLI:
     temporal workflow result --workflow-id W
     temporal workflow cancel --workflow-id W
     temporal workflow query --workflow-id W --name transcript --input '{"offset": 0, "limit": 20}'
+    temporal workflow update execute --workflow-id W --name decide --input '{"call_id": "call_3_0", "choice": "retry"}'
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import uuid
 from pathlib import Path
 
 from pydantic import ValidationError
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 
 from ratchet.cli.runs import _client, _state, _sync, watch
-from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun, Message, TranscriptPage
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun, DecideRequest, Message, OutcomeChoice, TranscriptPage
 from ratchet.ops.settings import load_settings
 from ratchet.workflows.agent import AgentWorkflow
 
@@ -150,6 +151,17 @@ def _earlier(state, start: int, stop: int) -> list[tuple[int, Message]]:
     return list(enumerate(conversation[start:stop], start=start))
 
 
+async def decide(args: argparse.Namespace) -> int:
+    request = DecideRequest(call_id=args.call_id, choice=args.choice, result=args.result, reason=args.reason)
+    handle = (await _client()).get_workflow_handle(args.workflow_id)
+    try:
+        print(await handle.execute_update("decide", request, result_type=str))
+    except WorkflowUpdateFailedError as exc:
+        print(f"decide refused: {exc.cause}")
+        return 1
+    return 0
+
+
 def register(sub) -> None:
     cmd = sub.add_parser(
         "start", help="start a run (and follow it with --follow)",
@@ -204,3 +216,17 @@ def register(sub) -> None:
     cmd.add_argument("--offset", type=int, default=0, help="first message (default: %(default)s)")
     cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
     cmd.set_defaults(fn=_sync(transcript))
+    cmd = sub.add_parser(
+        "decide", help="decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
+        description="A side-effecting call was interrupted and its tool can neither reconcile nor repeat "
+        "safely. Check the target system, then: retry (it did not happen), assume_done (it did; --result "
+        "is what the model sees), skip (go on; the model is told) or fail (the failure policy applies).",
+        epilog="example: ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd.add_argument("call_id", help="the call (see `ratchet watch` or state.pending_decisions)")
+    cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice])
+    cmd.add_argument("--result", help="with assume_done: the call's output as the model will see it")
+    cmd.add_argument("--reason", default="", help="why (recorded in the run's state)")
+    cmd.set_defaults(fn=_sync(decide))

@@ -44,6 +44,12 @@ def _replay(args: argparse.Namespace) -> int:
     return replay_main(args)
 
 
+def _health(args: argparse.Namespace) -> int:
+    from ratchet.cli.health import main as health_main
+
+    return health_main(args)
+
+
 def _migrate_stores(args: argparse.Namespace) -> int:
     from ratchet.stores.migrate import main as migrate_main
 
@@ -65,6 +71,16 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="replay histories against today's workflow code (the deploy gate)")
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)
+    from ratchet.cli.health import add_arguments as health_arguments
+
+    health = sub.add_parser(
+        "health", help="check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
+        description="Connect to what a worker needs, with the worker's settings, one line per check; "
+        "exit 0 if every check passes, else 1. The compose worker's healthcheck.",
+        epilog="example: ratchet health --timeout 3",
+    )
+    health_arguments(health)
+    health.set_defaults(fn=_health)
     from ratchet.stores.migrate import add_arguments as migrate_arguments
 
     migrate = sub.add_parser("migrate-stores", help="copy the ledger and artifacts into other stores (Postgres, S3)")
@@ -80,11 +96,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from ratchet.payloads.codec import CodecKeyError
+
     args = parser().parse_args(argv)
     try:
         status = args.fn(args)
     except KeyboardInterrupt:
         status = 130
+    except CodecKeyError as exc:  # any verb that reads a run's payloads: which key or setting is missing
+        print(f"ratchet: {exc}", file=sys.stderr, flush=True)
+        status = 2
     exit_now(status)
 
 

@@ -4,6 +4,9 @@ The same operations with the plain CLI:
     temporal workflow query  --workflow-id W --name state
     temporal workflow query  --workflow-id W --name rollback_plan --input '"cp-1"'
     temporal workflow update execute --workflow-id W --name rollback --input '{"checkpoint_id": "cp-1"}'
+    temporal workflow start --type RollbackWorkflow --task-queue ratchet --workflow-id W/rollback/cp-1 \
+        --id-reuse-policy AllowDuplicateFailedOnly --input '{"workflow_id": "W", "checkpoint_id": "cp-1"}'
+        (a closed run; add "dry_run": true and the id W/rollback/cp-1/dry-run for the dry run)
     temporal workflow start --type AgentWorkflow ... --input '{"agent": ..., "resume_from": {...}}'
     temporal workflow update execute --workflow-id W --name approve --input '{"call_id": "call_3_0"}'
     temporal workflow update execute --workflow-id W --name reject --input '{"call_id": "call_3_0", "reason": "no"}'
@@ -18,11 +21,16 @@ import asyncio
 import json
 import uuid
 
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from ratchet.contracts import (
-    AgentState, ApproveRequest, Phase, RejectRequest, RollbackReport, RollbackRequest,
+    ROLLBACK_WORKFLOW, TO_START, AgentState, ApproveRequest, ClosedRollback, Phase, RejectRequest, RollbackPlanItem,
+    RollbackReport, RollbackRequest, RollbackRun, rollback_id,
 )
 from ratchet.ops.settings import load_settings
 from ratchet.contracts import AGENT_WORKFLOW
@@ -55,11 +63,30 @@ async def checkpoints(args: argparse.Namespace) -> int:
 
 
 async def rollback(args: argparse.Namespace) -> int:
+    """A running run rolls back through its `rollback` update; a closed one through a
+    `RollbackWorkflow` (workflows/closed_rollback.py)."""
     client = await _client()
     handle = client.get_workflow_handle(args.workflow_id)
-    plan = await handle.query(AgentWorkflow.rollback_plan, args.checkpoint_id)
-    for item in plan:
-        print(f"  {item.action:<14} step {item.step:>3} {item.tool:<16} {item.key}")
+    if await _running(handle):
+        try:
+            return await _rollback_running(handle, args)
+        except RPCError:
+            if await _running(handle):
+                raise
+            print(f"{args.workflow_id} closed meanwhile: rolling back the closed run")
+    return await _rollback_closed(client, args)
+
+
+async def _running(handle: WorkflowHandle) -> bool:
+    return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+
+async def _rollback_running(handle: WorkflowHandle, args: argparse.Namespace) -> int:
+    try:
+        _print_plan(await handle.query(AgentWorkflow.rollback_plan, args.checkpoint_id))
+    except WorkflowQueryFailedError as exc:
+        print(f"rollback refused: {exc}")
+        return 1
     if args.dry_run:
         return 0
     try:
@@ -71,6 +98,39 @@ async def rollback(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(report.model_dump(), indent=2))
     return 0 if report.clean else 1
+
+
+async def _rollback_closed(client: Client, args: argparse.Namespace) -> int:
+    """Start (or join) the closed run's `RollbackWorkflow` under the id derived from the request: a
+    rollback that completed before is not run again, its result is shown."""
+    request = RollbackRun(workflow_id=args.workflow_id, checkpoint_id=args.checkpoint_id, dry_run=args.dry_run)
+    workflow_id = rollback_id(request.workflow_id, request.checkpoint_id, request.dry_run)
+    reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if args.dry_run else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+    try:
+        handle = await client.start_workflow(
+            ROLLBACK_WORKFLOW, request, id=workflow_id, task_queue=load_settings().task_queue, result_type=ClosedRollback,
+            id_reuse_policy=reuse, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+    except WorkflowAlreadyStartedError:
+        handle = client.get_workflow_handle(workflow_id, result_type=ClosedRollback)
+        print(f"{args.workflow_id} was rolled back to {args.checkpoint_id} before, by workflow {workflow_id}; its result:")
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        print(f"rollback failed ({workflow_id}): {getattr(exc.cause, 'message', exc.cause)}")
+        return 1
+    print(f"{args.workflow_id}: closed {result.status} ({result.phase}); rollback workflow {workflow_id}")
+    _print_plan(result.plan)
+    if result.report is not None:
+        print(json.dumps(result.report.model_dump(), indent=2))
+    return 0
+
+
+def _print_plan(plan: list[RollbackPlanItem]) -> None:
+    if not plan:
+        print("  nothing to undo")
+    for item in plan:
+        print(f"  {item.action:<14} step {item.step:>3} {item.tool:<16} {item.description or '-'}  [{item.key}]")
 
 
 async def fork(args: argparse.Namespace) -> int:
@@ -92,10 +152,17 @@ def register(sub) -> None:
     cmd = sub.add_parser("checkpoints", help="list a run's checkpoints with their evidence")
     cmd.add_argument("workflow_id")
     cmd.set_defaults(fn=_sync(checkpoints))
-    cmd = sub.add_parser("rollback", help="undo a run's effects back to a checkpoint")
-    cmd.add_argument("workflow_id")
-    cmd.add_argument("checkpoint_id")
-    cmd.add_argument("--then", choices=["continue", "stop"], default="continue")
+    cmd = sub.add_parser(
+        "rollback", help="undo a run's effects back to a checkpoint (a running or a closed run)",
+        description="Undo a run's effects after a checkpoint, newest first, each at most once. A running run "
+        "rolls back at its next step boundary; a closed one (DONE, FAILED, cancelled, ...) through a "
+        f"{ROLLBACK_WORKFLOW} with id RUN/rollback/CHECKPOINT.",
+        epilog="example: ratchet rollback fix-42 cp-1 --dry-run",
+    )
+    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd.add_argument("checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`); for a closed run also {TO_START!r}: every effect")
+    cmd.add_argument("--then", choices=["continue", "stop"], default="continue",
+                     help="a running run: go on from the checkpoint or stop (default: %(default)s)")
     cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
     cmd.set_defaults(fn=_sync(rollback))
     cmd = sub.add_parser("fork", help="start a new run from another run's checkpoint")
@@ -173,6 +240,9 @@ def render(state: AgentState) -> str:
     ]
     for pending in state.pending_approvals:
         lines.append(f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})")
+    for pending in state.pending_decisions:
+        lines.append(f"  awaiting decision: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
+                     f" (outcome unknown; `ratchet decide {state.workflow_id} {pending.call_id} retry|assume_done|skip|fail`)")
     for cp in state.checkpoints:
         lines.append(f"  checkpoint {cp.id}: {cp.summary}")
     for move in state.failovers:

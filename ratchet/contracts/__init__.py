@@ -5,6 +5,8 @@
 - `payloads`: activity inputs and outputs (model and tool calls, undo, verification);
 - `sandbox`: what a run's programs may do (`SandboxPolicy`);
 - `state`: the agent's state (`AgentState`), effects, checkpoints, the handover and the result;
+- `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
+- `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `base`: the vocabulary they share.
 
 Every name is re-exported here; import from `ratchet.contracts`. Only pydantic and the standard
@@ -24,8 +26,12 @@ from ratchet.contracts.plan import (
 from ratchet.contracts.payloads import (
     ToolCallRequest, Message, Usage, ModelRequest, ModelReply, ToolInvocation, ToolResult, UndoInvocation, Evidence, VerifyRequest, VerifyResult, LoadCheckpoint, OpenWorkspace, RehydrateWorkspace, WorkspaceBinding,
 )
+from ratchet.contracts.outcomes import OutcomeChoice, DecideRequest, PendingDecision, OutcomeDecision
 from ratchet.contracts.state import (
-    ToolCallRecord, EffectStatus, Effect, Checkpoint, Forked, Failover, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, Continuation, AgentResult,
+    UNDO_DESCRIPTION, ToolCallRecord, EffectStatus, Effect, Checkpoint, Forked, Failover, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, Continuation, AgentResult,
+)
+from ratchet.contracts.rollback import (
+    ROLLBACK_WORKFLOW, TO_START, rollback_id, RollbackRun, LoadClosedRun, ClosedRun, ClosedRollback,
 )
 
 __all__ = [
@@ -77,6 +83,7 @@ __all__ = [
     "OpenWorkspace",
     "RehydrateWorkspace",
     "WorkspaceBinding",
+    "UNDO_DESCRIPTION",
     "ToolCallRecord",
     "EffectStatus",
     "Effect",
@@ -92,4 +99,15 @@ __all__ = [
     "AgentState",
     "Continuation",
     "AgentResult",
+    "OutcomeChoice",
+    "DecideRequest",
+    "PendingDecision",
+    "OutcomeDecision",
+    "ROLLBACK_WORKFLOW",
+    "TO_START",
+    "rollback_id",
+    "RollbackRun",
+    "LoadClosedRun",
+    "ClosedRun",
+    "ClosedRollback",
 ]

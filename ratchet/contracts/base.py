@@ -42,6 +42,8 @@ class Phase(StrEnum):
     THINKING = "THINKING"
     ACTING = "ACTING"
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    AWAITING_DECISION = "AWAITING_DECISION"
+    """A call's outcome is unknown; a person or the profile's timeout policy decides (`decide`)."""
     PAUSED = "PAUSED"
     ROLLING_BACK = "ROLLING_BACK"
     DONE = "DONE"
@@ -95,7 +97,17 @@ class ErrorType(StrEnum):
     """A tool failed in a way the model cannot fix: the run fails."""
     UNDO_FAILED = "UndoFailed"
     OUTCOME_UNKNOWN = "OutcomeUnknown"
-    """A side effect was started and its outcome cannot be known (docs/RELIABILITY.md)."""
+    """A side effect was started and its outcome cannot be known (docs/RELIABILITY.md): the run
+    asks for a decision (`AWAITING_DECISION`)."""
+    NOT_STARTED = "NotStarted"
+    """A tool said it failed before it acted (`ratchet.core.tools.NotStarted`): an ordinary retry."""
+    SKIPPED = "Skipped"
+    """A person (or the decision timeout policy) skipped a call whose outcome is unknown."""
+    BUDGET_EXHAUSTED = "BudgetExhausted"
+    """The next model call cannot fit in what is left of the run's token or cost budget: the run
+    ends BUDGET_EXHAUSTED before making it."""
+    INTERRUPTED = "Interrupted"
+    """A tool call the run stopped before it finished (a pause, a rollback, the deadline)."""
 
 
 class FailurePolicy(StrEnum):

@@ -50,6 +50,12 @@ class ModelRequest(BaseModel):
     new_messages: list[Message]
     call_ref: str
     transcript: str | None = None
+    max_tokens: int | None = None
+    """The run's token budget left: this call's prompt and output together may use at most this
+    many. The model activity refuses a call whose prompt alone does not fit and caps its output
+    (`ratchet.core.budget.output_cap`). None: no limit."""
+    max_cost_usd: float | None = None
+    """The run's cost budget left, at the model's prices (None: the run has no cost budget)."""
 
 
 class ModelReply(BaseModel):
@@ -77,6 +83,13 @@ class ToolInvocation(BaseModel):
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """The run's sandbox policy (`RunPolicy.sandbox`), for tools that run programs; sent only by
     workspace tools, and absent from history while it is the default."""
+    decision: Literal["retry", "assume_done"] | None = None
+    """A person's decision on this call's unknown outcome (`decide`): applies to the activity's first attempt."""
+    assumed_output: str | None = None
+    """With `assume_done`: the output recorded as the call's result."""
+    catalog: str = ""
+    """For a tool of an MCP server (activity `mcp.<server>`, which then needs `tool` too): the digest
+    of the run's pinned MCP tool list (`RunPlan.mcp_ref`). Empty for every other tool."""
 
 
 class ToolResult(BaseModel):

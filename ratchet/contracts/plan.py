@@ -63,6 +63,13 @@ class ToolSpec(BaseModel):
     """Run as a local activity (in the worker holding the workflow task: no server round trips,
     one marker event). Decided by run.prepare for fast read-only tools (`ratchet.core.tools.runs_locally`);
     recorded in the plan, so replay takes the same path."""
+    mcp: str | None = None
+    """The MCP server this tool is on (ratchet/mcp): its calls run as activity `mcp.<server>`."""
+
+    @property
+    def activity_type(self) -> str:
+        """The activity type a call of this tool runs as."""
+        return f"mcp.{self.mcp}" if self.mcp else f"tool.{self.name}"
 
 
 class Verifier(BaseModel):
@@ -89,6 +96,9 @@ class RunPolicy(BaseModel):
     """Tools (or tool arguments matching a pattern) that wait for a person's approval."""
     approval_timeout_s: float | None = None
     on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
+    decision_timeout_s: float | None = None
+    """How long a call whose outcome is unknown waits for `decide` (None: until someone decides)."""
+    on_decision_timeout: Literal["retry", "assume_done", "skip", "fail"] = "fail"
     continue_as_new_events: int = 10_000
     """Continue as new at a step boundary once history has this many events (or Temporal suggests it)."""
     host_timeout_s: float = Field(60.0, gt=0)
@@ -110,6 +120,9 @@ class RunPlan(RunPolicy):
     search_attributes: bool = True
     call_ref: str
     """Digest of the run's `ModelCallConfig` artifact: what every model request of the run shares."""
+    mcp_ref: str | None = None
+    """Digest of the run's pinned MCP tool list (`ratchet.mcp.catalog.McpCatalog`), named by each of
+    its `mcp.<server>` calls; None when the profile uses no MCP server."""
 
 
 class ModelCallConfig(BaseModel):

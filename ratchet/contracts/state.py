@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, EffectClass, Phase
 from ratchet.contracts.payloads import Evidence, Message, ToolResult, WorkspaceBinding
+from ratchet.contracts.outcomes import OutcomeDecision, PendingDecision
 from ratchet.contracts.plan import RunPlan
 from ratchet.contracts.run import AgentRun
 
@@ -36,6 +37,12 @@ class EffectStatus(StrEnum):
     """Left in place: irreversible, or an older effect behind an undo that failed."""
 
 
+UNDO_DESCRIPTION = "description"
+"""The key of an undo record (`Effect.undo`, what `ToolContext.record_undo` and `ToolOutput.undo`
+carry) that tells a person what the undo will do ("restore a.txt (181 bytes)", "delete ticket #12"),
+written by the tool that records the undo (`ratchet.core.tools.undo_record`)."""
+
+
 class Effect(BaseModel):
     tool: str
     step: int
@@ -48,6 +55,13 @@ class Effect(BaseModel):
     status: EffectStatus = EffectStatus.PENDING
     undo: dict[str, Any] | None = None
     error: str | None = None
+
+    @property
+    def undo_description(self) -> str | None:
+        """What undoing this effect will do, in the tool's words (None: the tool recorded none, or
+        the call never reported; its undo then reads the ledger)."""
+        value = (self.undo or {}).get(UNDO_DESCRIPTION)
+        return value if isinstance(value, str) else None
 
 
 class Checkpoint(BaseModel):
@@ -113,6 +127,9 @@ class RollbackPlanItem(BaseModel):
     step: int
     key: str
     action: Literal["undo", "irreversible", "already_undone"]
+    description: str | None = None
+    """What the undo does, for the person deciding ("restore a.txt (181 bytes)", "delete ticket #12"):
+    the tool's own words from the undo record (`Effect.undo_description`), a count for a sub-agent."""
 
 
 class PendingApproval(BaseModel):
@@ -177,6 +194,9 @@ class AgentState(BaseModel):
     used: BudgetUsed = Field(default_factory=BudgetUsed)
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decisions: dict[str, Decision] = Field(default_factory=dict)
+    pending_decisions: list[PendingDecision] = Field(default_factory=list)
+    """Calls whose outcome is unknown, waiting for `decide` (phase AWAITING_DECISION)."""
+    outcome_decisions: dict[str, OutcomeDecision] = Field(default_factory=dict)
     inbox: list[str] = Field(default_factory=list)
     """Messages sent by signal, added to the conversation at the next step boundary."""
     paused: bool = False

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from ratchet.contracts import Budget, RunPolicy, Verifier
+from ratchet.contracts import Budget, BudgetOverride, RunPolicy, Verifier
+from ratchet.mcp.config import McpToolset
 
 
 class AgentProfile(RunPolicy):
@@ -24,6 +25,10 @@ class AgentProfile(RunPolicy):
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation; a run's `model.context_messages` overrides it)."""
+    mcp: list[McpToolset] = Field(default_factory=list)
+    """Tools from MCP servers (ratchet/mcp): per server the worker has (RATCHET_MCP_SERVERS), which
+    tools the model gets and their effects and compensations. Listed when a run is planned and
+    pinned for the run; the model sees them as `<server>__<tool>`."""
     budget: Budget = Field(default_factory=Budget)
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
@@ -43,6 +48,26 @@ class ProfileRegistry:
 
     def get(self, name: str) -> AgentProfile | None:
         return self.profiles.get(name)
+
+    def problems(self) -> list[str]:
+        """What is wrong with the registered profiles, one line each naming profile and field
+        (empty: all good). A worker refuses to start on any (`RatchetPlugin.run_worker`)."""
+        return [line for profile in self.profiles.values() for line in budget_problems(profile)]
+
+
+def budget_problems(profile: AgentProfile) -> list[str]:
+    """A profile's budget must be one a run could be started with (`BudgetOverride`'s limits):
+    `delegate` starts a sub-agent with what is left of it, and a budget over the limits fails
+    every such start."""
+    budget = {name: getattr(profile.budget, name) for name in BudgetOverride.model_fields}
+    try:
+        BudgetOverride.model_validate(budget)
+    except ValidationError as exc:
+        return [
+            f"profile {profile.name!r}: budget.{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (a run's limit)"
+            for err in exc.errors()
+        ]
+    return []
 
 
 CODER = AgentProfile(

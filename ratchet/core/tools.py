@@ -11,10 +11,17 @@ Errors, on purpose:
   path refused). Not retried; returned to the model as the tool's result.
 - `FatalToolError`: the run cannot go on (non-retryable); the run's failure policy applies.
 - anything else: transient; Temporal retries the activity with the tool's retry policy.
+
+Arguments the operating system rejects are the model's to see, for every tool, in two places:
+`nul_problem` refuses a NUL character in any string argument before the tool runs (no path,
+argv, environment or Postgres text can hold one), and `Tool.call` turns an `OSError` the OS raised
+for a path inside the run's workspace (`PATH_ERRNOS`: name too long, a directory where a file is
+meant, a file where a directory is meant, ...) into a `ToolError`. Other OS errors stay transient.
 """
 
 from __future__ import annotations
 
+import errno
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import EffectClass, SandboxPolicy, ToolSpec
+from ratchet.contracts import UNDO_DESCRIPTION, EffectClass, SandboxPolicy, ToolSpec
 
 if TYPE_CHECKING:
     from ratchet.ops.settings import Settings
@@ -37,6 +44,14 @@ class ToolError(Exception):
 
 class FatalToolError(Exception):
     """A failure that ends the run (its failure policy applies); not retried."""
+
+
+class NotStarted(Exception):
+    """Raised by a side-effecting tool that failed *before* it acted (it could not reach the
+    target system, a precondition failed): the ledger forgets the attempt and the activity is
+    retried under its retry policy like any transient error. Any other exception leaves the
+    attempt STARTED, so the next attempt's outcome is unknown and needs a reconcile hook, an
+    idempotent tool, or a person's decision."""
 
 
 @dataclass
@@ -54,7 +69,8 @@ class ToolContext:
     host that holds the run's files."""
     artifacts: ArtifactStore
     record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
-    """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works."""
+    """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works.
+    Build the record with `undo_record`, so a rollback plan can say what the undo will do."""
     settings: Settings | None = None
     """The worker's settings (tools read their own configuration from them, e.g. `tracker_path`)."""
     heartbeat: Callable[..., None] = lambda *details: None
@@ -75,6 +91,14 @@ class ToolOutput:
 
     output: str
     undo: dict[str, Any] | None = None
+    """What the undo needs; build it with `undo_record`."""
+
+
+def undo_record(description: str, **info: Any) -> dict[str, Any]:
+    """An undo record: what the undo needs (`info`), plus a short description of what the undo will
+    do, for the person deciding on a rollback ("restore a.txt (181 bytes)", "delete ticket #12").
+    Rollback plans show it (`Effect.undo_description`); the undo function may ignore it."""
+    return {UNDO_DESCRIPTION: description, **info}
 
 
 ToolFn = Callable[[ToolContext, Any], Awaitable[Any] | Any]
@@ -124,7 +148,13 @@ class Tool:
         }
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> ToolOutput:
-        return _as_output(await _maybe_await(self.fn(ctx, args)))
+        try:
+            return _as_output(await _maybe_await(self.fn(ctx, args)))
+        except OSError as exc:
+            problem = path_problem(ctx.workspace, exc)
+            if problem is None:
+                raise
+            raise ToolError(problem) from None
 
     async def call_undo(self, ctx: ToolContext, args: BaseModel, undo: dict[str, Any] | None) -> ToolOutput:
         assert self.undo is not None
@@ -142,6 +172,51 @@ async def _maybe_await(value: Any) -> Any:
 
 def _as_output(value: Any) -> ToolOutput:
     return value if isinstance(value, ToolOutput) else ToolOutput(output=str(value))
+
+
+PATH_ERRNOS = frozenset({
+    errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP,
+    errno.ENOENT, errno.EACCES, errno.EPERM, errno.EILSEQ, errno.EINVAL, errno.EFBIG,
+})
+"""OS errors that say the path a call named cannot be used as asked: a retry would fail the same way."""
+SHOWN_PATH_CHARS = 120
+
+
+def path_problem(workspace: Path, exc: OSError) -> str | None:
+    """What to tell the model about `exc` if the OS refused a path inside `workspace` (one of
+    PATH_ERRNOS), else None: an error about the worker's own files (a ledger, a tracker database)
+    is the operator's and stays an error the activity retries."""
+    if exc.errno not in PATH_ERRNOS or not isinstance(exc.filename, str):
+        return None
+    path = Path(exc.filename)
+    if path != workspace and workspace not in path.parents:
+        return None
+    shown = str(path.relative_to(workspace)) if path != workspace else "."
+    if len(shown) > SHOWN_PATH_CHARS:
+        shown = f"{shown[:SHOWN_PATH_CHARS]}... ({len(shown)} characters)"
+    return f"{shown}: {exc.strerror or errno.errorcode.get(exc.errno or 0, 'refused by the OS')}"
+
+
+def nul_problem(arguments: Any, at: str = "") -> str | None:
+    """Where a NUL character sits in a tool's arguments (JSON: keys and strings), said to the model,
+    or None. The OS takes no NUL in a path, an argv or an environment value, and Postgres none in
+    text, so it is refused for every tool before the tool runs."""
+    if isinstance(arguments, str):
+        return f"{at or '(arguments)'}: must be text without NUL characters" if "\x00" in arguments else None
+    if isinstance(arguments, dict):
+        items = list(arguments.items())
+    elif isinstance(arguments, list):
+        items = list(enumerate(arguments))
+    else:
+        return None
+    for key, value in items:
+        field = f"{at}.{key}" if at else str(key)
+        if isinstance(key, str) and "\x00" in key:
+            return f"{at or '(arguments)'}: keys must be text without NUL characters"
+        problem = nul_problem(value, field)
+        if problem is not None:
+            return problem
+    return None
 
 
 LOCAL_TOOL_MAX_S = 30.0

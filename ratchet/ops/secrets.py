@@ -8,7 +8,8 @@ tool outputs kept as artifacts, and the worker's logs.
 A variable's whole value is the secret unless the table says how to find the secret in it: only the
 password of a ledger URL, the header values of OPENAI_CUSTOM_HEADERS, the contents of the TLS key file
 a TEMPORAL_TLS_*_KEY_PATH names. Operators name more in RATCHET_SECRET_VARIABLES=NAME1,NAME2 (in the
-worker's environment, beside the variables it names; a RATCHET_ENV_FILE is not read for it).
+worker's environment, beside the variables it names; a RATCHET_ENV_FILE is not read for it). The MCP
+servers' configuration names more: every `${NAME}` in a server's env or headers (ratchet/mcp/config.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import base64
 import binascii
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -107,8 +108,19 @@ SECRET_PREFIXES: dict[str, Callable[[str, str], list[Secret]]] = {
 """Variables by prefix, as SECRET_VARIABLES."""
 
 
+_CONFIGURED: set[str] = set()
+"""Variables that configuration names as holding secrets: the `${NAME}` in an MCP server's env or
+headers (ratchet/mcp/config.py). Treated as RATCHET_SECRET_VARIABLES' names are."""
+
+
+def name_secret_variables(names: Iterable[str]) -> None:
+    """Add variables named by configuration (an MCP server's `${NAME}`) to the secret list."""
+    _CONFIGURED.update(names)
+
+
 def operator_variables(environ: Mapping[str, str]) -> list[str]:
-    return [name.strip() for name in environ.get(OPERATOR_VARIABLES, "").split(",") if name.strip()]
+    named = [name.strip() for name in environ.get(OPERATOR_VARIABLES, "").split(",") if name.strip()]
+    return named + sorted(_CONFIGURED - set(named))
 
 
 def is_secret_variable(name: str, operator_named: list[str]) -> bool:
@@ -143,12 +155,26 @@ def secret_values(settings: Settings, environ: Mapping[str, str] | None = None) 
     the settings (a RATCHET_ENV_FILE, or given in code) by the same table, and from Temporal's
     connection (an API key, gRPC headers or a client key in the Temporal config file)."""
     environ = os.environ if environ is None else environ
+    _name_mcp_variables(settings)
     named = operator_variables(environ)
     found: list[Secret] = []
     for name, value in [*environ.items(), *_settings_variables(settings)]:
         found += secrets_in(name, value, named)
     found += _connection_secrets(settings)
     return sorted({v for v in found if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+
+
+def _name_mcp_variables(settings: Settings) -> None:
+    """The variables RATCHET_MCP_SERVERS' servers name, so the log redactor (built before the worker
+    reads the file for its servers) knows them too. A file that cannot be read is reported there."""
+    if settings.mcp_servers is None:
+        return
+    from ratchet.mcp.config import McpConfigError, load_servers  # pydantic and stdlib only
+
+    try:
+        name_secret_variables(v for server in load_servers(settings.mcp_servers) for v in server.secret_variables())
+    except McpConfigError:
+        pass
 
 
 def key_material(data: bytes) -> list[Secret]:

@@ -130,6 +130,12 @@ class Settings(BaseSettings):
         validation_alias=_env("RATCHET_PLUGINS"),
         description="Comma-separated modules imported at worker start; they register tools and profiles.",
     )
+    mcp_servers: Path | None = Field(
+        None,
+        validation_alias=_env("RATCHET_MCP_SERVERS"),
+        description="A JSON (or .toml) file of the MCP servers this worker may start or connect to "
+        "(ratchet/mcp/config.py); `${NAME}` in their env or headers reads the worker's variable NAME, a secret.",
+    )
 
     openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))

@@ -5,15 +5,22 @@ key under a fresh 12-byte nonce, and wrapped in a payload whose metadata says
 `encoding: binary/encrypted` and `encryption-key-id: <id>`. Decoding uses whichever key the
 payload names, so a payload written under an old key still decodes after a new current key is
 added. Payloads without the encrypted encoding pass through untouched (histories written before
-encryption was switched on stay readable).
+encryption was switched on stay readable), with a WARNING naming the run: such a payload sits in
+Temporal's history in cleartext, typically a start or signal from the plain `temporal` CLI without
+`--codec-endpoint` (docs/OPERATIONS.md).
 
 Keys come from RATCHET_CODEC_KEYS: `id1:base64key,id2:base64key`, 32-byte keys, first is current.
+Without keys, `KeylessCodec` stands in: it encrypts nothing, and an encrypted payload fails with a
+`CodecKeyError` saying that RATCHET_CODEC_KEYS is not set (the `ratchet` CLI prints that line).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
+import hashlib
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -21,13 +28,16 @@ from collections.abc import Mapping, Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import PayloadCodec
+from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 _KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+WARNED_MAX = 4096
+"""Cleartext payloads remembered so a replay of the same history does not warn again."""
+log = logging.getLogger("ratchet.payloads.codec")
 
 
 class CodecKeyError(ValueError):
@@ -67,7 +77,7 @@ def _decode_key(key_id: str, encoded: str) -> bytes:
     return key
 
 
-class EncryptionCodec(PayloadCodec):
+class EncryptionCodec(PayloadCodec, WithSerializationContext):
     """Encrypts with the current key; decrypts with the key each payload names."""
 
     def __init__(self, keys: Mapping[str, bytes], current: str | None = None) -> None:
@@ -77,6 +87,18 @@ class EncryptionCodec(PayloadCodec):
         if self.current not in keys:
             raise ValueError(f"current key id {self.current!r} is not among the keys")
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        self.workflow_id: str | None = None
+        """The run whose payloads this copy codes (`with_context`), for the cleartext warning."""
+        self._warned: set[bytes] = set()  # shared by the copies
+
+    def with_context(self, context: SerializationContext) -> EncryptionCodec:
+        """A copy that knows the run it decodes for (the SDK calls this per workflow activation)."""
+        workflow_id = getattr(context, "workflow_id", None)
+        if workflow_id == self.workflow_id:
+            return self
+        named = copy.copy(self)
+        named.workflow_id = workflow_id
+        return named
 
     @classmethod
     def from_spec(cls, spec: str) -> EncryptionCodec:
@@ -96,6 +118,7 @@ class EncryptionCodec(PayloadCodec):
 
     def decrypt(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != ENCODING:
+            self._warn_cleartext(payload)
             return payload
         key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
         cipher = self._ciphers.get(key_id)
@@ -113,8 +136,41 @@ class EncryptionCodec(PayloadCodec):
             ) from None
         return Payload.FromString(plain)
 
+    def _warn_cleartext(self, payload: Payload) -> None:
+        """Once per payload (WARNED_MAX remembered): keys are set, yet this one was stored in clear."""
+        digest = hashlib.sha256(payload.SerializeToString(deterministic=True)).digest()
+        if digest in self._warned:
+            return
+        if len(self._warned) >= WARNED_MAX:
+            self._warned.clear()
+        self._warned.add(digest)
+        encoding = payload.metadata.get("encoding", b"none").decode(errors="replace")
+        log.warning(
+            "run %s: a payload (encoding %s) arrived in cleartext although RATCHET_CODEC_KEYS is set, so "
+            "Temporal stores it unencrypted; start and signal runs with `ratchet` or the temporal CLI's "
+            "--codec-endpoint (docs/OPERATIONS.md)", self.workflow_id or "?", encoding,
+        )
+
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(p) for p in payloads]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.decrypt(p) for p in payloads]
+
+
+class KeylessCodec(PayloadCodec):
+    """The codec without RATCHET_CODEC_KEYS: encrypts nothing; an encrypted payload fails saying so,
+    instead of the payload converter's `KeyError: Unknown payload encoding binary/encrypted`."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        for payload in payloads:
+            if payload.metadata.get("encoding") == ENCODING:
+                key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
+                raise CodecKeyError(
+                    f"payloads are encrypted (key id {key_id!r}) and RATCHET_CODEC_KEYS is not set here: "
+                    "set it to the workers' keys to read them"
+                )
+        return list(payloads)

@@ -35,7 +35,7 @@ from temporalio.converter import (
     ExternalStorage, JSONPlainPayloadConverter,
 )
 
-from ratchet.payloads.codec import EncryptionCodec
+from ratchet.payloads.codec import EncryptionCodec, KeylessCodec
 from ratchet.payloads.offload import ArtifactStorageDriver
 from ratchet.ops.settings import Settings
 from ratchet.stores.artifacts import ArtifactStore
@@ -99,11 +99,11 @@ def data_converter(settings: Settings, artifacts: ArtifactStore | None = None) -
     (a worker's store, `RatchetOptions.from_settings`), else to RATCHET_ARTIFACT_DIR."""
     converter = dataclasses.replace(BASE_CONVERTER, external_storage=external_storage(settings, artifacts))
     encryption = payload_codec(settings)
-    if encryption is not None:
-        converter = dataclasses.replace(
-            converter, payload_codec=encryption, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
-        )
-    return converter
+    if encryption is None:  # says "RATCHET_CODEC_KEYS is not set" on an encrypted payload
+        return dataclasses.replace(converter, payload_codec=KeylessCodec())
+    return dataclasses.replace(
+        converter, payload_codec=encryption, failure_converter_class=DefaultFailureConverterWithEncodedAttributes
+    )
 
 
 async def encode_payloads(converter: DataConverter, payloads: Sequence[Payload]) -> list[Payload]:

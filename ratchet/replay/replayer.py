@@ -30,6 +30,7 @@ from ratchet.payloads.converter import decode_payloads
 from ratchet.replay.divergence import locate
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK, Outcome, Progress
 from ratchet.ops.settings import Settings
+from ratchet.start_guard import StartGuard
 
 _CORE_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 
@@ -89,7 +90,9 @@ async def replay(
 ) -> list[Outcome]:
     """A verdict per loaded history, in order; loading errors pass through."""
     workflows = list(workflows or _default_workflows())
-    replayer = Replayer(workflows=workflows, data_converter=converter, runtime=_quiet_runtime())
+    replayer = Replayer(  # with the worker's start guard: a start it refused replays as refused
+        workflows=workflows, data_converter=converter, runtime=_quiet_runtime(), interceptors=[StartGuard(workflows)],
+    )
     names = {_Definition.must_from_class(w).name for w in workflows}  # the SDK's reading of @workflow.defn
     total = sum(isinstance(item, Loaded) for item in items)
     outcomes: list[Outcome] = []

@@ -128,6 +128,11 @@ class Ledger(Protocol):
         a later (or concurrent, losing) `complete` changes nothing, so every reader sees the same
         result."""
 
+    def release(self, key: str) -> None:
+        """Forget a begun `key` whose call did not act (the tool raised `NotStarted`): a STARTED
+        entry is deleted, its undo record with it, so the next `begin` claims the key afresh. A
+        COMPLETED entry is final and not changed."""
+
     def get(self, key: str) -> Entry | None:
         """The entry for `key`, or None if there is none. Reads only."""
 
@@ -204,6 +209,9 @@ class SqliteLedger:
             "UPDATE ledger SET status = ?, result = ?, completed_at = ? WHERE key = ? AND status = ?",
             (EntryStatus.COMPLETED, json.dumps(result), time.time(), key, EntryStatus.STARTED),
         )
+
+    def release(self, key: str) -> None:
+        self._conn().execute("DELETE FROM ledger WHERE key = ? AND status = ?", (key, EntryStatus.STARTED))
 
     def get(self, key: str) -> Entry | None:
         return self._read(self._conn(), key)

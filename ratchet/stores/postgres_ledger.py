@@ -233,6 +233,10 @@ class PostgresLedger:
             f"UPDATE {LEDGER_TABLE} SET status = 'completed', result = %s, completed_at = now()"
             " WHERE key = %s AND status = 'started'", (data, key)))
 
+    def release(self, key: str) -> None:
+        self._run("release", key, lambda conn: conn.execute(
+            f"DELETE FROM {LEDGER_TABLE} WHERE key = %s AND status = 'started'", (key,)))
+
     def get(self, key: str) -> Entry | None:
         def get(conn: Any) -> Entry | None:
             row = conn.execute(f"SELECT status, undo, result, starts FROM {LEDGER_TABLE} WHERE key = %s", (key,)).fetchone()

@@ -129,6 +129,24 @@ class LedgerConformance(_Suite):
         _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"reply": "first"},
                 what="a second complete must not replace the recorded result")
 
+    # release
+
+    def check_release_forgets_a_started_entry_and_keeps_a_completed_one(self) -> None:
+        ledger, key, done = self.open_ledger(), f"{_ns()}/1/call", f"{_ns()}/2/call"
+        ledger.begin(key)
+        ledger.set_undo(key, {"before": "first attempt"})
+        ledger.release(key)
+        assert ledger.get(key) is None, "release must delete a STARTED entry"
+        assert ledger.begin(key) is None, "after release, begin claims the key afresh"
+        ledger.set_undo(key, {"before": "second attempt"})
+        _expect(ledger.get(key), key, EntryStatus.STARTED, starts=1, undo={"before": "second attempt"},
+                what="a released key's old undo record must be gone")
+        ledger.begin(done)
+        ledger.complete(done, {"reply": "kept"})
+        ledger.release(done)
+        _expect(ledger.get(done), done, EntryStatus.COMPLETED, starts=1, result={"reply": "kept"},
+                what="release must not change a completed entry")
+
     # set_undo
 
     def check_the_first_undo_record_wins_and_outlives_complete(self) -> None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
-from ratchet.core.tools import FatalToolError, ToolContext, tool, undo_for
+from ratchet.core.tools import FatalToolError, NotStarted, ToolContext, tool, undo_for
 
 PROBE_LOG = "probe.log"
 
@@ -144,7 +144,7 @@ register_profile(
         name="approver",
         system_prompt="You are a background test agent.",
         tools=["create_ticket", "probe_append", "wait", "long_count"],
-        budget=Budget(max_steps=1000, max_tokens=10**12),
+        budget=Budget(max_steps=1000, max_tokens=10**10),
         approval_rules=[ApprovalRule(tool="create_ticket", argument="title", pattern="^prod")],
         approval_timeout_s=3 * 24 * 3600,
         on_approval_timeout="reject",
@@ -182,5 +182,99 @@ register_profile(
         tools=HOST_TOOLS,
         budget=Budget(max_steps=40),
         host_timeout_s=3,
+    )
+)
+
+
+class ChargeArgs(BaseModel):
+    label: str
+    crash_after_acting: bool = False
+    not_started_first: bool = False
+
+
+@tool(effect="compensable", timeout_s=5, max_attempts=3, workspace=True)
+def probe_charge(ctx: ToolContext, args: ChargeArgs) -> str:
+    """Charge once (not idempotent, no reconcile hook): an interrupted attempt's outcome is unknown."""
+    if args.not_started_first and ctx.attempt == 1:
+        raise NotStarted("the payment service refused the connection")
+    log = ctx.workspace / PROBE_LOG
+    first = not log.exists() or f"charged {args.label} " not in log.read_text()
+    _append(ctx, f"charged {args.label} attempt {ctx.attempt}")
+    if args.crash_after_acting and first:
+        raise RuntimeError("connection reset after the charge was sent")
+    return f"charged {args.label}"
+
+
+@undo_for("probe_charge")
+def undo_probe_charge(ctx: ToolContext, args: ChargeArgs, undo: dict | None) -> str:
+    _append(ctx, f"refunded {args.label}")
+    return "refunded"
+
+
+register_profile(
+    AgentProfile(
+        name="decider",
+        system_prompt="You are a test agent whose tool calls can be interrupted.",
+        tools=["probe_charge", "read_file"],
+        budget=Budget(max_steps=20),
+        failure_policy=FailurePolicy.ROLLBACK_ALL,
+    )
+)
+register_profile(
+    AgentProfile(
+        name="decider_skips",
+        system_prompt="You are a test agent whose tool calls can be interrupted.",
+        tools=["probe_charge"],
+        budget=Budget(max_steps=20),
+        decision_timeout_s=1,
+        on_decision_timeout="skip",
+    )
+)
+
+
+class SlowNoteArgs(BaseModel):
+    note: str
+    seconds: float = 30.0
+
+
+@tool(effect="compensable", timeout_s=120, idempotent=True, workspace=True)
+async def slow_note(ctx: ToolContext, args: SlowNoteArgs) -> str:
+    """Write a note slowly: a long side effect that a rollback, a pause or the deadline interrupts.
+    The log shows when it started, whether it was stopped, and when its undo ran."""
+    _append(ctx, f"start {ctx.key}")
+    try:
+        await asyncio.sleep(args.seconds)
+    except asyncio.CancelledError:
+        _append(ctx, f"stopped {ctx.key}")
+        raise
+    _append(ctx, f"noted {ctx.key} {args.note}")
+    return "noted"
+
+
+@undo_for("slow_note")
+def undo_slow_note(ctx: ToolContext, args: SlowNoteArgs, undo: dict | None) -> str:
+    _append(ctx, f"undone {ctx.key}")
+    return "unnoted"
+
+
+register_profile(
+    AgentProfile(
+        name="control",
+        system_prompt="You are a test agent that people interrupt.",
+        tools=["write_file", "read_file", "slow_note", "wait", "create_ticket"],
+        budget=Budget(max_steps=50),
+        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        approval_rules=[ApprovalRule(tool="create_ticket", argument="title", pattern="^prod")],
+    )
+)
+
+register_profile(
+    AgentProfile(
+        name="priced",
+        system_prompt="You are a test agent whose model costs money.",
+        tools=["probe_echo"],
+        budget=Budget(max_steps=50),
+        usd_per_1k_prompt_tokens=1.0,
+        usd_per_1k_completion_tokens=2.0,
     )
 )

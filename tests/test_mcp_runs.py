@@ -1,0 +1,275 @@
+"""Agent runs with tools from real MCP servers (the official SDK's, tests/mcp_servers/): stdio
+subprocesses and a streamable-HTTP server on loopback, one worker and one pool for the module (so
+each server starts once), the model scripted, nothing else faked.
+
+The tracker counts its side effects in SQLite, so "exactly once" is checked outside Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sqlite3
+import subprocess
+import uuid
+from datetime import timedelta
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from devtools.devserver import free_port
+from ratchet.contracts import ApprovalRule, ApproveRequest, ArtifactRef, Budget, Phase, RollbackReport, RollbackRequest, Verifier
+from ratchet.core.profiles import AgentProfile, register_profile
+from ratchet.mcp.config import Compensation, McpServer, McpToolset
+from ratchet.mcp.pool import McpPool
+from ratchet.ops.settings import Settings
+from ratchet.payloads.converter import BASE_CONVERTER
+from ratchet.plugin import RatchetOptions
+from ratchet.replay.outcomes import OK
+from ratchet.replay.replayer import Loaded, replay
+from ratchet.worker.main import Activities, build_worker
+from ratchet.workflows.agent import AgentWorkflow
+from tests.conftest import REPLAY_EVERY_TASK
+from tests.mcp_servers import HOSTILE, PYTHON, TRACKER
+from tests.runs import activity_attempts, scripted, start, state_of
+from tests.test_mcp_pool import running
+
+TOKEN_VARIABLE = "RATCHET_TEST_MCP_TOKEN"
+TOKEN = f"mcp-token-{uuid.uuid4().hex}"
+
+register_profile(AgentProfile(
+    name="mcp_saga", system_prompt="You track issues.", tools=["probe_wait"], budget=Budget(max_steps=20),
+    mcp=[McpToolset(server="tracker", tools=["search_issues", "create_issue"],
+                    compensations={"create_issue": Compensation(tool="close_issue", arguments={"id": "$result.id"})})],
+    verifier=Verifier(argv=["true"]),
+))
+register_profile(AgentProfile(
+    name="mcp_http", system_prompt="You send email.", tools=[],
+    mcp=[McpToolset(server="tracker_http", tools=["whoami", "send_email"])],
+))
+register_profile(AgentProfile(
+    name="mcp_hostile", system_prompt="You brave a hostile server.", tools=[],
+    budget=Budget(max_tokens=10**9),  # the model is sent the whole 20 MB (activities/model.py reads offloaded outputs)
+    mcp=[McpToolset(server="hostile", idempotent=["crash_once"])],
+    allow_irreversible=["hostile__crash_once"], approval_rules=[ApprovalRule(tool="hostile__old_tool")],
+))
+register_profile(AgentProfile(
+    name="mcp_strict", system_prompt="Your server crashes.", tools=[],
+    mcp=[McpToolset(server="hostile", tools=["crash_once"])], allow_irreversible=["hostile__crash_once"],
+))
+register_profile(AgentProfile(
+    name="mcp_many", system_prompt="You have many tools.", tools=[], mcp=[McpToolset(server="many")],
+))
+register_profile(AgentProfile(
+    name="mcp_broken", system_prompt="Your server is misconfigured.", tools=[], mcp=[McpToolset(server="broken")],
+))
+register_profile(AgentProfile(
+    name="mcp_wrong_url", system_prompt="Your server's url is wrong.", tools=[], mcp=[McpToolset(server="wrong_url")],
+))
+
+
+def call(name: str, **arguments) -> dict:
+    return {"name": name, "arguments": arguments}
+
+
+@pytest.fixture(scope="module")
+def mcp_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mcp")
+    (path / "markers").mkdir()
+    (path / "list").write_text("v1")
+    (path / "many").write_text("v1many")
+    return path
+
+
+@pytest.fixture(scope="module")
+def http_tracker(mcp_dir):
+    port = free_port()
+    server = subprocess.Popen(
+        [PYTHON, str(TRACKER), "--http", str(port)], env={**os.environ, "TRACKER_DB": str(mcp_dir / "tracker.db")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, "the HTTP tracker exited"
+                subprocess.run(["sleep", "0.05"])
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture(scope="module")
+def pool(mcp_dir, http_tracker) -> McpPool:
+    tracker_env = {"TRACKER_DB": str(mcp_dir / "tracker.db")}
+    return McpPool([
+        McpServer(name="tracker", command=PYTHON, args=[str(TRACKER)], env=tracker_env),
+        McpServer(name="tracker_http", url=f"{http_tracker}/mcp", headers={"Authorization": f"Bearer ${{{TOKEN_VARIABLE}}}"}),
+        McpServer(name="wrong_url", url=f"{http_tracker}/not-mcp"),
+        McpServer(name="hostile", command=PYTHON, args=[str(HOSTILE)], max_attempts=3,
+                  env={"HOSTILE_MARKERS": str(mcp_dir / "markers"), "HOSTILE_LIST": str(mcp_dir / "list")}),
+        McpServer(name="many", command=PYTHON, args=[str(HOSTILE)], env={"HOSTILE_LIST": str(mcp_dir / "many")}),
+        McpServer(name="broken", command=str(mcp_dir / "no-such-server")),
+    ])
+
+
+@pytest.fixture(scope="module")
+def mcp_settings(mcp_dir, dev_server, openai_server) -> Settings:
+    return Settings(
+        temporal_address=dev_server.address, task_queue=f"test-mcp-{uuid.uuid4().hex[:12]}",
+        workspace_root=mcp_dir / "workspaces", artifact_dir=mcp_dir / "artifacts", ledger_path=mcp_dir / "ledger.sqlite3",
+        tracker_path=mcp_dir / "tracker.sqlite3", openai_base_url=openai_server.base_url,
+        max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
+    )
+
+
+@pytest.fixture(scope="module")
+async def mcp_worker(client, mcp_settings, pool):
+    os.environ[TOKEN_VARIABLE] = TOKEN  # read by name when the HTTP server is connected; redacted everywhere
+    try:
+        activities = Activities(RatchetOptions.from_settings(mcp_settings, mcp=pool), client)
+        async with build_worker(client, mcp_settings, activities, graceful_shutdown_timeout=timedelta(0)):
+            yield activities
+            pids = [c.process.process.pid for c in pool._connections.values() if c.process.process is not None]
+        assert pids and not pool._connections, "the pool is closed when the worker stops"
+        assert not any(running(pid) for pid in pids), "and its stdio servers with it"
+    finally:
+        del os.environ[TOKEN_VARIABLE]
+
+
+def effects(mcp_dir, tool: str, detail: str | None = None) -> list[tuple[str, str]]:
+    with sqlite3.connect(mcp_dir / "tracker.db") as conn:
+        rows = conn.execute("SELECT detail, key FROM effects WHERE tool = ?", (tool,)).fetchall()
+    return [r for r in rows if detail is None or r[0] == detail]
+
+
+def issue_open(mcp_dir, title: str) -> bool:
+    with sqlite3.connect(mcp_dir / "tracker.db") as conn:
+        return bool(conn.execute("SELECT open FROM issues WHERE title = ?", (title,)).fetchone()[0])
+
+
+async def wait_for(handle, predicate, timeout: float = 30):
+    async with asyncio.timeout(timeout):
+        while not predicate(state := await state_of(handle)):
+            await asyncio.sleep(0.1)
+    return state
+
+
+async def test_compensable_mcp_tools_roll_back_to_a_checkpoint(client, mcp_settings, mcp_worker, mcp_dir):
+    alpha, beta = f"alpha-{uuid.uuid4().hex[:6]}", f"beta-{uuid.uuid4().hex[:6]}"
+    script = [
+        {"tool_calls": [call("tracker__search_issues", query="nothing-matches"), call("tracker__create_issue", title=alpha)]},
+        {"tool_calls": [call("tracker__create_issue", title=beta)]},
+        {"tool_calls": [call("probe_wait", seconds=3)]},
+        {"content": "finished"},
+    ]
+    handle = await start(client, mcp_settings, scripted("mcp_saga", script))
+    state = await wait_for(handle, lambda s: len(s.checkpoints) == 2)
+    search, create = state.tool_calls[0], state.tool_calls[1]
+    assert (search.tool, search.result.ok) == ("tracker__search_issues", True)
+    assert create.result.ok and alpha in create.result.output
+    assert [(e.tool, e.effect) for e in state.effects] == [("tracker__create_issue", "compensable")] * 2
+    plan = await handle.query(AgentWorkflow.rollback_plan, "cp-1")
+    assert [(p.tool, p.action) for p in plan] == [("tracker__create_issue", "undo")]
+    assert plan[0].description.startswith("close_issue(id=") and "MCP server tracker" in plan[0].description
+
+    report = await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-1", then="stop"), result_type=RollbackReport)
+    assert [u.split()[2] for u in report.undone] == ["tracker__create_issue"]
+    assert (await handle.result()).phase == Phase.ROLLED_BACK
+    assert issue_open(mcp_dir, alpha) and not issue_open(mcp_dir, beta)
+    assert effects(mcp_dir, "create_issue", alpha) == [(alpha, f"{handle.id}/1/call_1_1")], "the key travels in _meta"
+    assert len(effects(mcp_dir, "create_issue", beta)) == 1
+    assert len([e for e in effects(mcp_dir, "close_issue") if e[1] == f"{handle.id}/2/call_2_0/undo"]) == 1
+    history = await handle.fetch_history()
+    kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+             if e.HasField("activity_task_scheduled_event_attributes")}
+    assert {"mcp.tracker", "undo.tracker__create_issue"} <= kinds
+    [outcome] = await replay([Loaded("mcp", history)], BASE_CONVERTER)
+    assert outcome.result == OK, outcome.detail
+
+
+async def test_irreversible_tool_waits_for_approval_over_http_and_secrets_stay_out(client, mcp_settings, mcp_worker, mcp_dir):
+    to = f"ops-{uuid.uuid4().hex[:6]}@example.com"
+    script = [{"tool_calls": [call("tracker_http__whoami"), call("tracker_http__send_email", to=to, body="hello")]},
+              {"content": "sent"}]
+    handle = await start(client, mcp_settings, scripted("mcp_http", script))
+    state = await wait_for(handle, lambda s: s.pending_approvals)
+    assert [p.tool for p in state.pending_approvals] == ["tracker_http__send_email"] and not effects(mcp_dir, "send_email", to)
+    await handle.execute_update("approve", ApproveRequest(call_id=state.pending_approvals[0].call_id))
+    assert (await handle.result()).phase == Phase.DONE
+    assert effects(mcp_dir, "send_email", to) == [(to, f"{handle.id}/1/call_1_1")]
+    whoami = (await state_of(handle)).tool_calls[0].result
+    assert whoami.ok and "[REDACTED]" in whoami.output and TOKEN not in whoami.output
+    history = str(await handle.fetch_history())
+    assert TOKEN not in history and TOKEN_VARIABLE not in history
+
+
+async def test_results_images_errors_invalid_and_20_mb(client, mcp_settings, mcp_worker):
+    script = [{"tool_calls": [call("hostile__picture"), call("hostile__fail"), call("hostile__bad_schema"), call("hostile__big")]},
+              {"content": "seen"}]
+    handle = await start(client, mcp_settings, scripted("mcp_hostile", script))
+    assert (await handle.result()).phase == Phase.DONE
+    picture, fail, bad, big = (r.result for r in (await state_of(handle)).tool_calls)
+    digest = picture.output.split("artifact sha256:")[1].rstrip("]")
+    assert picture.ok and "a red pixel" in picture.output
+    assert mcp_worker.options.artifacts.get(ArtifactRef(digest=digest)).startswith(b"\x89PNG")
+    assert (fail.ok, fail.error_type) == (False, "ToolError") and "the widget is on fire" in fail.output
+    assert (bad.ok, bad.error_type) == (False, "ToolError") and "does not match the tool's output schema" in bad.output
+    assert big.ok and big.output_ref is not None and len(big.output) < 4096
+    assert mcp_worker.options.artifacts.get(big.output_ref) == b"x" * (20 * 1024 * 1024)
+    assert sum(e.ByteSize() for e in (await handle.fetch_history()).events) < 200_000, "history holds a preview"
+
+
+async def test_a_crash_mid_call_restarts_the_server_and_repeats_only_idempotent_calls(client, mcp_settings, mcp_worker, pool):
+    starts = pool.starts.get("hostile", 0)
+    handle = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__crash_once")]}, {"content": "ok"}]))
+    assert (await handle.result()).phase == Phase.DONE
+    assert (await state_of(handle)).tool_calls[0].result.output == "survived"
+    assert await activity_attempts(handle, "mcp.hostile") == [2], "the second attempt answered"
+    assert pool.starts["hostile"] >= starts + 1
+
+    strict = await start(client, mcp_settings, scripted("mcp_strict", [{"tool_calls": [call("hostile__crash_once")]}, {"content": "ok"}]))
+    state = await wait_for(strict, lambda s: s.pending_decisions or s.phase.terminal)
+    assert [d.tool for d in state.pending_decisions] == ["hostile__crash_once"], state.last_error
+    assert "outcome is" in state.pending_decisions[0].error and "unknown" in state.pending_decisions[0].error
+    assert await activity_attempts(strict, "mcp.hostile") == [2], "the second attempt refused: never a blind retry"
+    await strict.terminate("test over")
+
+
+async def test_a_running_run_keeps_its_pinned_tool_list(client, mcp_settings, mcp_worker, mcp_dir):
+    first = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__old_tool")]}, {"content": "a"}]))
+    state = await wait_for(first, lambda s: s.pending_approvals)
+    (mcp_dir / "list").write_text("v2")  # the server's tools change between the two runs
+    second = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__new_tool")]}, {"content": "b"}]))
+    assert (await second.result()).phase == Phase.DONE
+    await first.execute_update("approve", ApproveRequest(call_id=state.pending_approvals[0].call_id))
+    assert (await first.result()).phase == Phase.DONE
+    first_state, second_state = await state_of(first), await state_of(second)
+    assert first_state.tool_calls[0].result.output == "old_tool ran"
+    names = [{t.name for t in s.plan.tools} for s in (first_state, second_state)]
+    assert "hostile__old_tool" in names[0] and "hostile__new_tool" not in names[0]
+    assert "hostile__new_tool" in names[1] and "hostile__old_tool" not in names[1]
+    assert first_state.plan.mcp_ref != second_state.plan.mcp_ref
+
+
+async def test_a_server_with_500_tools(client, mcp_settings, mcp_worker):
+    handle = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("many__extra_499")]}, {"content": "ok"}]))
+    assert (await handle.result()).phase == Phase.DONE
+    state = await state_of(handle)
+    assert len([t for t in state.plan.tools if t.mcp == "many"]) == 507
+    assert state.tool_calls[0].result.output == "extra_499 ran"
+
+
+@pytest.mark.parametrize("profile, says", [
+    ("mcp_broken", "MCP server 'broken': cannot start"),
+    ("mcp_wrong_url", "MCP server 'wrong_url' at http://127.0.0.1"),
+])
+async def test_a_wrong_configuration_fails_the_run_naming_the_server(client, mcp_settings, mcp_worker, profile, says):
+    handle = await start(client, mcp_settings, scripted(profile, [{"content": "never"}]))
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert says in str(failure.value.cause)

@@ -1,0 +1,99 @@
+"""RollbackWorkflow: undo what a closed run left in place (deterministic, no I/O).
+
+A run that is still open rolls back through its `rollback` update. Once it has closed (DONE,
+FAILED, BUDGET_EXHAUSTED, CANCELLED, terminated, timed out) it takes no updates, so this workflow
+does the rollback instead, and its history is the audit trail:
+
+    rollback.load   the closed run's state, by query (activities/rollback.py); effects the
+                    ledger shows undone by an earlier rollback are marked undone
+    plan            saga.rollback_plan over the effects after the checkpoint (`start`: all)
+    undo            saga.compensate: newest first, each as `undo.<tool>` under the ledger key
+                    the live rollback uses (`{key}/undo`, at most once), stopping at the first
+                    undo that fails
+
+A dry run (`dry_run: true`) stops after the plan: the dry run and the rollback take one path, so
+they agree. The workflow id must be `rollback_id(...)` (`{run}/rollback/{checkpoint}`): a second
+request for the same rollback is then the same workflow, not a second one racing the first.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import RawValue, RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from ratchet.contracts import (
+    ROLLBACK_WORKFLOW, TO_START, ClosedRollback, ClosedRun, ErrorType, LoadClosedRun, RollbackReport, RollbackRun,
+    rollback_id,
+)
+from ratchet.workflows import checkpoints, saga
+from ratchet.workflows.errors import invalid_input, raise_if_cancelled
+from ratchet.workflows.input import describe, invalid
+
+EXAMPLE = '{"workflow_id": "fix-42", "checkpoint_id": "cp-1"}'
+
+
+@workflow.defn(name=ROLLBACK_WORKFLOW, sandboxed=False)  # outside the SDK's sandbox, as AgentWorkflow
+class RollbackWorkflow:
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> ClosedRollback:  # type: ignore[assignment]
+        request = parse_rollback(raw)
+        closed = await _load(request)
+        state = closed.state
+        result = ClosedRollback(
+            workflow_id=request.workflow_id, run_id=closed.run_id, status=closed.status,
+            phase=state.phase if state else None, checkpoint_id=request.checkpoint_id, dry_run=request.dry_run,
+        )
+        if state is None or state.plan is None:
+            return result  # it failed before it was planned: it did nothing
+        try:
+            since = 0 if request.checkpoint_id == TO_START else checkpoints.boundary(state, request.checkpoint_id)
+        except ValueError as exc:
+            raise invalid(f"checkpoint_id: {exc} (or {TO_START!r}: every effect)") from None
+        result.plan = saga.rollback_plan(state, state.plan, since)
+        if request.dry_run:
+            return result
+        reason = f"rollback of closed run {request.workflow_id} ({closed.status}, {state.phase})"
+        result.report = await saga.compensate(state, state.plan, since, RollbackReport(checkpoint_id=request.checkpoint_id, reason=reason))
+        if not result.report.clean:
+            raise ApplicationError(
+                f"rollback did not complete: {'; '.join(result.report.errors)}; not undone: "
+                f"{'; '.join(result.report.not_undone)}; undone: {len(result.report.undone)}",
+                result.model_dump(mode="json"), type=ErrorType.UNDO_FAILED, non_retryable=True,
+            )
+        return result
+
+
+def parse_rollback(raw: RawValue | None) -> RollbackRun:
+    """The input as a `RollbackRun`, under the id it implies, or a non-retryable `InvalidInput`."""
+    if raw is None:
+        raise invalid(f"no input: start the rollback with --input '{EXAMPLE}'")
+    try:
+        value = workflow.payload_converter().from_payload(raw.payload, None)
+    except Exception as exc:  # any decode failure is the caller's input, not our bug
+        raise invalid(f"input is not valid JSON: {exc}") from None
+    try:
+        request = RollbackRun.model_validate(value)
+    except ValidationError as exc:
+        raise invalid("invalid input: " + describe(exc)) from None
+    expected = rollback_id(request.workflow_id, request.checkpoint_id, request.dry_run)
+    if workflow.info().workflow_id != expected:
+        raise invalid(f"start this rollback with workflow id {expected!r} (a second request is then the same workflow)")
+    return request
+
+
+async def _load(request: RollbackRun) -> ClosedRun:
+    try:
+        return await workflow.execute_activity(
+            "rollback.load", LoadClosedRun(workflow_id=request.workflow_id), result_type=ClosedRun,
+            start_to_close_timeout=timedelta(seconds=60),
+            # about a minute of attempts: a ledger or server outage is waited out
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+            summary=f"load {request.workflow_id}",
+        )
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        raise invalid_input(err) from None

@@ -1,0 +1,66 @@
+"""Stopping a step in flight: the run's deadline and a person's rollback, pause or cancel
+(deterministic, no I/O).
+
+A step (the model call, the reply's tool calls with their approvals, `wait` timers and
+sub-agents, the verification) runs as a task that `race` watches. The moment the run is asked to
+stop (the deadline's durable timer fired, a rollback was requested, the run was paused, or the
+run itself was cancelled) the step is cancelled where it stands, and the loop serves the request
+at once:
+
+- a `wait` timer and an approval wait end at once;
+- a tool activity is cancelled through its heartbeat (tool activities heartbeat, and are
+  scheduled with WAIT_CANCELLATION_COMPLETED): the step ends only once the tool has stopped, so
+  an undo never runs beside the call it undoes;
+- a sub-agent is cancelled, and compensates its own effects (its failure policy is rollback_all);
+- the model call and the verification are abandoned (their activities learn it at their next
+  heartbeat; their results would not be used).
+
+A step that is undoing effects (phase ROLLING_BACK: the revert of a failed verification) is not
+cut in the middle of it: the request waits until that undo is done. Calls the step did not finish
+go back to the model as `Interrupted` (workflows/acting.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from temporalio import workflow
+
+from ratchet.contracts import AgentState, Phase
+
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """The step in flight was cancelled because the run was asked to stop."""
+
+
+async def race(step: Coroutine[Any, Any, T], stop: Callable[[], bool], state: AgentState) -> T:
+    """Run `step` until it ends or `stop()` turns true; raise `Interrupted` if it was cut short.
+    A step that ends with an error raises it; the run's own cancellation stops the step first."""
+    task = asyncio.create_task(step)
+    try:
+        await workflow.wait_condition(lambda: task.done() or (stop() and _interruptible(state)))
+    except asyncio.CancelledError:  # the run itself was cancelled: stop the step, then compensate
+        await _cancel(task, state)
+        if not task.cancelled():
+            task.exception()  # retrieved: the run's cancellation wins over how the step ended
+        raise
+    if not task.done():
+        await _cancel(task, state)
+        if task.cancelled():
+            raise Interrupted()
+    return task.result()  # finished (or failed) before the cancellation reached it
+
+
+async def _cancel(task: asyncio.Task[Any], state: AgentState) -> None:
+    """Cancel the step once it is not undoing anything, and wait until it has stopped."""
+    await workflow.wait_condition(lambda: task.done() or _interruptible(state))
+    task.cancel()
+    await workflow.wait_condition(task.done)
+
+
+def _interruptible(state: AgentState) -> bool:
+    return state.phase != Phase.ROLLING_BACK

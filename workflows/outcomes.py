@@ -1,0 +1,77 @@
+"""Unknown outcomes become decisions (deterministic, no I/O).
+
+A side-effecting call whose earlier attempt started and never recorded a result, of a tool that
+is neither idempotent nor able to reconcile, fails its activity with `OutcomeUnknown`. Instead of
+failing the run, the call waits in `AWAITING_DECISION` (listed in `state.pending_decisions`,
+findable by `RatchetPhase="AWAITING_DECISION"`) for the `decide` update or the profile's
+`decision_timeout_s`, whose `on_decision_timeout` then applies:
+
+- `retry`: the activity runs again under the same key and calls the tool again;
+- `assume_done`: the activity records the call as done (with the given result) in the ledger;
+- `skip`: the model is told the call's outcome is unknown; its effect stays FAILED, so a rollback
+  still runs its undo;
+- `fail`: the run fails and its failure policy applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from ratchet.contracts import (
+    AgentState, ErrorType, OutcomeChoice, OutcomeDecision, PendingDecision, Phase, RunPlan, ToolResult, ToolSpec,
+)
+from ratchet.workflows.errors import root
+from ratchet.workflows.visibility import Visibility
+
+
+def unknown(err: BaseException) -> bool:
+    failure = root(err)
+    return isinstance(failure, ApplicationError) and failure.type == ErrorType.OUTCOME_UNKNOWN
+
+
+async def ask(
+    state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, key: str, args: dict[str, Any], error: str,
+    visibility: Visibility,
+) -> OutcomeDecision:
+    """Wait for a decision on `call_id`'s unknown outcome (or the timeout policy's)."""
+    state.outcome_decisions.pop(call_id, None)  # a second unknown outcome after `retry` asks again
+    state.pending_decisions.append(PendingDecision(
+        call_id=call_id, tool=spec.name, step=state.step, key=key, arguments=args, error=error,
+        requested_at=workflow.now().isoformat(),
+    ))
+    previous, state.phase = state.phase, Phase.AWAITING_DECISION
+    visibility.publish(state, plan)
+    timeout = timedelta(seconds=plan.decision_timeout_s) if plan.decision_timeout_s else None
+    try:
+        await workflow.wait_condition(lambda: call_id in state.outcome_decisions, timeout=timeout)
+    except asyncio.TimeoutError:
+        state.outcome_decisions[call_id] = OutcomeDecision(
+            choice=OutcomeChoice(plan.on_decision_timeout), reason="no decision before the decision timeout",
+            by="timeout",
+        )
+    state.pending_decisions = [p for p in state.pending_decisions if p.call_id != call_id]
+    if not state.pending_decisions:
+        state.phase = previous
+    visibility.publish(state, plan)
+    return state.outcome_decisions[call_id]
+
+
+def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
+    why = f" ({decision.reason})" if decision.reason else ""
+    return ToolResult(
+        ok=False, error_type=ErrorType.SKIPPED,
+        output=f"this {spec.name} call was interrupted and whether it took effect is unknown; it was skipped{why}. "
+        "Check before repeating it.",
+    )
+
+
+def validate(state: AgentState, call_id: str) -> None:
+    if any(p.call_id == call_id for p in state.pending_decisions):
+        return
+    pending = ", ".join(p.call_id for p in state.pending_decisions) or "none"
+    raise ValueError(f"no call {call_id!r} waits for a decision on an unknown outcome; waiting: {pending}")
