@@ -226,7 +226,7 @@ def register(sub) -> None:
     )
     cmd.add_argument("workflow_id", help="the run's workflow id")
     cmd.add_argument("call_id", help="the call (see `ratchet watch` or state.pending_decisions)")
-    cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice])
+    cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice], help="what happens to the call")
     cmd.add_argument("--result", help="with assume_done: the call's output as the model will see it")
     cmd.add_argument("--reason", default="", help="why (recorded in the run's state)")
     cmd.set_defaults(fn=_sync(decide))

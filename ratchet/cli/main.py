@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ratchet.cli.verbs import verb
 from ratchet.ops.process import exit_now
 
 
@@ -59,31 +60,36 @@ def _migrate_stores(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
     sub = root.add_subparsers(dest="command", required=True)
-    sub.add_parser("worker", help="run a worker (settings from the environment)").set_defaults(fn=_worker)
-    sub.add_parser("config", help="print the effective settings, secrets masked").set_defaults(fn=_config)
-    codec = sub.add_parser("codec-server", help="decrypt payloads for the Web UI and `temporal --codec-endpoint`")
-    codec.add_argument("--port", type=int, default=8081)
-    codec.add_argument("--host", default="127.0.0.1")
+    verb(sub, "worker", "run a worker (settings from the environment, `ratchet config` shows them)",
+         "RATCHET_PLUGINS=myteam.tools ratchet worker").set_defaults(fn=_worker)
+    verb(sub, "config", "print the effective settings as JSON, secrets masked",
+         "RATCHET_LEDGER_URL=postgresql://... ratchet config").set_defaults(fn=_config)
+    codec = verb(sub, "codec-server", "decrypt payloads for the Web UI and `temporal --codec-endpoint`",
+                 "RATCHET_CODEC_KEYS=k1:... ratchet codec-server --port 8081")
+    codec.add_argument("--port", type=int, default=8081, help="default: %(default)s")
+    codec.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
     codec.set_defaults(fn=_codec_server)
     from ratchet.replay.gate import add_arguments as replay_arguments
 
-    replay = sub.add_parser("replay", help="replay histories against today's workflow code (the deploy gate)")
+    replay = verb(sub, "replay", "replay histories against today's workflow code (the deploy gate)",
+                  "ratchet replay tests/histories\n         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0")
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)
     from ratchet.cli.health import add_arguments as health_arguments
 
-    health = sub.add_parser(
-        "health", help="check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
+    health = verb(
+        sub, "health", "check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
+        "ratchet health --timeout 3",
         description="Connect to what a worker needs, with the worker's settings, one line per check; "
         "exit 0 if every check passes, else 1. The compose worker's healthcheck.",
-        epilog="example: ratchet health --timeout 3",
     )
     health_arguments(health)
     health.set_defaults(fn=_health)
     from ratchet.stores.migrate import add_arguments as migrate_arguments
 
-    migrate = sub.add_parser("migrate-stores", help="copy the ledger and artifacts into other stores (Postgres, S3)")
+    migrate = verb(sub, "migrate-stores", "copy the ledger and artifacts into other stores (Postgres, S3)",
+                   "ratchet migrate-stores --to-ledger postgresql://... --to-artifacts s3://bucket/ratchet --dry-run")
     migrate_arguments(migrate)
     migrate.set_defaults(fn=_migrate_stores)
     from ratchet.cli.runs import register as register_run_commands

@@ -32,6 +32,7 @@ from ratchet.contracts import (
     ROLLBACK_WORKFLOW, TO_START, AgentState, ApproveRequest, ClosedRollback, Phase, RejectRequest, RollbackPlanItem,
     RollbackReport, RollbackRequest, RollbackRun, rollback_id,
 )
+from ratchet.cli.verbs import verb, workflow_id
 from ratchet.ops.settings import load_settings
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.workflows.agent import AgentWorkflow
@@ -149,25 +150,27 @@ async def fork(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     register_background(sub)
-    cmd = sub.add_parser("checkpoints", help="list a run's checkpoints with their evidence")
-    cmd.add_argument("workflow_id")
+    cmd = verb(sub, "checkpoints", "list a run's checkpoints with their evidence (tests run, patch)",
+               "ratchet checkpoints fix-42")
+    workflow_id(cmd)
     cmd.set_defaults(fn=_sync(checkpoints))
-    cmd = sub.add_parser(
-        "rollback", help="undo a run's effects back to a checkpoint (a running or a closed run)",
+    cmd = verb(
+        sub, "rollback", "undo a run's effects back to a checkpoint (a running or a closed run)",
+        "ratchet rollback fix-42 cp-1 --dry-run\n         ratchet rollback fix-42 cp-1 --then stop",
         description="Undo a run's effects after a checkpoint, newest first, each at most once. A running run "
-        "rolls back at its next step boundary; a closed one (DONE, FAILED, cancelled, ...) through a "
+        "interrupts its step and rolls back; a closed one (DONE, FAILED, cancelled, ...) through a "
         f"{ROLLBACK_WORKFLOW} with id RUN/rollback/CHECKPOINT.",
-        epilog="example: ratchet rollback fix-42 cp-1 --dry-run",
     )
-    cmd.add_argument("workflow_id", help="the run's workflow id")
+    workflow_id(cmd)
     cmd.add_argument("checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`); for a closed run also {TO_START!r}: every effect")
     cmd.add_argument("--then", choices=["continue", "stop"], default="continue",
                      help="a running run: go on from the checkpoint or stop (default: %(default)s)")
     cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
     cmd.set_defaults(fn=_sync(rollback))
-    cmd = sub.add_parser("fork", help="start a new run from another run's checkpoint")
-    cmd.add_argument("workflow_id")
-    cmd.add_argument("checkpoint_id")
+    cmd = verb(sub, "fork", "start a new run from another run's checkpoint (its state and workspace files)",
+               "ratchet fork fix-42 cp-1 --objective 'try another approach'")
+    workflow_id(cmd)
+    cmd.add_argument("checkpoint_id", help="the source run's checkpoint (`ratchet checkpoints`)")
     cmd.add_argument("--objective", help="objective for the new run (default: the source's)")
     cmd.add_argument("--new-id", help="workflow id of the new run")
     cmd.set_defaults(fn=_sync(fork))
@@ -258,21 +261,25 @@ def render(state: AgentState) -> str:
 
 
 def register_background(sub) -> None:
-    cmd = sub.add_parser("approve", help="approve a pending tool call")
-    cmd.add_argument("workflow_id")
-    cmd.add_argument("call_id")
+    cmd = verb(sub, "approve", "approve a tool call waiting for a person (AWAITING_APPROVAL)",
+               "ratchet approve ops-7 call_3_0")
+    workflow_id(cmd)
+    cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
     cmd.set_defaults(fn=_sync(approve))
-    cmd = sub.add_parser("reject", help="reject a pending tool call; the reason goes to the model")
-    cmd.add_argument("workflow_id")
-    cmd.add_argument("call_id")
-    cmd.add_argument("--reason", default="rejected by a person")
+    cmd = verb(sub, "reject", "reject a tool call waiting for a person; the reason goes to the model",
+               "ratchet reject ops-7 call_3_1 --reason 'not during business hours'")
+    workflow_id(cmd)
+    cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
+    cmd.add_argument("--reason", default="rejected by a person", help="what the model is told (default: %(default)r)")
     cmd.set_defaults(fn=_sync(reject))
-    cmd = sub.add_parser("send", help="send the agent a message (joins at the next step boundary)")
-    cmd.add_argument("workflow_id")
-    cmd.add_argument("text")
+    cmd = verb(sub, "send", "send the agent a message (it joins the conversation at the next step boundary)",
+               "ratchet send ops-7 'also update the runbook'")
+    workflow_id(cmd)
+    cmd.add_argument("text", help="the message")
     cmd.set_defaults(fn=_sync(send))
-    cmd = sub.add_parser("watch", help="live view of a run until it ends")
-    cmd.add_argument("workflow_id")
-    cmd.add_argument("--interval", type=float, default=1.0)
+    cmd = verb(sub, "watch", "live view of a run (phase, step, budget, waiting calls, checkpoints) until it ends",
+               "ratchet watch ops-7 --once")
+    workflow_id(cmd)
+    cmd.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default: %(default)s)")
     cmd.add_argument("--once", action="store_true", help="print the current view and exit")
     cmd.set_defaults(fn=_sync(watch))
