@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 COUNT_ENV = "BENCH_COUNT_STORES"
+CPU_PREFIX = "cpu_us:"
+"""Counts under this prefix are the calling thread's CPU microseconds in those calls."""
 
 
 class Counted:
@@ -33,9 +35,14 @@ class Counted:
             return attr
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                self._counts[f"{self._prefix}.{name}"] += 1
-            return attr(*args, **kwargs)
+            began = time.thread_time()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                cpu_us = round((time.thread_time() - began) * 1e6)
+                with self._lock:
+                    self._counts[f"{self._prefix}.{name}"] += 1
+                    self._counts[f"{CPU_PREFIX}{self._prefix}.{name}"] += cpu_us
 
         return counted
 

@@ -174,18 +174,19 @@ async def test_a_retried_tool_sees_the_same_idempotency_key(client, settings, wo
 
 
 async def test_calls_of_one_reply_are_recorded_in_the_replys_order(client, settings, worker):
-    """One reply's calls run concurrently; the slow first call finishes last but is still recorded first."""
+    """Read-only calls of one reply run concurrently; the slow first call finishes last but is still
+    recorded first (side-effecting ones run in the reply's order: tests/test_reply_order.py)."""
     script = [
         {"tool_calls": [
-            {"name": "probe_append", "arguments": {"label": "slow", "sleep_s": 1.0}},
+            {"name": "probe_wait", "arguments": {"seconds": 1.0}},
             {"name": "read_file", "arguments": {"path": "missing.txt"}},
         ]},
         {"content": "ok"},
     ]
-    handle = await start(client, settings, scripted("probe", script, workspace="w"))
+    handle = await start(client, settings, scripted("saga", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
     state = await state_of(handle)
-    assert [r.tool for r in state.tool_calls] == ["probe_append", "read_file"]
+    assert [r.tool for r in state.tool_calls] == ["probe_wait", "read_file"]
     assert [m.tool_call_id for m in state.messages if m.role == "tool"] == ["call_1_0", "call_1_1"]
 
 

@@ -60,6 +60,11 @@ async def test_the_last_call_is_capped_and_an_overshoot_says_by_how_much(client,
         f"token budget exceeded: {total} of 2000 tokens used, {total - 2000} over "
         "(the model used more than its last call was allowed)"
     )
+    # a final answer that overshoots is still the answer, and the run says it went over
+    openai_server.set_script([{"content": "y" * 8000}], key=key)
+    handle = await start(client, settings, {"agent": "priced", "objective": "x", "budget": {"max_tokens": 2000}})
+    result = await handle.result()
+    assert result.phase == Phase.DONE and result.last_error.startswith("token budget exceeded: "), result.last_error
 
 
 # --- the deadline, on the time-skipping server --------------------------------------------------

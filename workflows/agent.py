@@ -12,7 +12,7 @@ This class holds the handlers, the start, the loop and the finish. What a step d
 functions over state and plan: acting.py (tool calls, approvals, timers, sub-agents),
 checkpoints.py (verification, checkpoints, rollback, fork, failure policy), saga.py (undo),
 failover.py and hosts.py (the host holding the workspace; failing over when it is lost),
-errors.py. Deterministic and free of I/O: every model call, tool call, undo and verification is
+interrupts.py (the deadline, a rollback or a pause cutting the step in flight short), errors.py. Deterministic and free of I/O: every model call, tool call, undo and verification is
 an activity; all state is an `AgentState`, queryable at any moment.
 """
 
@@ -360,7 +360,8 @@ class AgentWorkflow:
     # --- rollback and failure policy -------------------------------------------------------
 
     async def _serve_rollbacks(self, state: AgentState, plan: RunPlan) -> bool:
-        """Run requested rollbacks at a step boundary; True if one asked the run to stop."""
+        """Run requested rollbacks (the step in flight was interrupted for them); True if one asked
+        the run to stop."""
         stop = False
         while self._rollbacks:
             request_id, request = self._rollbacks.pop(0)

@@ -57,7 +57,8 @@ class RollbackWorkflow:
         if request.dry_run:
             return result
         reason = f"rollback of closed run {request.workflow_id} ({closed.status}, {state.phase})"
-        result.report = await saga.compensate(state, state.plan, since, RollbackReport(checkpoint_id=request.checkpoint_id, reason=reason))
+        report = RollbackReport(checkpoint_id=request.checkpoint_id, reason=reason)
+        result.report = await saga.compensate(state, state.plan, since, report)
         if not result.report.clean:
             raise ApplicationError(
                 f"rollback did not complete: {'; '.join(result.report.errors)}; not undone: "
