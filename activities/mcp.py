@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.activities.heartbeat import INTERVAL_S, heartbeating
-from ratchet.activities.tools import offload
+from ratchet.activities.tools import INLINE_OUTPUT_CHARS, offload
 from ratchet.contracts import ArtifactRef, EffectClass, ErrorType, ToolInvocation, ToolResult, ToolSpec, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
@@ -38,7 +38,7 @@ from ratchet.core.tools import runs_locally
 from ratchet.mcp.catalog import McpCatalog, McpTool, check_names, pin
 from ratchet.mcp.config import McpConfigError, public_name
 from ratchet.mcp.pool import McpInterrupted, McpPool, McpRefused, McpSession, McpUnavailable
-from ratchet.mcp.results import arguments_problem, tool_result, undo_of
+from ratchet.mcp.results import arguments_problem, stores_artifacts, tool_result, undo_of
 from ratchet.ops.redaction import redacted
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 from ratchet.stores.ledger import EntryStatus, Ledger
@@ -145,7 +145,8 @@ class McpActivities:
             raise ApplicationError(str(exc), type=MCP_UNAVAILABLE) from None
         except McpInterrupted as exc:
             raise ApplicationError(str(exc), type=MCP_INTERRUPTED) from None
-        return await asyncio.to_thread(offload, redacted(result), self.artifacts)
+        result = redacted(result)
+        return await asyncio.to_thread(offload, result, self.artifacts) if len(result.output) > INLINE_OUTPUT_CHARS else result
 
     async def _call(self, session: McpSession, tool: McpTool, inv: ToolInvocation, key: str) -> ToolResult:
         if tool.effect == EffectClass.READ_ONLY:
@@ -170,16 +171,20 @@ class McpActivities:
         try:
             result = await self._send(session, tool, inv, key)
         except McpUnavailable:  # the request never reached the server
-            await asyncio.to_thread(self.ledger.release, key)
+            if entry is None:  # this attempt's own entry; an earlier attempt's STARTED stays
+                await asyncio.to_thread(self.ledger.release, key)
             raise
         return await self._record(key, result)
 
     async def _send(self, session: McpSession, tool: McpTool, inv: ToolInvocation, key: str) -> ToolResult:
         try:
-            raw = await session.call(tool.tool, inv.arguments, key, activity.info().start_to_close_timeout.total_seconds())
+            raw = await session.call(tool.tool, inv.arguments, key, _timeout_s(session))
         except McpRefused as exc:
             return ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
-        result, structured = await asyncio.to_thread(tool_result, tool, raw, self.artifacts)
+        if stores_artifacts(raw):  # the artifact store may be remote: off the event loop
+            result, structured = await asyncio.to_thread(tool_result, tool, raw, self.artifacts)
+        else:
+            result, structured = tool_result(tool, raw, self.artifacts)
         if result.ok and tool.compensation is not None:
             result.undo = undo_of(tool, inv.arguments, structured)
         return result
@@ -226,11 +231,12 @@ class McpActivities:
             info = forward.undo if forward is not None else None
             if info is None:
                 return await self._undone(key, _nothing_to_undo(inv, forward))
-        if "problem" in info:
-            raise ApplicationError(f"undo {inv.tool}: {info['problem']}", type=ErrorType.UNDO_FAILED, non_retryable=True)
+        if "problem" in info or not {"server", "tool"} <= set(info):
+            problem = info.get("problem", "its undo record names no compensating MCP call")
+            raise ApplicationError(f"undo {inv.tool}: {problem}", type=ErrorType.UNDO_FAILED, non_retryable=True)
         try:
             async with self.pool.session(info["server"]) as session:
-                raw = await session.call(info["tool"], info.get("arguments") or {}, key, activity.info().start_to_close_timeout.total_seconds())
+                raw = await session.call(info["tool"], info.get("arguments") or {}, key, _timeout_s(session))
         except McpConfigError as exc:
             raise ApplicationError(f"undo {inv.tool}: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from None
         except (McpUnavailable, McpInterrupted) as exc:
@@ -238,13 +244,19 @@ class McpActivities:
         except McpRefused as exc:
             raise ApplicationError(f"undo {inv.tool}: {info['tool']} failed: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from None
         text = " ".join(getattr(b, "text", "") for b in raw.content).strip()
-        if raw.is_error:
-            raise ApplicationError(f"undo {inv.tool}: {info['tool']} failed: {text[:500]}", type=ErrorType.UNDO_FAILED, non_retryable=True)
+        if raw.is_error:  # retried with the undo's policy (about a minute), as any undo that fails
+            raise ApplicationError(f"undo {inv.tool}: {info['tool']} failed: {text[:500]}", type=ErrorType.UNDO_FAILED)
         return await self._undone(key, redacted(f"{info['tool']}: {text[:2000] or 'done'}"))
 
     async def _undone(self, key: str, output: str) -> str:
         await asyncio.to_thread(self.ledger.complete, key, {"output": output})
         return output
+
+
+def _timeout_s(session: McpSession) -> float:
+    """The activity's start-to-close timeout (the call must answer within it), else the server's."""
+    timeout = activity.info().start_to_close_timeout
+    return timeout.total_seconds() if timeout else session.server.timeout_s
 
 
 def _nothing_to_undo(inv: UndoInvocation, forward: Any) -> str:

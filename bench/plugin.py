@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from ratchet.contracts import Budget, FailurePolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import ToolContext, tool, undo_for
+from ratchet.mcp.config import McpToolset
 
 BIG_BUDGET = Budget(max_steps=100_000, max_tokens=10**10)  # the most a run may have (BudgetOverride)
 NO_CONTINUE_AS_NEW = 10**9
@@ -60,3 +61,5 @@ _profile("bench_replay", continue_as_new_events=NO_CONTINUE_AS_NEW)
 """One long history to replay (the bench server's suggested-continue-as-new limit is raised)."""
 _profile("bench_sandbox", tools=["run_command"], allow_irreversible=["run_command"])
 """Every step runs a program in the worker's sandbox (bench/sandbox.py)."""
+_profile("bench_mcp", tools=["bench_echo"], mcp=[McpToolset(server="bench")])
+"""`bench_echo` beside its MCP twin `bench__echo` (bench/mcp_calls.py; the worker's RATCHET_MCP_SERVERS names the server)."""

@@ -6,7 +6,9 @@ cold run on each outside the clock, then alternates timed runs of N steps betwee
 flipping every round), so drift on a shared machine reaches both backends alike; a cell is one
 backend's runs in one repetition. Worker CPU from /proc around each run, which counts reaped
 children: nsjail and the command are in it. A step is a model call, then `run_command` as a regular
-activity on the workspace's host queue, through the ledger (it is irreversible).
+activity on the workspace's host queue, through the ledger (it is irreversible). Beside the wall
+time, the cells keep the run_command activity's own time (started -> completed, server clock): what
+the sandbox adds to a call, apart from the queueing around it.
 `sandbox_step_ratio` is nsjail's median ms/step over off's.
 """
 
@@ -20,15 +22,15 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowHistory
 
-from bench.harness import Env, Variant, WorkerProcess, check_result, machine_load, model_activity, start_run
-from bench.history import analyze
+from bench.harness import Env, Variant, WorkerProcess, check_result, machine_load, start_run
 from bench.progress import Progress
 from ratchet.contracts import AGENT_WORKFLOW, AgentState
 from ratchet.sandbox.choose import UNCONFINED_WARNING
 
 COMMAND = ["sleep", "0.01"]
+TOOL_ACTIVITY = "tool.run_command"
 PROFILE = "bench_sandbox"
 """bench/plugin.py: `run_command` only, allowed (it is irreversible), no verifier."""
 NSJAIL, OFF = "sandbox_nsjail", "sandbox_off"
@@ -85,7 +87,7 @@ async def sandbox_pair(env: Env, steps: int, runs: int, rep: int) -> list[dict[s
         workers = dict(zip((NSJAIL, OFF), both))
         walls: dict[str, list[float]] = {name: [] for name in workers}
         cpu_s = dict.fromkeys(workers, 0.0)
-        activity_ms = dict.fromkeys(workers, 0.0)
+        tool_ms: dict[str, list[float]] = {name: [] for name in workers}
         for i in range(runs):
             for name in (NSJAIL, OFF) if (i + rep) % 2 == 0 else (OFF, NSJAIL):
                 worker = workers[name][0]
@@ -93,14 +95,32 @@ async def sandbox_pair(env: Env, steps: int, runs: int, rep: int) -> list[dict[s
                 wall, handle = await timed_run(env, VARIANTS[name], steps, worker.queue)
                 cpu_s[name] += worker.stats()["cpu_s"] - before
                 walls[name].append(wall)
-                history = analyze(await handle.fetch_history(), model_activity(VARIANTS[name]))
-                activity_ms[name] += history.per_step(steps)["activity_run_ms_per_step"] / runs
+                tool_ms[name] += activity_ms(await handle.fetch_history(), TOOL_ACTIVITY)
     return [{
         "variant": name, "rep": rep, "steps": steps, "cold_s": workers[name][1],
         "ms_per_step": median(walls[name]) / steps * 1000, "walls_s": walls[name],
-        "cpu_ms_per_step": cpu_s[name] / (runs * steps) * 1000, "activity_run_ms_per_step": activity_ms[name],
+        "cpu_ms_per_step": cpu_s[name] / (runs * steps) * 1000, "tool_ms": median(tool_ms[name]),
         "load": machine_load(),
     } for name in workers]
+
+
+def activity_ms(history: WorkflowHistory, activity: str) -> list[float]:
+    """Started -> completed of each `activity` in the history, by the server's clock: the tool's
+    own time (the worker's code, the ledger, the program), without queueing."""
+    kinds: dict[int, str] = {}
+    started: dict[int, float] = {}
+    out = []
+    for event in history.events:
+        t = event.event_time.seconds + event.event_time.nanos / 1e9
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.HasField("activity_task_started_event_attributes"):
+            started[event.activity_task_started_event_attributes.scheduled_event_id] = t
+        elif event.HasField("activity_task_completed_event_attributes"):
+            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
+            if kinds.get(scheduled) == activity:
+                out.append((t - started[scheduled]) * 1000)
+    return out
 
 
 async def sandbox_cost(env: Env, progress: Progress, steps: int, reps: int, runs: int) -> list[dict[str, Any]]:
@@ -115,9 +135,10 @@ async def sandbox_cost(env: Env, progress: Progress, steps: int, reps: int, runs
 
 
 def sandbox_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
-    """nsjail over off: wall ms/step (ratio and difference) and worker CPU ms/step (difference),
-    medians over repetitions."""
-    med = {name: {k: median(c[k] for c in cells if c["variant"] == name) for k in ("ms_per_step", "cpu_ms_per_step")}
+    """nsjail over off: wall ms/step (ratio and difference), worker CPU ms/step and the run_command
+    activity's own ms (differences), medians over repetitions."""
+    keys = ("ms_per_step", "cpu_ms_per_step", "tool_ms")
+    med = {name: {k: median(c[k] for c in cells if c["variant"] == name) for k in keys}
            for name in (NSJAIL, OFF) if any(c["variant"] == name for c in cells)}
     if len(med) < 2:
         return {}
@@ -125,12 +146,13 @@ def sandbox_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
         "sandbox_step_ratio": med[NSJAIL]["ms_per_step"] / med[OFF]["ms_per_step"],
         "sandbox_ms_per_step_delta": med[NSJAIL]["ms_per_step"] - med[OFF]["ms_per_step"],
         "sandbox_cpu_ms_per_step_delta": med[NSJAIL]["cpu_ms_per_step"] - med[OFF]["cpu_ms_per_step"],
+        "sandbox_tool_ms_delta": med[NSJAIL]["tool_ms"] - med[OFF]["tool_ms"],
     }
 
 
 def sandbox_rows(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
     """The report's table: one row per cell."""
-    header = ["variant", "rep", "N", "ms/step", "worker CPU ms/step", "activities run ms/step (model + tool)", "cold first run s"]
-    rows = [[c["variant"], c["rep"], c["steps"], c["ms_per_step"], c["cpu_ms_per_step"], c["activity_run_ms_per_step"],
+    header = ["variant", "rep", "N", "ms/step", "worker CPU ms/step", "run_command activity ms (median)", "cold first run s"]
+    rows = [[c["variant"], c["rep"], c["steps"], c["ms_per_step"], c["cpu_ms_per_step"], c["tool_ms"],
              c["cold_s"]] for c in sorted(cells, key=lambda c: (c["variant"], c["rep"]))]
     return header, rows

@@ -11,7 +11,9 @@ Cells as in bench.steps (a fresh worker per cell, its cold run outside the clock
 runs; worker CPU from /proc), interleaved, for two workloads: the step-cost task (a model call and a
 fast read-only tool per step) and the same with the compensable tool (through the ledger). Each
 worker counts its store calls (bench.store_calls), so the cells also say how many ledger and
-artifact calls, hence round trips, a step makes.
+artifact calls, hence round trips, a step makes, and how much CPU the calling threads spend in them
+(`scaleout_store_cpu_ms_per_step`, `scaleout_local_store_cpu_ms_per_step`): the part of the worker
+CPU ratio that the store drivers themselves cost.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from bench.harness import VARIANTS, Env, Variant
 from bench.progress import Progress
 from bench.scale import concurrent_runs
 from bench.steps import cell_medians, step_cost
-from bench.store_calls import COUNT_ENV
+from bench.store_calls import COUNT_ENV, CPU_PREFIX
 
 LOCAL, REMOTE = "sqlite_dir", "postgres_s3"
 WORKLOADS = {"": "bench_echo", "_ledger": "bench_note"}
@@ -100,6 +102,12 @@ def scaleout_figures(section: dict[str, list[dict[str, Any]]]) -> dict[str, floa
             calls = cell["store_calls_per_step"]
             figures[f"scaleout_ledger_calls_per_step{kind}"] = sum(v for k, v in calls.items() if k.startswith("ledger."))
             figures[f"scaleout_artifact_calls_per_step{kind}"] = sum(v for k, v in calls.items() if k.startswith("artifacts."))
+    for stores, label in ((REMOTE, "scaleout_store_cpu_ms_per_step"), (LOCAL, "scaleout_local_store_cpu_ms_per_step")):
+        for suffix in WORKLOADS:
+            cpu = [store_cpu_ms(c["store_calls_per_step"]) for c in cells
+                   if c["variant"] == stores + suffix and "store_calls_per_step" in c]
+            if cpu:
+                figures[label + suffix] = median(cpu)
     together = {name: [c for c in section.get("concurrent", []) if c["variant"] == name] for name in (LOCAL, REMOTE)}
     if together[LOCAL] and together[REMOTE]:
         local, remote = ({k: median(c[k] for c in together[n]) for k in ("steps_per_s", "cpu_ms_per_step")} for n in (LOCAL, REMOTE))
@@ -108,8 +116,17 @@ def scaleout_figures(section: dict[str, list[dict[str, Any]]]) -> dict[str, floa
     return figures
 
 
+def store_cpu_ms(calls: dict[str, float]) -> float:
+    """CPU ms per step spent inside store calls (the calling threads'), from a cell's counts."""
+    return sum(v for k, v in calls.items() if k.startswith(CPU_PREFIX)) / 1000
+
+
 def store_call_rows(cells: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    """Store calls per step by method, per variant (the last cell of each: they do not vary)."""
+    """Store calls per step by method, per variant (the last cell of each: they do not vary), and
+    the CPU ms per step spent in them (the median over the variant's cells: it varies)."""
     last = {c["variant"]: c["store_calls_per_step"] for c in cells if "store_calls_per_step" in c}
-    methods = sorted({m for calls in last.values() for m in calls})
-    return ["variant", *methods], [[name, *[calls.get(m, 0.0) for m in methods]] for name, calls in last.items()]
+    cpu = {name: median(store_cpu_ms(c["store_calls_per_step"]) for c in cells
+                        if c["variant"] == name and "store_calls_per_step" in c) for name in last}
+    methods = sorted({m for calls in last.values() for m in calls if not m.startswith(CPU_PREFIX)})
+    return (["variant", *methods, "store CPU ms/step"],
+            [[name, *[calls.get(m, 0.0) for m in methods], round(cpu[name], 2)] for name, calls in last.items()])

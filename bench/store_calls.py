@@ -1,7 +1,9 @@
 """Counting a worker's store calls: how many ledger and artifact-store calls a step makes.
 
 A bench worker started with BENCH_COUNT_STORES=1 wraps its ledger and artifact store in `Counted`
-and, on SIGUSR1, writes the counts so far to a JSON file that the bench reads (`read_counts`).
+and, on SIGUSR1, writes the counts so far to a JSON file that the bench reads (`read_counts`):
+`{prefix}.{method}` calls, and `cpu_us:{prefix}.{method}` the CPU microseconds the calling
+threads spent in them (`time.thread_time`, so another thread's work in the meantime is not counted).
 With the Postgres ledger a call is one round trip (two or three for `begin` of a key that
 exists, five for `claim`); with the S3 store one request (two for a put of a blob over 1 MiB).
 """
@@ -23,8 +25,9 @@ CPU_PREFIX = "cpu_us:"
 
 
 class Counted:
-    """`store` with its public method calls counted as `{prefix}.{method}` in `counts` (the calls
-    themselves unchanged; safe from several threads)."""
+    """`store` with its public method calls counted as `{prefix}.{method}` in `counts`, and their
+    thread CPU time as `cpu_us:{prefix}.{method}` (the calls themselves unchanged; safe from
+    several threads)."""
 
     def __init__(self, store: Any, prefix: str, counts: Counter[str], lock: threading.Lock) -> None:
         self._store, self._prefix, self._counts, self._lock = store, prefix, counts, lock

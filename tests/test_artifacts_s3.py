@@ -6,18 +6,22 @@ handle (stubbed)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import socket
+import threading
 import time
 import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from botocore.credentials import Credentials
 
 from ratchet.contracts import ArtifactRef
 from ratchet.ops.settings import SettingsError
 from ratchet.stores.artifacts import ArtifactMissing
 from ratchet.stores.s3_artifacts import S3ArtifactStore, S3StoreError
+from ratchet.stores.s3_client import EMPTY_SHA256, S3Client, canonical_query, sign, signing_key
 from ratchet.testing.stores import ArtifactStoreConformance
 
 if TYPE_CHECKING:
@@ -92,33 +96,91 @@ def test_prefixes_in_one_bucket_do_not_see_each_others_blobs(s3: SeaweedS3):
     assert _keys(s3, base) == [first.key(ref.digest)] and _keys(s3, f"{base}-other") == [second.key(ref.digest)]
 
 
-def test_round_trips_per_operation(s3: SeaweedS3):
-    store = S3ArtifactStore.from_url(_url(s3, _prefix("round-trips")))
-    sent: list[str] = []
+class _RecordingProxy:
+    """A TCP proxy in front of the real server that records each request's method and path (the
+    bytes go through unchanged), so a test sees the requests a store call puts on the wire."""
 
-    def record(request: Any, **_: Any) -> None:
-        sent.append(request.method)
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.requests: list[tuple[str, str]] = []
+        self.heads: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
 
-    def requests(call: Any) -> list[str]:
-        sent.clear()
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._requests, args=(client.makefile("rb"), upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    def _requests(self, reader: Any, upstream: socket.socket) -> None:
+        """Client to server, a request at a time: its head, then Content-Length bytes of body."""
+        while head := b"".join(iter(reader.readline, b"\r\n")):
+            method, path, _ = head.split(b"\r\n", 1)[0].decode().split(" ", 2)
+            self.requests.append((method, path))
+            self.heads.append(head)
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            upstream.sendall(head + b"\r\n" + (reader.read(int(length[1])) if length else b""))
+        upstream.close()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.close()
+
+    def methods(self, call: Any) -> list[str]:
+        self.requests.clear()
+        self.heads.clear()
         call()
-        return list(sent)
+        return [method for method, _ in self.requests]
 
-    small, large = b"small blob", b"L" * 4096
-    store.head_first_bytes = 1024
-    store.client.meta.events.register("before-send.s3", record)
-    try:  # the client is shared by every store opened under the same variables
-        assert requests(lambda: store.put(small)) == ["PUT"], "a new small blob: one conditional PUT"
-        assert requests(lambda: store.put(small)) == ["PUT"], "an existing small blob: one PUT, answered 412"
-        assert requests(lambda: store.get(ArtifactRef(digest=hashlib.sha256(small).hexdigest()))) == ["GET"]
-        assert requests(lambda: store.put(large)) == ["HEAD", "PUT"], "a new large blob: HEAD, then PUT"
-        assert requests(lambda: store.put(large)) == ["HEAD"], "an existing large blob is not uploaded again"
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_round_trips_per_operation(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
+    proxy = _RecordingProxy(s3.ports["s3"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{proxy.port}")
+    try:
+        store = S3ArtifactStore.from_url(_url(s3, _prefix("round-trips")))
+        small, large = b"small blob", b"L" * 4096
+        store.head_first_bytes = 1024
+        assert proxy.methods(lambda: store.put(small)) == ["PUT"], "a new small blob: one conditional PUT"
+        assert proxy.methods(lambda: store.put(small)) == ["PUT"], "an existing small blob: one PUT, answered 412"
+        assert proxy.methods(lambda: store.get(ArtifactRef(digest=hashlib.sha256(small).hexdigest()))) == ["GET"]
+        assert proxy.methods(lambda: store.put(large)) == ["HEAD", "PUT"], "a new large blob: HEAD, then PUT"
+        assert proxy.methods(lambda: store.put(large)) == ["HEAD"], "an existing large blob is not uploaded again"
+        assert proxy.methods(lambda: list(store.digests())) == ["GET"], "a listing of two blobs: one LIST"
+        assert "list-type=2" in proxy.requests[0][1]
         with pytest.raises(ValueError):
-            requests(lambda: store.get(ArtifactRef(digest="../" + "a" * 61)))
-        assert sent == [], "a malformed digest is rejected before any request"
-        assert requests(store.check) == ["GET"], "the start-up check is one GET"
+            proxy.methods(lambda: store.get(ArtifactRef(digest="../" + "a" * 61)))
+        assert proxy.requests == [], "a malformed digest is rejected before any request"
+        assert proxy.methods(store.check) == ["GET"], "the start-up check is one GET"
     finally:
-        store.client.meta.events.unregister("before-send.s3", record)
+        proxy.close()
+
+
+def test_a_put_is_one_request_without_100_continue(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
+    """boto3 sends `Expect: 100-continue` with every PUT and waits for the server's go-ahead before
+    the body: a round trip per put. The store sends head and body at once, the sha256 signed in."""
+    proxy = _RecordingProxy(s3.ports["s3"])
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{proxy.port}")
+    try:
+        store = S3ArtifactStore.from_url(_url(s3, _prefix("no-continue")))
+        data = b"a blob sent with its head"
+        assert proxy.methods(lambda: store.put(data)) == ["PUT"]
+        head = proxy.heads[0].lower()
+        assert b"\r\nexpect:" not in head
+        assert f"x-amz-content-sha256: {hashlib.sha256(data).hexdigest()}".encode() in head
+        assert b"x-amz-checksum-sha256;" in head or b"x-amz-checksum-sha256," in head, "the checksum is signed"
+    finally:
+        proxy.close()
 
 
 # --- from_url: a worker fails at start -----------------------------------------------------------
@@ -162,9 +224,7 @@ def test_from_url_honours_aws_endpoint_url_and_default_region(s3: SeaweedS3, mon
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     store = S3ArtifactStore.from_url(_url(s3, _prefix("generic-endpoint")))
-    assert store.endpoint == s3.endpoint and store.client.meta.region_name == "eu-west-1"
-    config = store.client.meta.config
-    assert (config.connect_timeout, config.read_timeout, config.retries) == (2, 10, {"mode": "standard", "total_max_attempts": 3})
+    assert store.endpoint == s3.endpoint and store.client.region == "eu-west-1"
     assert store.get(store.put(b"via AWS_ENDPOINT_URL")) == b"via AWS_ENDPOINT_URL"
 
 
@@ -182,81 +242,153 @@ def test_from_url_rejects_a_malformed_url_without_a_request(url: str, monkeypatc
     assert "secret" not in str(failed.value), "a secret in the URL is not echoed"
 
 
-def test_a_failing_server_is_tried_three_times_then_the_call_raises(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
-    """5xx: botocore's standard mode retries with backoff, three attempts in all, then the call
-    raises S3StoreError (and the activity's own retry policy takes over)."""
-    import http.server
-    import threading
+# --- answers a real server rarely gives: a scripted server ------------------------------------------
 
-    attempts: list[str] = []
 
-    class Failing(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            attempts.append(self.path)
-            body = b"<Error><Code>ServiceUnavailable</Code><Message>down</Message></Error>"
-            self.send_response(503)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+class _Scripted:
+    """An HTTP server that answers each request with the next scripted (status, S3 error code)
+    (200 and an empty body for None) and records (method, path)."""
 
-        def log_message(self, *args: Any) -> None:
-            pass
+    def __init__(self, *answers: tuple[int, str] | None) -> None:
+        import http.server
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{server.server_address[1]}")
-        store = S3ArtifactStore(s3.bucket, "failing")
-        digest = hashlib.sha256(b"x").hexdigest()
+        self.answers, self.requests = list(answers), []
+        scripted = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as S3
+
+            def answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                scripted.requests.append((self.command, self.path))
+                status, code = scripted.answers.pop(0) or (200, "")
+                body = f"<Error><Code>{code}</Code><Message>scripted</Message></Error>".encode() if code else b""
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_PUT = do_HEAD = answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def store(self) -> S3ArtifactStore:
+        return S3ArtifactStore("bucket", "p", client=S3Client(self.endpoint, "us-east-1", Credentials("k", "s")))
+
+    def methods(self) -> list[str]:
+        return [method for method, _ in self.requests]
+
+    def __enter__(self) -> _Scripted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        assert not self.answers, f"answers left unasked: {self.answers}"
+
+
+def test_a_failing_server_is_tried_three_times_then_the_call_raises():
+    """5xx: three attempts in all, with backoff, then the call raises S3StoreError (and the
+    activity's own retry policy takes over)."""
+    unavailable = (503, "ServiceUnavailable")
+    with _Scripted(unavailable, unavailable, unavailable) as server:
         began = time.monotonic()
         with pytest.raises(S3StoreError, match="ServiceUnavailable.*HTTP 503"):
-            store.get(ArtifactRef(digest=digest))
-        assert len(attempts) == 3 and time.monotonic() - began < 5, (attempts, time.monotonic() - began)
-    finally:
-        server.shutdown()
-        server.server_close()
+            server.store().get(ArtifactRef(digest=hashlib.sha256(b"x").hexdigest()))
+        assert server.methods() == ["GET"] * 3 and time.monotonic() - began < 2
 
 
-# --- answers a real server rarely gives: stubbed ---------------------------------------------------
+def test_throttling_is_retried_and_a_later_success_returned():
+    with _Scripted((503, "SlowDown"), (500, "InternalError"), None) as server:
+        assert server.store().put(b"slowly").size == 6
+        assert server.methods() == ["PUT"] * 3
 
 
-def _stubbed() -> tuple[S3ArtifactStore, Any]:
-    import boto3
-    from botocore.stub import Stubber
-
-    client = boto3.session.Session().client("s3", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
-                                            aws_access_key_id="k", aws_secret_access_key="s")
-    stub = Stubber(client)
-    stub.activate()
-    return S3ArtifactStore("bucket", "p", client=client), stub
+def test_a_refused_connection_is_tried_three_times_then_names_the_endpoint():
+    dead = f"http://127.0.0.1:{_free_port()}"
+    store = S3ArtifactStore("bucket", "p", client=S3Client(dead, "us-east-1", Credentials("k", "s")))
+    began = time.monotonic()
+    with pytest.raises(S3StoreError, match=f"get of s3://bucket/p/.* at {dead} failed: no answer .*Connection"):
+        store.get(ArtifactRef(digest=hashlib.sha256(b"x").hexdigest()))
+    assert time.monotonic() - began < 2
 
 
 def test_a_concurrent_conditional_put_is_asked_again():
-    store, stub = _stubbed()
-    stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
-    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
-    assert store.put(b"raced").digest == hashlib.sha256(b"raced").hexdigest()
-    stub.assert_no_pending_responses()
+    with _Scripted((409, "ConditionalRequestConflict"), (412, "PreconditionFailed")) as server:
+        assert server.store().put(b"raced").digest == hashlib.sha256(b"raced").hexdigest()
+        assert server.methods() == ["PUT", "PUT"]
 
 
 def test_a_server_without_conditional_puts_gets_head_then_put():
-    store, stub = _stubbed()
-    stub.add_client_error("put_object", "NotImplemented", http_status_code=501)
-    stub.add_client_error("head_object", "404", http_status_code=404)
-    stub.add_response("put_object", {})
-    stub.add_response("head_object", {})  # the next blob exists: nothing uploaded
-    store.put(b"first")
-    assert store.conditional_put is False
-    store.put(b"second")
-    stub.assert_no_pending_responses()
+    with _Scripted((501, "NotImplemented"), (404, ""), None, None) as server:
+        store = server.store()
+        store.put(b"first")
+        assert store.conditional_put is False
+        store.put(b"second")  # HEAD answered 200: the blob exists, nothing uploaded
+        assert server.methods() == ["PUT", "HEAD", "PUT", "HEAD"]
 
 
 def test_other_errors_raise_naming_the_key_and_endpoint():
-    store, stub = _stubbed()
-    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
-    stub.add_client_error("put_object", "InternalError", http_status_code=500)
-    digest = hashlib.sha256(b"x").hexdigest()
-    with pytest.raises(S3StoreError, match=f"s3://bucket/p/{digest[:2]}/{digest}.*AccessDenied.*ListBucket"):
-        store.get(ArtifactRef(digest=digest))
-    with pytest.raises(S3StoreError, match="put of s3://bucket/p/.*http://127.0.0.1:9.*InternalError"):
+    with _Scripted((403, "AccessDenied"), (400, "InvalidRequest")) as server:
+        store, digest = server.store(), hashlib.sha256(b"x").hexdigest()
+        with pytest.raises(S3StoreError, match=f"s3://bucket/p/{digest[:2]}/{digest}.*AccessDenied.*ListBucket"):
+            store.get(ArtifactRef(digest=digest))
+        with pytest.raises(S3StoreError, match=f"put of s3://bucket/p/.* at {server.endpoint} .*InvalidRequest"):
+            store.put(b"x")
+
+
+def test_no_credentials_is_an_error_naming_the_variables(s3: SeaweedS3):
+    store = S3ArtifactStore(s3.bucket, "p", client=S3Client(s3.endpoint, "us-east-1", None))
+    with pytest.raises(SettingsError, match="RATCHET_ARTIFACT_URL.*no AWS credentials.*AWS_ACCESS_KEY_ID"):
+        store.check()
+    with pytest.raises(S3StoreError, match="no AWS credentials"):
         store.put(b"x")
+
+
+# --- the signature and the address ---------------------------------------------------------------
+
+
+def test_the_signature_is_aws_s3_example():
+    """AWS's worked example of a SigV4-signed S3 GetObject (the S3 API reference, "Examples:
+    Signature Calculations": examplebucket, GET /test.txt with a Range header)."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    authorization = sign("GET", "examplebucket.s3.amazonaws.com", "/test.txt", "", {"range": "bytes=0-9"},
+                         EMPTY_SHA256, "AKIAIOSFODNN7EXAMPLE", signing_key(secret, "20130524", "us-east-1"),
+                         "us-east-1", "20130524T000000Z")
+    assert authorization == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
+    )
+
+
+def test_the_signature_matches_botocore_for_a_listing_with_a_session_token():
+    """A query string with characters to encode and a session token, signed here and by botocore."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    query = {"list-type": "2", "prefix": "runs/a b+c/", "continuation-token": "x/y=="}
+    theirs = AWSRequest("GET", "http://127.0.0.1:9000/bucket", params=query,
+                        headers={"X-Amz-Content-SHA256": EMPTY_SHA256})
+    auth = S3SigV4Auth(Credentials("AKID", "secret", "token"), "s3", "eu-west-1")
+    auth.add_auth(theirs)
+    client = S3Client("http://127.0.0.1:9000", "eu-west-1", Credentials("AKID", "secret", "token"))
+    ours = client.signed_headers("GET", "127.0.0.1:9000", "/bucket", canonical_query(query), {}, EMPTY_SHA256,
+                                 theirs.headers["X-Amz-Date"])
+    assert ours["authorization"] == theirs.headers["Authorization"]
+    assert ours["x-amz-security-token"] == "token"
+
+
+def test_aws_buckets_are_addressed_virtual_hosted_unless_their_name_has_a_dot():
+    client = S3Client(None, "eu-west-1", Credentials("k", "s"))
+    assert client.endpoint == "https://s3.eu-west-1.amazonaws.com"
+    assert client.url("my-bucket", "p/ab/cd") == "https://my-bucket.s3.eu-west-1.amazonaws.com/p/ab/cd"
+    assert client.url("my.bucket", "k") == "https://s3.eu-west-1.amazonaws.com/my.bucket/k"
+    other = S3Client("http://127.0.0.1:9000/", "us-east-1", Credentials("k", "s"))
+    assert other.url("my-bucket", "a key+") == "http://127.0.0.1:9000/my-bucket/a%20key%2B"

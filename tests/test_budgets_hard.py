@@ -12,7 +12,7 @@ from datetime import timedelta
 from ratchet.contracts import AGENT_WORKFLOW, AgentResult, ErrorType, Phase
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from tests.test_background_time import env, ts_settings  # noqa: F401  (fixtures)
 
 LONG = "Please read this carefully. " * 720  # about 20,000 characters: about 5,000 prompt tokens
@@ -36,7 +36,7 @@ async def test_a_model_call_that_cannot_fit_the_token_budget_is_not_made(client,
 
 async def test_a_model_call_that_cannot_fit_the_cost_budget_is_not_made(client, settings, worker):
     """$1 per 1k prompt tokens: the first call costs about $5 of $6, the second would cost $5 more."""
-    handle = await start(client, settings, scripted("priced", [echo("hi"), echo("again"), {"content": "done"}],
+    handle = await start(client, settings, scripted("priced_echo", [echo("hi"), echo("again"), {"content": "done"}],
                                                     objective=LONG, budget={"max_cost_usd": 6.0}))
     result: AgentResult = await handle.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED
@@ -49,7 +49,7 @@ async def test_the_last_call_is_capped_and_an_overshoot_says_by_how_much(client,
     test server ignores it (as a provider may), so the run ends saying how far it went over."""
     key = settings.openai_api_key.get_secret_value()
     openai_server.set_script([echo("x" * 8000), {"content": "never"}], key=key)  # about 2,000 completion tokens
-    handle = await start(client, settings, {"agent": "priced", "objective": "x", "budget": {"max_tokens": 2000}})
+    handle = await start(client, settings, {"agent": "priced_echo", "objective": "x", "budget": {"max_tokens": 2000}})
     result: AgentResult = await handle.result()
     [request] = openai_server.chat_requests(key=key)
     prompt = result.used.prompt_tokens
@@ -62,7 +62,7 @@ async def test_the_last_call_is_capped_and_an_overshoot_says_by_how_much(client,
     )
     # a final answer that overshoots is still the answer, and the run says it went over
     openai_server.set_script([{"content": "y" * 8000}], key=key)
-    handle = await start(client, settings, {"agent": "priced", "objective": "x", "budget": {"max_tokens": 2000}})
+    handle = await start(client, settings, {"agent": "priced_echo", "objective": "x", "budget": {"max_tokens": 2000}})
     result = await handle.result()
     assert result.phase == Phase.DONE and result.last_error.startswith("token budget exceeded: "), result.last_error
 

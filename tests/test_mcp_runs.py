@@ -19,9 +19,8 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from devtools.devserver import free_port
-from ratchet.contracts import ApprovalRule, ApproveRequest, ArtifactRef, Budget, Phase, RollbackReport, RollbackRequest, Verifier
-from ratchet.core.profiles import AgentProfile, register_profile
-from ratchet.mcp.config import Compensation, McpServer, McpToolset
+from ratchet.contracts import ApproveRequest, ArtifactRef, Phase, RollbackReport, RollbackRequest
+from ratchet.mcp.config import McpServer
 from ratchet.mcp.pool import McpPool
 from ratchet.ops.settings import Settings
 from ratchet.payloads.converter import BASE_CONVERTER
@@ -31,43 +30,13 @@ from ratchet.replay.replayer import Loaded, replay
 from ratchet.worker.main import Activities, build_worker
 from ratchet.workflows.agent import AgentWorkflow
 from tests.conftest import REPLAY_EVERY_TASK
+import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
 from tests.mcp_servers import HOSTILE, PYTHON, TRACKER
 from tests.runs import activity_attempts, scripted, start, state_of
 from tests.test_mcp_pool import running
 
 TOKEN_VARIABLE = "RATCHET_TEST_MCP_TOKEN"
 TOKEN = f"mcp-token-{uuid.uuid4().hex}"
-
-register_profile(AgentProfile(
-    name="mcp_saga", system_prompt="You track issues.", tools=["probe_wait"], budget=Budget(max_steps=20),
-    mcp=[McpToolset(server="tracker", tools=["search_issues", "create_issue"],
-                    compensations={"create_issue": Compensation(tool="close_issue", arguments={"id": "$result.id"})})],
-    verifier=Verifier(argv=["true"]),
-))
-register_profile(AgentProfile(
-    name="mcp_http", system_prompt="You send email.", tools=[],
-    mcp=[McpToolset(server="tracker_http", tools=["whoami", "send_email"])],
-))
-register_profile(AgentProfile(
-    name="mcp_hostile", system_prompt="You brave a hostile server.", tools=[],
-    budget=Budget(max_tokens=10**9),  # the model is sent the whole 20 MB (activities/model.py reads offloaded outputs)
-    mcp=[McpToolset(server="hostile", idempotent=["crash_once"])],
-    allow_irreversible=["hostile__crash_once"], approval_rules=[ApprovalRule(tool="hostile__old_tool")],
-))
-register_profile(AgentProfile(
-    name="mcp_strict", system_prompt="Your server crashes.", tools=[],
-    mcp=[McpToolset(server="hostile", tools=["crash_once"])], allow_irreversible=["hostile__crash_once"],
-))
-register_profile(AgentProfile(
-    name="mcp_many", system_prompt="You have many tools.", tools=[], mcp=[McpToolset(server="many")],
-))
-register_profile(AgentProfile(
-    name="mcp_broken", system_prompt="Your server is misconfigured.", tools=[], mcp=[McpToolset(server="broken")],
-))
-register_profile(AgentProfile(
-    name="mcp_wrong_url", system_prompt="Your server's url is wrong.", tools=[], mcp=[McpToolset(server="wrong_url")],
-))
-
 
 def call(name: str, **arguments) -> dict:
     return {"name": name, "arguments": arguments}
@@ -208,12 +177,14 @@ async def test_irreversible_tool_waits_for_approval_over_http_and_secrets_stay_o
     assert TOKEN not in history and TOKEN_VARIABLE not in history
 
 
-async def test_results_images_errors_invalid_and_20_mb(client, mcp_settings, mcp_worker):
-    script = [{"tool_calls": [call("hostile__picture"), call("hostile__fail"), call("hostile__bad_schema"), call("hostile__big")]},
+async def test_results_images_errors_invalid_20_mb_and_a_minimal_environment(client, mcp_settings, mcp_worker):
+    script = [{"tool_calls": [call("hostile__picture"), call("hostile__fail"), call("hostile__bad_schema"), call("hostile__big"),
+                              call("hostile__environment")]},
               {"content": "seen"}]
     handle = await start(client, mcp_settings, scripted("mcp_hostile", script))
     assert (await handle.result()).phase == Phase.DONE
-    picture, fail, bad, big = (r.result for r in (await state_of(handle)).tool_calls)
+    picture, fail, bad, big, environment = (r.result for r in (await state_of(handle)).tool_calls)
+    assert "HOSTILE_LIST" in environment.output and TOKEN_VARIABLE not in environment.output, "a minimal environment"
     digest = picture.output.split("artifact sha256:")[1].rstrip("]")
     assert picture.ok and "a red pixel" in picture.output
     assert mcp_worker.options.artifacts.get(ArtifactRef(digest=digest)).startswith(b"\x89PNG")
@@ -260,7 +231,7 @@ async def test_a_server_with_500_tools(client, mcp_settings, mcp_worker):
     handle = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("many__extra_499")]}, {"content": "ok"}]))
     assert (await handle.result()).phase == Phase.DONE
     state = await state_of(handle)
-    assert len([t for t in state.plan.tools if t.mcp == "many"]) == 507
+    assert len([t for t in state.plan.tools if t.mcp == "many"]) == 508
     assert state.tool_calls[0].result.output == "extra_499 ran"
 
 

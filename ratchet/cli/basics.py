@@ -14,7 +14,6 @@ The same with the plain CLI:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid

@@ -51,6 +51,12 @@ def _health(args: argparse.Namespace) -> int:
     return health_main(args)
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from ratchet.mcp.server import main as mcp_main
+
+    return mcp_main(args)
+
+
 def _migrate_stores(args: argparse.Namespace) -> int:
     from ratchet.stores.migrate import main as migrate_main
 
@@ -92,6 +98,11 @@ def parser() -> argparse.ArgumentParser:
                    "ratchet migrate-stores --to-ledger postgresql://... --to-artifacts s3://bucket/ratchet --dry-run")
     migrate_arguments(migrate)
     migrate.set_defaults(fn=_migrate_stores)
+    mcp = verb(sub, "mcp", "serve run control over MCP (stdio, or streamable HTTP with --port) to an assistant or IDE",
+               "ratchet mcp\n         ratchet mcp --port 8765")
+    mcp.add_argument("--port", type=int, help="serve streamable HTTP on this port instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="with --port (default: %(default)s)")
+    mcp.set_defaults(fn=_mcp)
     from ratchet.cli.runs import register as register_run_commands
 
     register_run_commands(sub)

@@ -43,6 +43,11 @@ class ProfileRegistry:
     profiles: dict[str, AgentProfile] = field(default_factory=dict)
 
     def register(self, profile: AgentProfile) -> AgentProfile:
+        """Add `profile`; the same name with a different profile is an error (two plugins would
+        otherwise decide by import order which one a run gets)."""
+        existing = self.profiles.get(profile.name)
+        if existing is not None and existing != profile:
+            raise ValueError(f"agent profile {profile.name!r} is already registered with different settings")
         self.profiles[profile.name] = profile
         return profile
 

@@ -8,6 +8,7 @@
   drain (`McpPool`); `stdio`: the subprocess transport it uses for stdio servers.
 - `results`: an MCP tool result as a `ToolResult` (text, structured content, images and resources in
   the artifact store, `isError` as a tool error).
+- `server`: the other direction, `ratchet mcp`: run control served over MCP.
 
 Nothing here imports the `mcp` SDK at module level: a worker without MCP servers never loads it
 (the `mcp` extra). docs/ARCHITECTURE.md, "Tools from MCP servers".

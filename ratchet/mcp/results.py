@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from typing import Any
 
@@ -70,37 +71,50 @@ def schema_problem(tool: McpTool, structured: Any, given: bool) -> str | None:
         return None
     if structured is None and not given:
         return "the server returned no structured content, though the tool declares an output schema"
-    from jsonschema import SchemaError
-    from jsonschema.exceptions import best_match
-    from jsonschema.validators import validator_for
-
-    try:
-        validator = validator_for(tool.output_schema)
-        validator.check_schema(tool.output_schema)
-        error = best_match(validator(tool.output_schema).iter_errors(structured))
-    except SchemaError as exc:
-        return f"the tool declares an invalid output schema: {exc.message}"
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "(the result)"
-    return f"the server's result does not match the tool's output schema: at {where}: {error.message[:300]}"
+    validator = _compiled(json.dumps(tool.output_schema, sort_keys=True))
+    if isinstance(validator, str):
+        return f"the tool declares an invalid output schema: {validator}"
+    return _problem(validator, structured, "/", "the server's result does not match the tool's output schema: at ")
 
 
 def arguments_problem(tool: McpTool, arguments: dict[str, Any]) -> str | None:
     """Why `arguments` break the tool's pinned input schema (said to the model), or None."""
+    validator = _compiled(json.dumps(tool.input_schema, sort_keys=True))
+    if isinstance(validator, str):
+        return None  # the server's schema is broken: let the server judge the call
+    return _problem(validator, arguments, ".", f"invalid arguments for {tool.name}: ")
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(schema: str) -> Any:
+    """A JSON schema's compiled validator, or why the schema is invalid. Cached by the schema's
+    text: checking and compiling one costs about 1 ms, validating with it tens of microseconds."""
     from jsonschema import SchemaError
-    from jsonschema.exceptions import best_match
     from jsonschema.validators import validator_for
 
+    loaded = json.loads(schema)
+    kind = validator_for(loaded)
     try:
-        validator = validator_for(tool.input_schema)
-        error = best_match(validator(tool.input_schema).iter_errors(arguments))
-    except SchemaError:
-        return None  # the server's schema is broken: let the server judge the call
+        kind.check_schema(loaded)
+    except SchemaError as exc:
+        return exc.message
+    return kind(loaded)
+
+
+def _problem(validator: Any, value: Any, joiner: str, prefix: str) -> str | None:
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validator.iter_errors(value))
     if error is None:
         return None
-    where = ".".join(str(p) for p in error.absolute_path) or "(arguments)"
-    return f"invalid arguments for {tool.name}: {where}: {error.message[:300]}"
+    where = joiner.join(str(p) for p in error.absolute_path) or ("(the result)" if joiner == "/" else "(arguments)")
+    return f"{prefix}{where}: {error.message[:300]}"
+
+
+def stores_artifacts(result: Any) -> bool:
+    """Whether `tool_result` puts anything into the artifact store (binary content)."""
+    return any(getattr(b, "type", None) in ("image", "audio") or hasattr(getattr(b, "resource", None), "blob")
+               for b in result.content)
 
 
 def undo_of(tool: McpTool, arguments: dict[str, Any], structured: Any = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from ratchet.mcp.config import McpConfigError, McpServer
 
 log = logging.getLogger("ratchet.mcp")
 
-EXIT_GRACE_S = 1.0
+EXIT_GRACE_S = 0.5
 """After stdin closes, how long the server may take to exit before SIGTERM (then as long to SIGKILL)."""
 STDERR_LINE_CHARS = 2000
 STDERR_KEPT_LINES = 5

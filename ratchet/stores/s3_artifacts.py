@@ -1,18 +1,20 @@
 """The artifact store on S3 or any S3-compatible object store (MinIO, SeaweedFS, Ceph RGW, R2, ...),
 for workers on several hosts: `RATCHET_ARTIFACT_URL=s3://bucket/prefix`.
 
-Blobs live at `{prefix}/{digest[:2]}/{digest}`, the layout of `DirectoryArtifactStore`. The client
-is boto3 (sync, as the protocol is), configured from the usual AWS variables: AWS_ACCESS_KEY_ID /
-AWS_SECRET_ACCESS_KEY (or any other source of boto3's credential chain), AWS_REGION /
-AWS_DEFAULT_REGION, and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL for an endpoint that is not AWS
-(path-style addressing then). Needs the `s3` extra: `pip install 'ratchet-agents[s3]'`.
+Blobs live at `{prefix}/{digest[:2]}/{digest}`, the layout of `DirectoryArtifactStore`. Requests go
+through `S3Client` (ratchet/stores/s3_client.py: SigV4 over a urllib3 pool, not boto3, which cost a
+step 2-3 ms of worker CPU per put), configured from the usual AWS variables: the credential chain
+(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a profile, a role), AWS_REGION / AWS_DEFAULT_REGION,
+and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL for an endpoint that is not AWS (path-style addressing
+then). Needs the `s3` extra for botocore's credential chain: `pip install 'ratchet-agents[s3]'`.
 
 Round trips:
 
 - `put` of a blob under `head_first_bytes` (1 MiB): one conditional PUT (`If-None-Match: *`) that
   also carries the blob's sha256 (`x-amz-checksum-sha256`, so the server rejects bytes damaged on
-  the way). A 412 means the blob is already there: done, nothing overwritten. Existing small blobs
-  are sent again; one request is cheaper than a HEAD and a PUT.
+  the way; the signature covers it too). A 412 means the blob is already there: done, nothing
+  overwritten. Existing small blobs are sent again; one request is cheaper than a HEAD and a PUT.
+  No `Expect: 100-continue` handshake (boto3 adds one to every PUT: a round trip).
 - `put` of a larger blob: a HEAD first (present: done, nothing uploaded), then the conditional PUT.
 - `get`: one GET; the body's sha256 is checked against the digest.
 - `digests`: one LIST per 1000 blobs (ListObjectsV2 under `{prefix}/`).
@@ -25,19 +27,19 @@ One that refuses it (501 NotImplemented) makes the handle fall back to HEAD then
 The credentials need s3:GetObject, s3:PutObject and s3:ListBucket on the bucket: without
 ListBucket, S3 answers 403 instead of 404 for a blob that is not there, and a missing blob could
 not be told from a forbidden one. Calls run on the caller's thread. A request makes at most three
-attempts (botocore's standard retry mode) with 2 s connect and 10 s read timeouts, then raises
-`S3StoreError` (retryable: the activity retries): a refused connection fails in about a second, a
-host that does not answer in under 10 s, a server that accepts and never replies in about 30 s.
+attempts (connection errors, timeouts, 5xx, throttling) with 2 s connect and 10 s read timeouts,
+then raises `S3StoreError` (retryable: the activity retries): a refused connection fails in under
+a second, a host that does not answer in about 6 s, a server that accepts and never replies in
+about 30 s.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
-import threading
 import time
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,19 +47,18 @@ from urllib.parse import urlsplit
 from ratchet.contracts import ArtifactRef
 from ratchet.ops.settings import SettingsError
 from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing
+from ratchet.stores.s3_client import NoCredentials, Response, S3Client, Unreachable, client_from_env
 
-__all__ = ["S3ArtifactStore", "S3StoreError", "client_from_env", "parse_url"]
+__all__ = ["S3ArtifactStore", "S3StoreError", "parse_url"]
 
 SETTING = "RATCHET_ARTIFACT_URL"
-CONNECT_TIMEOUT_S = 2.0
-READ_TIMEOUT_S = 10.0
-MAX_ATTEMPTS = 3
-"""Attempts per request, the first included (botocore's standard mode: connection errors,
-timeouts, 5xx, throttling)."""
+LIST_PAGE = 1000
+"""Keys per ListObjectsV2 request (S3's maximum)."""
 
 _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]")
 _EMPTY = hashlib.sha256(b"").hexdigest()
 _CONFLICT_RETRIES = 5
+_CREDENTIAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken")
 
 
 class S3StoreError(Exception):
@@ -65,84 +66,15 @@ class S3StoreError(Exception):
     (network, 5xx, permissions). The message names the bucket, key and endpoint."""
 
 
-def _need_boto3() -> Any:
-    try:
-        import boto3
-    except ImportError:
-        raise SettingsError(
-            f"{SETTING}: an s3:// URL needs boto3: pip install 'ratchet-agents[s3]'"
-        ) from None
-    return boto3
-
-
-def _env(*names: str) -> str | None:
-    for name in names:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
-
-
-_CLIENT_VARIABLES = (
-    "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
-)
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
-
-
-def client_from_env() -> Any:
-    """A boto3 S3 client from the AWS variables, with Ratchet's timeouts and retries. Shared by
-    every store opened under the same variables (boto3 clients are thread-safe; making one takes
-    about 0.2 s)."""
-    variables = [os.getpid()] + [os.environ.get(name) for name in _CLIENT_VARIABLES]  # no pool across a fork
-    settings = hashlib.sha256(repr(variables).encode()).hexdigest()
-    with _clients_lock:
-        client = _clients.get(settings)
-        if client is None:
-            client = _clients[settings] = _new_client()
-        return client
-
-
-def _new_client() -> Any:
-    boto3 = _need_boto3()
-    from botocore.config import Config
-
-    endpoint = _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-    config = Config(
-        connect_timeout=CONNECT_TIMEOUT_S,
-        read_timeout=READ_TIMEOUT_S,
-        retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
-        max_pool_connections=32,
-        # Ratchet sends the sha256 it already has; no extra CRC (which some S3-compatible servers
-        # reject), and get checks the sha256 itself.
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required",
-        s3={"addressing_style": "path"} if endpoint else None,
-        user_agent_extra="ratchet",
-    )
-    return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint, region_name=_env("AWS_REGION", "AWS_DEFAULT_REGION"), config=config
-    )
-
-
-def _response(exc: Exception) -> dict[str, Any]:
-    response = getattr(exc, "response", None)  # a ClientError's parsed answer; None or absent otherwise
-    return response if isinstance(response, dict) else {}
-
-
-def _code(exc: Exception) -> str:
-    return str(_response(exc).get("Error", {}).get("Code", ""))
-
-
-def _status(exc: Exception) -> int:
-    return int(_response(exc).get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+class _Failed(Exception):
+    """A request without a usable answer (unreachable, no credentials), for `_error` to name."""
 
 
 class S3ArtifactStore:
-    """`ArtifactStore` on an S3 bucket, under a key prefix. Safe to share between threads (boto3
-    clients are); several processes and hosts may use one bucket and prefix at once."""
+    """`ArtifactStore` on an S3 bucket, under a key prefix. Safe to share between threads (the
+    client is); several processes and hosts may use one bucket and prefix at once."""
 
-    def __init__(self, bucket: str, prefix: str = "", *, client: Any = None,
+    def __init__(self, bucket: str, prefix: str = "", *, client: S3Client | None = None,
                  head_first_bytes: int = 2**20) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -166,7 +98,7 @@ class S3ArtifactStore:
 
     @property
     def endpoint(self) -> str:
-        return str(self.client.meta.endpoint_url)
+        return self.client.endpoint
 
     def key(self, digest: str) -> str:
         """The object key of a blob; ValueError if `digest` is not 64 lowercase hex characters."""
@@ -183,44 +115,39 @@ class S3ArtifactStore:
         ref = ArtifactRef(digest=digest, size=len(data), media_type=media_type)
         if (len(data) >= self.head_first_bytes or not self.conditional_put) and self._exists(key):
             return ref
-        checksum = base64.b64encode(sha.digest()).decode()
+        headers = {"content-type": "application/octet-stream", "x-amz-checksum-sha256": base64.b64encode(sha.digest()).decode()}
         conflicts = 0
         while True:
-            try:
-                self._put(key, data, checksum)
-                return ref
-            except Exception as exc:
-                code, status = _code(exc), _status(exc)
-                if status == 412 or code == "PreconditionFailed":
-                    return ref  # already there: content addressing makes it the same bytes
-                if (status == 409 or code == "ConditionalRequestConflict") and conflicts < _CONFLICT_RETRIES:
-                    time.sleep(0.05 * 2**conflicts)  # a concurrent put of the same blob: ask again
-                    conflicts += 1
-                    continue
-                if self.conditional_put and (status == 501 or code == "NotImplemented"):
-                    self.conditional_put = False  # the server refuses If-None-Match: HEAD, then PUT
-                    if self._exists(key):
-                        return ref
-                    continue
-                raise self._error("put", key, exc) from exc
+            conditional = self.conditional_put
+            response = self._request("put", "PUT", key, body=data, payload_sha256=digest,
+                                     headers={**headers, "if-none-match": "*"} if conditional else headers)
+            status, code = response.status, response.code
+            if status == 200 or status == 412 or code == "PreconditionFailed":
+                return ref  # 412: already there, and content addressing makes it the same bytes
+            if (status == 409 or code == "ConditionalRequestConflict") and conflicts < _CONFLICT_RETRIES:
+                time.sleep(0.05 * 2**conflicts)  # a concurrent put of the same blob: ask again
+                conflicts += 1
+                continue
+            if conditional and (status == 501 or code == "NotImplemented"):
+                self.conditional_put = False  # the server refuses If-None-Match: HEAD, then PUT
+                if self._exists(key):
+                    return ref
+                continue
+            raise self._error("put", key, response)
 
     def get(self, ref: ArtifactRef) -> bytes:
         key = self.key(ref.digest)
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key)
-            data = response["Body"].read()
-        except Exception as exc:
-            code = _code(exc)
-            if code in ("NoSuchKey", "404"):
-                raise ArtifactMissing(
-                    f"artifact {ref.digest} is not in s3://{self.bucket}/{key} ({self.endpoint}); "
-                    "do all workers use the same RATCHET_ARTIFACT_URL?"
-                ) from None
-            if code == "NoSuchBucket":
-                raise ArtifactMissing(
-                    f"artifact {ref.digest}: bucket {self.bucket!r} does not exist at {self.endpoint}"
-                ) from None
-            raise self._error("get", key, exc) from exc
+        response = self._request("get", "GET", key)
+        if response.code in ("NoSuchKey", "404"):
+            raise ArtifactMissing(
+                f"artifact {ref.digest} is not in s3://{self.bucket}/{key} ({self.endpoint}); "
+                "do all workers use the same RATCHET_ARTIFACT_URL?"
+            )
+        if response.code == "NoSuchBucket":
+            raise ArtifactMissing(f"artifact {ref.digest}: bucket {self.bucket!r} does not exist at {self.endpoint}")
+        if response.status != 200:
+            raise self._error("get", key, response)
+        data = response.body
         actual = hashlib.sha256(data).hexdigest()
         if actual != ref.digest:
             raise ArtifactCorrupt(
@@ -232,15 +159,24 @@ class S3ArtifactStore:
     def digests(self) -> Iterator[str]:
         prefix = f"{self.prefix}/" if self.prefix else ""
         blob = re.compile(re.escape(prefix) + r"([0-9a-f]{2})/([0-9a-f]{64})")  # not a longer prefix's blobs
-        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-        try:
-            for page in pages:
-                for item in page.get("Contents", []):
-                    match = blob.fullmatch(item["Key"])
-                    if match and match[2].startswith(match[1]):
-                        yield match[2]
-        except Exception as exc:
-            raise self._error("list", prefix, exc) from exc
+        query = {"list-type": "2", "prefix": prefix}
+        while True:
+            response = self._request("list", "GET", "", query=query)
+            if response.status != 200:
+                raise self._error("list", prefix, response)
+            try:
+                page = ElementTree.fromstring(response.body)
+            except ElementTree.ParseError as exc:
+                raise S3StoreError(f"S3 list of s3://{self.bucket}/{prefix} at {self.endpoint}: "
+                                   f"the answer is not a listing ({exc})") from None
+            for key in page.iterfind("{*}Contents/{*}Key"):
+                match = blob.fullmatch(key.text or "")
+                if match and match[2].startswith(match[1]):
+                    yield match[2]
+            token = page.findtext("{*}NextContinuationToken")
+            if page.findtext("{*}IsTruncated") != "true" or not token:
+                return
+            query = {**query, "continuation-token": token}
 
     # the rest
 
@@ -248,53 +184,59 @@ class S3ArtifactStore:
         """One request proving the bucket exists and the credentials may read it; SettingsError
         naming RATCHET_ARTIFACT_URL otherwise."""
         where = f"{SETTING}={url or f's3://{self.bucket}/{self.prefix}'}"
-        key = self.key(_EMPTY)
         try:
-            self.client.get_object(Bucket=self.bucket, Key=key)
-            return
-        except Exception as exc:
-            code, status, name = _code(exc), _status(exc), type(exc).__name__
-            if code == "NoSuchKey":
+            response = self.client.request("GET", self.bucket, self.key(_EMPTY))
+        except NoCredentials as exc:
+            problem = f"{exc}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+        except Unreachable as exc:
+            problem = f"cannot reach {self.endpoint} ({exc}); is AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL right, and is the server up?"
+        else:
+            code, status = response.code, response.status
+            if status == 200 or code == "NoSuchKey":
                 return
-            if code in ("NoSuchBucket", "404") or (status == 404 and not code):
+            if code in ("NoSuchBucket", "404"):
                 problem = f"bucket {self.bucket!r} does not exist at {self.endpoint}"
-            elif code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken"):
+            elif code in _CREDENTIAL_CODES:
                 problem = (f"{self.endpoint} rejected the credentials ({code}): check AWS_ACCESS_KEY_ID and "
                            "AWS_SECRET_ACCESS_KEY (or the AWS profile in use)")
-            elif code in ("AccessDenied", "403") or status == 403:
-                problem = (f"access to bucket {self.bucket!r} at {self.endpoint} is denied ({code or status}): "
+            elif code == "AccessDenied" or status == 403:
+                problem = (f"access to bucket {self.bucket!r} at {self.endpoint} is denied ({code}): "
                            "the credentials need s3:GetObject, s3:PutObject and s3:ListBucket on it")
-            elif name in ("NoCredentialsError", "PartialCredentialsError"):
-                problem = f"no AWS credentials found ({exc}): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-            elif name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
-                          "ConnectionClosedError", "ProxyConnectionError", "SSLError"):
-                problem = (f"cannot reach {self.endpoint} ({exc}); is AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL "
-                           "right, and is the server up?")
             else:
-                problem = f"checking bucket {self.bucket!r} at {self.endpoint} failed: {name}: {exc}"
-            raise SettingsError(f"{where}: {problem}") from exc
+                problem = f"checking bucket {self.bucket!r} at {self.endpoint} failed: {_detail(response)}"
+        raise SettingsError(f"{where}: {problem}")
 
     def _exists(self, key: str) -> bool:
+        response = self._request("head", "HEAD", key)
+        if response.status in (403, 404):  # 403: no ListBucket, so unknown; the put decides
+            return False
+        if response.status != 200:
+            raise self._error("head", key, response)
+        return True
+
+    def _request(self, op: str, method: str, key: str, **kwargs: Any) -> Response:
+        """The client's answer; S3StoreError naming `op` and `key` when there is none."""
         try:
-            self.client.head_object(Bucket=self.bucket, Key=key)
-            return True
-        except Exception as exc:
-            if _status(exc) in (403, 404):  # 403: no ListBucket, so unknown; the put decides
-                return False
-            raise self._error("head", key, exc) from exc
+            return self.client.request(method, self.bucket, key, **kwargs)
+        except (Unreachable, NoCredentials) as exc:
+            raise self._error(op, key or kwargs.get("query", {}).get("prefix", ""), exc) from None
 
-    def _put(self, key: str, data: bytes, checksum: str) -> None:
-        extra = {"IfNoneMatch": "*"} if self.conditional_put else {}
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=checksum,
-                               ContentType="application/octet-stream", **extra)
+    def _error(self, op: str, key: str, failure: Response | Exception) -> S3StoreError:
+        if isinstance(failure, Response):
+            detail = _detail(failure)
+        else:
+            detail = f"no answer ({failure})" if isinstance(failure, Unreachable) else str(failure)
+        return S3StoreError(f"S3 {op} of s3://{self.bucket}/{key} at {self.endpoint} failed: {detail}")
 
-    def _error(self, op: str, key: str, exc: Exception) -> S3StoreError:
-        code = _code(exc)
-        detail = f"{code} (HTTP {_status(exc)})" if code else f"{type(exc).__name__}: {exc}"
-        hint = ""
-        if _status(exc) == 403:
-            hint = "; the credentials need s3:GetObject, s3:PutObject and s3:ListBucket on the bucket"
-        return S3StoreError(f"S3 {op} of s3://{self.bucket}/{key} at {self.endpoint} failed: {detail}{hint}")
+
+def _detail(response: Response) -> str:
+    """An error answer as `Code (HTTP status)`, with what to do about the usual ones."""
+    detail = f"{response.code} (HTTP {response.status})"
+    if response.status == 403:
+        detail += "; the credentials need s3:GetObject, s3:PutObject and s3:ListBucket on the bucket"
+    elif response.status == 301 or response.code in ("PermanentRedirect", "AuthorizationHeaderMalformed"):
+        detail += "; is the bucket in another region? Set AWS_REGION to its region"
+    return detail
 
 
 def parse_url(url: str) -> tuple[str, str]:

@@ -39,6 +39,7 @@ def listing() -> list[types.Tool]:
              output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
         tool("fail", "Reports an error.", annotations=types.ToolAnnotations(read_only_hint=True)),
         tool("picture", "Sends an image.", annotations=types.ToolAnnotations(read_only_hint=True)),
+        tool("environment", "Names the variables it was started with.", annotations=types.ToolAnnotations(read_only_hint=True)),
         tool("old_tool" if version.startswith("v1") else "new_tool", f"Listed in {version}.",
              annotations=types.ToolAnnotations(read_only_hint=True)),
     ]
@@ -76,6 +77,8 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     if name == "picture":
         return types.CallToolResult(content=[types.TextContent(type="text", text="a red pixel:"),
                                              types.ImageContent(type="image", data=PNG, mime_type="image/png")])
+    if name == "environment":
+        return text(" ".join(sorted(os.environ)))
     return text(f"{name} ran")
 
 

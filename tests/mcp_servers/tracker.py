@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import time
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
@@ -45,14 +46,15 @@ def search_issues(query: str = "") -> list[Issue]:
 
 
 @server.tool()
-def create_issue(title: str, ctx: Context) -> Issue:
-    """Open an issue."""
+def create_issue(title: str, ctx: Context, delay_s: float = 0.0) -> Issue:
+    """Open an issue (and answer `delay_s` seconds after it is open)."""
     conn = db()
     key = key_of(ctx)
     row = conn.execute("SELECT id, title, open FROM issues WHERE key = ?", (key,)).fetchone() if key else None
     if row is None:
         row = (conn.execute("INSERT INTO issues (title, open, key) VALUES (?, 1, ?)", (title, key)).lastrowid, title, 1)
         conn.execute("INSERT INTO effects VALUES ('create_issue', ?, ?)", (title, key))
+        time.sleep(delay_s)
     return Issue(id=row[0], title=row[1], open=bool(row[2]))
 
 

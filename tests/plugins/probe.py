@@ -270,7 +270,7 @@ register_profile(
 
 register_profile(
     AgentProfile(
-        name="priced",
+        name="priced_echo",
         system_prompt="You are a test agent whose model costs money.",
         tools=["probe_echo"],
         budget=Budget(max_steps=50),

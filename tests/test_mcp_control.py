@@ -1,0 +1,73 @@
+"""`ratchet mcp`, driven by the official MCP SDK's client as an assistant would: a real `ratchet mcp`
+subprocess over stdio, the dev server and a worker; start runs, follow them, approve a call, send
+a message, plan and do a rollback, and see refusals as tool errors."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from tests.plugins.probe import BROKEN_MARKER  # noqa: F401  (the `saga` profile's verifier)
+
+
+def scripted_model(*replies: dict) -> dict:
+    return {"provider": "scripted", "script": list(replies)}
+
+
+def tool_call(name: str, **arguments) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+async def use(mcp: Client, tool: str, **arguments) -> Any:
+    result = await mcp.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    structured = result.structured_content
+    return structured.get("result", structured) if isinstance(structured, dict) and set(structured) == {"result"} else structured
+
+
+async def until(mcp: Client, workflow_id: str, predicate, timeout: float = 30) -> dict:
+    async with asyncio.timeout(timeout):
+        while True:
+            result = await mcp.call_tool("run_state", {"workflow_id": workflow_id})
+            if not result.is_error and predicate(result.structured_content):
+                return result.structured_content
+            await asyncio.sleep(0.2)
+
+
+async def test_an_assistant_drives_runs_over_mcp(settings, worker):
+    server = StdioServerParameters(command=sys.executable, args=["-m", "ratchet.cli.main", "mcp"], env={
+        "TEMPORAL_ADDRESS": settings.temporal_address, "RATCHET_TASK_QUEUE": settings.task_queue,
+    })
+    async with Client(server) as mcp:
+        tools = {t.name: t for t in (await mcp.list_tools()).tools}
+        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "send_message", "rollback_plan", "rollback"}
+        assert tools["run_state"].annotations.read_only_hint and tools["rollback"].annotations is None
+
+        ship = await use(mcp, "start_run", agent="approver", objective="ship it", model=scripted_model(
+            tool_call("create_ticket", title="prod deploy"), {"content": "shipped"}))
+        waiting = await until(mcp, ship["workflow_id"], lambda s: s["pending_approvals"])
+        refused = await mcp.call_tool("approve", {"workflow_id": ship["workflow_id"], "call_id": "call_9_9"})
+        assert refused.is_error and "approve refused" in refused.content[0].text
+        await use(mcp, "approve", workflow_id=ship["workflow_id"], call_id=waiting["pending_approvals"][0]["call_id"])
+        done = await until(mcp, ship["workflow_id"], lambda s: s["phase"] == "DONE")
+        assert done["answer"] == "shipped"
+        page = await use(mcp, "transcript", workflow_id=ship["workflow_id"])
+        assert page["messages"][-1]["content"] == "shipped" and page["total"] == len(page["messages"])
+
+        saga = await use(mcp, "start_run", agent="saga", objective="two steps", workspace="mcp-control", model=scripted_model(
+            tool_call("write_file", path="a.txt", content="v1\n"), tool_call("write_file", path="a.txt", content="v2\n"),
+            tool_call("probe_wait", seconds=3), {"content": "finished"}))
+        wid = saga["workflow_id"]
+        await until(mcp, wid, lambda s: len(s["checkpoints"]) == 2)
+        assert "sent to" in await use(mcp, "send_message", workflow_id=wid, text="please stop soon")
+        plan = await use(mcp, "rollback_plan", workflow_id=wid, checkpoint_id="cp-1")
+        assert [(p["tool"], p["action"]) for p in plan] == [("write_file", "undo")]
+        report = await use(mcp, "rollback", workflow_id=wid, checkpoint_id="cp-1", then="stop")
+        assert len(report["undone"]) == 1
+        await until(mcp, wid, lambda s: s["phase"] == "ROLLED_BACK")
+        assert (settings.workspace_root / "mcp-control" / "a.txt").read_text() == "v1\n"
+        bad = await mcp.call_tool("start_run", {"agent": "saga", "objective": ""})
+        assert bad.is_error and "objective" in bad.content[0].text
