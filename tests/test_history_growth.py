@@ -66,3 +66,17 @@ async def test_a_large_tool_output_stays_out_of_history(client, settings, worker
     completed = [e for e in history.events if e.HasField("activity_task_completed_event_attributes")]
     assert max(e.ByteSize() for e in completed) < 64 * 1024
     assert sum(e.ByteSize() for e in history.events) < 100 * 1024
+
+
+async def test_the_result_of_a_top_level_run_names_its_effects_by_count_not_in_full(client, settings, worker):
+    """40 compensable writes of 1 KB: the completion event stays small; the effects are in `state`."""
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x" * 1000}}]}
+              for i in range(40)] + [{"content": "done"}]
+    handle = await start(client, settings, scripted("probe", script, workspace="many", budget={"max_steps": 50}))
+    result = await handle.result()
+    assert result.phase == Phase.DONE and result.effects_left == 40 and result.effects == []
+    history = await handle.fetch_history()
+    completed = next(e for e in history.events if e.HasField("workflow_execution_completed_event_attributes"))
+    assert completed.ByteSize() < 2048, completed.ByteSize()
+    state = await handle.query("state")
+    assert len(state["effects"]) == 40

@@ -395,11 +395,13 @@ class AgentWorkflow:
             state.last_error = error
         if state.plan is not None:
             self._visibility.publish(state, state.plan)
+        left = [e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE]
         return AgentResult(
             workflow_id=state.workflow_id, phase=phase, answer=state.answer,
             steps=state.step, used=state.used, last_error=state.last_error,
             workspace=state.plan.workspace if state.plan else None, workspace_host=state.workspace_host,
-            effects=[e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE],
+            effects_left=len(left),
+            effects=left if workflow.info().parent is not None else [],  # a parent undoes a child's
         )
 
     def _elapsed_s(self, state: AgentState, plan: RunPlan) -> float:

@@ -227,5 +227,9 @@ class AgentResult(BaseModel):
     last_error: str | None = None
     workspace: str | None = None
     workspace_host: str | None = None
+    effects_left: int = 0
+    """How many undoable side effects the run left in place (`ratchet rollback RUN start --dry-run`
+    lists them: from the `state` query, not from this result, which stays small)."""
     effects: list[Effect] = Field(default_factory=list)
-    """Side effects left in place (for a parent that must be able to undo this run)."""
+    """A sub-agent's effects left in place, for its parent, which must be able to undo them; empty
+    for a top-level run."""
