@@ -21,6 +21,7 @@ from ratchet.payloads.converter import BASE_CONVERTER
 
 from ratchet.contracts import AgentState
 from devtools.devserver import DevServer, free_port, temporal_binary
+from devtools.workers import stop_worker
 from ratchet.ops.settings import load_settings
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.workflows.agent import AgentWorkflow
@@ -67,12 +68,7 @@ def main() -> int:
         worker = _start_worker(server, state_dir)
         return _run_agent(server, state_dir, real_model)
     finally:
-        if worker is not None:
-            worker.terminate()
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        stop_worker(worker)
         server.stop()
         print("stopped the worker and the dev server", flush=True)
 

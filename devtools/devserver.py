@@ -94,14 +94,7 @@ class DevServer:
 
     def stop(self, timeout_s: float = 15) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout_s)
 
     def __enter__(self) -> DevServer:
         return self.start()
@@ -114,3 +107,15 @@ def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_group(proc: subprocess.Popen | None, timeout_s: float) -> None:
+    """SIGTERM a server started in its own process group, SIGKILL it after `timeout_s`."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

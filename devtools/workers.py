@@ -185,3 +185,14 @@ class WorkerProcess:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.terminate()
+
+
+def stop_worker(proc: subprocess.Popen | None, timeout_s: float = 20) -> None:
+    """SIGTERM a worker process (it drains, then exits), SIGKILL it after `timeout_s`."""
+    if proc is None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -10,7 +10,6 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from tests.plugins.probe import BROKEN_MARKER  # noqa: F401  (the `saga` profile's verifier)
 
 
 def scripted_model(*replies: dict) -> dict:

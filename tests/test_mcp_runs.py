@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sqlite3
-import subprocess
 import uuid
 from datetime import timedelta
 
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from devtools.devserver import free_port
 from ratchet.contracts import ApproveRequest, ArtifactRef, Phase, RollbackReport, RollbackRequest
 from ratchet.mcp.config import McpServer
 from ratchet.mcp.pool import McpPool
@@ -31,9 +28,8 @@ from ratchet.worker.main import Activities, build_worker
 from ratchet.workflows.agent import AgentWorkflow
 from tests.conftest import REPLAY_EVERY_TASK
 import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
-from tests.mcp_servers import HOSTILE, PYTHON, TRACKER
+from tests.mcp_servers import HOSTILE, PYTHON, TRACKER, http_tracker, running
 from tests.runs import activity_attempts, scripted, start, state_of
-from tests.test_mcp_pool import running
 
 TOKEN_VARIABLE = "RATCHET_TEST_MCP_TOKEN"
 TOKEN = f"mcp-token-{uuid.uuid4().hex}"
@@ -47,41 +43,24 @@ def mcp_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("mcp")
     (path / "markers").mkdir()
     (path / "list").write_text("v1")
-    (path / "many").write_text("v1many")
     return path
 
 
 @pytest.fixture(scope="module")
-def http_tracker(mcp_dir):
-    port = free_port()
-    server = subprocess.Popen(
-        [PYTHON, str(TRACKER), "--http", str(port)], env={**os.environ, "TRACKER_DB": str(mcp_dir / "tracker.db")},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, "the HTTP tracker exited"
-                subprocess.run(["sleep", "0.05"])
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.kill()
-        server.wait()
+def http_tracker_url(mcp_dir):
+    with http_tracker(mcp_dir / "tracker.db") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def pool(mcp_dir, http_tracker) -> McpPool:
+def pool(mcp_dir, http_tracker_url) -> McpPool:
     tracker_env = {"TRACKER_DB": str(mcp_dir / "tracker.db")}
     return McpPool([
         McpServer(name="tracker", command=PYTHON, args=[str(TRACKER)], env=tracker_env),
-        McpServer(name="tracker_http", url=f"{http_tracker}/mcp", headers={"Authorization": f"Bearer ${{{TOKEN_VARIABLE}}}"}),
-        McpServer(name="wrong_url", url=f"{http_tracker}/not-mcp"),
+        McpServer(name="tracker_http", url=f"{http_tracker_url}/mcp", headers={"Authorization": f"Bearer ${{{TOKEN_VARIABLE}}}"}),
+        McpServer(name="wrong_url", url=f"{http_tracker_url}/not-mcp"),
         McpServer(name="hostile", command=PYTHON, args=[str(HOSTILE)], max_attempts=3,
                   env={"HOSTILE_MARKERS": str(mcp_dir / "markers"), "HOSTILE_LIST": str(mcp_dir / "list")}),
-        McpServer(name="many", command=PYTHON, args=[str(HOSTILE)], env={"HOSTILE_LIST": str(mcp_dir / "many")}),
         McpServer(name="broken", command=str(mcp_dir / "no-such-server")),
     ])
 
@@ -211,7 +190,7 @@ async def test_a_crash_mid_call_restarts_the_server_and_repeats_only_idempotent_
     await strict.terminate("test over")
 
 
-async def test_a_running_run_keeps_its_pinned_tool_list(client, mcp_settings, mcp_worker, mcp_dir):
+async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_500(client, mcp_settings, mcp_worker, mcp_dir):
     first = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__old_tool")]}, {"content": "a"}]))
     state = await wait_for(first, lambda s: s.pending_approvals)
     (mcp_dir / "list").write_text("v2")  # the server's tools change between the two runs
@@ -226,13 +205,12 @@ async def test_a_running_run_keeps_its_pinned_tool_list(client, mcp_settings, mc
     assert "hostile__new_tool" in names[1] and "hostile__old_tool" not in names[1]
     assert first_state.plan.mcp_ref != second_state.plan.mcp_ref
 
-
-async def test_a_server_with_500_tools(client, mcp_settings, mcp_worker):
-    handle = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("many__extra_499")]}, {"content": "ok"}]))
-    assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
-    assert len([t for t in state.plan.tools if t.mcp == "many"]) == 508
-    assert state.tool_calls[0].result.output == "extra_499 ran"
+    (mcp_dir / "list").write_text("v2many")  # now 500 more
+    third = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("hostile__extra_499")]}, {"content": "c"}]))
+    assert (await third.result()).phase == Phase.DONE
+    third_state = await state_of(third)
+    assert len([t for t in third_state.plan.tools if t.mcp == "hostile"]) == 508
+    assert third_state.tool_calls[0].result.output == "extra_499 ran"
 
 
 @pytest.mark.parametrize("profile, says", [

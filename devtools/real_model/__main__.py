@@ -33,6 +33,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from devtools.devserver import DevServer
+from devtools.workers import stop_worker
+from tests.runs import activity_attempts
 from devtools.real_model.llama_server import SMOLLM2_TEMPLATE, LlamaServer, smollm2_gguf
 from ratchet.contracts import AGENT_WORKFLOW, AgentState, Message, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
@@ -120,12 +122,7 @@ def main() -> int:
         worker = _start_worker(server, llama, STATE_DIR, model)
         outcome = asyncio.run(_run(server, llama, STATE_DIR, args.timeout))
     finally:
-        if worker is not None:
-            worker.terminate()
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        stop_worker(worker)
         server.stop()
         llama.stop()
         print(f"stopped the worker, the dev server and llama-server ({time.monotonic() - started:.0f} s in all); "
@@ -164,7 +161,7 @@ async def _run(server: DevServer, llama: LlamaServer, state_dir: Path, timeout_s
     handle = await client.start_workflow(AGENT_WORKFLOW, run_input(workflow_id), id=workflow_id, task_queue="ratchet")
     print(f"\nrun {workflow_id}: coder agent, objective {OBJECTIVE!r}", flush=True)
     state = await _follow(handle, timeout_s)
-    outcome = Outcome(state=state, model_attempts=await _attempts(handle, "model.call"), rejected=llama.rejected_requests())
+    outcome = Outcome(state=state, model_attempts=await activity_attempts(handle, "model.call"), rejected=llama.rejected_requests())
     outcome.verifier_passes = _verifier_passes(workspace)
     outcome.check()
     return outcome
@@ -206,20 +203,6 @@ def _show(message: Message) -> None:
         print(f"    -> {text}", flush=True)
     else:
         print(f"  {message.role}: {text}", flush=True)
-
-
-async def _attempts(handle: WorkflowHandle, activity_type: str) -> list[int]:
-    """The attempt number each completed activity of a type ended on, from the run's history."""
-    scheduled: dict[int, str] = {}
-    attempts = []
-    async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
-        if event.HasField("activity_task_started_event_attributes"):
-            attrs = event.activity_task_started_event_attributes
-            if scheduled.get(attrs.scheduled_event_id) == activity_type:
-                attempts.append(attrs.attempt)
-    return attempts
 
 
 def _verifier_passes(workspace: Path) -> bool:

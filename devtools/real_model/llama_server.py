@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devtools.devserver import free_port
+from devtools.devserver import free_port, stop_group
 
 HERE = Path(__file__).resolve().parent
 SMOLLM2_TEMPLATE = HERE / "smollm2-tools.jinja"
@@ -106,11 +104,4 @@ class LlamaServer:
 
     def stop(self, timeout_s: float = 10) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout_s)

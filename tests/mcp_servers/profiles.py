@@ -1,6 +1,6 @@
 """The agent profiles of the MCP tests (tests/test_mcp_runs.py, tests/test_mcp_crash.py): imported by
 the tests, and by worker processes through RATCHET_PLUGINS. The servers they name are configured by
-each test (`tracker`, `tracker_http`, `hostile`, `many`, `broken`, `wrong_url`)."""
+each test (`tracker`, `tracker_http`, `hostile`, `broken`, `wrong_url`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ register_profile(AgentProfile(
     mcp=[McpToolset(server="hostile", tools=["crash_once"])], allow_irreversible=["hostile__crash_once"],
 ))
 register_profile(AgentProfile(
-    name="mcp_many", system_prompt="You have many tools.", tools=[], mcp=[McpToolset(server="many")],
+    name="mcp_many", system_prompt="You have many tools.", tools=[], mcp=[McpToolset(server="hostile")],
 ))
 register_profile(AgentProfile(
     name="mcp_broken", system_prompt="Your server is misconfigured.", tools=[], mcp=[McpToolset(server="broken")],
