@@ -242,6 +242,26 @@ def test_from_url_rejects_a_malformed_url_without_a_request(url: str, monkeypatc
     assert "secret" not in str(failed.value), "a secret in the URL is not echoed"
 
 
+def test_a_restarted_server_is_used_again_through_the_same_store(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """Down: a call raises S3StoreError (retryable) within seconds. Back on the same address: the
+    same store's next call works (its pooled connections to the old process are replaced)."""
+    from tests.s3_server import SeaweedS3
+
+    with SeaweedS3(tmp_path / "weed") as server:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        store = S3ArtifactStore.from_url(_url(server, "restart"))
+        before = store.put(b"before the outage")
+        server.stop()
+        began = time.monotonic()
+        with pytest.raises(S3StoreError, match="no answer"):
+            store.put(b"during the outage")
+        assert time.monotonic() - began < 3
+        server.start_again()
+        assert store.get(before) == b"before the outage"
+        assert store.get(store.put(b"after the outage")) == b"after the outage"
+
+
 # --- answers a real server rarely gives: a scripted server ------------------------------------------
 
 

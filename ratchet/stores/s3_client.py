@@ -1,13 +1,14 @@
 """The S3 requests of the artifact store: SigV4-signed HTTP over a urllib3 connection pool.
 
 `S3ArtifactStore` (ratchet/stores/s3_artifacts.py) needs four S3 operations (GetObject, PutObject,
-HeadObject, ListObjectsV2), and a step puts a transcript segment or two. Through boto3 a put cost
-1.7 ms of CPU back to back and 3.0 ms at a step's pace (50 ms apart: the interpreter's caches go
-cold between calls, and boto3 runs a lot of code per request: event hooks, parameter validation,
-the endpoint rule set, its own header classes), 2.7 ms per put in a bench worker, which made a step
-on S3 cost 20-25% more worker CPU than on a directory. This client signs and sends the request
-itself: 0.56 / 1.2 ms per put (the directory store: 0.15 / 0.8 ms). It also skips the
-`Expect: 100-continue` handshake boto3 adds to every PUT, a round trip per put.
+HeadObject, ListObjectsV2), and a step puts a transcript segment or two. Through boto3 a put of
+1.5 KB cost 1.7-2.3 ms of CPU back to back and 3.0-3.4 ms at a step's pace (50 ms apart: the
+interpreter's caches go cold between calls, and boto3 runs a lot of code per request: event hooks,
+parameter validation, the endpoint rule set, its own header classes), 2.7 ms per put in a bench
+worker, which made a step on S3 and Postgres cost 24-44% more worker CPU than on a directory and
+SQLite (bench `scaleout_worker_cpu_ratio`). This client signs and sends the request itself:
+0.6-0.7 / 1.3 ms per put, 1.0-1.1 ms in a bench worker (the directory store: 0.2 / 0.8 ms). It also
+skips the `Expect: 100-continue` handshake boto3 adds to every PUT, a round trip per put.
 
 What it keeps from the AWS SDK: the credential chain (botocore's: AWS_ACCESS_KEY_ID /
 AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, AWS_PROFILE and the shared files, SSO, web identity,
@@ -41,6 +42,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from ratchet.ops.settings import SettingsError
 
 __all__ = ["EMPTY_SHA256", "NoCredentials", "Response", "S3Client", "Unreachable", "canonical_query", "client_from_env",
            "sign", "signing_key"]
@@ -264,8 +267,13 @@ def client_from_env() -> S3Client:
 
 
 def _new_client() -> S3Client:
-    from botocore.session import Session
-
+    try:
+        from botocore.session import Session
+    except ImportError:
+        raise SettingsError(
+            "RATCHET_ARTIFACT_URL: an s3:// URL needs botocore (the AWS credential chain): "
+            "pip install 'ratchet-agents[s3]'"
+        ) from None
     session = Session()
     region = _env("AWS_REGION", "AWS_DEFAULT_REGION") or session.get_config_variable("region") or "us-east-1"
     return S3Client(_env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), region, session.get_credentials(),

@@ -1,0 +1,41 @@
+"""`effects.archive` and `effects.load`: a long run's older effects, kept in the artifact store.
+
+At a continue-as-new the effects below the last checkpoint leave the handover (workflows/effects_archive.py):
+they are written here as a segment `{"prev": DIGEST | null, "effects": [...]}`, content-addressed,
+so a retried archive writes the same blob. `load` follows the chain back and returns every
+archived effect, oldest first. Segments are never changed: the run restores them into its state
+before any rollback that reaches below the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import activity
+
+from ratchet.contracts import ArchiveEffects, ArtifactRef, Effect
+from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
+
+
+class EffectsArchive:
+    def __init__(self, artifacts: ArtifactStore) -> None:
+        self.artifacts = artifacts
+
+    @activity.defn(name="effects.archive")
+    async def archive(self, req: ArchiveEffects) -> str:
+        segment = {"prev": req.prev, "effects": [e.model_dump(mode="json") for e in req.effects]}
+        return (await asyncio.to_thread(put_json, self.artifacts, segment)).digest
+
+    @activity.defn(name="effects.load")
+    async def load(self, digest: str) -> list[Effect]:
+        return await asyncio.to_thread(load_archived, self.artifacts, digest)
+
+
+def load_archived(artifacts: ArtifactStore, digest: str | None) -> list[Effect]:
+    """Every effect of the archive chain ending at `digest`, oldest first (none for None)."""
+    segments = []
+    while digest is not None:
+        segment = get_json(artifacts, ArtifactRef.json(digest))
+        segments.append(segment["effects"])
+        digest = segment["prev"]
+    return [Effect.model_validate(e) for effects in reversed(segments) for e in effects]
