@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from ratchet.activities.commands import cap, run_program
 from ratchet.activities.heartbeat import heartbeating
 from ratchet.activities.workspace import confine, open_workspace
+from ratchet.activities.archive import transcript_slice
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 from ratchet.contracts import (
     AgentState, ArtifactRef, Checkpoint, Evidence, Forked, LoadCheckpoint, VerifyRequest, VerifyResult, WorkspaceBinding,
@@ -32,7 +33,7 @@ from ratchet.core.tools import ToolError
 from ratchet.ops.redaction import redacted
 from ratchet.sandbox import Sandbox
 from ratchet.contracts import ErrorType
-from ratchet.contracts import STATE_QUERY
+from ratchet.contracts import STATE_QUERY, TranscriptSlice
 
 MAX_SNAPSHOT_FILES = 2000
 _UNITTEST = re.compile(r"Ran (\d+) tests?")
@@ -119,9 +120,13 @@ class CheckpointActivities:
                 f"resume_from.checkpoint_id: run {workflow_id!r} has no checkpoint {checkpoint_id!r}"
                 f" (it has: {known or 'none'})"
             )
-        return found.model_copy(update={
-            "messages": state.messages[: found.messages_len - state.messages_base], "messages_base": state.messages_base,
-        })
+        if found.unsent < state.messages_base and state.transcript is not None:  # older than the last handover kept
+            base = found.unsent
+            slice_ = TranscriptSlice(digest=state.transcript, start=base, stop=found.messages_len)
+            messages = await asyncio.to_thread(transcript_slice, self.artifacts, slice_)
+        else:
+            base, messages = state.messages_base, state.messages[: found.messages_len - state.messages_base]
+        return found.model_copy(update={"messages": messages, "messages_base": base})
 
 
 

@@ -21,14 +21,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from ratchet.contracts import (
     AGENT_WORKFLOW, STATE_QUERY, AgentState, ClosedRun, Effect, EffectStatus, ErrorType, LoadClosedRun,
 )
+from ratchet.activities.archive import load_archived
 from ratchet.core.keys import undo_key
+from ratchet.stores.artifacts import ArtifactStore
 from ratchet.stores.ledger import EntryStatus, Ledger
 
 
 class RollbackActivities:
-    def __init__(self, client: Client | None, ledger: Ledger) -> None:
+    def __init__(self, client: Client | None, ledger: Ledger, artifacts: ArtifactStore) -> None:
         self.client = client
         self.ledger = ledger
+        self.artifacts = artifacts
 
     @activity.defn(name="rollback.load")
     async def load(self, req: LoadClosedRun) -> ClosedRun:
@@ -56,9 +59,16 @@ class RollbackActivities:
             raise _invalid(f"cannot read run {req.workflow_id!r}: {exc}") from None
         if state is not None:
             state = _trimmed(state)
+            await asyncio.to_thread(self._restore_archived, state)
             await asyncio.to_thread(self._mark_from_ledger, state)
         status = described.status.name if described.status is not None else "UNKNOWN"
         return ClosedRun(run_id=described.run_id, status=status, state=state)
+
+    def _restore_archived(self, state: AgentState) -> None:
+        """In a thread: the effects a long run archived at its handovers, back in front of the rest."""
+        if state.effects_archive is not None:
+            state.effects = load_archived(self.artifacts, state.effects_archive) + state.effects
+            state.effects_base, state.effects_archive, state.effects_archived_left = 0, None, 0
 
     def _mark_from_ledger(self, state: AgentState) -> None:
         """In a thread: undos the ledger has completed, and undo records of calls that never reported."""

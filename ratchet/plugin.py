@@ -53,6 +53,7 @@ from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.mcp import McpActivities
 from ratchet.activities.prepare import RunPreparer
+from ratchet.activities.archive import Archive
 from ratchet.activities.rollback import RollbackActivities
 from ratchet.activities.tools import ToolActivities
 from ratchet.core.profiles import ProfileRegistry, default_profiles
@@ -212,12 +213,14 @@ class Activities:
         self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox)
         self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id, options.sandbox)
         self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
-        self.rollback = RollbackActivities(client, ledger)
+        self.rollback = RollbackActivities(client, ledger, artifacts)
+        self.archive = Archive(artifacts)
 
     def all(self) -> list[Callable]:
         return [
             self.model.call, self.preparer.prepare, self.checkpoints.verify, self.checkpoints.fork,
             *self.tools.activities(), *self.workspaces.all(), self.rollback.load,
+            self.archive.archive, self.archive.load, self.archive.messages,
             *self.mcp.activities(),
         ]
 

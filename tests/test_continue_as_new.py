@@ -110,20 +110,22 @@ async def test_the_event_bound_continues_as_new_before_the_suggestion(early_serv
     assert [m["index"] for m in lines] == [0, 1, 2] and lines[1]["content"].startswith("do the task"), out
 
 
-def test_a_handover_keeps_what_a_rollback_to_the_oldest_checkpoint_needs():
+def test_a_handover_keeps_what_a_rollback_to_the_last_checkpoint_needs():
     from ratchet.contracts import AgentRun, Checkpoint, Message, ToolCallRecord, ToolResult
     from ratchet.workflows.handover import trimmed
 
     messages = [Message(role="user", content=str(i)) for i in range(30)]
-    checkpoint = Checkpoint(id="cp-1", step=3, created_at="t", effects_len=0, messages_len=12, unsent=10, summary="s")
+    older = Checkpoint(id="cp-1", step=2, created_at="t", effects_len=0, messages_len=8, unsent=6, summary="s")
+    checkpoint = Checkpoint(id="cp-2", step=3, created_at="t", effects_len=0, messages_len=12, unsent=10, summary="s")
     calls = [ToolCallRecord(step=i, call_id="c", tool="t", key=f"w/{i}/c", arguments="{}", result=ToolResult(ok=True, output="x"))
              for i in range(KEEP_TOOL_CALLS + 7)]
     state = AgentState(workflow_id="w", run=AgentRun(agent="a", objective="o"), messages=messages, unsent=28,
-                       checkpoints=[checkpoint], tool_calls=calls)
+                       checkpoints=[older, checkpoint], tool_calls=calls)
     out = trimmed(state)
     assert out.messages_base == 10 and [m.content for m in out.messages] == [str(i) for i in range(10, 30)]
     assert out.tool_calls_archived == 7 and out.tool_calls[0].step == 7 and len(out.tool_calls) == KEEP_TOOL_CALLS
-    # what the workflow does on a rollback to cp-1: the messages up to it, from the base on, remain
+    # what the workflow does on a rollback to cp-2: the messages up to it, from the base on, remain
+    # (to cp-1, older than the base, they are read back from the transcript: tests/test_effects_archive.py)
     del out.messages[checkpoint.messages_len - out.messages_base :]
     assert [m.content for m in out.messages] == ["10", "11"]
     # with no checkpoint, everything the model has seen goes: the handover is as small as the step

@@ -31,7 +31,7 @@ from ratchet.contracts import (
     OutcomeDecision, RollbackReport, RollbackRequest, RunPlan, Transcript, TranscriptPage, scrub_text,
 )
 from ratchet.core import budget as budgets
-from ratchet.workflows import acting, approvals, checkpoints, failover, handover, interrupts, outcomes, saga
+from ratchet.workflows import acting, approvals, checkpoints, effects_archive, failover, handover, interrupts, outcomes, saga
 from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled, root
 from ratchet.workflows.hosts import HostLost
 from ratchet.workflows.input import parse_run
@@ -247,6 +247,7 @@ class AgentWorkflow:
                 if self._rollbacks:
                     continue  # a rollback's handler waits for the loop: serve it first
                 self._deliver_inbox(state)
+                await effects_archive.archive(state, lambda effect: saga.undoable(plan, effect))
                 workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
             state.step += 1
             try:
@@ -400,7 +401,7 @@ class AgentWorkflow:
             workflow_id=state.workflow_id, phase=phase, answer=state.answer,
             steps=state.step, used=state.used, last_error=state.last_error,
             workspace=state.plan.workspace if state.plan else None, workspace_host=state.workspace_host,
-            effects_left=len(left),
+            effects_left=len(left) + state.effects_archived_left,
             effects=left if workflow.info().parent is not None else [],  # a parent undoes a child's
         )
 

@@ -18,10 +18,10 @@ from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
     AgentState, Checkpoint, Effect, EffectStatus, FailurePolicy, Forked, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
-    VerifyRequest, VerifyResult,
+    TranscriptSlice, VerifyRequest, VerifyResult,
 )
 from ratchet.core import keys
-from ratchet.workflows import hosts, saga
+from ratchet.workflows import effects_archive, hosts, saga
 from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
 from ratchet.workflows.hosts import HostLost
 
@@ -73,7 +73,8 @@ def verified(state: AgentState) -> bool:
     effect since then was undone (a failed verification reverted it)."""
     if not state.checkpoints:
         return False
-    return all(e.status == EffectStatus.UNDONE for e in state.effects[state.checkpoints[-1].effects_len :])
+    since = effects_archive.local(state, state.checkpoints[-1].effects_len)
+    return all(e.status == EffectStatus.UNDONE for e in state.effects[since:])
 
 
 async def verify(state: AgentState, plan: RunPlan) -> bool:
@@ -85,7 +86,8 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
             "checkpoint.verify",
             VerifyRequest(
                 key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
-                workspace=plan.workspace, verifier=plan.verifier, changed=_changed_files(state.effects[since:]),
+                workspace=plan.workspace, verifier=plan.verifier,
+                changed=_changed_files(state.effects[effects_archive.local(state, since):]),
                 sandbox=plan.sandbox,
             ),
             result_type=VerifyResult,
@@ -126,10 +128,26 @@ async def rollback_to(
     if report.clean:
         checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
         if checkpoint is not None:
+            await _messages_back_to(state, checkpoint)
             del state.messages[checkpoint.messages_len - state.messages_base :]
             state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
             state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
     return report
+
+
+async def _messages_back_to(state: AgentState, checkpoint: Checkpoint) -> None:
+    """A checkpoint older than what the last handover kept (workflows/handover.py): its messages
+    from `unsent` on come back from the transcript artifact, where the model's later calls put them."""
+    if checkpoint.unsent >= state.messages_base or state.transcript is None:
+        return
+    state.messages = await workflow.execute_activity(
+        "transcript.messages",
+        TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
+        result_type=list[Message], start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+        summary=f"read messages back to {checkpoint.id}",
+    )
+    state.messages_base = checkpoint.unsent
 
 
 async def rollback_effects(
@@ -139,6 +157,7 @@ async def rollback_effects(
     """Undo the effects above `since` (saga.compensate: `restored` and `fail_over` as there)."""
     previous_phase = state.phase
     state.phase = Phase.ROLLING_BACK
+    await effects_archive.restore(state, since)
     report = await saga.compensate(
         state, plan, since, RollbackReport(checkpoint_id=checkpoint_id, reason=reason), restored, fail_over,
     )
@@ -153,7 +172,7 @@ async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: 
     if plan is None:
         return
     policy = state.run.on_failure or plan.failure_policy
-    if policy == FailurePolicy.KEEP or not state.effects:
+    if policy == FailurePolicy.KEEP or not effects_archive.count(state):
         return
     target = state.checkpoints[-1].id if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT else None
     await rollback_to(state, plan, target, f"{policy}: {reason}")
@@ -164,7 +183,7 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
     return Checkpoint(
         id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
-        effects_len=len(state.effects), messages_len=state.message_count,
+        effects_len=effects_archive.count(state), messages_len=state.message_count,
         transcript=state.transcript, unsent=state.unsent,
         summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
         evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,

@@ -4,10 +4,13 @@ Carrying the whole `AgentState` made the continue-as-new input grow with every s
 run: 741 KiB -> 2.6 MiB, bench/results/latest.md), and every worker holding the run held it all.
 Kept elsewhere, so dropped here:
 
-- messages the model has already seen, up to the oldest point a rollback can return to (the
-  oldest checkpoint's unsent messages stay): they are in the transcript artifact (`transcript`);
+- messages the model has already seen, up to the last checkpoint (its unsent messages stay): they
+  are in the transcript artifact (`transcript`); a rollback to an older checkpoint reads its
+  messages back from there (`checkpoints.rollback_to`, activity `transcript.messages`);
 - tool call records but the last `KEEP_TOOL_CALLS`: their outputs are in the transcript, their
-  side effects in `effects` (never trimmed: rollback and compensation need every one).
+  side effects in `effects`;
+- effects below the last checkpoint: they went to the artifact store just before
+  (workflows/effects_archive.py); a rollback below that checkpoint loads them back.
 
 The run input itself (`run`, with a scripted model's script) is kept as it came: it does not grow.
 """
@@ -21,7 +24,7 @@ KEEP_TOOL_CALLS = 50
 
 
 def trimmed(state: AgentState) -> AgentState:
-    keep_from = min([state.unsent] + [c.unsent for c in state.checkpoints])
+    keep_from = min([state.unsent] + [c.unsent for c in state.checkpoints[-1:]])
     drop = keep_from - state.messages_base
     if drop > 0:
         del state.messages[:drop]

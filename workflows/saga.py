@@ -47,15 +47,22 @@ def undoable(plan: RunPlan, effect: Effect) -> bool:
 
 
 def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[RollbackPlanItem]:
-    """What undoing state.effects[boundary:] does, newest first (the dry run of `compensate`)."""
+    """What undoing the run's effects from number `boundary` on does, newest first (the dry run of
+    `compensate`). Archived effects below `state.effects_base` show as one `archived` item."""
     items = []
-    for effect in reversed(state.effects[boundary:]):
+    for effect in reversed(state.effects[max(boundary - state.effects_base, 0):]):
         if effect.status == EffectStatus.UNDONE:
             action = "already_undone"
         else:
             action = "undo" if undoable(plan, effect) else "irreversible"
         items.append(RollbackPlanItem(
             tool=effect.tool, step=effect.step, key=effect.key, action=action, description=describe(plan, effect),
+        ))
+    if boundary < state.effects_base:
+        items.append(RollbackPlanItem(
+            tool="(archived)", step=0, key=state.effects_archive or "", action="archived",
+            description=f"{state.effects_base - boundary} earlier effects, kept in the artifact store: "
+            "the rollback loads them and undoes them, newest first",
         ))
     return items
 
@@ -78,13 +85,16 @@ async def compensate(
     state: AgentState, plan: RunPlan, boundary: int, report: RollbackReport, restored: str | None = None,
     fail_over: bool = False,
 ) -> RollbackReport:
-    """Undo state.effects[boundary:], newest first. On a clean run the effects above the
+    """Undo the run's effects from number `boundary` on (none of them archived: the caller
+    restores them first, workflows/effects_archive.py), newest first. On a clean run the effects above the
     boundary are removed from the stack (the report keeps what was done).
 
     `restored`: the workspace was restored to the boundary (a failover, workflows/failover.py), so
     compensable workspace effects are reverted already: marked undone with this note, no undo runs.
     `fail_over`: an undo whose workspace host is gone raises `HostLost` (the caller fails over; the
     effects keep their status) instead of counting as an undo that failed."""
+    assert boundary >= state.effects_base, "restore archived effects before compensating them"
+    boundary -= state.effects_base  # where effect number `boundary` is in state.effects
     pending = list(reversed(state.effects[boundary:]))
     for index, effect in enumerate(pending):
         if effect.status == EffectStatus.UNDONE:

@@ -84,10 +84,13 @@ async def _running(handle: WorkflowHandle) -> bool:
 
 async def _rollback_running(handle: WorkflowHandle, args: argparse.Namespace) -> int:
     try:
-        _print_plan(await handle.query(AgentWorkflow.rollback_plan, args.checkpoint_id))
+        plan = await handle.query(AgentWorkflow.rollback_plan, args.checkpoint_id)
+        if any(item.action == "archived" for item in plan):
+            plan = await _with_archived(handle, args.checkpoint_id)
     except WorkflowQueryFailedError as exc:
         print(f"rollback refused: {exc}")
         return 1
+    _print_plan(plan)
     if args.dry_run:
         return 0
     try:
@@ -99,6 +102,20 @@ async def _rollback_running(handle: WorkflowHandle, args: argparse.Namespace) ->
         return 1
     print(json.dumps(report.model_dump(), indent=2))
     return 0 if report.clean else 1
+
+
+async def _with_archived(handle: WorkflowHandle, checkpoint_id: str) -> list[RollbackPlanItem]:
+    """The plan with the effects a long run archived listed one by one, read from the artifact
+    store (workflows/effects_archive.py), as the rollback itself will load them."""
+    from ratchet.activities.archive import load_archived
+    from ratchet.stores.urls import open_artifacts
+    from ratchet.workflows import checkpoints, saga
+
+    state = await handle.query(AgentWorkflow.state)
+    store = open_artifacts(load_settings().artifact_store_url)
+    archived = await asyncio.to_thread(load_archived, store, state.effects_archive)
+    whole = state.model_copy(update={"effects": archived + state.effects, "effects_base": 0, "effects_archive": None})
+    return saga.rollback_plan(whole, whole.plan, checkpoints.boundary(whole, checkpoint_id))
 
 
 async def _rollback_closed(client: Client, args: argparse.Namespace) -> int:

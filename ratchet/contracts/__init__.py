@@ -28,7 +28,7 @@ from ratchet.contracts.payloads import (
 )
 from ratchet.contracts.outcomes import OutcomeChoice, DecideRequest, PendingDecision, OutcomeDecision
 from ratchet.contracts.state import (
-    UNDO_DESCRIPTION, ToolCallRecord, EffectStatus, Effect, Checkpoint, Forked, Failover, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, Continuation, AgentResult,
+    UNDO_DESCRIPTION, ToolCallRecord, EffectStatus, Effect, Checkpoint, Forked, Failover, RollbackReport, RollbackPlanItem, PendingApproval, Decision, Transcript, BudgetUsed, AgentState, ArchiveEffects, TranscriptSlice, Continuation, AgentResult,
 )
 from ratchet.contracts.rollback import (
     ROLLBACK_WORKFLOW, TO_START, rollback_id, RollbackRun, LoadClosedRun, ClosedRun, ClosedRollback,
@@ -97,6 +97,8 @@ __all__ = [
     "Transcript",
     "BudgetUsed",
     "AgentState",
+    "ArchiveEffects",
+    "TranscriptSlice",
     "Continuation",
     "AgentResult",
     "OutcomeChoice",

@@ -126,7 +126,9 @@ class RollbackPlanItem(BaseModel):
     tool: str
     step: int
     key: str
-    action: Literal["undo", "irreversible", "already_undone"]
+    action: Literal["undo", "irreversible", "already_undone", "archived"]
+    """`archived`: one item standing for the effects kept in the artifact store (`key`: the
+    archive's digest); a rollback loads them and undoes each (`ratchet rollback --dry-run` lists them)."""
     description: str | None = None
     """What the undo does, for the person deciding ("restore a.txt (181 bytes)", "delete ticket #12"):
     the tool's own words from the undo record (`Effect.undo_description`), a count for a sub-agent."""
@@ -183,6 +185,14 @@ class AgentState(BaseModel):
     (their outputs are in the transcript, their side effects in `effects`)."""
     tool_calls_archived: int = 0
     effects: list[Effect] = Field(default_factory=list)
+    """The run's effects from number `effects_base` on; earlier ones are in the archive."""
+    effects_base: int = 0
+    """How many of the run's first effects are in the artifact store, not in `effects`
+    (workflows/effects_archive.py: they leave the handover at a continue-as-new)."""
+    effects_archive: str | None = None
+    """Digest of the newest archive segment (each names the one before)."""
+    effects_archived_left: int = 0
+    """Of the archived effects, how many are undoable and not undone (for `AgentResult.effects_left`)."""
     checkpoints: list[Checkpoint] = Field(default_factory=list)
     rollbacks: list[RollbackReport] = Field(default_factory=list)
     workspace_host: str | None = None
@@ -210,6 +220,21 @@ class AgentState(BaseModel):
     def message_count(self) -> int:
         """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
         return self.messages_base + len(self.messages)
+
+
+class ArchiveEffects(BaseModel):
+    """Input of `effects.archive`: effects leaving a handover, after the segment `prev`."""
+
+    effects: list[Effect]
+    prev: str | None = None
+
+
+class TranscriptSlice(BaseModel):
+    """Input of `transcript.messages`: messages `start` to `stop` of transcript `digest`."""
+
+    digest: str
+    start: int
+    stop: int
 
 
 class Continuation(BaseModel):

@@ -278,3 +278,14 @@ register_profile(
         usd_per_1k_completion_tokens=2.0,
     )
 )
+
+register_profile(
+    AgentProfile(
+        name="archivist",
+        system_prompt="You are a test agent whose long runs hand over often.",
+        tools=["write_file", "read_file", "wait"],
+        budget=Budget(max_steps=100),
+        verifier=Verifier(argv=["true"]),
+        continue_as_new_events=60,
+    )
+)

@@ -1,10 +1,15 @@
-"""`effects.archive` and `effects.load`: a long run's older effects, kept in the artifact store.
+"""What a long run's handover leaves in the artifact store, and the way back (workflows/effects_archive.py).
+
+`effects.archive` and `effects.load`: a long run's older effects.
 
 At a continue-as-new the effects below the last checkpoint leave the handover (workflows/effects_archive.py):
 they are written here as a segment `{"prev": DIGEST | null, "effects": [...]}`, content-addressed,
 so a retried archive writes the same blob. `load` follows the chain back and returns every
 archived effect, oldest first. Segments are never changed: the run restores them into its state
 before any rollback that reaches below the last checkpoint.
+
+`transcript.messages`: messages of the conversation from the transcript artifact, for a rollback
+to (or a fork from) a checkpoint older than what the handover kept.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ import asyncio
 
 from temporalio import activity
 
-from ratchet.contracts import ArchiveEffects, ArtifactRef, Effect
+from ratchet.contracts import ArchiveEffects, ArtifactRef, Effect, Message, TranscriptSlice
+from ratchet.stores import transcripts
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 
 
-class EffectsArchive:
+class Archive:
     def __init__(self, artifacts: ArtifactStore) -> None:
         self.artifacts = artifacts
 
@@ -29,6 +35,16 @@ class EffectsArchive:
     @activity.defn(name="effects.load")
     async def load(self, digest: str) -> list[Effect]:
         return await asyncio.to_thread(load_archived, self.artifacts, digest)
+
+
+    @activity.defn(name="transcript.messages")
+    async def messages(self, req: TranscriptSlice) -> list[Message]:
+        return await asyncio.to_thread(transcript_slice, self.artifacts, req)
+
+
+def transcript_slice(artifacts: ArtifactStore, req: TranscriptSlice) -> list[Message]:
+    """Messages `req.start` to `req.stop` of the conversation the transcript `req.digest` holds."""
+    return transcripts.read_all(artifacts, req.digest)[req.start : req.stop]
 
 
 def load_archived(artifacts: ArtifactStore, digest: str | None) -> list[Effect]:
