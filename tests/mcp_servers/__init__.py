@@ -14,7 +14,8 @@ from pathlib import Path
 from devtools.devserver import free_port
 
 HERE = Path(__file__).parent
-TRACKER = HERE / "tracker.py"
+TRACKER = HERE.parent.parent / "examples" / "mcp_tracker" / "tracker.py"
+"""The example tracker server (examples/mcp_tracker/): the README's MCP example and these tests' server."""
 HOSTILE = HERE / "hostile.py"
 PYTHON = sys.executable
 

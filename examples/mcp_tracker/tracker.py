@@ -1,4 +1,4 @@
-"""An issue tracker as an MCP server, for tests (the official SDK's `MCPServer`).
+"""An issue tracker as an MCP server (the official SDK's `MCPServer`): the README's MCP example and the tests' server.
 
 stdio by default; `--http PORT` serves streamable HTTP on 127.0.0.1. Issues live in the SQLite file
 TRACKER_DB, and every call that acts adds a row to its `effects` table, so a test counts side
