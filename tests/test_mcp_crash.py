@@ -1,5 +1,5 @@
 """A run using an MCP tool survives a SIGKILLed worker with its side effect done exactly once: the
-worker dies after the tracker (tests/mcp_servers/tracker.py, streamable HTTP on loopback) opened the
+worker dies after the tracker (examples/mcp_tracker/tracker.py, streamable HTTP on loopback) opened the
 issue and before the call's result was recorded; the next worker's retry carries the same
 idempotency key in `_meta`, which the tracker deduplicates on (the profile says so: `idempotent`)."""
 
