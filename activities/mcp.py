@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.activities.heartbeat import INTERVAL_S, heartbeating
-from ratchet.activities.tools import INLINE_OUTPUT_CHARS, offload
+from ratchet.activities.tools import INLINE_OUTPUT_CHARS, assumed_done, offload, person_decision
 from ratchet.contracts import ArtifactRef, EffectClass, ErrorType, ToolInvocation, ToolResult, ToolSpec, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
@@ -155,10 +155,9 @@ class McpActivities:
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             activity.logger.info("%s: already done, returning the recorded result", key)
             return ToolResult.model_validate(entry.result)
-        decided = inv.decision if activity.info().attempt == 1 else None  # a person's decision, once
+        decided = person_decision(inv)
         if entry is not None and decided == "assume_done":
-            output = inv.assumed_output or f"a person confirmed that this {tool.name} call took effect"
-            return await self._record(key, ToolResult(ok=True, output=output))
+            return await self._record(key, assumed_done(inv, tool.name))
         if entry is not None and decided != "retry" and not tool.idempotent:
             raise ApplicationError(
                 f"{key}: an earlier attempt of {tool.name} (MCP server {tool.server!r}) started but its outcome is "

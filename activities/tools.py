@@ -107,10 +107,9 @@ class ToolActivities:
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             activity.logger.info("%s: already done, returning the recorded result", inv.key)
             return ToolResult.model_validate(entry.result)
-        decided = inv.decision if activity.info().attempt == 1 else None  # a person's decision, once
+        decided = person_decision(inv)
         if entry is not None and decided == "assume_done":
-            output = inv.assumed_output or f"a person confirmed that this {tool.name} call took effect"
-            return await self._record(inv, ToolResult(ok=True, output=output))
+            return await self._record(inv, assumed_done(inv, tool.name))
         if entry is not None and decided != "retry":  # started before, never completed: outcome unknown
             found = await self._reconcile(tool, inv, ctx, args)
             if found is not None:
@@ -220,3 +219,14 @@ def _validation_message(name: str, exc: ValidationError) -> str:
         f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in exc.errors()
     )
     return f"invalid arguments for {name}: {problems}"
+
+
+def person_decision(inv: ToolInvocation) -> str | None:
+    """A person's decision on this call's unknown outcome (workflows/outcomes.py): it applies to the
+    activity's first attempt only; later attempts follow the ledger as usual."""
+    return inv.decision if activity.info().attempt == 1 else None
+
+
+def assumed_done(inv: ToolInvocation, tool: str) -> ToolResult:
+    """The result a person's `assume_done` records for the call."""
+    return ToolResult(ok=True, output=inv.assumed_output or f"a person confirmed that this {tool} call took effect")
