@@ -8,6 +8,7 @@ import hashlib
 
 from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from ratchet.stores.ledger import Ledger
@@ -15,7 +16,9 @@ from ratchet.activities.mcp import McpActivities, PinnedTools
 from ratchet.mcp.catalog import McpTool
 from ratchet.activities.workspace import confine, open_workspace
 from ratchet.stores.artifacts import ArtifactStore, put_json
-from ratchet.contracts import Budget, ErrorType, ModelCallConfig, ModelSettings, PrepareRun, RunPlan, ScriptedReply, ToolSpec
+from ratchet.contracts import (
+    AgentRun, Budget, ErrorType, ModelCallConfig, ModelSettings, PlanRun, PrepareRun, RunPlan, ScriptedReply, ToolSpec,
+)
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
 from ratchet.models.provider import ProviderRegistry
 from ratchet.ops.settings import Settings
@@ -26,7 +29,9 @@ class RunPreparer:
     def __init__(
         self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, providers: ProviderRegistry,
         artifacts: ArtifactStore, ledger: Ledger | None = None, mcp: McpActivities | None = None,
+        client: Client | None = None,
     ) -> None:
+        self.client = client
         self.mcp = mcp
         """Lists the MCP servers a profile uses (ratchet/mcp); None: this worker has none."""
         self.providers = providers
@@ -37,7 +42,25 @@ class RunPreparer:
         self.artifacts = artifacts
 
     @activity.defn(name="run.prepare")
-    async def prepare(self, req: PrepareRun) -> RunPlan:
+    async def prepare(self, req: PlanRun) -> RunPlan:
+        """The plan of the run this is the first activity of. The run is read from the run's start
+        event, not sent again as this activity's input: a scripted run's script (or a long
+        objective) is in history once."""
+        run = await self._start_input()
+        return await self.plan(PrepareRun(run=run, workflow_id=req.workflow_id, chain=req.chain))
+
+    async def _start_input(self) -> AgentRun:
+        assert self.client is not None, "run.prepare needs a Temporal client (to read the run's start input)"
+        info = activity.info()
+        handle = self.client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            [run] = await self.client.data_converter.decode(payloads[:1], [AgentRun])
+            return run
+        raise ApplicationError(f"run {info.workflow_id} has no history", type=ErrorType.INVALID_INPUT, non_retryable=True)
+
+    async def plan(self, req: PrepareRun) -> RunPlan:
+        """The plan for `req.run`: its profile, tools (MCP tool lists pinned) and model settings."""
         profile = self.profiles.get(req.run.agent)
         if profile is not None and profile.mcp and self.mcp is None:
             raise ApplicationError(f"profile {profile.name!r} uses MCP servers; this worker runs none",

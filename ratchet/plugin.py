@@ -208,7 +208,9 @@ class Activities:
         self.options = options
         settings, artifacts, ledger = options.settings, options.artifacts, options.ledger
         self.mcp = McpActivities(options.mcp, options.profiles, artifacts, ledger)
-        self.preparer = RunPreparer(settings, options.profiles, options.tools, options.providers, artifacts, ledger, self.mcp)
+        self.preparer = RunPreparer(
+            settings, options.profiles, options.tools, options.providers, artifacts, ledger, self.mcp, client,
+        )
         self.model = ModelActivities(options.providers, artifacts, ledger)
         self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox)
         self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id, options.sandbox)

@@ -80,3 +80,16 @@ async def test_the_result_of_a_top_level_run_names_its_effects_by_count_not_in_f
     assert completed.ByteSize() < 2048, completed.ByteSize()
     state = await handle.query("state")
     assert len(state["effects"]) == 40
+
+
+async def test_a_scripted_runs_script_is_in_history_once(client, settings, worker):
+    """run.prepare reads the run from the start event: the script is not sent again as its input."""
+    marker = "unmistakable-" + "s" * 2000
+    script = [{"tool_calls": [{"name": "probe_echo", "arguments": {"text": marker}}]}, {"content": "done"}]
+    handle = await start(client, settings, scripted("probe", script, workspace="once"))
+    assert (await handle.result()).phase == Phase.DONE
+    history = await handle.fetch_history()
+    prepare = next(e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+                   and e.activity_task_scheduled_event_attributes.activity_type.name == "run.prepare")
+    assert marker.encode() in history.events[0].SerializeToString()
+    assert marker.encode() not in prepare.SerializeToString() and prepare.ByteSize() < 600, prepare.ByteSize()

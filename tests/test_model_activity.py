@@ -27,7 +27,7 @@ async def test_a_retried_model_call_returns_the_reply_the_ledger_holds_instead_o
     providers = builtin_providers(settings, store)
     preparer = RunPreparer(settings, default_profiles, builtin_tools(), providers, store, ledger)
     run = AgentRun.model_validate({"agent": "probe", "objective": "o", "model": {"provider": "scripted", "script": [{"content": "x"}]}})
-    plan = await ActivityEnvironment().run(preparer.prepare, PrepareRun(run=run, workflow_id="wf", chain="c1"))
+    plan = await ActivityEnvironment().run(preparer.plan, PrepareRun(run=run, workflow_id="wf", chain="c1"))
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, workflow_id="wf")
     recorded = ModelReply(message=Message(role="assistant", content="recorded"), usage=Usage(), transcript="t" * 64)
@@ -47,5 +47,5 @@ async def test_a_profile_with_a_window_too_small_to_hold_a_call_and_its_result_i
     preparer = RunPreparer(settings, profiles, builtin_tools(), builtin_providers(settings, store), store)
     run = AgentRun.model_validate({"agent": "tiny", "objective": "o", "model": {"script": [{"content": "x"}]}})
     with pytest.raises(ApplicationError, match="profile 'tiny': context_messages must be at least 2, not 1") as err:
-        await ActivityEnvironment().run(preparer.prepare, PrepareRun(run=run, workflow_id="wf"))
+        await ActivityEnvironment().run(preparer.plan, PrepareRun(run=run, workflow_id="wf"))
     assert err.value.non_retryable and err.value.type == "InvalidProfile"

@@ -27,7 +27,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
     AGENT_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Continuation, DecideRequest, Decision, EffectClass,
-    EffectStatus, ErrorType, Message, ModelReply, ModelRequest, Phase, PrepareRun, RejectRequest, RollbackPlanItem,
+    EffectStatus, ErrorType, Message, ModelReply, ModelRequest, Phase, PlanRun, RejectRequest, RollbackPlanItem,
     OutcomeDecision, RollbackReport, RollbackRequest, RunPlan, Transcript, TranscriptPage, scrub_text,
 )
 from ratchet.core import budget as budgets
@@ -219,7 +219,7 @@ class AgentWorkflow:
             # evicted from the worker cache stalls the workflow task until it times out.
             return await workflow.execute_activity(
                 "run.prepare",
-                PrepareRun(run=run, workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
+                PlanRun(workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
                 result_type=RunPlan, start_to_close_timeout=timedelta(seconds=30),
                 # about a minute of attempts: a ledger or artifact store outage is waited out
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),

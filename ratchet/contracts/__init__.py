@@ -21,7 +21,7 @@ from ratchet.contracts.run import (
 )
 from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.contracts.plan import (
-    Budget, ModelSettings, ApprovalRule, ToolSpec, Verifier, RunPolicy, RunPlan, ModelCallConfig, PrepareRun,
+    Budget, ModelSettings, ApprovalRule, ToolSpec, Verifier, RunPolicy, RunPlan, ModelCallConfig, PlanRun, PrepareRun,
 )
 from ratchet.contracts.payloads import (
     ToolCallRequest, Message, Usage, ModelRequest, ModelReply, ToolInvocation, ToolResult, UndoInvocation, Evidence, VerifyRequest, VerifyResult, LoadCheckpoint, OpenWorkspace, RehydrateWorkspace, WorkspaceBinding,
@@ -67,6 +67,7 @@ __all__ = [
     "RunPolicy",
     "RunPlan",
     "ModelCallConfig",
+    "PlanRun",
     "PrepareRun",
     "ToolCallRequest",
     "Message",

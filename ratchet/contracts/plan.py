@@ -132,8 +132,15 @@ class ModelCallConfig(BaseModel):
     tools: list[dict[str, Any]]
 
 
-class PrepareRun(BaseModel):
-    run: AgentRun
+class PlanRun(BaseModel):
+    """Input of `run.prepare`; the run itself is read from the run's start event."""
+
     workflow_id: str
     chain: str = ""
     """The run chain's first run id: the same across continue-as-new, new when the id is reused."""
+
+
+class PrepareRun(PlanRun):
+    """A run to plan (`RunPreparer.plan`): the start input with the activity's input."""
+
+    run: AgentRun
