@@ -76,6 +76,15 @@ class SeaweedS3:
             "AWS_EC2_METADATA_DISABLED": "true",
         }
 
+    def store_client(self) -> Any:
+        """Ratchet's own S3 client (ratchet/stores/s3_client.py) for this server, as an
+        `S3ArtifactStore` outside a worker takes it."""
+        from botocore.credentials import Credentials
+
+        from ratchet.stores.s3_client import S3Client
+
+        return S3Client(self.endpoint, self.region, Credentials(self.access_key, self.secret_key))
+
     def client(self, **config: Any) -> Any:
         """A plain boto3 S3 client with the server's credentials (not Ratchet's client); without
         arguments, one shared client."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from devtools.workers import WorkerProcess
 from ratchet.contracts import AgentState, EffectStatus, Phase
@@ -198,3 +198,24 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
     assert state.messages[0].role == "system" and state.messages[1].content == "do the task"
     assert state.step == 7  # 3 steps, the failover, 4 steps again: step numbers never go back
+
+
+async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_another_host(client, settings, hosts):
+    """The failure policy meets the dead host while undoing: the workspace is restored elsewhere to
+    the initial snapshot (reverting the file), the ticket is deleted once, and the run ends FAILED."""
+    script = [
+        {"tool_calls": [write("a.txt", "one\n")]},
+        ticket_and_wait("doomed"),
+        {"tool_calls": [{"name": "probe_fatal", "arguments": {"note": "the task cannot be done"}}]},
+        {"content": "never"},
+    ]
+    handle = await start(client, settings, scripted("hosts_plain", script, workspace=WORKSPACE))
+    owner, other = await kill_owner_during_the_wait(handle, hosts)
+    with pytest.raises(WorkflowFailureError):
+        await asyncio.wait_for(handle.result(), 60)
+    state = await state_of(handle)
+    assert state.phase == Phase.FAILED, (state.phase, state.last_error)
+    assert state.workspace_host == other.queue and "a.txt" not in other.files()
+    tickets, created = tracker(settings)
+    assert tickets == [] and created == 1
+    assert await activity_attempts(handle, "undo.create_ticket") == [1]

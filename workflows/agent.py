@@ -102,12 +102,12 @@ class AgentWorkflow:
             self._visibility.publish(state, plan)
             return await self._loop(state, plan)
         except RunFailed as failure:
-            await checkpoints.apply_failure_policy(state, state.plan, str(failure))
+            await failover.apply_failure_policy(state, state.plan, str(failure))
             phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
             self._finish(phase, error=str(failure))
             raise ApplicationError(self._failure_message(str(failure)), type=ErrorType.AGENT_FAILED, non_retryable=True) from None
         except asyncio.CancelledError:
-            await checkpoints.apply_failure_policy(state, state.plan, "cancelled")
+            await failover.apply_failure_policy(state, state.plan, "cancelled")
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             raise
 
@@ -306,7 +306,7 @@ class AgentWorkflow:
         """BUDGET_EXHAUSTED. At a step boundary the finished steps' work stays; a step the deadline
         cut short is not whole, so the run's failure policy applies first, as for a failure."""
         if cut_short:
-            await checkpoints.apply_failure_policy(state, plan, reason)
+            await failover.apply_failure_policy(state, plan, reason)
             if state.phase == Phase.COMPENSATION_FAILED:
                 self._finish(Phase.COMPENSATION_FAILED, error=reason)
                 raise ApplicationError(self._failure_message(reason), type=ErrorType.AGENT_FAILED, non_retryable=True)

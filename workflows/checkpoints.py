@@ -120,11 +120,13 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
 
 async def rollback_to(
     state: AgentState, plan: RunPlan, checkpoint_id: str | None, reason: str, restored: str | None = None,
+    fail_over: bool = False,
 ) -> RollbackReport:
     """Undo every effect above the checkpoint (all, without one) and restore its conversation.
-    `restored`: the workspace was restored to the checkpoint already (a failover; saga.compensate)."""
+    `restored`: the workspace was restored to the checkpoint already (a failover; saga.compensate).
+    `fail_over`: a workspace host found gone raises `HostLost` (saga.compensate)."""
     since = boundary(state, checkpoint_id) if checkpoint_id else 0
-    report = await rollback_effects(state, plan, since, checkpoint_id, reason, restored=restored)
+    report = await rollback_effects(state, plan, since, checkpoint_id, reason, restored=restored, fail_over=fail_over)
     if report.clean:
         checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
         if checkpoint is not None:
@@ -166,16 +168,15 @@ async def rollback_effects(
     return report
 
 
-async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: str) -> None:
-    """What a failed or cancelled run does with its side effects: the run's `on_failure`, else
-    the profile's policy."""
-    if plan is None:
-        return
+def failure_target(state: AgentState, plan: RunPlan) -> tuple[bool, Checkpoint | None]:
+    """What a failed or cancelled run's policy (the run's `on_failure`, else the profile's) undoes:
+    (whether to compensate at all, the checkpoint it goes back to; None: every effect)."""
     policy = state.run.on_failure or plan.failure_policy
     if policy == FailurePolicy.KEEP or not effects_archive.count(state):
-        return
-    target = state.checkpoints[-1].id if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT else None
-    await rollback_to(state, plan, target, f"{policy}: {reason}")
+        return False, None
+    if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT:
+        return True, state.checkpoints[-1]
+    return True, None
 
 
 def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:

@@ -76,14 +76,37 @@ async def _open(state: AgentState, plan: RunPlan, host: str | None) -> Workspace
         raise RunFailed(f"opening the workspace {plan.workspace} failed: {cause(err)}") from None
 
 
-async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
-    """Move the run's workspace to another host, back to the last checkpoint (see the module)."""
-    if len(state.failovers) >= MAX_FAILOVERS:
-        raise RunFailed(f"{lost}; the run lost its workspace host {len(state.failovers)} times already, giving up")
-    from_host = state.workspace_host
-    checkpoint = _restore_point(state)
-    target = checkpoint.id if checkpoint is not None else "the initial snapshot"
-    manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
+async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: str) -> None:
+    """A failed or cancelled run's policy (`checkpoints.failure_target`). If the workspace's host is
+    found gone while undoing, the workspace is restored on another host to the policy's target (its
+    checkpoint's files, or the initial snapshot) and the rest undone there: workspace effects are
+    then reverted by the restore, others undone once through the ledger. A restore that cannot be
+    done leaves the run COMPENSATION_FAILED with every effect's status, for a person to act on."""
+    if plan is None:
+        return
+    act, checkpoint = checkpoints.failure_target(state, plan)
+    if not act:
+        return
+    policy = state.run.on_failure or plan.failure_policy
+    checkpoint_id = checkpoint.id if checkpoint is not None else None
+    try:
+        await checkpoints.rollback_to(state, plan, checkpoint_id, f"{policy}: {reason}", fail_over=True)
+        return
+    except HostLost as lost:
+        why = f"{policy}: {reason} ({lost})"
+        manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
+        try:
+            restored = await _rehydrate(state, plan, manifest, checkpoint_id or "the initial snapshot", lost)
+        except RunFailed as failed:
+            state.last_error = str(failed)
+            state.phase = Phase.COMPENSATION_FAILED
+            return
+    await checkpoints.rollback_to(state, plan, checkpoint_id, why, restored=restored)
+
+
+async def _rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lost: HostLost) -> str:
+    """The workspace restored from `manifest` on another host, which now holds it: the note for
+    the effects the restore reverted."""
     workflow.logger.warning("%s; restoring %s on another host", lost, target)
     try:
         binding = await workflow.execute_activity(
@@ -96,7 +119,18 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
         raise_if_cancelled(err)
         raise RunFailed(f"{lost}; restoring {target} on another host failed: {cause(err)}") from None
     state.workspace_host = binding.host_queue
-    restored = f"restored from {target} on host {host_name(binding.host_queue)}"
+    return f"restored from {target} on host {host_name(binding.host_queue)}"
+
+
+async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
+    """Move the run's workspace to another host, back to the last checkpoint (see the module)."""
+    if len(state.failovers) >= MAX_FAILOVERS:
+        raise RunFailed(f"{lost}; the run lost its workspace host {len(state.failovers)} times already, giving up")
+    from_host = state.workspace_host
+    checkpoint = _restore_point(state)
+    target = checkpoint.id if checkpoint is not None else "the initial snapshot"
+    manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
+    restored = await _rehydrate(state, plan, manifest, target, lost)
     # effects and conversation back to the checkpoint, as a rollback (without one: to the start)
     report = await checkpoints.rollback_to(
         state, plan, checkpoint.id if checkpoint is not None else None, f"failover: {lost}", restored=restored,
@@ -117,7 +151,7 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
         note += f" Left in place (irreversible): {'; '.join(report.irreversible)}."
     state.messages.append(Message(role="user", content=note))
     state.failovers.append(Failover(
-        step=state.step, at=workflow.now().isoformat(), from_host=from_host, to_host=binding.host_queue,
+        step=state.step, at=workflow.now().isoformat(), from_host=from_host, to_host=state.workspace_host,
         checkpoint_id=checkpoint.id if checkpoint is not None else None, reason=str(lost),
         restored=restored_effects, undone=undone, irreversible=list(report.irreversible),
     ))

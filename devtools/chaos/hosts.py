@@ -202,7 +202,7 @@ async def run_hosts(opts: HostsOptions, log: Callable[[str], None] = print) -> H
                           lambda: f"killed {figures.killed_host or '-'}, outages {len(figures.outages)}")
         for task in (starter, killer, outages):
             await task
-        artifacts = S3ArtifactStore(*parse_url(stack.artifact_url or ""), client=servers.s3.client())
+        artifacts = S3ArtifactStore(*parse_url(stack.artifact_url or ""), client=servers.s3.store_client())
         audits, retry_causes = await _audit_all(client, hosts, runs, figures, artifacts, base)
         figures.restarted_calls = len(restarted_calls(stack.ledger_url or stack.ledger_path))
     finally:

@@ -162,7 +162,7 @@ register_profile(
     )
 )
 
-HOST_TOOLS = ["write_file", "read_file", "list_files", "create_ticket", "wait"]
+HOST_TOOLS = ["write_file", "read_file", "list_files", "create_ticket", "wait", "probe_fatal"]
 
 register_profile(
     AgentProfile(
