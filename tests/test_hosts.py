@@ -216,6 +216,13 @@ async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_ano
     state = await state_of(handle)
     assert state.phase == Phase.FAILED, (state.phase, state.last_error)
     assert state.workspace_host == other.queue and "a.txt" not in other.files()
+    [moved] = state.failovers  # recorded as any failover: what the restore reverted, what was undone
+    assert (moved.from_host, moved.to_host, moved.checkpoint_id) == (owner.queue, other.queue, None)
+    assert [r.split(" (")[0] for r in moved.restored] == ["step 1 write_file"]
+    assert moved.undone == [], "the ticket (newer) was undone before the dead host was found"
+    first, second = state.rollbacks  # cut short by the lost host, then finished on the other
+    assert [u.split(" (")[0] for u in first.undone] == ["step 2 create_ticket"] and first.errors == []
+    assert [u.split(" (")[0] for u in second.undone] == ["step 1 write_file"]
     tickets, created = tracker(settings)
     assert tickets == [] and created == 1
     assert await activity_attempts(handle, "undo.create_ticket") == [1]

@@ -160,10 +160,11 @@ async def rollback_effects(
     previous_phase = state.phase
     state.phase = Phase.ROLLING_BACK
     await effects_archive.restore(state, since)
-    report = await saga.compensate(
-        state, plan, since, RollbackReport(checkpoint_id=checkpoint_id, reason=reason), restored, fail_over,
-    )
-    state.rollbacks.append(report)
+    report = RollbackReport(checkpoint_id=checkpoint_id, reason=reason)
+    try:
+        await saga.compensate(state, plan, since, report, restored, fail_over)
+    finally:  # cut short by a lost host (HostLost), the report still says what was undone
+        state.rollbacks.append(report)
     state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
     return report
 

@@ -30,7 +30,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
-    AgentState, Checkpoint, Failover, Message, OpenWorkspace, Phase, RehydrateWorkspace, RunPlan, WorkspaceBinding,
+    AgentState, Checkpoint, Failover, Message, OpenWorkspace, Phase, RehydrateWorkspace, RollbackReport, RunPlan, WorkspaceBinding,
 )
 from ratchet.workflows import checkpoints, hosts
 from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
@@ -93,7 +93,7 @@ async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: 
         await checkpoints.rollback_to(state, plan, checkpoint_id, f"{policy}: {reason}", fail_over=True)
         return
     except HostLost as lost:
-        why = f"{policy}: {reason} ({lost})"
+        why, from_host = f"{policy}: {reason} ({lost})", state.workspace_host
         manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
         try:
             restored = await _rehydrate(state, plan, manifest, checkpoint_id or "the initial snapshot", lost)
@@ -101,7 +101,8 @@ async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: 
             state.last_error = str(failed)
             state.phase = Phase.COMPENSATION_FAILED
             return
-    await checkpoints.rollback_to(state, plan, checkpoint_id, why, restored=restored)
+    report = await checkpoints.rollback_to(state, plan, checkpoint_id, why, restored=restored)
+    _record(state, from_host, checkpoint_id, why, restored, report)
 
 
 async def _rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lost: HostLost) -> str:
@@ -139,8 +140,7 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
         raise RunFailed(f"{lost}; undoing the effects after {target} did not complete: {report.errors}")
     if checkpoint is None:
         _restart_conversation(state, plan)
-    restored_effects = [u for u in report.undone if u.endswith(restored)]
-    undone = [u for u in report.undone if not u.endswith(restored)]
+    undone = _record(state, from_host, checkpoint.id if checkpoint is not None else None, str(lost), restored, report)
     note = (
         f"The host that held your workspace ({host_name(from_host)}) was lost. The workspace was {restored}, "
         f"and the conversation went back to that point: redo any work after it."
@@ -150,12 +150,21 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
     if report.irreversible:
         note += f" Left in place (irreversible): {'; '.join(report.irreversible)}."
     state.messages.append(Message(role="user", content=note))
+    state.phase = Phase.ACTING
+
+
+def _record(
+    state: AgentState, from_host: str | None, checkpoint_id: str | None, reason: str, restored: str,
+    report: RollbackReport,
+) -> list[str]:
+    """The move in `state.failovers`: which effects the restore reverted, which were undone (returned)."""
+    undone = [u for u in report.undone if not u.endswith(restored)]
     state.failovers.append(Failover(
         step=state.step, at=workflow.now().isoformat(), from_host=from_host, to_host=state.workspace_host,
-        checkpoint_id=checkpoint.id if checkpoint is not None else None, reason=str(lost),
-        restored=restored_effects, undone=undone, irreversible=list(report.irreversible),
+        checkpoint_id=checkpoint_id, reason=reason, restored=[u for u in report.undone if u.endswith(restored)],
+        undone=undone, irreversible=list(report.irreversible),
     ))
-    state.phase = Phase.ACTING
+    return undone
 
 
 def _restore_point(state: AgentState) -> Checkpoint | None:
