@@ -18,6 +18,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from ratchet.contracts import ArtifactRef
+from ratchet.stores import s3_client
 from ratchet.ops.settings import SettingsError
 from ratchet.stores.artifacts import ArtifactMissing
 from ratchet.stores.s3_artifacts import S3ArtifactStore, S3StoreError
@@ -213,6 +214,7 @@ def test_from_url_unknown_access_key(s3: SeaweedS3, monkeypatch: pytest.MonkeyPa
 
 
 def test_from_url_unreachable_endpoint(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(s3_client, "UNREACHABLE_WAIT_S", 1.0)  # the worker waits 10 s for a store to answer
     dead = f"http://127.0.0.1:{_free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", dead)
     _from_url_fails(_url(s3, "p"), "cannot reach", dead, "AWS_ENDPOINT_URL")
@@ -251,12 +253,13 @@ def test_a_restarted_server_is_used_again_through_the_same_store(tmp_path, monke
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)
         store = S3ArtifactStore.from_url(_url(server, "restart"))
+        store.client.unreachable_wait_s = 1.0  # 10 s by default: a restart is waited out
         before = store.put(b"before the outage")
         server.stop()
         began = time.monotonic()
         with pytest.raises(S3StoreError, match="no answer"):
             store.put(b"during the outage")
-        assert time.monotonic() - began < 3
+        assert time.monotonic() - began < 4
         server.start_again()
         assert store.get(before) == b"before the outage"
         assert store.get(store.put(b"after the outage")) == b"after the outage"
@@ -269,7 +272,7 @@ class _Scripted:
     """An HTTP server that answers each request with the next scripted (status, S3 error code)
     (200 and an empty body for None) and records (method, path)."""
 
-    def __init__(self, *answers: tuple[int, str] | None) -> None:
+    def __init__(self, *answers: tuple[int, str] | None, port: int = 0) -> None:
         import http.server
 
         self.answers, self.requests = list(answers), []
@@ -294,7 +297,7 @@ class _Scripted:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
 
@@ -330,13 +333,31 @@ def test_throttling_is_retried_and_a_later_success_returned():
         assert server.methods() == ["PUT"] * 3
 
 
-def test_a_refused_connection_is_tried_three_times_then_names_the_endpoint():
+def test_a_refused_connection_is_asked_again_for_the_wait_then_names_the_endpoint():
     dead = f"http://127.0.0.1:{_free_port()}"
-    store = S3ArtifactStore("bucket", "p", client=S3Client(dead, "us-east-1", Credentials("k", "s")))
+    client = S3Client(dead, "us-east-1", Credentials("k", "s"), unreachable_wait_s=1.5)
+    store = S3ArtifactStore("bucket", "p", client=client)
     began = time.monotonic()
     with pytest.raises(S3StoreError, match=f"get of s3://bucket/p/.* at {dead} failed: no answer .*Connection"):
         store.get(ArtifactRef(digest=hashlib.sha256(b"x").hexdigest()))
-    assert time.monotonic() - began < 2
+    assert 1.5 <= time.monotonic() - began < 4, "asked again for the wait, then given up"
+
+
+def test_a_store_that_comes_back_within_the_wait_is_answered():
+    """A restart of the store (no answer for a while) costs the request time, not an error."""
+    port = _free_port()
+    client = S3Client(f"http://127.0.0.1:{port}", "us-east-1", Credentials("k", "s"), unreachable_wait_s=10)
+    store = S3ArtifactStore("bucket", "p", client=client)
+    restarted: list[_Scripted] = []
+    timer = threading.Timer(1.0, lambda: restarted.append(_Scripted(None, port=port)))
+    timer.start()
+    began = time.monotonic()
+    try:
+        assert store.put(b"after the restart").size == 17
+        assert 1.0 <= time.monotonic() - began < 8
+    finally:
+        timer.join()
+        restarted[0].__exit__(None, None, None)
 
 
 def test_a_concurrent_conditional_put_is_asked_again():

@@ -22,9 +22,12 @@ PermanentRedirect / AuthorizationHeaderMalformed: set AWS_REGION to its region),
 partitions without an endpoint variable (set AWS_ENDPOINT_URL_S3 for China or GovCloud).
 
 Every request is signed with AWS Signature Version 4 over the whole request, the payload's sha256
-included. A request makes at most MAX_ATTEMPTS attempts (a connection error, a timeout, HTTP 500,
-502, 503 or 504, or a throttling answer), with jittered exponential backoff (under a second in
-all), 2 s connect and 10 s read timeouts per attempt. Thread-safe: one client serves every thread
+included. An answer of HTTP 500, 502, 503 or 504 or a throttling answer is asked again, at most
+MAX_ATTEMPTS attempts in all, with jittered exponential backoff (under a second in all). No answer
+at all (refused, reset, timed out) is asked again for up to `unreachable_wait_s` (UNREACHABLE_WAIT_S,
+10 s, as the Postgres ledger waits for a connection), so a store that restarts is waited out within
+one activity attempt instead of using up the tool's own attempts. 2 s connect and 10 s read timeouts
+per attempt. Thread-safe: one client serves every thread
 of a process (the pool keeps up to POOL_SIZE connections per host alive between requests).
 """
 
@@ -51,7 +54,10 @@ __all__ = ["EMPTY_SHA256", "NoCredentials", "Response", "S3Client", "Unreachable
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 10.0
 MAX_ATTEMPTS = 3
-"""Attempts per request, the first included."""
+"""Attempts per request that got an error answer, the first included."""
+UNREACHABLE_WAIT_S = 10.0
+"""How long a request that gets no answer is asked again before it raises `Unreachable`."""
+UNREACHABLE_BACKOFF_MAX_S = 1.0
 BACKOFF_S = 0.1
 """The first retry waits up to this long, the second up to twice as long (jittered)."""
 POOL_SIZE = 32
@@ -132,9 +138,11 @@ class S3Client:
     credentials object, or None when the chain found none: every request then raises
     NoCredentials)."""
 
-    def __init__(self, endpoint: str | None, region: str, credentials: Any, *, ca_bundle: str | None = None) -> None:
+    def __init__(self, endpoint: str | None, region: str, credentials: Any, *, ca_bundle: str | None = None,
+                 unreachable_wait_s: float = UNREACHABLE_WAIT_S) -> None:
         import urllib3
 
+        self.unreachable_wait_s = unreachable_wait_s
         self.region = region
         self.credentials = credentials
         self.endpoint = (endpoint or f"https://s3.{region}.amazonaws.com").rstrip("/")
@@ -163,10 +171,8 @@ class S3Client:
         path = self._path_of(target, key)
         query_string = canonical_query(query or {})
         url = f"{path}?{query_string}" if query_string else path
-        failure: Exception | None = None
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                time.sleep(random.uniform(0.5, 1.0) * BACKOFF_S * 2 ** (attempt - 1))
+        answered, unanswered, give_up_at = 0, 0, None
+        while True:
             sent = self.signed_headers(method, target.host, path, query_string, headers or {}, payload_sha256)
             try:
                 answer = target.pool.urlopen(method, url, body=body, headers=sent, redirect=False,
@@ -174,13 +180,18 @@ class S3Client:
             except Exception as exc:  # urllib3's HTTPError: refused, reset, timed out, TLS
                 if not _is_transport_error(exc):
                     raise
-                failure = exc
+                give_up_at = give_up_at or time.monotonic() + self.unreachable_wait_s
+                if time.monotonic() >= give_up_at:
+                    raise Unreachable(f"{type(exc).__name__}: {exc}") from None
+                unanswered += 1
+                time.sleep(min(random.uniform(0.5, 1.0) * BACKOFF_S * 2 ** (unanswered - 1), UNREACHABLE_BACKOFF_MAX_S))
                 continue
             response = Response(answer.status, answer.headers, answer.data)
-            if attempt + 1 < MAX_ATTEMPTS and (response.status in RETRY_STATUSES or response.code in THROTTLED):
+            answered += 1
+            if answered < MAX_ATTEMPTS and (response.status in RETRY_STATUSES or response.code in THROTTLED):
+                time.sleep(random.uniform(0.5, 1.0) * BACKOFF_S * 2 ** (answered - 1))
                 continue
             return response
-        raise Unreachable(f"{type(failure).__name__}: {failure}")
 
     def signed_headers(self, method: str, host: str, path: str, query: str, headers: Mapping[str, str],
                        payload_sha256: str, amz_date: str | None = None) -> dict[str, str]:
@@ -277,4 +288,4 @@ def _new_client() -> S3Client:
     session = Session()
     region = _env("AWS_REGION", "AWS_DEFAULT_REGION") or session.get_config_variable("region") or "us-east-1"
     return S3Client(_env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), region, session.get_credentials(),
-                    ca_bundle=_env("AWS_CA_BUNDLE"))
+                    ca_bundle=_env("AWS_CA_BUNDLE"), unreachable_wait_s=UNREACHABLE_WAIT_S)
