@@ -67,8 +67,7 @@ class RollbackActivities:
     def _restore_archived(self, state: AgentState) -> None:
         """In a thread: the effects a long run archived at its handovers, back in front of the rest."""
         if state.effects_archive is not None:
-            state.effects = load_archived(self.artifacts, state.effects_archive) + state.effects
-            state.effects_base, state.effects_archive, state.effects_archived_left = 0, None, 0
+            state.unarchive(load_archived(self.artifacts, state.effects_archive))
 
     def _mark_from_ledger(self, state: AgentState) -> None:
         """In a thread: undos the ledger has completed, and undo records of calls that never reported."""

@@ -31,7 +31,7 @@ from ratchet.contracts import (
 )
 from ratchet.workflows import checkpoints, saga
 from ratchet.workflows.errors import invalid_input, raise_if_cancelled
-from ratchet.workflows.input import describe, invalid
+from ratchet.workflows.input import decoded, describe, invalid
 
 EXAMPLE = '{"workflow_id": "fix-42", "checkpoint_id": "cp-1"}'
 
@@ -70,12 +70,7 @@ class RollbackWorkflow:
 
 def parse_rollback(raw: RawValue | None) -> RollbackRun:
     """The input as a `RollbackRun`, under the id it implies, or a non-retryable `InvalidInput`."""
-    if raw is None:
-        raise invalid(f"no input: start the rollback with --input '{EXAMPLE}'")
-    try:
-        value = workflow.payload_converter().from_payload(raw.payload, None)
-    except Exception as exc:  # any decode failure is the caller's input, not our bug
-        raise invalid(f"input is not valid JSON: {exc}") from None
+    value = decoded(raw, EXAMPLE, "rollback")
     try:
         request = RollbackRun.model_validate(value)
     except ValidationError as exc:

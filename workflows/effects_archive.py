@@ -64,5 +64,4 @@ async def restore(state: AgentState, boundary: int) -> None:
         start_to_close_timeout=timedelta(seconds=60), retry_policy=ARCHIVE_RETRY,
         summary=f"load {state.effects_base} archived effects",
     )
-    state.effects = archived + state.effects
-    state.effects_base, state.effects_archive, state.effects_archived_left = 0, None, 0
+    state.unarchive(archived)

@@ -7,6 +7,8 @@ retries forever. Here every problem becomes a non-retryable `InvalidInput` that 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -21,13 +23,18 @@ def invalid(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)
 
 
-def parse_run(raw: RawValue | None) -> AgentRun | Continuation:
+def decoded(raw: RawValue | None, example: str, what: str = "run") -> Any:
+    """A workflow's raw input as plain data; none, or what cannot be decoded, is `InvalidInput`."""
     if raw is None:
-        raise invalid(f"no input: start the run with --input '{EXAMPLE}'")
+        raise invalid(f"no input: start the {what} with --input '{example}'")
     try:
-        value = workflow.payload_converter().from_payload(raw.payload, None)
+        return workflow.payload_converter().from_payload(raw.payload, None)
     except Exception as exc:  # any decode failure is the caller's input, not our bug
         raise invalid(f"input is not valid JSON: {exc}") from None
+
+
+def parse_run(raw: RawValue | None) -> AgentRun | Continuation:
+    value = decoded(raw, EXAMPLE)
     if isinstance(value, AgentRun):
         return value
     if isinstance(value, dict) and set(value) == {"continuation"}:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 
 from ratchet.cli.runs import _client, _state, _sync, watch
+from ratchet.cli.verbs import verb, workflow_id
 from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun, DecideRequest, Message, OutcomeChoice, TranscriptPage
 from ratchet.ops.settings import load_settings
 from ratchet.workflows.agent import AgentWorkflow
@@ -162,13 +163,11 @@ async def decide(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    cmd = sub.add_parser(
-        "start", help="start a run (and follow it with --follow)",
+    cmd = verb(
+        sub, "start", "start a run (and follow it with --follow)",
+        "ratchet start coder 'make the tests pass' --follow\n         ratchet start --file run.json --id ops-7",
         description="Start an agent run. AGENT and OBJECTIVE, or --file with the run as JSON (the same object "
         "`temporal workflow start --input` takes; flags override its fields).",
-        epilog="example: ratchet start coder 'make the tests pass' --follow\n"
-        "         ratchet start --file run.json --id ops-7",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cmd.add_argument("agent", nargs="?", help="agent profile registered on the worker (e.g. coder)")
     cmd.add_argument("objective", nargs="?", help="what the agent should achieve")
@@ -178,52 +177,39 @@ def register(sub) -> None:
     cmd.add_argument("--max-steps", type=int, help="step budget for this run")
     cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
     cmd.set_defaults(fn=_sync(start))
-    cmd = sub.add_parser(
-        "list", help="list runs (newest first)",
-        description="List agent runs from Temporal's visibility store, with their agent and phase.",
-        epilog="example: ratchet list --phase AWAITING_APPROVAL", formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    cmd = verb(sub, "list", "list runs (newest first)", "ratchet list --phase AWAITING_APPROVAL",
+               description="List agent runs from Temporal's visibility store, with their agent and phase.")
     cmd.add_argument("--phase", help="only runs in this phase (RUNNING, AWAITING_APPROVAL, PAUSED, DONE, FAILED, ...)")
     cmd.add_argument("--agent", help="only runs of this agent profile")
     cmd.add_argument("--running", action="store_true", help="only runs still open")
     cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
     cmd.set_defaults(fn=_sync(list_runs))
-    cmd = sub.add_parser(
-        "result", help="wait for a run's result and print it",
-        description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
-        "--no-wait while it still runs.",
-        epilog="example: ratchet result ops-7", formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd = verb(sub, "result", "wait for a run's result and print it", "ratchet result ops-7",
+               description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
+               "--no-wait while it still runs.")
+    workflow_id(cmd)
     cmd.add_argument("--no-wait", action="store_true", help="do not wait for a running run")
     cmd.set_defaults(fn=_sync(result))
-    cmd = sub.add_parser(
-        "cancel", help="cancel a run (its failure policy applies)",
-        description="Request cancellation: the running step is cancelled and the run ends under its failure policy.",
-        epilog="example: ratchet cancel ops-7", formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd = verb(sub, "cancel", "cancel a run (its failure policy applies)", "ratchet cancel ops-7",
+               description="Request cancellation: the running step is cancelled and the run ends under its failure policy.")
+    workflow_id(cmd)
     cmd.set_defaults(fn=_sync(cancel))
-    cmd = sub.add_parser(
-        "transcript", help="print a page of a run's conversation as JSON lines",
-        description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
-        "messages from before a continue-as-new come from the transcript artifact.",
-        epilog="example: ratchet transcript ops-7 --offset 0 --limit 20",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    cmd.add_argument("workflow_id", help="the run's workflow id")
+    cmd = verb(sub, "transcript", "print a page of a run's conversation as JSON lines",
+               "ratchet transcript ops-7 --offset 0 --limit 20",
+               description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
+               "messages from before a continue-as-new come from the transcript artifact.")
+    workflow_id(cmd)
     cmd.add_argument("--offset", type=int, default=0, help="first message (default: %(default)s)")
     cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
     cmd.set_defaults(fn=_sync(transcript))
-    cmd = sub.add_parser(
-        "decide", help="decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
+    cmd = verb(
+        sub, "decide", "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
+        "ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",
         description="A side-effecting call was interrupted and its tool can neither reconcile nor repeat "
         "safely. Check the target system, then: retry (it did not happen), assume_done (it did; --result "
         "is what the model sees), skip (go on; the model is told) or fail (the failure policy applies).",
-        epilog="example: ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cmd.add_argument("workflow_id", help="the run's workflow id")
+    workflow_id(cmd)
     cmd.add_argument("call_id", help="the call (see `ratchet watch` or state.pending_decisions)")
     cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice], help="what happens to the call")
     cmd.add_argument("--result", help="with assume_done: the call's output as the model will see it")

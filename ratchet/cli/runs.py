@@ -113,9 +113,8 @@ async def _with_archived(handle: WorkflowHandle, checkpoint_id: str) -> list[Rol
 
     state = await handle.query(AgentWorkflow.state)
     store = open_artifacts(load_settings().artifact_store_url)
-    archived = await asyncio.to_thread(load_archived, store, state.effects_archive)
-    whole = state.model_copy(update={"effects": archived + state.effects, "effects_base": 0, "effects_archive": None})
-    return saga.rollback_plan(whole, whole.plan, checkpoints.boundary(whole, checkpoint_id))
+    state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
+    return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
 
 
 async def _rollback_closed(client: Client, args: argparse.Namespace) -> int:

@@ -216,6 +216,12 @@ class AgentState(BaseModel):
     answer: str | None = None
     last_error: str | None = None
 
+    def unarchive(self, archived: list[Effect]) -> None:
+        """The effects a long run archived at its handovers (workflows/effects_archive.py), back in
+        front of the rest: `effects` holds every effect again."""
+        self.effects = archived + self.effects
+        self.effects_base, self.effects_archive, self.effects_archived_left = 0, None, 0
+
     @property
     def message_count(self) -> int:
         """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
