@@ -29,8 +29,8 @@ async def heartbeating(interval_s: float = INTERVAL_S, details: Sequence[Any] = 
 
     async def beat() -> None:
         while True:
-            activity.heartbeat(*latest[0])
             await asyncio.sleep(interval_s)
+            activity.heartbeat(*latest[0])
 
     task = asyncio.create_task(beat())
     try:

@@ -21,12 +21,12 @@ async def test_hang_and_oversize_interrupt_the_call_and_restart_the_server():
 
     async def interrupted(server: str, tool: str, timeout_s: float, says: str) -> tuple[int, int]:
         async with pool.session(server) as session:
-            pid = session.connection.process.process.pid
+            pid = session.connection.process.pid
             with pytest.raises(McpInterrupted, match=f"MCP server '{server}': {tool} was interrupted: {says}"):
                 await session.call(tool, {}, f"key-{tool}", timeout_s=timeout_s)
         async with pool.session(server) as session:  # a new process answers
             assert (await session.call("fail", {}, "key-after", timeout_s=20)).is_error
-            return pid, session.connection.process.process.pid
+            return pid, session.connection.process.pid
 
     hung, oversized = await asyncio.gather(
         interrupted("h1", "hang", 1.0, "no answer in 0.9s"),

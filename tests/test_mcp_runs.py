@@ -82,7 +82,7 @@ async def mcp_worker(client, mcp_settings, pool):
         activities = Activities(RatchetOptions.from_settings(mcp_settings, mcp=pool), client)
         async with build_worker(client, mcp_settings, activities, graceful_shutdown_timeout=timedelta(0)):
             yield activities
-            pids = [c.process.process.pid for c in pool._connections.values() if c.process.process is not None]
+            pids = [c.process.pid for c in pool._connections.values() if getattr(c, "process", None) is not None]
         assert pids and not pool._connections, "the pool is closed when the worker stops"
         assert not any(running(pid) for pid in pids), "and its stdio servers with it"
     finally:
