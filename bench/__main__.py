@@ -3,8 +3,8 @@ as `name=value`, write DIR/latest.md, latest.json and PNG plots (default DIR: be
 
 Sections, in order: steps (step and history cost), components, scaleout (the Postgres ledger and S3
 artifacts against SQLite and a directory; starts both servers), sandbox (a run_command step in the
-nsjail sandbox against RATCHET_SANDBOX=off), mcp (a tool call over a stdio MCP server against the same
-`@tool`), throughput, sweep, cached, long (long run + replay),
+nsjail sandbox against RATCHET_SANDBOX=off), mcp (a tool call on a lean stdio MCP server and on the SDK's
+`MCPServer` against the same `@tool`), throughput, sweep, cached, long (long run + replay),
 profile (py-spy), micro (model.call in-process). A dev server of its own is
 started in a temporary directory and stopped at the end.
 """
@@ -37,7 +37,7 @@ FULL = dict(
     variants=["floor", "ratchet", "regular"], steps=[5, 20, 50], reps=3, warm_runs=2,
     component_variants=["ratchet", "ledger", "verify", "no_sa"],
     component_steps=20, component_reps=2, scaleout_steps=20, scaleout_reps=3, scaleout_concurrent=(10, 10),
-    sandbox=(20, 3, 5), mcp=(40, 3),
+    sandbox=(20, 3, 5), mcp=(60, 3),
     throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
     profile=(25, 4),
@@ -45,7 +45,7 @@ FULL = dict(
 QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify"],
     component_steps=10, component_reps=1, scaleout_steps=10, scaleout_reps=1, scaleout_concurrent=(10, 5),
-    sandbox=(10, 2, 3), mcp=(20, 1),
+    sandbox=(10, 2, 3), mcp=(30, 1),
     throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
     headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2),
 )

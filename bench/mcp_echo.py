@@ -1,4 +1,6 @@
-"""The bench's MCP server (stdio, the official SDK): `echo`, the twin of bench.plugin's `bench_echo`."""
+"""The bench's MCP server (stdio, the official SDK's `MCPServer`): `echo`, the twin of bench.plugin's
+`bench_echo`. Both are `async def`: the SDK runs a plain `def` tool in a worker thread (a thread hop
+per call that the `@tool` twin does not pay)."""
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
@@ -7,7 +9,7 @@ server = MCPServer("bench")
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-def echo(text: str) -> str:
+async def echo(text: str) -> str:
     """Return the text (a fast read-only tool)."""
     return f"echo {text}"
 

@@ -61,5 +61,6 @@ _profile("bench_replay", continue_as_new_events=NO_CONTINUE_AS_NEW)
 """One long history to replay (the bench server's suggested-continue-as-new limit is raised)."""
 _profile("bench_sandbox", tools=["run_command"], allow_irreversible=["run_command"])
 """Every step runs a program in the worker's sandbox (bench/sandbox.py)."""
-_profile("bench_mcp", tools=["bench_echo"], mcp=[McpToolset(server="bench")])
-"""`bench_echo` beside its MCP twin `bench__echo` (bench/mcp_calls.py; the worker's RATCHET_MCP_SERVERS names the server)."""
+_profile("bench_mcp", tools=["bench_echo"], mcp=[McpToolset(server="lean"), McpToolset(server="sdk")])
+"""`bench_echo` beside its MCP twins `lean__echo` and `sdk__echo` (bench/mcp_calls.py; the worker's
+RATCHET_MCP_SERVERS names the servers)."""

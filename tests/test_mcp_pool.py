@@ -49,3 +49,39 @@ async def test_a_server_that_is_down_or_misconfigured_is_named():
     with pytest.raises(McpConfigError, match="unknown MCP server 'other'; this worker has: down, secretive"):
         await pool.list_tools("other")
     await pool.aclose()
+
+
+async def test_the_server_may_ask_back_during_a_call(caplog):
+    """Ratchet's stdio client answers a server's `ping`, refuses what it does not offer (roots,
+    sampling, elicitation) with "method not found", and logs the server's log notifications."""
+    pool = McpPool([McpServer(name="asker", command=PYTHON, args=[str(HOSTILE)])])
+    try:
+        with caplog.at_level("INFO", logger="ratchet.mcp"):
+            async with pool.session("asker") as session:
+                result = await session.call("ask_back", {}, "key-ask", timeout_s=20)
+    finally:
+        await pool.aclose()
+    assert result.content[0].text == "ping answered; roots/list refused (this client does not offer roots/list)"
+    assert "MCP server asker says: a line the server logged" in caplog.text
+
+
+ANSWERS_WITH = """import json, sys
+line = sys.stdin.readline()
+print(json.dumps({"jsonrpc": "2.0", "id": json.loads(line)["id"], "result": %s}), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("script, error, says", [
+    (ANSWERS_WITH % '{"protocolVersion": "1999-01-01", "capabilities": {}, "serverInfo": {"name": "x", "version": "0"}}',
+     McpConfigError, r"MCP server 'odd' answered the handshake with protocol version '1999-01-01'; this worker speaks 2024-11-05, "),
+    ("import sys; print('no config file here', file=sys.stderr); sys.exit(3)",
+     McpUnavailable, r"MCP server 'odd' \(.*\) exited \(exit code 3\); its last stderr: no config file here during its start"),
+])
+async def test_a_server_that_fails_its_handshake_is_named(script, error, says):
+    pool = McpPool([McpServer(name="odd", command=PYTHON, args=["-c", script], startup_timeout_s=10)])
+    try:
+        with pytest.raises(error, match=says):
+            await pool.list_tools("odd")
+    finally:
+        await pool.aclose()

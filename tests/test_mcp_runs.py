@@ -82,6 +82,7 @@ async def mcp_worker(client, mcp_settings, pool):
         activities = Activities(RatchetOptions.from_settings(mcp_settings, mcp=pool), client)
         async with build_worker(client, mcp_settings, activities, graceful_shutdown_timeout=timedelta(0)):
             yield activities
+            await pool.list_tools("tracker")  # a stdio server runs whichever of this module's tests ran here (xdist)
             pids = [c.process.pid for c in pool._connections.values() if getattr(c, "process", None) is not None]
         assert pids and not pool._connections, "the pool is closed when the worker stops"
         assert not any(running(pid) for pid in pids), "and its stdio servers with it"
@@ -209,7 +210,7 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
     third = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("hostile__extra_499")]}, {"content": "c"}]))
     assert (await third.result()).phase == Phase.DONE
     third_state = await state_of(third)
-    assert len([t for t in third_state.plan.tools if t.mcp == "hostile"]) == 508
+    assert len([t for t in third_state.plan.tools if t.mcp == "hostile"]) == 9 + 500  # v2's tools and 500 more
     assert third_state.tool_calls[0].result.output == "extra_499 ran"
 
 

@@ -106,10 +106,13 @@ class StdioConnection:
             raise
 
     async def close(self) -> None:
+        """Stop the program; its pipes are read to their end, so they close with it."""
         if self.process is not None:
             await asyncio.shield(_stop(self.process))
-        for task in self._tasks:
-            task.cancel()
+        if self._tasks:
+            _, running = await asyncio.wait(self._tasks, timeout=EXIT_GRACE_S)
+            for task in running:
+                task.cancel()
         self.ended = self.ended or "was stopped"
 
     async def call_tool(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any], timeout_s: float) -> Any:
@@ -216,6 +219,9 @@ class StdioConnection:
                     line = await stdout.readline()
                 except ValueError:  # no newline within the limit
                     self.ended = f"sent a message over {self.server.max_message_bytes:,} bytes"
+                    self._end_requests()
+                    while await stdout.read(1 << 16):  # dropped, so the pipe sees its end once the server is stopped
+                        pass
                     break
                 if not line:
                     with suppress(TimeoutError):
@@ -226,9 +232,12 @@ class StdioConnection:
                     self._receive(line)
         finally:
             self.ended = self.ended or "stopped answering"
-            for answer in self._pending.values():
-                if not answer.done():
-                    answer.set_exception(_Ended())
+            self._end_requests()
+
+    def _end_requests(self) -> None:
+        for answer in self._pending.values():
+            if not answer.done():
+                answer.set_exception(_Ended())
 
     def _receive(self, line: bytes) -> None:
         try:

@@ -1,5 +1,6 @@
 """A hostile MCP server, for tests (the official SDK's low-level `Server`): it crashes mid-call,
-hangs, answers 20 MB, breaks its own output schema, reports errors, sends an image, and lists
+hangs, answers 20 MB, breaks its own output schema, reports errors, sends an image, asks the client
+back (ping, roots/list) in the middle of a call, and lists
 whatever the file HOSTILE_LIST says (`v1`, `v2`; `many` adds 500 tools), so its tool list changes
 between two runs. stdio only.
 """
@@ -10,12 +11,16 @@ import asyncio
 import base64
 import hashlib
 import os
+import warnings
 from pathlib import Path
 
 import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots and logging, asked for on purpose
 
 PNG = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -40,6 +45,8 @@ def listing() -> list[types.Tool]:
         tool("fail", "Reports an error.", annotations=types.ToolAnnotations(read_only_hint=True)),
         tool("picture", "Sends an image.", annotations=types.ToolAnnotations(read_only_hint=True)),
         tool("environment", "Names the variables it was started with.", annotations=types.ToolAnnotations(read_only_hint=True)),
+        tool("ask_back", "Pings the client, asks it for its roots and logs a line, then answers.",
+             annotations=types.ToolAnnotations(read_only_hint=True)),
         tool("old_tool" if version.startswith("v1") else "new_tool", f"Listed in {version}.",
              annotations=types.ToolAnnotations(read_only_hint=True)),
     ]
@@ -79,6 +86,15 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
                                              types.ImageContent(type="image", data=PNG, mime_type="image/png")])
     if name == "environment":
         return text(" ".join(sorted(os.environ)))
+    if name == "ask_back":  # requests and a notification from the server while a call is open
+        await ctx.session.send_ping()
+        try:
+            await ctx.session.list_roots()
+            roots = "answered"
+        except Exception as exc:  # noqa: BLE001 - what the client said is the answer
+            roots = f"refused ({exc})"
+        await ctx.session.send_log_message(level="info", data="a line the server logged")
+        return text(f"ping answered; roots/list {roots}")
     return text(f"{name} ran")
 
 
