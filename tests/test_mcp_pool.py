@@ -85,3 +85,33 @@ async def test_a_server_that_fails_its_handshake_is_named(script, error, says):
             await pool.list_tools("odd")
     finally:
         await pool.aclose()
+
+
+QUIRKY = """import json, sys
+def send(message): print(json.dumps(message), flush=True)
+hello = json.loads(sys.stdin.readline())
+send({"jsonrpc": "2.0", "id": str(hello["id"]), "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                                           "serverInfo": {"name": "quirky", "version": "0"}}})
+json.loads(sys.stdin.readline())  # notifications/initialized
+call = json.loads(sys.stdin.readline())
+print("a banner a library printed", flush=True)
+send({"jsonrpc": "2.0", "id": 999, "result": {}})
+send([{"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "batched"}},
+      {"jsonrpc": "2.0", "id": call["id"], "result": {"content": [{"type": "text", "text": "odd but fine"}]}}])
+sys.stdin.read()
+"""
+
+
+async def test_a_quirky_server_is_understood(caplog):
+    """An id echoed as a string, a line that is not JSON-RPC (logged, skipped), an answer to a
+    request never sent (dropped), and a batch (protocol 2025-03-26) holding the answer."""
+    pool = McpPool([McpServer(name="quirky", command=PYTHON, args=["-c", QUIRKY], startup_timeout_s=10)])
+    try:
+        with caplog.at_level("INFO", logger="ratchet.mcp"):
+            async with pool.session("quirky") as session:
+                result = await session.call("anything", {}, "key-q", timeout_s=10)
+    finally:
+        await pool.aclose()
+    assert result.content[0].text == "odd but fine"
+    assert "MCP server quirky sent a line that is not a JSON-RPC message: b'a banner a library printed\\n'" in caplog.text
+    assert "MCP server quirky says: batched" in caplog.text

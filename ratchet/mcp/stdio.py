@@ -241,12 +241,17 @@ class StdioConnection:
 
     def _receive(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
+            parsed = json.loads(line)
         except ValueError:
-            message = None
-        if not isinstance(message, dict):
+            parsed = None
+        messages = parsed if isinstance(parsed, list) else [parsed]  # a batch (protocol 2025-03-26) or one
+        if not all(isinstance(m, dict) for m in messages) or not messages:
             log.warning("MCP server %s sent a line that is not a JSON-RPC message: %.200r", self.server.name, line)
             return
+        for message in messages:
+            self._dispatch(message)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:
@@ -254,7 +259,10 @@ class StdioConnection:
             elif method == "notifications/message":
                 log.info("MCP server %s says: %.2000s", self.server.name, (message.get("params") or {}).get("data"))
             return
-        answer = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        request_id = message.get("id")
+        if isinstance(request_id, str) and request_id.isdigit():
+            request_id = int(request_id)  # an id echoed as a string
+        answer = self._pending.get(request_id)  # type: ignore[arg-type]
         if answer is None or answer.done():
             return  # the answer to a request given up on
         error = message.get("error")
