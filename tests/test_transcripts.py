@@ -126,3 +126,22 @@ def test_putting_a_runs_latest_transcript_again_keeps_it_as_the_latest():
     cache.put("d1", first, owner="run-1")  # a retried call that produced the same transcript
     cache.put("d2", conversation("a", "a", size=20), owner="run-1")
     assert cache.get("d1") is None and cache.bytes == 20
+
+
+def test_runs_with_alike_conversations_share_an_entry_until_the_last_moves_on():
+    """Two runs whose transcripts are alike (same digest): one moving on keeps the other's."""
+    cache = TranscriptCache()
+    shared, next_1, next_2 = conversation("a", size=10), conversation("a", "b", size=20), conversation("a", "c", size=20)
+    cache.put("same", shared, owner="run-1")
+    cache.put("same", shared, owner="run-2")
+    cache.put("d1", next_1, owner="run-1")
+    assert cache.get("same") is shared, "run-2 still continues from it"
+    cache.put("d2", next_2, owner="run-2")
+    assert cache.get("same") is None and cache.bytes == 40
+
+
+def test_an_evicted_entry_lets_go_of_its_runs():
+    cache = TranscriptCache(max_bytes=30)
+    cache.put("d1", conversation("a", size=20), owner="run-1")
+    cache.put("d2", conversation("b", size=20), owner="run-2")  # evicts d1
+    assert cache.get("d1") is None and cache.latest == {"run-2": "d2"} and cache.holders == {"d2": {"run-2"}}

@@ -179,8 +179,10 @@ class TranscriptCache:
     """Conversations by digest, so a run's next model call on this worker neither re-reads nor
     re-validates what came before (content-addressed: an entry can never be stale).
 
-    One entry per run (`owner`): a run continues from its latest transcript, so keeping its older
-    ones only held memory that grew with the run (bench: long-run RSS +14 %). After a rollback the
+    An entry is kept while a run (`owner`) has it as its latest transcript: a run continues from
+    its latest, so keeping its older ones only held memory that grew with the run (bench: long-run
+    RSS +14 %). Runs whose conversations are alike share digests; an entry goes when the last run
+    holding it moves on (or the cache is full: least recently used first). After a rollback the
     checkpoint's transcript is read from the artifact store once."""
 
     def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
@@ -189,6 +191,8 @@ class TranscriptCache:
         self.bytes = 0
         self.latest: dict[str, str] = {}
         """owner -> the digest of its latest transcript."""
+        self.holders: dict[str, set[str]] = {}
+        """digest -> the owners whose latest transcript it is."""
 
     def get(self, digest: str) -> Conversation | None:
         entry = self.entries.get(digest)
@@ -198,21 +202,34 @@ class TranscriptCache:
         return entry
 
     def put(self, digest: str, conversation: Conversation, owner: str | None = None) -> None:
-        if owner is not None:
-            previous = self.latest.pop(owner, None)
-            if previous is not None and previous != digest:
-                self._drop(previous)
-        self._drop(digest)
-        if conversation.size > self.max_bytes:
+        if owner is not None and self.latest.get(owner) != digest:
+            self._release(owner)
+        if digest in self.entries:
+            self.entries.move_to_end(digest)
+        elif conversation.size <= self.max_bytes:
+            self.entries[digest] = conversation
+            self.bytes += conversation.size
+        else:
             return
-        self.entries[digest] = conversation
-        self.bytes += conversation.size
         if owner is not None:
             self.latest[owner] = digest
+            self.holders.setdefault(digest, set()).add(owner)
         while self.bytes > self.max_bytes:
             self._drop(next(iter(self.entries)))
+
+    def _release(self, owner: str) -> None:
+        """`owner` moves on from its latest transcript: drop it unless another run holds it."""
+        previous = self.latest.pop(owner, None)
+        if previous is None:
+            return
+        holders = self.holders.get(previous, set())
+        holders.discard(owner)
+        if not holders:
+            self._drop(previous)
 
     def _drop(self, digest: str) -> None:
         entry = self.entries.pop(digest, None)
         if entry is not None:
             self.bytes -= entry.size
+        for owner in self.holders.pop(digest, ()):  # evicted: its runs hold nothing here any more
+            self.latest.pop(owner, None)
