@@ -5,7 +5,7 @@
 
 Starts a private dev server, a local OpenAI-compatible server and an in-process worker
 (with a workflow cache, as deployed, so fast read-only tools are local activities; the probe tools
-of tests/plugins/probe.py), runs the scenarios of
+of tests/plugins/probe.py; the README's MCP tracker, examples/mcp_tracker), runs the scenarios of
 ratchet/history_scenarios.py one by one, and writes each history exactly as
 `temporal workflow show --output json` exports it: what `ratchet replay` and
 tests/test_replay.py read. Payloads are never encrypted or claim-checked here (RATCHET_CODEC_KEYS
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from temporalio.client import Client
 
 from ratchet.payloads.converter import data_converter
 from devtools.devserver import DevServer, temporal_binary
-from devtools.histories.scenarios import SCENARIOS, TASK_QUEUE, Recorder, workflow_id
+from devtools.histories.scenarios import SCENARIOS, TASK_QUEUE, Recorder, recorded_id
 from ratchet.ops.process import exit_now
 from ratchet.ops.settings import Settings
 from ratchet.testing.openai_server import OpenAIServer
@@ -52,7 +53,7 @@ HOST_ID = "histories-host"
 async def export(address: str, name: str, out: Path) -> Path:
     """`temporal workflow show --output json`, as a user exports a history."""
     cmd = [
-        temporal_binary(), "workflow", "show", "--workflow-id", workflow_id(name), "--output", "json",
+        temporal_binary(), "workflow", "show", "--workflow-id", recorded_id(name), "--output", "json",
         "--no-json-shorthand-payloads", "--address", address,
     ]
     done = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=30)
@@ -69,9 +70,20 @@ def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
         tracker_path=state / "tracker.sqlite3",
         openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
-        plugins="tests.plugins.probe", codec_keys=None, claim_check_bytes=0,
+        plugins="tests.plugins.probe,examples.mcp_tracker.profiles", codec_keys=None, claim_check_bytes=0,
         host_id=HOST_ID,  # the host queue `histories@histories-host` is in the history: not the machine's name
+        mcp_servers=mcp_servers(state),
     )
+
+
+def mcp_servers(state: Path) -> Path:
+    """The README's MCP tracker (examples/mcp_tracker/servers.json), its database in `state`."""
+    path = state / "mcp-servers.json"
+    path.write_text(json.dumps({"servers": {"tracker": {
+        "command": sys.executable, "args": [str(ROOT / "examples" / "mcp_tracker" / "tracker.py")],
+        "env": {"TRACKER_DB": str(state / "mcp-tracker.db")},
+    }}}))
+    return path
 
 
 async def record(names: list[str], out: Path) -> None:

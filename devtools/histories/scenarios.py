@@ -16,7 +16,10 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowFailureError
 
-from ratchet.contracts import AgentResult, AgentState, ApproveRequest, Phase, RejectRequest, RollbackRequest
+from ratchet.contracts import (
+    ROLLBACK_WORKFLOW, TO_START, AgentResult, AgentState, ApproveRequest, ClosedRollback, Phase, RejectRequest,
+    RollbackRequest, RollbackRun, rollback_id,
+)
 from devtools.demo import SAMPLE, demo_script
 from ratchet.ops.settings import Settings
 from ratchet.testing.openai_server import OpenAIServer
@@ -50,11 +53,15 @@ class Recorder:
 
 Scenario = Callable[[Recorder], Awaitable[None]]
 SCENARIOS: dict[str, Scenario] = {}
+RECORDED: dict[str, str] = {}
+"""scenario -> the workflow id whose history it records, when not its own run's (`workflow_id`)."""
 
 
-def scenario(name: str) -> Callable[[Scenario], Scenario]:
+def scenario(name: str, records: str | None = None) -> Callable[[Scenario], Scenario]:
     def register(fn: Scenario) -> Scenario:
         SCENARIOS[name] = fn
+        if records is not None:
+            RECORDED[name] = records
         return fn
 
     return register
@@ -62,6 +69,11 @@ def scenario(name: str) -> Callable[[Scenario], Scenario]:
 
 def workflow_id(name: str) -> str:
     return f"history-{name}"
+
+
+def recorded_id(name: str) -> str:
+    """The workflow id of the history scenario `name` records."""
+    return RECORDED.get(name, workflow_id(name))
 
 
 def expect(ok: bool, what: str, got: object) -> None:
@@ -254,3 +266,32 @@ async def failover(rec: Recorder) -> None:
         result = await asyncio.wait_for(handle.result(), timeout=60)
         state = await handle.query(AgentWorkflow.state)
     expect(ended(result, Phase.DONE) and len(state.failovers) == 1, "DONE after one failover", state.failovers)
+
+
+OPEN_ISSUE = [
+    {"tool_calls": [{"name": "tracker__search_issues", "arguments": {"query": "printer"}}]},
+    {"tool_calls": [{"name": "tracker__create_issue", "arguments": {"title": "printer on fire"}}]},
+    {"content": "opened"},
+]
+
+
+@scenario("mcp-tools")
+async def mcp_tools(rec: Recorder) -> None:
+    """Tools from the README's MCP server (examples/mcp_tracker, stdio), pinned in the plan by
+    digest: a search (read-only) and an issue opened (compensable: `close_issue` undoes it)."""
+    result = await rec.run("mcp-tools", scripted("triage", OPEN_ISSUE, workspace="mcp"))
+    expect(ended(result, Phase.DONE), "DONE", result)
+
+
+@scenario("closed-rollback", records=rollback_id(workflow_id("mcp-tools"), TO_START))
+async def closed_rollback(rec: Recorder) -> None:
+    """The `RollbackWorkflow` of the closed `mcp-tools` run (recorded after it), to its start: the
+    issue is closed again through the MCP server's compensating tool."""
+    run = workflow_id("mcp-tools")
+    handle = await rec.client.start_workflow(
+        ROLLBACK_WORKFLOW, RollbackRun(workflow_id=run, checkpoint_id=TO_START), id=rollback_id(run, TO_START),
+        task_queue=TASK_QUEUE, result_type=ClosedRollback,
+    )
+    result = await asyncio.wait_for(handle.result(), timeout=60)
+    report = result.report
+    expect(report is not None and len(report.undone) == 1 and report.clean, "the issue closed again", result)

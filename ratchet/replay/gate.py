@@ -1,7 +1,7 @@
 """`ratchet replay`: the deploy gate. Replays histories against today's workflow code.
 
     ratchet replay tests/histories                       # committed JSON histories (files or folders)
-    ratchet replay --server --query 'WorkflowType="AgentWorkflow"' --limit 50   # live runs
+    ratchet replay --server --limit 50                               # live runs (AgentWorkflow, RollbackWorkflow)
 
 Every history gets one verdict: `ok`; NONDETERMINISTIC (today's code takes another path than
 the history); FAILED (today's code raises while replaying it); or ERROR (the tool could not get
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, Outcome, Progress
 
-DEFAULT_QUERY = 'WorkflowType="AgentWorkflow"'
+DEFAULT_QUERY = 'WorkflowType IN ("AgentWorkflow", "RollbackWorkflow")'
 
 
 def stderr(line: str) -> None:
@@ -41,7 +41,7 @@ async def replay_paths(
     progress: Progress = stderr,
 ) -> list[Outcome]:
     """Replay history files/folders (and, with `server_query`, live runs) against `workflows`
-    (default: the worker's AgentWorkflow). Settings (TEMPORAL_*, RATCHET_CODEC_KEYS) from the
+    (default: the worker's AgentWorkflow and RollbackWorkflow). Settings (TEMPORAL_*, RATCHET_CODEC_KEYS) from the
     environment, as the worker reads them."""
     from ratchet.replay import replayer
     from ratchet.payloads.converter import data_converter

@@ -176,8 +176,9 @@ async def _failure(replayer: Replayer, history: WorkflowHistory) -> Exception | 
 
 def _default_workflows() -> list[type]:
     from ratchet.workflows.agent import AgentWorkflow
+    from ratchet.workflows.closed_rollback import RollbackWorkflow
 
-    return [AgentWorkflow]
+    return [AgentWorkflow, RollbackWorkflow]
 
 
 @cache
