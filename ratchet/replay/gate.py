@@ -1,7 +1,7 @@
 """`ratchet replay`: the deploy gate. Replays histories against today's workflow code.
 
     ratchet replay tests/histories                       # committed JSON histories (files or folders)
-    ratchet replay --server --limit 50                               # live runs (AgentWorkflow, RollbackWorkflow)
+    ratchet replay --server --limit 50                   # live runs (AgentWorkflow, RollbackWorkflow)
 
 Every history gets one verdict: `ok`; NONDETERMINISTIC (today's code takes another path than
 the history); FAILED (today's code raises while replaying it); or ERROR (the tool could not get
