@@ -278,9 +278,13 @@ OPEN_ISSUE = [
 @scenario("mcp-tools")
 async def mcp_tools(rec: Recorder) -> None:
     """Tools from the README's MCP server (examples/mcp_tracker, stdio), pinned in the plan by
-    digest: a search (read-only) and an issue opened (compensable: `close_issue` undoes it)."""
-    result = await rec.run("mcp-tools", scripted("triage", OPEN_ISSUE, workspace="mcp"))
-    expect(ended(result, Phase.DONE), "DONE", result)
+    digest: a search (read-only, a local activity: the server is `local`) and an issue opened
+    (compensable: `close_issue` undoes it)."""
+    handle = await _start(rec, "mcp-tools", scripted("triage", OPEN_ISSUE, workspace="mcp"))
+    expect(ended(await asyncio.wait_for(handle.result(), 60), Phase.DONE), "DONE", "the mcp-tools run")
+    history = await handle.fetch_history()
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    expect(len(markers) == 1, "search_issues as the one local activity", len(markers))
 
 
 @scenario("closed-rollback", records=rollback_id(workflow_id("mcp-tools"), TO_START))
