@@ -24,12 +24,13 @@ from temporalio.common import RawValue
 
 from ratchet.contracts import AgentResult, Phase
 from ratchet.payloads.converter import data_converter
-from devtools.histories.scenarios import SCENARIOS, workflow_id
-from ratchet.replay.gate import exit_code, replay_paths, table
+from devtools.histories.scenarios import SCENARIOS, recorded_id, workflow_id
+from ratchet.replay.gate import DEFAULT_QUERY, exit_code, replay_paths, table
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK
 from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
+from ratchet.workflows.closed_rollback import RollbackWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ROOT / "tests" / "histories"
@@ -111,9 +112,11 @@ async def test_committed_history_replays(path: Path):
 
 
 async def test_an_extra_activity_at_the_start_is_nondeterministic_everywhere():
-    outcomes = await replay_paths([HISTORIES], workflows=[AuditedAgentWorkflow], progress=quiet)
-    assert [o.result for o in outcomes] == [NONDETERMINISTIC] * len(CORPUS), table(outcomes)
+    """... in every run's history; the rollback of a closed run (RollbackWorkflow, unchanged) replays."""
+    outcomes = await replay_paths([HISTORIES], workflows=[AuditedAgentWorkflow, RollbackWorkflow], progress=quiet)
     by_id = {o.workflow_id: o for o in outcomes}
+    assert by_id.pop(recorded_id("closed-rollback")).result == OK, table(outcomes)
+    assert [o.result for o in by_id.values()] == [NONDETERMINISTIC] * (len(CORPUS) - 1), table(outcomes)
     assert by_id[workflow_id("plain-run")].divergence == "before step 1, run.prepare", table(outcomes)
     assert by_id[workflow_id("invalid-input")].divergence.startswith("at ")  # its one task, no activity
     assert exit_code(outcomes) == 1
@@ -121,7 +124,7 @@ async def test_an_extra_activity_at_the_start_is_nondeterministic_everywhere():
 
 async def test_an_extra_activity_before_later_model_calls_is_located_at_step_2():
     assert hasattr(AgentWorkflow, "_think"), "ModeratedAgentWorkflow overrides AgentWorkflow._think"
-    outcomes = await replay_paths([HISTORIES], workflows=[ModeratedAgentWorkflow], progress=quiet)
+    outcomes = await replay_paths([HISTORIES], workflows=[ModeratedAgentWorkflow, RollbackWorkflow], progress=quiet)
     by_id = {o.workflow_id: o for o in outcomes}
     for single_step in ("invalid-input", "model-401"):  # no second model call to diverge at
         assert by_id[workflow_id(single_step)].result == OK, table(outcomes)
@@ -140,7 +143,7 @@ async def test_code_that_raises_in_replay_is_a_failure_located_in_agent_terms():
 
 
 async def test_the_same_change_behind_a_patch_replays_clean():
-    outcomes = await replay_paths([HISTORIES], workflows=[PatchedModeratedAgentWorkflow], progress=quiet)
+    outcomes = await replay_paths([HISTORIES], workflows=[PatchedModeratedAgentWorkflow, RollbackWorkflow], progress=quiet)
     assert {o.result for o in outcomes} == {OK}, table(outcomes)
 
 
@@ -169,7 +172,7 @@ async def test_replay_server_finds_and_replays_the_runs(client, dev_server, sett
     for _ in range(2):
         handles.append(handle := await start(client, settings, scripted("probe", SCRIPT)))
         assert (await handle.result()).phase == Phase.DONE
-    query = f'TaskQueue="{settings.task_queue}"'
+    query = f'{DEFAULT_QUERY} AND TaskQueue="{settings.task_queue}"'  # the default query is one the server takes
     await visible(client, query, 2)
     code, out = await ratchet_replay("--server", "--query", query, "--limit", "10", address=dev_server.address)
     assert code == 0, out

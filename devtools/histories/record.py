@@ -78,11 +78,11 @@ def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
 
 def mcp_servers(state: Path) -> Path:
     """The README's MCP tracker (examples/mcp_tracker/servers.json), its database in `state`;
-    `local`, so its read-only `search_issues` takes the local-activity fast path."""
+    `local` with a short timeout, so its read-only `search_issues` takes the local-activity fast path."""
     path = state / "mcp-servers.json"
     path.write_text(json.dumps({"servers": {"tracker": {
         "command": sys.executable, "args": [str(ROOT / "examples" / "mcp_tracker" / "tracker.py")],
-        "env": {"TRACKER_DB": str(state / "mcp-tracker.db")}, "local": True,
+        "env": {"TRACKER_DB": str(state / "mcp-tracker.db")}, "local": True, "timeout_s": 10,
     }}}))
     return path
 
