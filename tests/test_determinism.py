@@ -111,6 +111,7 @@ def _import_workflow_code_sandboxed() -> None:
 
 _import_workflow_code_sandboxed()
 from ratchet.workflows.agent import AgentWorkflow  # noqa: E402
+from ratchet.workflows.closed_rollback import RollbackWorkflow  # noqa: E402
 
 with workflow.unsafe.imports_passed_through():
     # The test harness: the host's modules, never re-imported or restricted by the sandbox.
@@ -121,7 +122,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Replayer
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    from ratchet.contracts import AgentResult
+    from ratchet.contracts import AgentResult, ClosedRollback
     from ratchet.payloads.converter import BASE_CONVERTER
     from ratchet.replay.outcomes import Outcome
     from ratchet.replay.replayer import Loaded, load_file
@@ -388,6 +389,15 @@ class SandboxedAgentWorkflow(AgentWorkflow):
         return await super().run(raw)
 
 
+@workflow.defn(name="RollbackWorkflow", sandboxed=True)
+class SandboxedRollbackWorkflow(RollbackWorkflow):
+    """RollbackWorkflow unchanged, in the sandbox (the corpus holds the rollback of a closed run)."""
+
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> ClosedRollback:  # type: ignore[assignment]
+        return await super().run(raw)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Whatever histories are committed at the top level of tests/histories (sub-folders hold
     older recordings, replayed by test_replay.py). Listed here, not at import: the sandbox imports
@@ -397,19 +407,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("history", paths, ids=[p.name for p in paths])
 
 
-def _sandboxed_replayer(workflow_class: type) -> Replayer:
+def _sandboxed_replayer(*workflow_classes: type) -> Replayer:
     # The committed histories are recorded without encryption and with offload off (no keys and
     # no artifact store are committed with them): the worker's payload converter without codec or
     # external storage (ratchet.payloads.converter.BASE_CONVERTER) decodes them.
     return Replayer(
-        workflows=[workflow_class], data_converter=BASE_CONVERTER,
+        workflows=list(workflow_classes), data_converter=BASE_CONVERTER,
         workflow_runner=SandboxedWorkflowRunner(restrictions=RESTRICTIONS),
     )
 
 
 @pytest.fixture(scope="module")
 async def sandboxed_replays() -> dict[str, Loaded | Outcome | Exception | None]:
-    """Every committed history replayed once through SandboxedAgentWorkflow, by file name: its
+    """Every committed history replayed once through the sandboxed workflows, by file name: its
     replay failure (None: replayed clean), or the loading error. One replay pass for all of them:
     the replayer builds (and the sandbox imports) the workflow once per pass, not per history."""
     paths = sorted(HISTORIES.glob("*.json"))
@@ -421,7 +431,8 @@ async def sandboxed_replays() -> dict[str, Loaded | Outcome | Exception | None]:
         for _, item in histories:
             yield item.history
 
-    async with _sandboxed_replayer(SandboxedAgentWorkflow).workflow_replay_iterator(each()) as results:
+    replayer = _sandboxed_replayer(SandboxedAgentWorkflow, SandboxedRollbackWorkflow)
+    async with replayer.workflow_replay_iterator(each()) as results:
         names = iter(histories)
         async for result in results:
             outcomes[next(names)[0]] = result.replay_failure
