@@ -95,7 +95,8 @@ class ModelActivities:
         keep = config.settings.context_messages
         new = req.new_messages
         if any(m.content_ref is not None for m in new):
-            new = await asyncio.to_thread(lambda: [self._inline(m) for m in req.new_messages])
+            limit = config.settings.tool_output_chars
+            new = await asyncio.to_thread(lambda: [self._inline(m, limit) for m in req.new_messages])
         messages = base.window(keep) + new
         done = await provider.complete(ModelCall(
             key=key, settings=_within_budget(req, config, messages), tools=config.tools, messages=messages,
@@ -130,12 +131,25 @@ class ModelActivities:
             )
         return provider
 
-    def _inline(self, message: Message) -> Message:
-        """A long tool output travels through history as a reference; the model sees all of it."""
+    def _inline(self, message: Message, limit: int | None) -> Message:
+        """A long tool output travels through history as a reference; the model sees it whole, or
+        cut to `limit` characters (`AgentProfile.tool_output_chars`)."""
         if message.content_ref is None:
             return message
         full = self.artifacts.get(message.content_ref).decode(errors="replace")
-        return message.model_copy(update={"content": full, "content_ref": None})
+        return message.model_copy(update={"content": cut(full, limit, message.content_ref), "content_ref": None})
+
+
+def cut(text: str, limit: int | None, ref: ArtifactRef) -> str:
+    """`text` whole if it fits `limit`, else its first three quarters and last quarter of `limit`
+    around a note saying how much is left out and which artifact holds it all."""
+    if limit is None or len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    tail = limit - head
+    note = (f"\n[... {len(text) - limit:,} characters left out here; the whole output "
+            f"({len(text):,} characters) is artifact sha256:{ref.digest} ...]\n")
+    return text[:head] + note + text[-tail:]
 
 
 def _within_budget(req: ModelRequest, config: ModelCallConfig, messages: list[Message]) -> ModelSettings:

@@ -126,6 +126,7 @@ class RunPreparer:
             model=profile.model or self.settings.model,
             temperature=profile.temperature,
             context_messages=profile.context_messages,
+            tool_output_chars=profile.tool_output_chars,
             usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
         )

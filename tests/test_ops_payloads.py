@@ -211,3 +211,18 @@ async def test_the_api_key_never_reaches_history_even_when_the_endpoint_quotes_i
         events, as_json = await raw_history(dev_server, workflow_id)
         assert key not in as_json
         assert all(key.encode() not in event.SerializeToString() for event in events)
+
+
+async def test_the_model_sees_the_start_and_end_of_a_long_tool_output(client, settings, worker, openai_server):
+    """A tool output over the profile's `tool_output_chars` (32,000 by default) reaches the model
+    cut to its start and its end around a note naming the artifact that holds it all."""
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"tool_calls": [{"name": "big_output", "arguments": {"megabytes": 0.5}}]},
+                              {"content": "read it"}], key=key)
+    handle = await start(client, settings, {"agent": "bulk", "objective": "read a lot"})
+    assert (await handle.result()).answer == "read it"
+    seen = openai_server.chat_requests(key=key)[-1].json["messages"][-1]["content"]
+    full, ref = big_text(0.5), (await handle.query(AgentWorkflow.state)).tool_calls[0].result.output_ref
+    assert ref is not None and DirectoryArtifactStore(settings.artifact_dir).get(ref).decode() == full
+    note = f"\n[... {len(full) - 32_000:,} characters left out here; the whole output ({len(full):,} characters) is artifact sha256:{ref.digest} ...]\n"
+    assert seen == full[:24_000] + note + full[-8_000:]

@@ -11,6 +11,9 @@ from pydantic import Field, ValidationError
 from ratchet.contracts import Budget, BudgetOverride, RunPolicy, Verifier
 from ratchet.mcp.config import McpToolset
 
+TOOL_OUTPUT_CHARS = 32_000
+"""The default `AgentProfile.tool_output_chars`: about 8,000 tokens of one tool output."""
+
 
 class AgentProfile(RunPolicy):
     """A named agent: what it is told, which tools it has, its model and budget defaults, and
@@ -25,6 +28,11 @@ class AgentProfile(RunPolicy):
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation; a run's `model.context_messages` overrides it)."""
+    tool_output_chars: int | None = Field(TOOL_OUTPUT_CHARS, ge=1000)
+    """A tool output longer than this reaches the model cut to its first three quarters and last
+    quarter, with a note naming the artifact that holds all of it; None: the model sees every
+    character (one 20 MB output then fails the call on any real model). The transcript keeps what
+    the model saw; the run's state a 2 KiB preview and the reference."""
     mcp: list[McpToolset] = Field(default_factory=list)
     """Tools from MCP servers (ratchet/mcp): per server the worker has (RATCHET_MCP_SERVERS), which
     tools the model gets and their effects and compensations. Listed when a run is planned and
