@@ -92,3 +92,20 @@ async def test_a_chain_of_archive_segments_loads_oldest_first(tmp_path):
     assert first == again, "a retried archive writes the same segment"
     assert [e.step for e in load_archived(store, second)] == [1, 2, 3]
     assert load_archived(store, None) == []
+
+
+async def test_a_closed_runs_rollback_brings_its_archived_effects_back(client, settings, worker):
+    """A run that handed over every step ends DONE with all its effects in the archive; the
+    rollback of the closed run (RollbackWorkflow, `rollback.load`) reads them back and undoes
+    those after the checkpoint."""
+    steps = [{"tool_calls": [{"name": "write_file", "arguments": {"path": f"s{s}/f{c}.txt", "content": f"step {s}\n"}}
+                             for c in range(2)]} for s in range(4)]
+    handle = await start(client, settings, scripted("archivist", steps + [{"content": "done"}], workspace="closed-archive"))
+    assert (await handle.result()).phase == Phase.DONE
+    state = await state_of(handle)
+    assert state.continued >= 1 and state.effects_base >= 4, (state.continued, state.effects_base)  # step 2's archived
+
+    code, out = await ratchet(settings, "rollback", handle.id, "cp-1")  # the worker reads the archive
+    assert code == 0 and out.count("  undo ") == 6, out
+    root = settings.workspace_root / "closed-archive"
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*.txt")) == ["s0/f0.txt", "s0/f1.txt"]
