@@ -1,11 +1,13 @@
 """The worker's MCP connections against real server processes (tests/mcp_servers/hostile.py): a
 call that hangs or a message too large interrupts the call, stops the server and starts a new one at
 the next use; closing the pool stops them; a server that is down, or a variable its configuration
-names that the worker lacks, is a clear error naming the server."""
+names that the worker lacks, is a clear error naming the server. Ratchet's own stdio client:
+requests from the server during a call, a handshake that fails, a server with quirks."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -51,16 +53,21 @@ async def test_a_server_that_is_down_or_misconfigured_is_named():
     await pool.aclose()
 
 
+async def one_call(server: McpServer, tool: str, caplog) -> Any:
+    """One call of `tool` on a fresh connection to `server`, the MCP log captured."""
+    pool = McpPool([server])
+    try:
+        with caplog.at_level("INFO", logger="ratchet.mcp"):
+            async with pool.session(server.name) as session:
+                return await session.call(tool, {}, f"key-{tool}", timeout_s=20)
+    finally:
+        await pool.aclose()
+
+
 async def test_the_server_may_ask_back_during_a_call(caplog):
     """Ratchet's stdio client answers a server's `ping`, refuses what it does not offer (roots,
     sampling, elicitation) with "method not found", and logs the server's log notifications."""
-    pool = McpPool([McpServer(name="asker", command=PYTHON, args=[str(HOSTILE)])])
-    try:
-        with caplog.at_level("INFO", logger="ratchet.mcp"):
-            async with pool.session("asker") as session:
-                result = await session.call("ask_back", {}, "key-ask", timeout_s=20)
-    finally:
-        await pool.aclose()
+    result = await one_call(McpServer(name="asker", command=PYTHON, args=[str(HOSTILE)]), "ask_back", caplog)
     assert result.content[0].text == "ping answered; roots/list refused (this client does not offer roots/list)"
     assert "MCP server asker says: a line the server logged" in caplog.text
 
@@ -105,13 +112,7 @@ sys.stdin.read()
 async def test_a_quirky_server_is_understood(caplog):
     """An id echoed as a string, a line that is not JSON-RPC (logged, skipped), an answer to a
     request never sent (dropped), and a batch (protocol 2025-03-26) holding the answer."""
-    pool = McpPool([McpServer(name="quirky", command=PYTHON, args=["-c", QUIRKY], startup_timeout_s=10)])
-    try:
-        with caplog.at_level("INFO", logger="ratchet.mcp"):
-            async with pool.session("quirky") as session:
-                result = await session.call("anything", {}, "key-q", timeout_s=10)
-    finally:
-        await pool.aclose()
+    result = await one_call(McpServer(name="quirky", command=PYTHON, args=["-c", QUIRKY], startup_timeout_s=10), "anything", caplog)
     assert result.content[0].text == "odd but fine"
     assert "MCP server quirky sent a line that is not a JSON-RPC message: b'a banner a library printed\\n'" in caplog.text
     assert "MCP server quirky says: batched" in caplog.text
