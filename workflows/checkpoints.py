@@ -169,15 +169,15 @@ async def rollback_effects(
     return report
 
 
-def failure_target(state: AgentState, plan: RunPlan) -> tuple[bool, Checkpoint | None]:
+def failure_target(state: AgentState, plan: RunPlan) -> tuple[FailurePolicy | None, Checkpoint | None]:
     """What a failed or cancelled run's policy (the run's `on_failure`, else the profile's) undoes:
-    (whether to compensate at all, the checkpoint it goes back to; None: every effect)."""
+    (the policy, None when there is nothing to undo; the checkpoint it goes back to, None: every effect)."""
     policy = state.run.on_failure or plan.failure_policy
     if policy == FailurePolicy.KEEP or not effects_archive.count(state):
-        return False, None
+        return None, None
     if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT:
-        return True, state.checkpoints[-1]
-    return True, None
+        return policy, state.checkpoints[-1]
+    return policy, None
 
 
 def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:

@@ -84,10 +84,9 @@ async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: 
     done leaves the run COMPENSATION_FAILED with every effect's status, for a person to act on."""
     if plan is None:
         return
-    act, checkpoint = checkpoints.failure_target(state, plan)
-    if not act:
+    policy, checkpoint = checkpoints.failure_target(state, plan)
+    if policy is None:
         return
-    policy = state.run.on_failure or plan.failure_policy
     checkpoint_id = checkpoint.id if checkpoint is not None else None
     try:
         await checkpoints.rollback_to(state, plan, checkpoint_id, f"{policy}: {reason}", fail_over=True)

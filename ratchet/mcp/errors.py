@@ -34,7 +34,12 @@ def validated(model: Any, raw: Any, what: str) -> Any:
     try:
         return model.model_validate(raw, by_name=False)
     except ValidationError as exc:
-        raise McpRefused(f"the server's answer is not a valid {what}: {first_problem(exc)}") from None
+        raise not_valid(what, exc) from None
+
+
+def not_valid(what: str, exc: Any) -> McpRefused:
+    """An answer that is not a valid `what` (a pydantic ValidationError `exc`), as McpRefused."""
+    return McpRefused(f"the server's answer is not a valid {what}: {first_problem(exc)}")
 
 
 def first_problem(exc: Any) -> str:

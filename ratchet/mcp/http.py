@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ratchet.mcp.config import KEY_META, McpConfigError, McpServer
-from ratchet.mcp.errors import McpInterrupted, McpRefused, McpUnavailable, first_problem
+from ratchet.mcp.errors import McpInterrupted, McpRefused, McpUnavailable, not_valid
 
 log = logging.getLogger("ratchet.mcp")
 
@@ -88,7 +88,7 @@ class HttpConnection:
                 raise McpInterrupted(f"MCP server {self.server.name!r}: {tool} was interrupted: no answer in {timeout_s:g}s") from None
             raise McpRefused(f"the server answered with error {exc.code}: {exc.message}") from None
         except ValidationError as exc:
-            raise McpRefused(f"the server's answer is not a valid tool result: {first_problem(exc)}") from None
+            raise not_valid("tool result", exc) from None
 
     async def list_tools_page(self, cursor: str | None) -> Any:
         """One page of `tools/list`: the SDK's `ListToolsResult`."""
@@ -101,7 +101,7 @@ class HttpConnection:
         except MCPError as exc:
             raise McpUnavailable(f"MCP server {self.server.name!r} did not list its tools: {exc}") from None
         except ValidationError as exc:
-            raise McpConfigError(f"MCP server {self.server.name!r}: the server's answer is not a valid tool list: {first_problem(exc)}") from None
+            raise McpConfigError(f"MCP server {self.server.name!r}: {not_valid('tool list', exc)}") from None
 
     async def _hold(self) -> None:
         from mcp import Client
