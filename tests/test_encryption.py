@@ -178,7 +178,7 @@ def reference_of(sealed: dict) -> ExternalStorageReference | None:
 def test_codec_server_speaks_the_remote_codec_protocol(tmp_path):
     body = {"payloads": [{"metadata": {"encoding": b64(b"json/plain")}, "data": b64(b'"top secret"')}]}
     converter = keyed_converter(tmp_path / "artifacts")
-    with CodecServer(converter, port=0, cors_origins=("http://ui.test",), namespace="default") as server:
+    with CodecServer(converter, port=0, cors_origins=("http://ui.test",), namespace="default", encode=True) as server:
         status, _, encoded = post(f"{server.url}/encode", body, **{"X-Namespace": "default"})
         assert status == 200 and b"top secret" not in encoded
         sealed = json.loads(encoded)["payloads"][0]
@@ -192,10 +192,10 @@ def test_codec_server_speaks_the_remote_codec_protocol(tmp_path):
         assert status == 400 and b"'k9'" in text
         status, headers, _ = post(f"{server.url}/decode", method="OPTIONS", Origin="http://ui.test")
         assert status == 204 and headers["Access-Control-Allow-Origin"] == "http://ui.test"
-        assert headers["Access-Control-Allow-Headers"] == "X-Namespace, Content-Type"
+        assert headers["Access-Control-Allow-Headers"] == "X-Namespace, Content-Type, Authorization"
         assert headers["Access-Control-Allow-Credentials"] == "true"
-        _, headers, _ = post(f"{server.url}/decode", method="OPTIONS", Origin="http://evil.test")
-        assert "Access-Control-Allow-Origin" not in headers
+        status, headers, _ = post(f"{server.url}/decode", method="OPTIONS", Origin="http://evil.test")
+        assert status == 403 and "Access-Control-Allow-Origin" not in headers
 
 
 def test_codec_server_resolves_offloaded_payloads_and_shows_a_missing_one_as_its_reference(tmp_path):
@@ -203,7 +203,7 @@ def test_codec_server_resolves_offloaded_payloads_and_shows_a_missing_one_as_its
     converter = keyed_converter(store.root, claim_check_bytes=1024)
     large = {"metadata": {"encoding": b64(b"json/plain")}, "data": b64(json.dumps("x" * 5000 + "secret tail").encode())}
     small = {"metadata": {"encoding": b64(b"json/plain")}, "data": b64(b'"short"')}
-    with CodecServer(converter, port=0) as server:
+    with CodecServer(converter, port=0, encode=True) as server:
         status, _, encoded = post(f"{server.url}/encode", {"payloads": [large, small]})
         sealed, sealed_small = json.loads(encoded)["payloads"]
         assert status == 200 and reference_of(sealed).driver_name == DRIVER_NAME, "encrypted, then offloaded"
@@ -238,13 +238,14 @@ async def test_codec_server_decodes_what_a_worker_offloaded(tmp_path):
     assert payload.metadata["encoding"] == b"json/plain" and json.loads(payload.data) == "y" * 5000 + "secret tail"
 
 
-async def temporal_show(dev_server, workflow_id: str, *extra: str) -> str:
+async def temporal_show(dev_server, workflow_id: str, *extra: str, status: int | None = 0) -> str:
+    """`temporal workflow show`'s output; `status`: the exit status it must have (None: any)."""
     proc = await asyncio.create_subprocess_exec(
         temporal_binary(), "workflow", "show", "-w", workflow_id, "--address", dev_server.address, "--detailed", *extra,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await proc.communicate()
-    assert proc.returncode == 0, out.decode()
+    assert status is None or proc.returncode == status, out.decode()
     return out.decode()
 
 
@@ -256,6 +257,22 @@ async def test_temporal_cli_decrypts_through_the_codec_server(dev_server, encryp
     with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
         assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
     assert marker not in await temporal_show(dev_server, handle.id)
+
+
+async def test_temporal_cli_passes_the_codec_servers_token(dev_server, encrypted):
+    """`temporal --codec-auth` sends the Authorization header a token-protected codec server needs."""
+    enc_client, keyed = encrypted
+    marker = f"secret-{uuid.uuid4().hex}"
+    handle: WorkflowHandle = await start(enc_client, keyed, secret_run(marker))
+    await handle.result()
+    token = uuid.uuid4().hex
+    with CodecServer(data_converter(keyed), port=0, namespace="default", token=token) as server:
+        shown = await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url, "--codec-auth", f"Bearer {token}")
+        assert marker in shown
+        # refused (401), the CLI retries until its deadline, then fails: no plaintext either way
+        shown = await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url, "--codec-auth", "Bearer wrong",
+                                    "--command-timeout", "3s", status=1)
+        assert marker not in shown and "failed" in shown
 
 
 async def test_temporal_cli_shows_offloaded_payloads_through_the_codec_server(dev_server, settings):
@@ -320,7 +337,7 @@ async def test_a_worker_with_keys_warns_of_a_start_input_in_cleartext(dev_server
     marker = {wid: f"secret-{uuid.uuid4().hex}" for wid in (plain, sealed)}
     with caplog.at_level(logging.WARNING, logger="ratchet.payloads.codec"):
         await cli_start(dev_server, keyed.task_queue, plain, secret_run(marker[plain]))
-        with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
+        with CodecServer(data_converter(keyed), port=0, namespace="default", encode=True) as server:
             await cli_start(dev_server, keyed.task_queue, sealed, secret_run(marker[sealed]), "--codec-endpoint", server.url)
         for wid in (plain, sealed):
             assert (await enc_client.get_workflow_handle(wid, result_type=AgentResult).result()).phase == Phase.DONE

@@ -75,6 +75,11 @@ def parser() -> argparse.ArgumentParser:
     codec.add_argument("--port", type=int, default=8081, help="default: %(default)s")
     codec.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
+    codec.add_argument("--allowed-host", default="",
+                       help="host names it answers for besides the loopback names and --host, comma-separated")
+    codec.add_argument("--encode", action="store_true",
+                       help="answer /encode too (for `temporal workflow start --codec-endpoint`); off: anyone "
+                            "who reaches it could seal inputs with the workers' key")
     codec.set_defaults(fn=_codec_server)
     from ratchet.replay.gate import add_arguments as replay_arguments
 

@@ -95,6 +95,7 @@ SECRET_VARIABLES: dict[str, Callable[[str, str], list[Secret]]] = {
     "TEMPORAL_CONFIG_FILE": _nothing,
     # Ratchet's stores and payload encryption
     "RATCHET_CODEC_KEYS": _codec_keys,
+    "RATCHET_CODEC_TOKEN": _whole,
     "RATCHET_LEDGER_URL": _url_password,
     "AWS_SECRET_ACCESS_KEY": _whole,
     "AWS_SESSION_TOKEN": _whole,

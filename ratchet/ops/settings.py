@@ -169,6 +169,13 @@ class Settings(BaseSettings):
         "the first encrypts, all decrypt. Unset: payloads are not encrypted.",
     )
 
+    codec_token: SecretStr | None = Field(
+        None,
+        validation_alias=_env("RATCHET_CODEC_TOKEN"),
+        description="The bearer token `ratchet codec-server` requires of every request (`Authorization: Bearer ...`; "
+        "the Web UI with codec.passAccessToken, `temporal --codec-auth`). Required when it binds beyond loopback.",
+    )
+
     @field_validator("codec_keys")
     @classmethod
     def _codec_keys(cls, value: SecretStr | None) -> SecretStr | None:

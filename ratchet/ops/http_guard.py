@@ -1,0 +1,113 @@
+"""The rules every HTTP server Ratchet starts applies to a request before it reads the body.
+
+A server on 127.0.0.1 is still reachable from any web page its user opens: a page on
+`evil.example` can point that name at 127.0.0.1 (DNS rebinding) and is then same-origin with the
+server, so CORS protects nothing, and any page may send a "simple" cross-origin POST (text/plain,
+no preflight). So, in this order:
+
+1. **Host** must be one of the allowed names (the loopback names and the bound address by
+   default; more with `allowed_hosts`), else 421 Misdirected Request. A rebinding page's requests
+   carry its own name.
+2. **Origin**, when the request has one (every browser POST does), must be an allowed origin,
+   else 403. Programs (the Temporal CLI, curl, SDKs) send none.
+3. **A bearer token**, when the server has one: `Authorization: Bearer <token>` (how the Temporal
+   Web UI passes its access token, `codec.passAccessToken`, and `temporal --codec-auth`), compared
+   in constant time, else 401. A server bound to anything but loopback must have one
+   (`HttpGuard.for_server` refuses to build otherwise). CORS preflights carry no credentials, so
+   they are answered without it.
+4. **JSON bodies only** for the JSON endpoints (`Content-Type: application/json`), else 415: a
+   browser cannot send that cross-origin without a preflight, which rule 2 refuses.
+
+Refusals never echo a token. `ratchet mcp --port` keeps the MCP SDK's own checks of the same kind.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class GuardSettingsError(ValueError):
+    """A server's guard is configured so that it would be open to anyone who reaches it."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    reason: str
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without its port: `a.b:81` -> `a.b`, `[::1]:81` -> `::1`."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+@dataclass(frozen=True)
+class HttpGuard:
+    allowed_hosts: frozenset[str]
+    """Host names (no port) requests may be addressed to."""
+    allowed_origins: frozenset[str]
+    """Browser origins (`scheme://host[:port]`) that may call; requests without Origin are programs."""
+    token: str | None = None
+    """The bearer token every request but a CORS preflight must carry; None: no token asked."""
+
+    @classmethod
+    def for_server(
+        cls, bind: str, origins: Iterable[str] = (), hosts: Iterable[str] = (), token: str | None = None,
+        token_setting: str = "the token setting",
+    ) -> HttpGuard:
+        """The guard of a server bound to `bind`: loopback names and `bind` itself (unless a
+        wildcard) as hosts, plus `hosts`. Raises GuardSettingsError for a non-loopback bind
+        without a token, naming `token_setting`."""
+        if not is_loopback(bind) and not token:
+            raise GuardSettingsError(
+                f"--host {bind} is reachable from other machines: set {token_setting} (clients send "
+                "`Authorization: Bearer <token>`), or bind to 127.0.0.1"
+            )
+        names = set(LOOPBACK_NAMES) | {h.strip().lower() for h in hosts if h.strip()}
+        if bind not in ("0.0.0.0", "::", ""):
+            names.add(host_name(bind))
+        return cls(frozenset(names), frozenset(o.strip().rstrip("/") for o in origins if o.strip()), token or None)
+
+    def check(self, method: str, headers: Mapping[str, str], json_body: bool = True) -> Refusal | None:
+        """Why this request is refused, or None. `headers` is case-insensitive (http.server's
+        message, Starlette's Headers); `json_body`: the endpoint reads a JSON body."""
+        host = host_name(headers.get("Host") or "")
+        if host not in self.allowed_hosts:
+            return Refusal(421, f"this server does not answer for host {host!r}")
+        origin = headers.get("Origin")
+        if origin is not None and origin.rstrip("/") not in self.allowed_origins:
+            return Refusal(403, f"origin {origin!r} is not allowed (configure it as an allowed origin)")
+        if method == "OPTIONS":
+            return None
+        if self.token is not None and not self._token_matches(headers.get("Authorization") or ""):
+            return Refusal(401, "a valid `Authorization: Bearer <token>` header is required")
+        if json_body and method in ("POST", "PUT", "PATCH"):
+            media_type = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            if media_type != "application/json":
+                return Refusal(415, "the body must be sent as Content-Type: application/json")
+        return None
+
+    def _token_matches(self, authorization: str) -> bool:
+        scheme, _, given = authorization.partition(" ")
+        assert self.token is not None
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+
+    def allows_origin(self, origin: str | None) -> bool:
+        return origin is not None and origin.rstrip("/") in self.allowed_origins
