@@ -6,7 +6,8 @@ whichever host takes one becomes the run's workspace host; each returns that hos
 manifest of the files it holds (activities/checkpoints.py's `snapshot` / `restore`).
 
 - `workspace.open`: open (create if missing) the run's workspace on this host and snapshot it; the
-  run's initial snapshot.
+  run's initial snapshot. Where the run may use local activities it runs as one, so the host of
+  the worker running the workflow holds the workspace (and the read-only tools run locally there).
 - `workspace.rehydrate`: the old host is gone; empty the workspace on this host (stale files from an
   earlier binding must not survive) and restore a manifest into it (a checkpoint's, or the initial
   snapshot).
@@ -36,9 +37,13 @@ class WorkspaceActivities:
 
     @activity.defn(name="workspace.open")
     async def open(self, req: OpenWorkspace) -> WorkspaceBinding:
+        """A regular activity on the shared queue, or a local one (binding the workflow's host)."""
         workspace = open_workspace(self.workspace_root, req.workspace)
-        async with heartbeating():  # a host killed here is noticed by the heartbeat timeout, not in 5 min
+        if activity.info().is_local:  # a dead worker fails its workflow task; the next one opens anew
             manifest = await asyncio.to_thread(snapshot, workspace, self.artifacts)
+        else:
+            async with heartbeating():  # a host killed here is noticed by the heartbeat timeout, not in 5 min
+                manifest = await asyncio.to_thread(snapshot, workspace, self.artifacts)
         activity.logger.info("workspace %s opened on host %s", req.workspace, self.host_id)
         return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest)
 

@@ -111,6 +111,7 @@ class RunPreparer:
             budget=_budget(profile.budget, req),
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             search_attributes=self.settings.search_attributes,
+            local_activities=local_ok,
             **profile.policy(),
         )
 

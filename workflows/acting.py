@@ -233,10 +233,16 @@ async def _execute_tool(
     retry = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts)
     summary = f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip()
     if spec.local:  # fast and read-only (see ToolSpec.local): no server round trip
-        return await workflow.execute_local_activity(
-            spec.activity_type, invocation, result_type=ToolResult,
-            start_to_close_timeout=timedelta(seconds=spec.timeout_s), retry_policy=retry, summary=summary,
-        )
+        local = invocation.model_copy(update={"host": state.workspace_host}) if spec.workspace else invocation
+        try:
+            return await workflow.execute_local_activity(
+                spec.activity_type, local, result_type=ToolResult,
+                start_to_close_timeout=timedelta(seconds=spec.timeout_s), retry_policy=retry, summary=summary,
+            )
+        except FailureError as err:
+            if not (spec.workspace and hosts.elsewhere(err)):
+                raise
+            # this worker's host does not hold the workspace (it did not act): to the host's queue
     return await workflow.execute_activity(
         spec.activity_type, invocation, result_type=ToolResult,
         start_to_close_timeout=timedelta(seconds=spec.timeout_s),

@@ -1,9 +1,11 @@
 """Workspaces across hosts: binding a run to a host, and failing over when that host is lost
 (deterministic, no I/O; plain functions over state and plan).
 
-Binding. A run whose profile has workspace tools runs `workspace.open` on the shared task queue
-before step 1: whichever host takes it opens the run's workspace, snapshots its files (the initial
-snapshot) and returns its host queue; every workspace activity then goes there (workflows/hosts.py).
+Binding. A run whose profile has workspace tools runs `workspace.open` before step 1, as a local
+activity where the plan allows them (the host of the worker running the workflow: its sticky
+worker then runs the read-only workspace tools locally), else on the shared task queue (whichever
+host takes it): that host opens the run's workspace, snapshots its files (the initial snapshot)
+and returns its host queue; every other workspace activity then goes there (workflows/hosts.py).
 A fork is bound by `checkpoint.fork` instead, a sub-agent first tries its parent's host.
 
 Failover. A workspace activity the host did not take within `host_timeout_s` raises `HostLost`;
@@ -27,7 +29,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 from ratchet.contracts import (
     AgentState, Checkpoint, Failover, Message, OpenWorkspace, Phase, RehydrateWorkspace, RollbackReport, RunPlan, WorkspaceBinding,
@@ -63,13 +65,19 @@ async def bind(state: AgentState, plan: RunPlan) -> None:
 
 async def _open(state: AgentState, plan: RunPlan, host: str | None) -> WorkspaceBinding:
     try:
+        if host is None and plan.local_activities:  # on this worker's host: read-only tools run locally
+            return await workflow.execute_local_activity(
+                "workspace.open", OpenWorkspace(workspace=plan.workspace), result_type=WorkspaceBinding,
+                start_to_close_timeout=WORKSPACE_TIMEOUT, retry_policy=WORKSPACE_RETRY,
+                summary=f"open workspace {plan.workspace}",
+            )
         return await workflow.execute_activity(
             "workspace.open", OpenWorkspace(workspace=plan.workspace), result_type=WorkspaceBinding,
             start_to_close_timeout=WORKSPACE_TIMEOUT, heartbeat_timeout=checkpoints.HEARTBEAT_TIMEOUT,
             retry_policy=WORKSPACE_RETRY,
             summary=f"open workspace {plan.workspace}", **hosts.on_host(host, plan),
         )
-    except ActivityError as err:
+    except FailureError as err:  # a local activity's final failure is not wrapped in an ActivityError
         raise_if_cancelled(err)
         if host is not None and hosts.host_gone(err):
             raise HostLost(host, "open the workspace") from None

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from temporalio.exceptions import TimeoutType
+from temporalio.exceptions import ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
-from ratchet.contracts import RunPlan
+from ratchet.contracts import ErrorType, RunPlan
 from ratchet.workflows.errors import root
 
 
@@ -38,6 +38,12 @@ def host_gone(err: BaseException) -> bool:
     """The activity failed because no worker took it in time (the schedule-to-start timeout)."""
     err = root(err)
     return isinstance(err, TemporalTimeout) and err.type == TimeoutType.SCHEDULE_TO_START
+
+
+def elsewhere(err: BaseException) -> bool:
+    """A workspace tool tried locally found the workspace on another host (it did not act)."""
+    err = root(err)
+    return isinstance(err, ApplicationError) and err.type == ErrorType.NOT_ON_THIS_HOST
 
 
 def needs_workspace(plan: RunPlan) -> bool:

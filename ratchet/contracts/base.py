@@ -108,6 +108,9 @@ class ErrorType(StrEnum):
     ends BUDGET_EXHAUSTED before making it."""
     INTERRUPTED = "Interrupted"
     """A tool call the run stopped before it finished (a pause, a rollback, the deadline)."""
+    NOT_ON_THIS_HOST = "NotOnThisHost"
+    """A workspace tool tried as a local activity on a worker whose host does not hold the run's
+    workspace: it did not act; the call goes to the workspace's host queue instead."""
 
 
 class FailurePolicy(StrEnum):

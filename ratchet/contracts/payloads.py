@@ -90,6 +90,10 @@ class ToolInvocation(BaseModel):
     catalog: str = ""
     """For a tool of an MCP server (activity `mcp.<server>`, which then needs `tool` too): the digest
     of the run's pinned MCP tool list (`RunPlan.mcp_ref`). Empty for every other tool."""
+    host: str | None = None
+    """For a read-only workspace tool tried as a local activity: the host queue holding the run's
+    workspace (`AgentState.workspace_host`). A worker of another host answers NotOnThisHost
+    without acting."""
 
 
 class ToolResult(BaseModel):

@@ -60,12 +60,13 @@ class ToolSpec(BaseModel):
     max_attempts: int = 5
     has_undo: bool = False
     workspace: bool = False
-    """Touches the run's workspace directory: runs on the host that holds it (`AgentState.workspace_host`),
-    never as a local activity."""
+    """Touches the run's workspace directory: runs on the host that holds it (`AgentState.workspace_host`)."""
     local: bool = False
     """Run as a local activity (in the worker holding the workflow task: no server round trips,
     one marker event). Decided by run.prepare for fast read-only tools (`ratchet.core.tools.runs_locally`);
-    recorded in the plan, so replay takes the same path."""
+    recorded in the plan, so replay takes the same path. A workspace tool is tried locally only
+    where the workflow's worker is on the workspace's host; elsewhere it answers NotOnThisHost
+    without acting and the call goes to the host queue (workflows/acting.py)."""
     mcp: str | None = None
     """The MCP server this tool is on (ratchet/mcp): its calls run as activity `mcp.<server>`."""
 
@@ -121,6 +122,10 @@ class RunPlan(RunPolicy):
     budget: Budget
     workspace: str
     search_attributes: bool = True
+    local_activities: bool = False
+    """The worker may run local activities (RATCHET_LOCAL_TOOLS and a workflow cache): then
+    `workspace.open` runs as one, binding the workspace to the host of the workflow's worker, where
+    the read-only workspace tools then run locally too (workflows/failover.py)."""
     call_ref: str
     """Digest of the run's `ModelCallConfig` artifact: what every model request of the run shares."""
     mcp_ref: str | None = None

@@ -225,11 +225,12 @@ LOCAL_TOOL_MAX_S = 30.0
 def runs_locally(spec: ToolSpec) -> bool:
     """Fast read-only activity tools run as local activities. Only read-only ones: a local
     activity whose worker dies is run again by the next, which a side effect must not be. No
-    heartbeating ones, and a short timeout: a local activity holds its workflow task open. No
-    workspace tools: a local activity runs on the worker holding the workflow task, which need not
-    be the host holding the workspace."""
+    heartbeating ones, and a short timeout: a local activity holds its workflow task open.
+    Workspace tools too: a local activity runs on the worker holding the workflow task, which need
+    not be on the host holding the workspace, so such a call acts only there (`ToolInvocation.host`)
+    and otherwise goes to the host's queue."""
     return (
-        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY and not spec.workspace
+        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY
         and spec.heartbeat_s is None and spec.timeout_s <= LOCAL_TOOL_MAX_S
     )
 

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from ratchet.core import keys
@@ -134,7 +135,9 @@ class _LogContextActivityInbound(ActivityInboundInterceptor):
             result = await self.next.execute_activity(input)
         except (Exception, asyncio.CancelledError) as exc:
             took = round(time.monotonic() - started, 3)
-            log.warning(
+            benign = isinstance(exc, ApplicationError) and exc.category == ApplicationErrorCategory.BENIGN
+            log.log(
+                logging.DEBUG if benign else logging.WARNING,  # e.g. NotOnThisHost: an expected answer
                 "%s failed after %.3fs: %s: %s", fields["activity_type"], took, type(exc).__name__, exc,
                 extra={"ratchet": {"outcome": "failed", "duration_s": took, "error_type": type(exc).__name__}},
             )
