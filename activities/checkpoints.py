@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 
 from ratchet.activities.commands import cap, run_program
 from ratchet.activities.heartbeat import heartbeating
-from ratchet.activities.workspace import confine, open_workspace
+from ratchet.activities.workspace import confine, host_queue, open_workspace, require_host
 from ratchet.activities.archive import transcript_slice
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 from ratchet.contracts import (
@@ -55,6 +55,7 @@ class CheckpointActivities:
 
     @activity.defn(name="checkpoint.verify")
     async def verify(self, req: VerifyRequest) -> VerifyResult:
+        require_host(req.host, self.host_id)
         workspace = open_workspace(self.workspace_root, req.workspace)
         try:
             async with heartbeating():
@@ -128,12 +129,6 @@ class CheckpointActivities:
             base, messages = state.messages_base, state.messages[: found.messages_len - state.messages_base]
         return found.model_copy(update={"messages": messages, "messages_base": base})
 
-
-
-def host_queue(task_queue: str, host_id: str) -> str:
-    """The host task queue `{task_queue}@{host_id}` (the same if `task_queue` is it already)."""
-    suffix = f"@{host_id}"
-    return task_queue if task_queue.endswith(suffix) else task_queue + suffix
 
 
 def snapshot(workspace: Path, artifacts: ArtifactStore) -> ArtifactRef:

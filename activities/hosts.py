@@ -20,9 +20,9 @@ from pathlib import Path
 
 from temporalio import activity
 
-from ratchet.activities.checkpoints import host_queue, restore, snapshot
+from ratchet.activities.checkpoints import restore, snapshot
 from ratchet.activities.heartbeat import heartbeating
-from ratchet.activities.workspace import open_workspace
+from ratchet.activities.workspace import host_queue, open_workspace
 from ratchet.contracts import OpenWorkspace, RehydrateWorkspace, WorkspaceBinding
 from ratchet.stores.artifacts import ArtifactStore
 

@@ -16,12 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.exceptions import ApplicationError
 
-from ratchet.activities.checkpoints import host_queue
 from ratchet.activities.heartbeat import INTERVAL_S, heartbeating, progress
 from ratchet.stores.ledger import EntryStatus, Ledger
-from ratchet.activities.workspace import open_workspace
+from ratchet.activities.workspace import open_workspace, require_host
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.contracts import EffectClass, ErrorType, SandboxPolicy, ToolInvocation, ToolResult, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
@@ -62,9 +61,9 @@ class ToolActivities:
 
     def _activity_for(self, tool: Tool) -> Callable:
         async def run_tool(inv: ToolInvocation) -> ToolResult:
+            require_host(inv.host, self.settings.host_id if self.settings else None)
             timeout = activity.info().heartbeat_timeout
             if not timeout:  # a local activity: cancelled in process, no heartbeat
-                self._check_host(inv)
                 return await self.execute(tool, _with_identity(inv, tool.name))
             # the heartbeat carries a cancellation (a rollback, a pause, the run's deadline) to the tool
             async with heartbeating(min(INTERVAL_S, timeout.total_seconds() / 4), activity.info().heartbeat_details):
@@ -79,16 +78,6 @@ class ToolActivities:
 
         run_undo.__name__ = f"undo_{tool.name}"
         return activity.defn(name=f"undo.{tool.name}")(run_undo)
-
-    def _check_host(self, inv: ToolInvocation) -> None:
-        """A workspace tool tried locally acts only on the host holding the workspace."""
-        if inv.host is None:
-            return
-        here = host_queue(activity.info().task_queue, self.settings.host_id) if self.settings else None
-        if here != inv.host:
-            raise ApplicationError(f"the workspace is on {inv.host}, not on this worker's host ({here})",
-                                   type=ErrorType.NOT_ON_THIS_HOST, non_retryable=True,
-                                   category=ApplicationErrorCategory.BENIGN)  # expected: logged at DEBUG
 
     async def execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
         result = redacted(await self._execute(tool, inv))  # secrets out before storing

@@ -1,10 +1,14 @@
-"""Confining file tools to a run's workspace directory."""
+"""Confining file tools to a run's workspace directory, and making sure it is this host's."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from ratchet.contracts import ErrorType
 from ratchet.core.tools import ToolError
 
 _WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -21,6 +25,27 @@ def open_workspace(root: Path, name: str) -> Path:
     if resolved.parent != root:
         raise ToolError(f"workspace {name!r} resolves outside the workspace root")
     return resolved
+
+
+def host_queue(task_queue: str, host_id: str) -> str:
+    """The host task queue `{task_queue}@{host_id}` (the same if `task_queue` is it already)."""
+    suffix = f"@{host_id}"
+    return task_queue if task_queue.endswith(suffix) else task_queue + suffix
+
+
+def require_host(expected: str | None, host_id: str | None) -> None:
+    """A workspace activity sent to the run's own queue (a local activity, or one the worker that
+    scheduled it may take eagerly) acts only on the host holding the workspace, `expected`; on any
+    other it raises NotOnThisHost before acting (benign: logged at DEBUG), and the workflow sends
+    it to the host's queue (workflows/hosts.py). `expected` None: it was sent there already."""
+    if expected is None:
+        return
+    here = host_queue(activity.info().task_queue, host_id) if host_id else None
+    if here != expected:
+        raise ApplicationError(
+            f"the workspace is on {expected}, not on this worker's host ({here})", type=ErrorType.NOT_ON_THIS_HOST,
+            non_retryable=True, category=ApplicationErrorCategory.BENIGN,
+        )
 
 
 def confine(workspace: Path, relative: str) -> Path:

@@ -34,7 +34,8 @@ from bench.report import compute_figures, fmt, markdown
 
 SECTIONS = ("steps", "components", "scaleout", "sandbox", "mcp", "throughput", "sweep", "cached", "long", "profile", "micro")
 FULL = dict(
-    variants=["floor", "ratchet", "regular"], steps=[5, 20, 50], reps=3, warm_runs=2,
+    variants=["floor", "ratchet", "regular", "workspace", "workspace_write", "workspace_2hosts"], steps=[5, 20, 50],
+    reps=3, warm_runs=2,
     component_variants=["ratchet", "ledger", "verify", "no_sa"],
     component_steps=20, component_reps=2, scaleout_steps=20, scaleout_reps=3, scaleout_concurrent=(10, 10),
     sandbox=(20, 3, 5), mcp=(60, 3),
@@ -56,7 +57,7 @@ def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
         "steps": len(cfg["variants"]) * len(cfg["steps"]) * cfg["reps"],
         "components": len(cfg["component_variants"]) * cfg["component_reps"],
         "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1,
-        "throughput": 2 * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
+        "throughput": len(scale.THROUGHPUT_VARIANTS) * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
         "profile": 2, "micro": 1,
     }
     return sum(n for section, n in units.items() if section in only)

@@ -43,6 +43,8 @@ class Variant:
     tool: str = "bench_echo"
     env: tuple[tuple[str, str], ...] = ()
     label: str = ""
+    hosts: int = 1
+    """2: a second worker process (another RATCHET_HOST_ID) polls the same task queue."""
 
 
 VARIANTS = {
@@ -57,8 +59,21 @@ VARIANTS = {
                 label="Ratchet, search-attribute upserts off"),
         Variant("regular", "ratchet", AGENT_WORKFLOW, env=(("BENCH_LOCAL_TOOLS", "0"),),
                 label="Ratchet, every tool a regular activity (RATCHET_LOCAL_TOOLS=false)"),
+        Variant("workspace", "ratchet", AGENT_WORKFLOW, profile="bench_coder", tool="read_file",
+                label="Ratchet, the coder's read_file (a workspace tool; the final answer verified)"),
+        Variant("workspace_write", "ratchet", AGENT_WORKFLOW, profile="bench_coder_write", tool="write_file",
+                label="Ratchet, the coder's write_file (ledger, effect record, undo; no verifier)"),
+        Variant("workspace_2hosts", "ratchet", AGENT_WORKFLOW, profile="bench_coder", tool="read_file", hosts=2,
+                label="Ratchet, read_file with a second host's worker on the same queue"),
     )
 }
+SMALL_FILE = "small.txt"
+"""The file the read_file steps read (in the bench workspace, beside the scripts)."""
+TOOL_ARGUMENTS = {
+    "read_file": lambda i: {"path": SMALL_FILE},
+    "write_file": lambda i: {"path": f"notes/{i % 10}.txt", "content": f"note {i}\n"},
+}
+"""A step's arguments by tool; the others (bench_echo, bench_note) take {"text": i}."""
 
 
 def read_proc(pid: int) -> dict[str, float]:
@@ -83,12 +98,14 @@ class WorkerProcess(workers.WorkerProcess):
     """`async with WorkerProcess(kind, address, root) as w:` a polling worker on its own task queue,
     its output in `root`/<queue>.log."""
 
-    def __init__(self, kind: str, address: str, root: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, kind: str, address: str, root: Path, env: dict[str, str] | None = None,
+                 queue: str | None = None) -> None:
         self.kind, self.address, self.root = kind, address, Path(root)
-        self.queue = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+        self.queue = queue or f"bench-{kind}-{uuid.uuid4().hex[:8]}"
         super().__init__(
             [sys.executable, "-m", "bench.worker_proc", kind, address, self.queue, str(self.root)],
-            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, cwd=REPO, log=self.root / f"{self.queue}.log",
+            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, cwd=REPO,
+            log=self.root / f"{self.queue}{'-' + queue_host(env) if queue else ''}.log",
             ready=READY, ready_timeout=180, name=f"bench worker {kind}",
         )
 
@@ -122,6 +139,14 @@ class Env:
     def worker(self, variant: Variant) -> WorkerProcess:
         return WorkerProcess(variant.worker, self.address, self.root, dict(variant.env))
 
+    def other_hosts(self, variant: Variant, queue: str) -> list[WorkerProcess]:
+        """The workers of a variant's other hosts, on `queue` (shared workspace directory, own host id)."""
+        return [
+            WorkerProcess(variant.worker, self.address, self.root, {**dict(variant.env), "RATCHET_HOST_ID": f"bench-host-{n}"},
+                          queue=queue)
+            for n in range(2, variant.hosts + 1)
+        ]
+
     def client(self, variant: Variant) -> Client:
         return self.raw if variant.worker == "floor" else self.ratchet
 
@@ -137,8 +162,13 @@ async def connect_env(address: str, server_pid: int | None, root: Path) -> Env:
     return Env(address, server_pid, root, await Client.connect(address), await connect(settings))
 
 
+def queue_host(env: dict[str, str] | None) -> str:
+    return (env or {}).get("RATCHET_HOST_ID", "")
+
+
 def script(steps: int, tool: str = "bench_echo") -> list[dict[str, Any]]:
-    calls = [{"tool_calls": [{"name": tool, "arguments": {"text": str(i)}}]} for i in range(steps)]
+    arguments = TOOL_ARGUMENTS.get(tool, lambda i: {"text": str(i)})
+    calls = [{"tool_calls": [{"name": tool, "arguments": arguments(i)}]} for i in range(steps)]
     return calls + [{"content": "done"}]
 
 
@@ -148,6 +178,10 @@ def script_file(root: Path, steps: int, tool: str = "bench_echo") -> str:
     the run input and so out of history."""
     name = f"script-{tool}-{steps}.json"
     path = root / "workspaces" / "bench" / name
+    small = path.parent / SMALL_FILE
+    if not small.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        small.write_text("hello\n")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ratchet.contracts import Budget, FailurePolicy, Verifier
-from ratchet.core.profiles import AgentProfile, register_profile
+from ratchet.core.profiles import CODER, AgentProfile, register_profile
 from ratchet.core.tools import ToolContext, tool, undo_for
 from ratchet.mcp.config import McpToolset
 
@@ -61,6 +61,10 @@ _profile("bench_replay", continue_as_new_events=NO_CONTINUE_AS_NEW)
 """One long history to replay (the bench server's suggested-continue-as-new limit is raised)."""
 _profile("bench_sandbox", tools=["run_command"], allow_irreversible=["run_command"])
 """Every step runs a program in the worker's sandbox (bench/sandbox.py)."""
+register_profile(CODER.model_copy(update={"name": "bench_coder", "budget": BIG_BUDGET}))
+"""The coder profile as shipped (its file tools, `python -m unittest` as its verifier), with the bench's budget."""
+register_profile(CODER.model_copy(update={"name": "bench_coder_write", "budget": BIG_BUDGET, "verifier": None}))
+"""The same tools without a verifier: the cost of a write_file step itself (verification is priced by `verify`)."""
 _profile("bench_mcp", tools=["bench_echo"], mcp=[McpToolset(server="lean"), McpToolset(server="sdk")])
 """`bench_echo` beside its MCP twins `lean__echo` and `sdk__echo` (bench/mcp_calls.py; the worker's
 RATCHET_MCP_SERVERS names the servers)."""

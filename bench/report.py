@@ -23,6 +23,11 @@ TARGETS = {
     "history_bytes_ratio": ("<=", 1.3, "history bytes per step / floor at N max"),
     "history_growth": ("<=", 1.1, "Ratchet bytes/step at N max / at N min"),
     "throughput_ratio": (">=", 1.0, "steps/s Ratchet / floor, 20 runs x 10 steps"),
+    "step_time_ratio_workspace": ("<=", 0.6, "ms/step, the coder's read_file (a workspace tool) / floor at N max"),
+    "step_time_ratio_workspace_write": ("<=", 1.1, "ms/step, the coder's write_file / floor at N max"),
+    "step_time_ratio_workspace_2hosts": ("<=", 0.6, "as step_time_ratio_workspace, a second host's worker on the queue"),
+    "cold_start_ratio_coder": ("<=", 1.2, "first run of the coder's read_file steps in a fresh worker / floor"),
+    "throughput_ratio_workspace": (">=", 1.3, "steps/s, the coder's read_file / floor, 20 runs x 10 steps"),
     "scale_wft_timeouts": ("<=", 0, "workflow task timeouts, 100 agents"),
     "scaleout_step_time_ratio": ("<=", 1.15, "ms/step, Postgres ledger + S3 artifacts / SQLite + directory, same run"),
     "scaleout_worker_cpu_ratio": ("<=", 1.2, "worker CPU per step, Postgres + S3 / SQLite + directory"),
@@ -52,9 +57,13 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
     pair = results.get("throughput") or []
     floor = [c["steps_per_s"] for c in pair if c["variant"] == "floor"]
     ratchet = [c["steps_per_s"] for c in pair if c["variant"] == "ratchet"]
+    workspace = [c["steps_per_s"] for c in pair if c["variant"] == "workspace"]
     if floor and ratchet:
         figures["throughput_ratio"] = median(ratchet) / median(floor)
         figures["throughput_floor_steps_per_s"], figures["throughput_ratchet_steps_per_s"] = median(floor), median(ratchet)
+    if floor and workspace:
+        figures["throughput_ratio_workspace"] = median(workspace) / median(floor)
+        figures["throughput_workspace_steps_per_s"] = median(workspace)
     sweep = results.get("sweep") or []
     headline = next((c for c in sweep if c["agents"] == results["meta"]["headline_agents"]), None)
     if headline:

@@ -51,11 +51,15 @@ async def concurrent_runs(env: Env, variant: Variant, agents: int, steps: int) -
     }
 
 
+THROUGHPUT_VARIANTS = ("floor", "ratchet", "workspace")
+
+
 async def throughput_pair(env: Env, progress: Progress, agents: int, steps: int, reps: int) -> list[dict[str, Any]]:
-    """Floor and Ratchet alternately, `reps` times each."""
+    """The floor, Ratchet and Ratchet with the coder's read_file in turn (the order rotating), `reps` times each."""
     cells = []
     for rep in range(reps):
-        for name in (("floor", "ratchet") if rep % 2 == 0 else ("ratchet", "floor")):
+        turn = rep % len(THROUGHPUT_VARIANTS)
+        for name in THROUGHPUT_VARIANTS[turn:] + THROUGHPUT_VARIANTS[:turn]:
             progress.begin(f"throughput: {name}, {agents} concurrent runs of {steps} steps, rep {rep + 1}/{reps}")
             cells.append(await concurrent_runs(env, VARIANTS[name], agents, steps))
             progress.end(f"{cells[-1]['steps_per_s']:.1f} steps/s")

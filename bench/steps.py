@@ -9,6 +9,7 @@ machine spreads over all variants instead of favouring the one that ran first.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from statistics import median
 from typing import Any
 
@@ -20,7 +21,9 @@ from bench.store_calls import COUNT_ENV
 
 async def step_cell(env: Env, variant: Variant, steps: int, warm_runs: int) -> dict[str, Any]:
     counting = dict(variant.env).get(COUNT_ENV) == "1"
-    async with env.worker(variant) as worker:
+    async with env.worker(variant) as worker, AsyncExitStack() as others:
+        for other in env.other_hosts(variant, worker.queue):
+            await others.enter_async_context(other)
         cold_s, _ = await timed_run(env, variant, steps, worker.queue)
         calls_before = worker.store_calls() if counting else {}
         before, server_before = worker.stats(), env.server_cpu_s()
@@ -111,6 +114,12 @@ def step_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
         "history_bytes_ratio": ("ratchet", large, "bytes_per_step"),
         "history_events_ratio": ("ratchet", large, "events_per_step"),
         "step_time_ratio_regular": ("regular", large, "ms_per_step"),
+        "step_time_ratio_workspace": ("workspace", large, "ms_per_step"),
+        "worker_cpu_ratio_workspace": ("workspace", large, "cpu_ms_per_step"),
+        "history_bytes_ratio_workspace": ("workspace", large, "bytes_per_step"),
+        "cold_start_ratio_coder": ("workspace", small, "cold_s"),
+        "step_time_ratio_workspace_write": ("workspace_write", large, "ms_per_step"),
+        "step_time_ratio_workspace_2hosts": ("workspace_2hosts", large, "ms_per_step"),
         "worker_cpu_ratio_regular": ("regular", large, "cpu_ms_per_step"),
         "history_bytes_ratio_regular": ("regular", large, "bytes_per_step"),
     }

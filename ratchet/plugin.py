@@ -48,7 +48,8 @@ from temporalio.plugin import SimplePlugin
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker, WorkerConfig
 
-from ratchet.activities.checkpoints import CheckpointActivities, host_queue
+from ratchet.activities.checkpoints import CheckpointActivities
+from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.mcp import McpActivities

@@ -60,3 +60,16 @@ async def test_bench_sandbox_cells_time_run_command_steps_under_each_backend(dev
     }, "sandbox": cells}
     assert write(results, tmp_path / "out")["sandbox_step_ratio"] == figures["sandbox_step_ratio"]
     assert "## Sandbox" in (tmp_path / "out" / "latest.md").read_text()
+
+
+async def test_bench_workspace_cells_run_the_coders_file_tools_locally_on_one_and_two_hosts(dev_server, tmp_path):
+    """read_file steps run as local activities where the workflow's worker holds the workspace,
+    also with a second host's worker on the queue; write_file steps are activities on the host queue."""
+    env = await connect_env(dev_server.address, dev_server.process.pid, tmp_path / "work")
+    names = ("workspace", "workspace_write", "workspace_2hosts")
+    cells = await asyncio.gather(*(step_cell(env, VARIANTS[name], 2, warm_runs=1) for name in names))
+    for cell in cells:
+        assert cell["ms_per_step"] > 0 and cell["wft_timeouts"] == 0, cell
+    # `fields` names the payloads of scheduled activities ("tool in: arguments" for a tool activity)
+    tool_activities = {cell["variant"]: any(k.startswith("tool in") for k in cell["fields"]) for cell in cells}
+    assert tool_activities == {"workspace": False, "workspace_write": True, "workspace_2hosts": False}, tool_activities

@@ -55,6 +55,15 @@ async def scheduled_queues(handle: WorkflowHandle) -> list[tuple[str, str]]:
     return found
 
 
+async def activity_failures(handle: WorkflowHandle) -> list[str]:
+    """The failure types of activities that failed on the server."""
+    types = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_failed_event_attributes"):
+            types.append(event.activity_task_failed_event_attributes.failure.application_failure_info.type)
+    return types
+
+
 async def local_failures(handle: WorkflowHandle) -> list[str]:
     """The failure types of local activities that failed (their markers carry the failure)."""
     types = []
@@ -85,6 +94,8 @@ async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, s
     async with build_worker(client, cached, graceful_shutdown_timeout=timedelta(0)):
         handle, scheduled, markers = await run_probe(client, cached)
         plan = (await state_of(handle)).plan
+    # the write goes to the run's own queue (the worker that scheduled it takes it eagerly), not the host's
+    assert ("tool.write_file", settings.task_queue) in await scheduled_queues(handle)
     assert "tool.write_file" in scheduled, "a side effect is never local"
     assert not {"tool.read_file", "tool.list_files", "tool.probe_echo", "workspace.open"} & set(scheduled), scheduled
     assert markers == 5  # workspace.open, read_file twice, list_files, probe_echo
@@ -115,9 +126,12 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
     assert result.phase == Phase.DONE and result.workspace_host == b_queue, result.last_error
     assert tools["call_2_0"].output == "hello" and "a.txt" in tools["call_2_2"].output
     assert (tmp_path / "b" / "w" / "a.txt").read_text() == "hello" and not (tmp_path / "a" / "w" / "a.txt").exists()
-    on_b = [kind for kind, queue in await scheduled_queues(handle) if queue == b_queue]
+    queues = await scheduled_queues(handle)
+    on_b = [kind for kind, queue in queues if queue == b_queue]
     assert sorted(on_b) == ["tool.list_files", "tool.read_file", "tool.read_file", "tool.write_file", "workspace.open"]
     assert await local_failures(handle) == [ErrorType.NOT_ON_THIS_HOST] * 3
+    # the write was first sent to the run's queue: A's worker took it and answered NotOnThisHost without acting
+    assert ("tool.write_file", settings.task_queue) in queues and await activity_failures(handle) == [ErrorType.NOT_ON_THIS_HOST]
     # the misses are recorded: the history replays on a worker of any host
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
     await replayer.replay_workflow(await handle.fetch_history())

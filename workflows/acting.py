@@ -232,6 +232,7 @@ async def _execute_tool(
         invocation.tool, invocation.catalog = spec.name, plan.mcp_ref or ""
     retry = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=spec.max_attempts)
     summary = f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip()
+    missed = False
     if spec.local:  # fast and read-only (see ToolSpec.local): no server round trip
         local = invocation.model_copy(update={"host": state.workspace_host}) if spec.workspace else invocation
         try:
@@ -242,16 +243,23 @@ async def _execute_tool(
         except FailureError as err:
             if not (spec.workspace and hosts.elsewhere(err)):
                 raise
-            # this worker's host does not hold the workspace (it did not act): to the host's queue
-    return await workflow.execute_activity(
-        spec.activity_type, invocation, result_type=ToolResult,
-        start_to_close_timeout=timedelta(seconds=spec.timeout_s),
-        heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else TOOL_HEARTBEAT_TIMEOUT,
-        # an interrupted side effect is waited for until it has stopped: its undo must not run beside it
-        cancellation_type=CANCEL_READ_ONLY if spec.effect == EffectClass.READ_ONLY else CANCEL_SIDE_EFFECT,
-        retry_policy=retry, summary=summary,
-        **hosts.on_host(state.workspace_host if spec.workspace else None, plan),  # on the workspace's host
-    )
+            missed = True  # this worker's host does not hold the workspace (it did not act): to the host's queue
+
+    def schedule(host: str | None, options: dict[str, Any]) -> Awaitable[ToolResult]:
+        return workflow.execute_activity(
+            spec.activity_type, invocation.model_copy(update={"host": host}) if host else invocation,
+            result_type=ToolResult, start_to_close_timeout=timedelta(seconds=spec.timeout_s),
+            heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else TOOL_HEARTBEAT_TIMEOUT,
+            # an interrupted side effect is waited for until it has stopped: its undo must not run beside it
+            cancellation_type=CANCEL_READ_ONLY if spec.effect == EffectClass.READ_ONLY else CANCEL_SIDE_EFFECT,
+            retry_policy=retry, summary=summary, **options,
+        )
+
+    if missed:
+        return await schedule(None, hosts.on_host(state.workspace_host, plan))
+    if spec.workspace:  # on the workspace's host
+        return await hosts.on_workspace_host(state, plan, schedule)
+    return await schedule(None, {})
 
 
 async def _await_approval(

@@ -9,6 +9,7 @@ it. A fork (`AgentRun.resume_from`) starts a new run from another run's checkpoi
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any
 
@@ -81,23 +82,25 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
     """Run the verifier; pass -> checkpoint (True); fail -> evidence to the model (and revert)."""
     assert plan.verifier is not None
     since = state.checkpoints[-1].effects_len if state.checkpoints else 0
-    try:
-        result = await workflow.execute_activity(
-            "checkpoint.verify",
-            VerifyRequest(
-                key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
-                workspace=plan.workspace, verifier=plan.verifier,
-                changed=_changed_files(state.effects[effects_archive.local(state, since):]),
-                sandbox=plan.sandbox,
-            ),
-            result_type=VerifyResult,
-            start_to_close_timeout=timedelta(seconds=plan.verifier.timeout_s + 60),
+    verifier = plan.verifier
+    request = VerifyRequest(
+        key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
+        workspace=plan.workspace, verifier=verifier, changed=_changed_files(state.effects[effects_archive.local(state, since):]),
+        sandbox=plan.sandbox,
+    )
+
+    def schedule(host: str | None, options: dict[str, Any]) -> Awaitable[VerifyResult]:
+        return workflow.execute_activity(
+            "checkpoint.verify", request.model_copy(update={"host": host}) if host else request,
+            result_type=VerifyResult, start_to_close_timeout=timedelta(seconds=verifier.timeout_s + 60),
             # about a minute of attempts: a store outage (the manifest goes to the artifact store) is waited out
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            summary=f"step {state.step}: verify {' '.join(plan.verifier.argv)}"[:200],
-            **hosts.on_host(state.workspace_host, plan),  # in the workspace, on its host
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, summary=f"step {state.step}: verify {' '.join(verifier.argv)}"[:200],
+            **options,
         )
+
+    try:
+        result = await hosts.on_workspace_host(state, plan, schedule)  # in the workspace, on its host
     except ActivityError as err:
         raise_if_cancelled(err)
         if hosts.host_gone(err):

@@ -8,14 +8,18 @@ take it in time is gone, and the run fails over (workflows/failover.py).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from temporalio.exceptions import ApplicationError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
-from ratchet.contracts import ErrorType, RunPlan
+from ratchet.contracts import AgentState, ErrorType, RunPlan
 from ratchet.workflows.errors import root
+
+
+T = TypeVar("T")
 
 
 class HostLost(Exception):
@@ -25,6 +29,27 @@ class HostLost(Exception):
     def __init__(self, host: str | None, what: str) -> None:
         super().__init__(f"{what}: host {host} did not take it (schedule-to-start timeout)")
         self.host = host
+
+
+async def on_workspace_host(
+    state: AgentState, plan: RunPlan, schedule: Callable[[str | None, dict[str, Any]], Awaitable[T]],
+) -> T:
+    """Run a workspace activity: `schedule(host, options)` schedules it with those activity options,
+    told (`host`) which host queue it must run on, None where the options put it there already.
+
+    Where the workspace was bound to the host of the workflow's worker (`plan.local_activities`:
+    a local `workspace.open`), first on the run's own queue with `host` set: the worker that
+    scheduled it takes it eagerly, with no poll of another queue. If another host's worker took it
+    (the run moved, or no slot was free), it answered NotOnThisHost without acting: then on the
+    host's queue, as always without a local binding."""
+    host = state.workspace_host
+    if host is not None and plan.local_activities:
+        try:
+            return await schedule(host, {})
+        except ActivityError as err:
+            if not elsewhere(err):
+                raise
+    return await schedule(None, on_host(host, plan))
 
 
 def on_host(host: str | None, plan: RunPlan) -> dict[str, Any]:

@@ -154,7 +154,8 @@ def _build_tools() -> dict[str, Path]:
 
 def _vendored_source(tmp: Path, log) -> Path:
     """llama.cpp's source tree from the llama-cpp-python sdist (from the package index, as pip fetches it)."""
-    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(tmp),
+    # `--no-binary llama-cpp-python`, not `:all:`: that would build the sdist's build backend (cmake) from source too
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python", "--dest", str(tmp),
           f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], log)
     [sdist] = tmp.glob("llama_cpp_python-*.tar.gz")
     with tarfile.open(sdist) as archive:

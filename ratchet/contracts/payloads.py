@@ -91,9 +91,9 @@ class ToolInvocation(BaseModel):
     """For a tool of an MCP server (activity `mcp.<server>`, which then needs `tool` too): the digest
     of the run's pinned MCP tool list (`RunPlan.mcp_ref`). Empty for every other tool."""
     host: str | None = None
-    """For a read-only workspace tool tried as a local activity: the host queue holding the run's
-    workspace (`AgentState.workspace_host`). A worker of another host answers NotOnThisHost
-    without acting."""
+    """For a workspace tool sent to the run's own queue (a local activity, or an activity the
+    workflow's worker may take eagerly): the host queue holding the run's workspace
+    (`AgentState.workspace_host`). A worker of another host answers NotOnThisHost without acting."""
 
 
 class ToolResult(BaseModel):
@@ -136,6 +136,8 @@ class VerifyRequest(BaseModel):
     )
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """The run's sandbox policy: the verifier runs in it as `run_command` does."""
+    host: str | None = None
+    """As `ToolInvocation.host`: sent to the run's own queue, it runs only on this host queue."""
 
 
 class VerifyResult(BaseModel):
