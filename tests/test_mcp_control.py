@@ -64,9 +64,15 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
         assert "sent to" in await use(mcp, "send_message", workflow_id=wid, text="please stop soon")
         plan = await use(mcp, "rollback_plan", workflow_id=wid, checkpoint_id="cp-1")
         assert [(p["tool"], p["action"]) for p in plan] == [("write_file", "undo")]
-        report = await use(mcp, "rollback", workflow_id=wid, checkpoint_id="cp-1", then="stop")
-        assert len(report["undone"]) == 1
+        outcome = await use(mcp, "rollback", workflow_id=wid, checkpoint_id="cp-1", then="stop")
+        assert outcome["running"] and len(outcome["report"]["undone"]) == 1
         await until(mcp, wid, lambda s: s["phase"] == "ROLLED_BACK")
         assert (settings.workspace_root / "mcp-control" / "a.txt").read_text() == "v1\n"
+        # the run is closed now: its plan and its rollback go through a RollbackWorkflow, as with the CLI
+        plan = await use(mcp, "rollback_plan", workflow_id=wid, checkpoint_id="start")
+        assert [(p["tool"], p["action"]) for p in plan] == [("write_file", "undo")]  # v1; v2 was undone
+        outcome = await use(mcp, "rollback", workflow_id=wid, checkpoint_id="start")
+        assert not outcome["running"] and outcome["rollback_workflow_id"] == f"{wid}/rollback/start"
+        assert len(outcome["report"]["undone"]) == 1 and not (settings.workspace_root / "mcp-control" / "a.txt").exists()
         bad = await mcp.call_tool("start_run", {"agent": "saga", "objective": ""})
         assert bad.is_error and "objective" in bad.content[0].text

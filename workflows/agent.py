@@ -28,7 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from ratchet.contracts import (
     AGENT_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Continuation, DecideRequest, Decision, EffectClass,
     EffectStatus, ErrorType, Message, ModelReply, ModelRequest, Phase, PlanRun, RejectRequest, RollbackPlanItem,
-    OutcomeDecision, RollbackReport, RollbackRequest, RunPlan, Transcript, TranscriptPage, scrub_text,
+    OutcomeDecision, RollbackReport, RollbackRequest, RunMessages, RunPlan, Transcript, TranscriptPage, scrub_text,
 )
 from ratchet.core import budget as budgets
 from ratchet.workflows import acting, approvals, checkpoints, effects_archive, failover, handover, interrupts, outcomes, saga
@@ -120,11 +120,11 @@ class AgentWorkflow:
 
     # --- queries and updates -------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=RunMessages.STATE)
     def state(self) -> AgentState | None:
         return self._state
 
-    @workflow.query
+    @workflow.query(name=RunMessages.TRANSCRIPT)
     def transcript(self, page: TranscriptPage) -> Transcript:
         """The conversation, paged (`state` has everything; this stays small)."""
         state = self._require_state()
@@ -135,7 +135,7 @@ class AgentWorkflow:
             messages=state.messages[start : start + page.limit],
         )
 
-    @workflow.signal
+    @workflow.signal(name=RunMessages.SEND_MESSAGE)
     def send_message(self, text: str) -> None:
         """A user message, added to the conversation at the next step boundary."""
         if not isinstance(text, str) or not text.strip():
@@ -143,11 +143,11 @@ class AgentWorkflow:
         text = scrub_text(text[:100_000])
         (self._state.inbox if self._state is not None else self._early_inbox).append(text)
 
-    @workflow.signal
+    @workflow.signal(name=RunMessages.PAUSE)
     def pause(self) -> None:
         self._set_paused(True)
 
-    @workflow.signal
+    @workflow.signal(name=RunMessages.RESUME)
     def resume(self) -> None:
         self._set_paused(False)
 
@@ -157,7 +157,7 @@ class AgentWorkflow:
         else:
             self._state.paused = paused
 
-    @workflow.update
+    @workflow.update(name=RunMessages.APPROVE)
     def approve(self, request: ApproveRequest) -> str:
         self._require_state().decisions[request.call_id] = Decision(approved=True)
         return f"approved {request.call_id}"
@@ -166,7 +166,7 @@ class AgentWorkflow:
     def _validate_approve(self, request: ApproveRequest) -> None:
         approvals.validate_decision(self._require_state(), request.call_id)
 
-    @workflow.update
+    @workflow.update(name=RunMessages.REJECT)
     def reject(self, request: RejectRequest) -> str:
         self._require_state().decisions[request.call_id] = Decision(approved=False, reason=request.reason)
         return f"rejected {request.call_id}"
@@ -175,7 +175,7 @@ class AgentWorkflow:
     def _validate_reject(self, request: RejectRequest) -> None:
         approvals.validate_decision(self._require_state(), request.call_id)
 
-    @workflow.update
+    @workflow.update(name=RunMessages.DECIDE)
     def decide(self, request: DecideRequest) -> str:
         """Decide what happens to a call whose outcome is unknown (workflows/outcomes.py)."""
         self._require_state().outcome_decisions[request.call_id] = OutcomeDecision(
@@ -187,13 +187,13 @@ class AgentWorkflow:
     def _validate_decide(self, request: DecideRequest) -> None:
         outcomes.validate(self._require_state(), request.call_id)
 
-    @workflow.query
+    @workflow.query(name=RunMessages.ROLLBACK_PLAN)
     def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """Dry run: the effects a rollback to `checkpoint_id` would undo, newest first."""
         state = self._require_state()
         return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
 
-    @workflow.update
+    @workflow.update(name=RunMessages.ROLLBACK)
     async def rollback(self, request: RollbackRequest) -> RollbackReport:
         """Undo every effect above the checkpoint (newest first), restore the conversation to it,
         then continue or stop as asked. Served at once: the step in flight is interrupted

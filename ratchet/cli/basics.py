@@ -16,17 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 from pathlib import Path
 
-from pydantic import ValidationError
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
-
-from ratchet.cli.runs import _client, _state, _sync, watch
-from ratchet.cli.verbs import verb, workflow_id
-from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun, DecideRequest, Message, OutcomeChoice, TranscriptPage
-from ratchet.ops.settings import load_settings
-from ratchet.workflows.agent import AgentWorkflow
+from ratchet.cli.runs import watch
+from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
+from ratchet.client import InvalidInput, Refused, RunFailed, validated_run
+from ratchet.contracts import AgentRun, OutcomeChoice
 
 
 class InvalidRun(Exception):
@@ -50,10 +45,9 @@ def run_from(args: argparse.Namespace) -> AgentRun:
     if args.max_steps is not None:
         fields.setdefault("budget", {})["max_steps"] = args.max_steps
     try:
-        return AgentRun.model_validate(fields)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'run'}: {e['msg']}" for e in exc.errors())
-        raise InvalidRun(f"invalid run: {problems}") from None
+        return validated_run(fields)
+    except InvalidInput as exc:
+        raise InvalidRun(str(exc)) from None
 
 
 async def start(args: argparse.Namespace) -> int:
@@ -62,56 +56,37 @@ async def start(args: argparse.Namespace) -> int:
     except InvalidRun as exc:
         print(f"ratchet start: {exc}", file=sys.stderr)
         return 2
-    client = await _client()
-    workflow_id = args.id or f"{run.agent}-{uuid.uuid4().hex[:8]}"
-    await client.start_workflow(
-        AGENT_WORKFLOW, run.model_dump(exclude_none=True, mode="json"), id=workflow_id,
-        task_queue=load_settings().task_queue,
-    )
-    print(f"started {workflow_id}", flush=True)
+    try:
+        handle = await (await connected()).start(run, args.id)
+    except Refused as exc:
+        print(f"ratchet start: {exc.reason}", file=sys.stderr)
+        return 2
+    print(f"started {handle.workflow_id}", flush=True)
     if not args.follow:
         return 0
-    return await watch(argparse.Namespace(workflow_id=workflow_id, interval=1.0, once=False))
-
-
-def list_query(args: argparse.Namespace) -> str:
-    clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
-    if args.phase:
-        clauses.append(f'RatchetPhase="{args.phase}"')
-    if args.agent:
-        clauses.append(f'RatchetAgent="{args.agent}"')
-    if args.running:
-        clauses.append('ExecutionStatus="Running"')
-    return " AND ".join(clauses)
+    return await watch(argparse.Namespace(workflow_id=handle.workflow_id, interval=1.0, once=False))
 
 
 async def list_runs(args: argparse.Namespace) -> int:
-    client = await _client()
+    runs = await (await connected()).list(agent=args.agent, phase=args.phase, running=args.running, limit=args.limit)
     print(f"{'workflow id':<36} {'status':<11} {'agent':<14} {'phase':<18} started")
-    shown = 0
-    async for run in client.list_workflows(list_query(args), limit=args.limit):
-        attributes = run.search_attributes
-        agent = (attributes.get("RatchetAgent") or ["-"])[0]
-        phase = (attributes.get("RatchetPhase") or ["-"])[0]
-        status = run.status.name if run.status else "-"
-        print(f"{run.id:<36} {status:<11} {agent:<14} {phase:<18} {run.start_time:%Y-%m-%d %H:%M:%S}")
-        shown += 1
-    if not shown:
+    for run in runs:
+        started = f"{run.start_time:%Y-%m-%d %H:%M:%S}" if run.start_time else "-"
+        print(f"{run.workflow_id:<36} {run.status:<11} {run.agent or '-':<14} {run.phase or '-':<18} {started}")
+    if not runs:
         print("(no runs match)")
     return 0
 
 
 async def result(args: argparse.Namespace) -> int:
-    handle = (await _client()).get_workflow_handle(args.workflow_id, result_type=AgentResult)
-    if args.no_wait:
-        description = await handle.describe()
-        if description.status == WorkflowExecutionStatus.RUNNING:
-            print(f"{args.workflow_id}: still running")
-            return 3
+    run = (await connected()).get(args.workflow_id)
+    if args.no_wait and await run.running():
+        print(f"{args.workflow_id}: still running")
+        return 3
     try:
-        outcome = await handle.result()
-    except WorkflowFailureError as exc:
-        print(f"{args.workflow_id}: {exc.cause or exc}")
+        outcome = await run.result()
+    except RunFailed as exc:
+        print(f"{args.workflow_id}: {exc.reason}")
         return 1
     print(json.dumps({"phase": outcome.phase, "answer": outcome.answer, "steps": outcome.steps,
                       "last_error": outcome.last_error, "used": outcome.used.model_dump()}, indent=2))
@@ -119,7 +94,7 @@ async def result(args: argparse.Namespace) -> int:
 
 
 async def cancel(args: argparse.Namespace) -> int:
-    await (await _client()).get_workflow_handle(args.workflow_id).cancel()
+    await (await connected()).get(args.workflow_id).cancel()
     print(f"cancel requested for {args.workflow_id}: the running step is cancelled and the run ends "
           "under its failure policy (`ratchet watch` follows it)")
     return 0
@@ -128,36 +103,19 @@ async def cancel(args: argparse.Namespace) -> int:
 async def transcript(args: argparse.Namespace) -> int:
     """A page of the conversation. The run's state holds the recent part; earlier messages (before
     a continue-as-new) are read from the transcript artifact in the artifact store."""
-    client = await _client()
-    handle = client.get_workflow_handle(args.workflow_id)
-    page = await handle.query(AgentWorkflow.transcript, TranscriptPage(offset=args.offset, limit=args.limit))
-    messages: list[tuple[int, Message]] = list(enumerate(page.messages, start=page.offset))
-    if args.offset < page.offset:
-        earlier = _earlier(await _state(client, args.workflow_id), args.offset, min(page.offset, args.offset + args.limit))
-        messages = (earlier + messages)[: args.limit]
-    for index, message in messages:
+    page = await (await connected()).get(args.workflow_id).transcript(args.offset, args.limit)
+    for index, message in enumerate(page.messages, start=page.offset):
         print(json.dumps({"index": index, **message.model_dump(exclude_none=True)}))
-    print(f"# {len(messages)} of {page.total} messages", file=sys.stderr)
+    print(f"# {len(page.messages)} of {page.total} messages", file=sys.stderr)
     return 0
 
 
-def _earlier(state, start: int, stop: int) -> list[tuple[int, Message]]:
-    from ratchet.stores import transcripts
-    from ratchet.stores.urls import open_artifacts
-
-    if state.transcript is None:
-        return []
-    conversation = transcripts.read_all(open_artifacts(load_settings().artifact_store_url), state.transcript)
-    return list(enumerate(conversation[start:stop], start=start))
-
-
 async def decide(args: argparse.Namespace) -> int:
-    request = DecideRequest(call_id=args.call_id, choice=args.choice, result=args.result, reason=args.reason)
-    handle = (await _client()).get_workflow_handle(args.workflow_id)
+    run = (await connected()).get(args.workflow_id)
     try:
-        print(await handle.execute_update("decide", request, result_type=str))
-    except WorkflowUpdateFailedError as exc:
-        print(f"decide refused: {exc.cause}")
+        print(await run.decide(args.call_id, args.choice, result=args.result, reason=args.reason))
+    except Refused as exc:
+        print(exc)
         return 1
     return 0
 
@@ -176,24 +134,24 @@ def register(sub) -> None:
     cmd.add_argument("--workspace", help="workspace directory name (default: derived from the workflow id)")
     cmd.add_argument("--max-steps", type=int, help="step budget for this run")
     cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
-    cmd.set_defaults(fn=_sync(start))
+    cmd.set_defaults(fn=run_verb(start))
     cmd = verb(sub, "list", "list runs (newest first)", "ratchet list --phase AWAITING_APPROVAL",
                description="List agent runs from Temporal's visibility store, with their agent and phase.")
     cmd.add_argument("--phase", help="only runs in this phase (RUNNING, AWAITING_APPROVAL, PAUSED, DONE, FAILED, ...)")
     cmd.add_argument("--agent", help="only runs of this agent profile")
     cmd.add_argument("--running", action="store_true", help="only runs still open")
     cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
-    cmd.set_defaults(fn=_sync(list_runs))
+    cmd.set_defaults(fn=run_verb(list_runs))
     cmd = verb(sub, "result", "wait for a run's result and print it", "ratchet result ops-7",
                description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
                "--no-wait while it still runs.")
     workflow_id(cmd)
     cmd.add_argument("--no-wait", action="store_true", help="do not wait for a running run")
-    cmd.set_defaults(fn=_sync(result))
+    cmd.set_defaults(fn=run_verb(result))
     cmd = verb(sub, "cancel", "cancel a run (its failure policy applies)", "ratchet cancel ops-7",
                description="Request cancellation: the running step is cancelled and the run ends under its failure policy.")
     workflow_id(cmd)
-    cmd.set_defaults(fn=_sync(cancel))
+    cmd.set_defaults(fn=run_verb(cancel))
     cmd = verb(sub, "transcript", "print a page of a run's conversation as JSON lines",
                "ratchet transcript ops-7 --offset 0 --limit 20",
                description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
@@ -201,7 +159,7 @@ def register(sub) -> None:
     workflow_id(cmd)
     cmd.add_argument("--offset", type=int, default=0, help="first message (default: %(default)s)")
     cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
-    cmd.set_defaults(fn=_sync(transcript))
+    cmd.set_defaults(fn=run_verb(transcript))
     cmd = verb(
         sub, "decide", "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
         "ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",
@@ -214,4 +172,4 @@ def register(sub) -> None:
     cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice], help="what happens to the call")
     cmd.add_argument("--result", help="with assume_done: the call's output as the model will see it")
     cmd.add_argument("--reason", default="", help="why (recorded in the run's state)")
-    cmd.set_defaults(fn=_sync(decide))
+    cmd.set_defaults(fn=run_verb(decide))

@@ -52,7 +52,7 @@ def _health(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from ratchet.mcp.server import main as mcp_main
+    from ratchet.cli.mcp_server import main as mcp_main
 
     return mcp_main(args)
 

@@ -19,37 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import uuid
 
-from temporalio.client import (
-    Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError,
-)
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
-
-from ratchet.contracts import (
-    ROLLBACK_WORKFLOW, TO_START, AgentState, ApproveRequest, ClosedRollback, Phase, RejectRequest, RollbackPlanItem,
-    RollbackReport, RollbackRequest, RollbackRun, rollback_id,
-)
-from ratchet.cli.verbs import verb, workflow_id
-from ratchet.ops.settings import load_settings
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
-
-
-async def _client() -> Client:
-    from ratchet.plugin import connect
-
-    return await connect(load_settings())
-
-
-async def _state(client: Client, workflow_id: str) -> AgentState:
-    return await client.get_workflow_handle(workflow_id).query(AgentWorkflow.state)
+from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
+from ratchet.client import NotStartedYet, Refused, RollbackOutcome, RunFailed
+from ratchet.contracts import ROLLBACK_WORKFLOW, TO_START, AgentState, Phase, RollbackPlanItem
 
 
 async def checkpoints(args: argparse.Namespace) -> int:
-    state = await _state(await _client(), args.workflow_id)
+    state = await (await connected()).get(args.workflow_id).state()
     if not state.checkpoints:
         print(f"{args.workflow_id}: no checkpoints yet (phase {state.phase}, step {state.step})")
         return 0
@@ -65,81 +42,39 @@ async def checkpoints(args: argparse.Namespace) -> int:
 
 async def rollback(args: argparse.Namespace) -> int:
     """A running run rolls back through its `rollback` update; a closed one through a
-    `RollbackWorkflow` (workflows/closed_rollback.py)."""
-    client = await _client()
-    handle = client.get_workflow_handle(args.workflow_id)
-    if await _running(handle):
-        try:
-            return await _rollback_running(handle, args)
-        except RPCError:
-            if await _running(handle):
-                raise
-            print(f"{args.workflow_id} closed meanwhile: rolling back the closed run")
-    return await _rollback_closed(client, args)
-
-
-async def _running(handle: WorkflowHandle) -> bool:
-    return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-
-
-async def _rollback_running(handle: WorkflowHandle, args: argparse.Namespace) -> int:
+    `RollbackWorkflow` (workflows/closed_rollback.py): `RunHandle.rollback`."""
+    run = (await connected()).get(args.workflow_id)
     try:
-        plan = await handle.query(AgentWorkflow.rollback_plan, args.checkpoint_id)
-        if any(item.action == "archived" for item in plan):
-            plan = await _with_archived(handle, args.checkpoint_id)
-    except WorkflowQueryFailedError as exc:
-        print(f"rollback refused: {exc}")
+        outcome = await run.rollback(args.checkpoint_id, then=args.then, dry_run=args.dry_run)
+    except Refused as exc:
+        print(exc)
         return 1
-    _print_plan(plan)
-    if args.dry_run:
+    except RunFailed as exc:
+        print(f"rollback failed ({exc.workflow_id}): {exc.reason}")
+        return 1
+    return _show_running(outcome) if outcome.running else _show_closed(outcome, args)
+
+
+def _show_running(outcome: RollbackOutcome) -> int:
+    _print_plan(outcome.plan)
+    if outcome.report is None:  # a dry run
         return 0
-    try:
-        report = await handle.execute_update(
-            "rollback", RollbackRequest(checkpoint_id=args.checkpoint_id, then=args.then), result_type=RollbackReport
-        )
-    except WorkflowUpdateFailedError as exc:
-        print(f"rollback refused: {exc.cause}")
-        return 1
-    print(json.dumps(report.model_dump(), indent=2))
-    return 0 if report.clean else 1
+    print(json.dumps(outcome.report.model_dump(), indent=2))
+    return 0 if outcome.report.clean else 1
 
 
-async def _with_archived(handle: WorkflowHandle, checkpoint_id: str) -> list[RollbackPlanItem]:
-    """The plan with the effects a long run archived listed one by one, read from the artifact
-    store (workflows/effects_archive.py), as the rollback itself will load them."""
-    from ratchet.activities.archive import load_archived
-    from ratchet.stores.urls import open_artifacts
-    from ratchet.workflows import checkpoints, saga
-
-    state = await handle.query(AgentWorkflow.state)
-    store = open_artifacts(load_settings().artifact_store_url)
-    state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
-    return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
-
-
-async def _rollback_closed(client: Client, args: argparse.Namespace) -> int:
-    """Start (or join) the closed run's `RollbackWorkflow` under the id derived from the request: a
-    rollback that completed before is not run again, its result is shown."""
-    request = RollbackRun(workflow_id=args.workflow_id, checkpoint_id=args.checkpoint_id, dry_run=args.dry_run)
-    workflow_id = rollback_id(request.workflow_id, request.checkpoint_id, request.dry_run)
-    reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if args.dry_run else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
-    try:
-        handle = await client.start_workflow(
-            ROLLBACK_WORKFLOW, request, id=workflow_id, task_queue=load_settings().task_queue, result_type=ClosedRollback,
-            id_reuse_policy=reuse, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-    except WorkflowAlreadyStartedError:
-        handle = client.get_workflow_handle(workflow_id, result_type=ClosedRollback)
-        print(f"{args.workflow_id} was rolled back to {args.checkpoint_id} before, by workflow {workflow_id}; its result:")
-    try:
-        result = await handle.result()
-    except WorkflowFailureError as exc:
-        print(f"rollback failed ({workflow_id}): {getattr(exc.cause, 'message', exc.cause)}")
-        return 1
-    print(f"{args.workflow_id}: closed {result.status} ({result.phase}); rollback workflow {workflow_id}")
-    _print_plan(result.plan)
-    if result.report is not None:
-        print(json.dumps(result.report.model_dump(), indent=2))
+def _show_closed(outcome: RollbackOutcome, args: argparse.Namespace) -> int:
+    closed = outcome.closed
+    assert closed is not None
+    if outcome.closed_meanwhile:
+        print(f"{args.workflow_id} closed meanwhile: rolling back the closed run")
+    if outcome.earlier:
+        print(f"{args.workflow_id} was rolled back to {args.checkpoint_id} before, by workflow "
+              f"{outcome.rollback_workflow_id}; its result:")
+    print(f"{args.workflow_id}: closed {closed.status} ({closed.phase}); rollback workflow {outcome.rollback_workflow_id}")
+    _print_plan(closed.plan)
+    if closed.report is not None:
+        print(json.dumps(closed.report.model_dump(), indent=2))
     return 0
 
 
@@ -151,16 +86,8 @@ def _print_plan(plan: list[RollbackPlanItem]) -> None:
 
 
 async def fork(args: argparse.Namespace) -> int:
-    client = await _client()
-    source = await _state(client, args.workflow_id)
-    run = source.run.model_copy(
-        update={"resume_from": {"workflow_id": args.workflow_id, "checkpoint_id": args.checkpoint_id},
-                "objective": args.objective or source.run.objective, "workspace": None}
-    )
-    new_id = args.new_id or f"{args.workflow_id}-fork-{uuid.uuid4().hex[:6]}"
-    settings = load_settings()
-    await client.start_workflow(AGENT_WORKFLOW, run.model_dump(exclude_none=True), id=new_id, task_queue=settings.task_queue)
-    print(f"started {new_id} from {args.workflow_id} {args.checkpoint_id}")
+    forked = await (await connected()).get(args.workflow_id).fork(args.checkpoint_id, args.objective, args.new_id)
+    print(f"started {forked.workflow_id} from {args.workflow_id} {args.checkpoint_id}")
     return 0
 
 
@@ -169,7 +96,7 @@ def register(sub) -> None:
     cmd = verb(sub, "checkpoints", "list a run's checkpoints with their evidence (tests run, patch)",
                "ratchet checkpoints fix-42")
     workflow_id(cmd)
-    cmd.set_defaults(fn=_sync(checkpoints))
+    cmd.set_defaults(fn=run_verb(checkpoints))
     cmd = verb(
         sub, "rollback", "undo a run's effects back to a checkpoint (a running or a closed run)",
         "ratchet rollback fix-42 cp-1 --dry-run\n         ratchet rollback fix-42 cp-1 --then stop",
@@ -182,66 +109,63 @@ def register(sub) -> None:
     cmd.add_argument("--then", choices=["continue", "stop"], default="continue",
                      help="a running run: go on from the checkpoint or stop (default: %(default)s)")
     cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
-    cmd.set_defaults(fn=_sync(rollback))
+    cmd.set_defaults(fn=run_verb(rollback))
     cmd = verb(sub, "fork", "start a new run from another run's checkpoint (its state and workspace files)",
                "ratchet fork fix-42 cp-1 --objective 'try another approach'")
     workflow_id(cmd)
     cmd.add_argument("checkpoint_id", help="the source run's checkpoint (`ratchet checkpoints`)")
     cmd.add_argument("--objective", help="objective for the new run (default: the source's)")
     cmd.add_argument("--new-id", help="workflow id of the new run")
-    cmd.set_defaults(fn=_sync(fork))
-
-
-def _sync(fn):
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return asyncio.run(fn(args))
-        except RPCError as exc:
-            print(f"ratchet: {exc}")
-            return 2
-
-    return run
+    cmd.set_defaults(fn=run_verb(fork))
 
 
 async def approve(args: argparse.Namespace) -> int:
-    return await _decide(args.workflow_id, "approve", ApproveRequest(call_id=args.call_id))
+    return await _answer((await connected()).get(args.workflow_id).approve(args.call_id))
 
 
 async def reject(args: argparse.Namespace) -> int:
-    return await _decide(args.workflow_id, "reject", RejectRequest(call_id=args.call_id, reason=args.reason))
+    return await _answer((await connected()).get(args.workflow_id).reject(args.call_id, args.reason))
 
 
-async def _decide(workflow_id: str, update: str, request) -> int:
-    handle = (await _client()).get_workflow_handle(workflow_id)
+async def _answer(update) -> int:
+    """Print an update's answer; a refusal (`approve refused: ...`) exits 1."""
     try:
-        print(await handle.execute_update(update, request, result_type=str))
-    except WorkflowUpdateFailedError as exc:
-        print(f"{update} refused: {exc.cause}")
+        print(await update)
+    except Refused as exc:
+        print(exc)
         return 1
     return 0
 
 
 async def send(args: argparse.Namespace) -> int:
-    await (await _client()).get_workflow_handle(args.workflow_id).signal("send_message", args.text)
+    await (await connected()).get(args.workflow_id).send(args.text)
     print(f"sent to {args.workflow_id}; it joins the conversation at the next step boundary")
     return 0
 
 
 async def watch(args: argparse.Namespace) -> int:
-    """Live view: phase, step, budget, pending approvals, checkpoints, until the run closes."""
-    client = await _client()
-    handle = client.get_workflow_handle(args.workflow_id)
+    """Live view: phase, step, budget, pending approvals, checkpoints, until the run closes; a run
+    that ends otherwise than DONE or ROLLED_BACK shows why."""
+    run = (await connected()).get(args.workflow_id)
     last = ""
     while True:
-        state = await _state(client, args.workflow_id)
-        view = render(state)
+        try:
+            state = await run.state()
+        except NotStartedYet:
+            state = None
+        view = render(state) if state is not None else f"[{Phase.STARTING}] step 0"
         if view != last:
             print(view, flush=True)
             last = view
-        if state.phase.terminal or args.once:
+        if state is not None and (state.phase.terminal or args.once):
             return 0 if state.phase in (Phase.DONE, Phase.ROLLED_BACK) or args.once else 1
-        description = await handle.describe()
-        if description.status is not None and description.status.name != "RUNNING":
+        if args.once:
+            return 0
+        if not await run.running():
+            try:
+                await run.result()
+            except RunFailed as exc:
+                print(f"  failed: {exc.reason}", flush=True)
             return 1
         await asyncio.sleep(args.interval)
 
@@ -281,21 +205,21 @@ def register_background(sub) -> None:
                "ratchet approve ops-7 call_3_0")
     workflow_id(cmd)
     cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
-    cmd.set_defaults(fn=_sync(approve))
+    cmd.set_defaults(fn=run_verb(approve))
     cmd = verb(sub, "reject", "reject a tool call waiting for a person; the reason goes to the model",
                "ratchet reject ops-7 call_3_1 --reason 'not during business hours'")
     workflow_id(cmd)
     cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
     cmd.add_argument("--reason", default="rejected by a person", help="what the model is told (default: %(default)r)")
-    cmd.set_defaults(fn=_sync(reject))
+    cmd.set_defaults(fn=run_verb(reject))
     cmd = verb(sub, "send", "send the agent a message (it joins the conversation at the next step boundary)",
                "ratchet send ops-7 'also update the runbook'")
     workflow_id(cmd)
     cmd.add_argument("text", help="the message")
-    cmd.set_defaults(fn=_sync(send))
+    cmd.set_defaults(fn=run_verb(send))
     cmd = verb(sub, "watch", "live view of a run (phase, step, budget, waiting calls, checkpoints) until it ends",
                "ratchet watch ops-7 --once")
     workflow_id(cmd)
     cmd.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default: %(default)s)")
     cmd.add_argument("--once", action="store_true", help="print the current view and exit")
-    cmd.set_defaults(fn=_sync(watch))
+    cmd.set_defaults(fn=run_verb(watch))

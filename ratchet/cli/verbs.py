@@ -1,8 +1,15 @@
-"""One way to declare a `ratchet` verb: a one-line help, a description and an example."""
+"""One way to declare a `ratchet` verb (a one-line help, a description and an example), and to run
+one against Ratchet's client."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ratchet.client import RatchetClient
 
 
 def verb(sub, name: str, help: str, example: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -15,3 +22,25 @@ def verb(sub, name: str, help: str, example: str, description: str | None = None
 
 def workflow_id(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("workflow_id", help="the run's workflow id")
+
+
+async def connected() -> RatchetClient:
+    """The client of the run verbs, from the environment's settings (TEMPORAL_*, RATCHET_*)."""
+    from ratchet.client import RatchetClient
+
+    return await RatchetClient.connect()
+
+
+def run_verb(fn: Callable[[argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    """`fn` as a verb: a RatchetError it did not handle (no such run, Temporal unreachable) is one
+    line and exit status 2."""
+    from ratchet.client import RatchetError
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return asyncio.run(fn(args))
+        except RatchetError as exc:
+            print(f"ratchet: {exc}")
+            return 2
+
+    return run

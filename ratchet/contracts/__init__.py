@@ -17,7 +17,7 @@ from ratchet.contracts.base import (
     ErrorType, NAME_PATTERN, MAX_OBJECTIVE_CHARS, valid_unicode, scrub_text, Strict, Phase, TERMINAL_PHASES, EffectClass, FailurePolicy, ArtifactRef,
 )
 from ratchet.contracts.run import (
-    AGENT_WORKFLOW, STATE_QUERY, ScriptedToolCall, ScriptedReply, ModelOverride, BudgetOverride, ResumeFrom, AgentRun, RollbackRequest, ApproveRequest, RejectRequest, TranscriptPage,
+    AGENT_WORKFLOW, STATE_QUERY, RunMessages, ScriptedToolCall, ScriptedReply, ModelOverride, BudgetOverride, ResumeFrom, AgentRun, RollbackRequest, ApproveRequest, RejectRequest, TranscriptPage,
 )
 from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.contracts.plan import (
@@ -37,6 +37,7 @@ from ratchet.contracts.rollback import (
 __all__ = [
     "AGENT_WORKFLOW",
     "STATE_QUERY",
+    "RunMessages",
     "ErrorType",
     "NAME_PATTERN",
     "MAX_OBJECTIVE_CHARS",

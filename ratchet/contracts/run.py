@@ -14,8 +14,24 @@ from ratchet.contracts.base import MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePol
 AGENT_WORKFLOW = "AgentWorkflow"
 """The workflow type a run is started as: `temporal workflow start --type AgentWorkflow`."""
 STATE_QUERY = "state"
-"""The query that returns a run's `AgentState` (`temporal workflow query --name state`); Python
-callers outside activities use the typed handle `handle.query(AgentWorkflow.state)`."""
+"""The query that returns a run's `AgentState` (`temporal workflow query --name state`)."""
+
+
+class RunMessages:
+    """The names of `AgentWorkflow`'s queries, signals and updates, as `temporal workflow query |
+    signal | update execute --name` takes them; the workflow's handlers and `ratchet.client` use
+    these, nothing else spells them."""
+
+    STATE = STATE_QUERY
+    TRANSCRIPT = "transcript"
+    ROLLBACK_PLAN = "rollback_plan"
+    SEND_MESSAGE = "send_message"
+    PAUSE = "pause"
+    RESUME = "resume"
+    APPROVE = "approve"
+    REJECT = "reject"
+    DECIDE = "decide"
+    ROLLBACK = "rollback"
 
 class ScriptedToolCall(Strict):
     name: str

@@ -1,0 +1,53 @@
+"""What `ratchet.client` raises: typed, each with the message a person needs, never a raw RPCError."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+class RatchetError(Exception):
+    """Talking to a run failed (the base of the errors below; also Temporal being unreachable)."""
+
+
+class RunNotFound(RatchetError):
+    """No run (workflow execution) with this id in the namespace."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"{workflow_id}: run not found")
+        self.workflow_id = workflow_id
+
+
+class Refused(RatchetError):
+    """The run refused the request (an update's validator, a query's error): `reason` is its word."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what} refused: {reason}")
+        self.what, self.reason = what, reason
+
+
+class NotStartedYet(RatchetError):
+    """The run exists but has no state yet (its first workflow task has not run): ask again."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"{workflow_id} has not started its first step yet; ask again")
+        self.workflow_id = workflow_id
+
+
+class InvalidInput(RatchetError, ValueError):
+    """A request that cannot be sent: `problems` names each field (`budget.max_steps: ...`)."""
+
+    def __init__(self, what: str, problems: list[str]) -> None:
+        super().__init__(f"invalid {what}: {'; '.join(problems)}")
+        self.what, self.problems = what, problems
+
+    @classmethod
+    def of(cls, what: str, exc: ValidationError) -> InvalidInput:
+        return cls(what, [f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors()])
+
+
+class RunFailed(RatchetError):
+    """`result()` of a run that ended failed (or was cancelled or terminated): `reason` says why."""
+
+    def __init__(self, workflow_id: str, reason: str) -> None:
+        super().__init__(f"{workflow_id}: {reason}")
+        self.workflow_id, self.reason = workflow_id, reason

@@ -1,0 +1,375 @@
+"""`RatchetClient` and `RunHandle`: the one way every surface (the CLI, `ratchet mcp`, tests, an
+application's own code) talks to runs. A typed layer over a Temporal client: inputs validated
+before they are sent, the names of queries, signals and updates from `RunMessages`, and errors
+translated (ratchet/client/errors.py) instead of raw RPC errors.
+
+    from ratchet.client import RatchetClient
+
+    client = await RatchetClient.connect()          # the CLI's settings: TEMPORAL_*, RATCHET_*
+    run = await client.start({"agent": "coder", "objective": "make the tests pass"})
+    state = await run.state()
+    await run.approve("call_3_0")
+    result = await run.result()
+
+A rollback works the same on a running run (its `rollback` update) and on a closed one (a
+`RollbackWorkflow`, workflows/closed_rollback.py); its plan lists archived effects one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Mapping
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import (
+    Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
+from ratchet.contracts import (
+    AGENT_WORKFLOW, ROLLBACK_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Checkpoint, ClosedRollback,
+    DecideRequest, Message, OutcomeChoice, RejectRequest, ResumeFrom, RollbackPlanItem, RollbackReport, RollbackRequest,
+    RollbackRun, RunMessages, Transcript, TranscriptPage, rollback_id,
+)
+from ratchet.ops.settings import Settings
+
+T = TypeVar("T")
+
+
+class RunSummary(BaseModel):
+    """A run as Temporal's visibility lists it, with Ratchet's search attributes."""
+
+    workflow_id: str
+    status: str
+    agent: str | None = None
+    phase: str | None = None
+    awaiting_approval: bool = False
+    start_time: datetime | None = None
+
+
+class TranscriptSlice(BaseModel):
+    """Consecutive messages of a run's conversation, the first at index `offset`, of `total`."""
+
+    offset: int
+    total: int
+    messages: list[Message]
+
+
+class RollbackOutcome(BaseModel):
+    """What a rollback did (or, as a dry run, would do)."""
+
+    workflow_id: str
+    checkpoint_id: str
+    running: bool
+    """The run was running: its `rollback` update did it. Else a `RollbackWorkflow` did (`closed`)."""
+    plan: list[RollbackPlanItem]
+    report: RollbackReport | None = None
+    """What was undone (None: a dry run, or a closed run's dry run)."""
+    closed: ClosedRollback | None = None
+    rollback_workflow_id: str | None = None
+    earlier: bool = False
+    """A closed run was rolled back to this checkpoint before: this is that rollback's result."""
+    closed_meanwhile: bool = False
+    """The run closed while the request was on its way: it was rolled back as a closed run."""
+
+    @property
+    def clean(self) -> bool:
+        return self.report is None or self.report.clean
+
+
+class RatchetClient:
+    """Runs on the Temporal service `temporal` connects to, started on `settings.task_queue`."""
+
+    def __init__(self, temporal: Client, settings: Settings) -> None:
+        self.temporal, self.settings = temporal, settings
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None) -> RatchetClient:
+        """Connect as the CLI does: Temporal's environment configuration, the codec keys and
+        external storage of `settings` (default: `load_settings()`, the environment)."""
+        from ratchet.ops.settings import load_settings
+        from ratchet.plugin import connect
+
+        settings = settings if settings is not None else load_settings()
+        return cls(await connect(settings), settings)
+
+    async def start(self, run: AgentRun | Mapping[str, Any] | str, workflow_id: str | None = None) -> RunHandle:
+        """Start a run: an `AgentRun`, its fields, or its JSON (what `temporal workflow start --input`
+        takes), validated first (InvalidInput names the field). Default id: `{agent}-{8 hex}`."""
+        checked = validated_run(run)
+        workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
+        try:
+            await self.temporal.start_workflow(
+                AGENT_WORKFLOW, checked.model_dump(exclude_none=True, mode="json"), id=workflow_id,
+                task_queue=self.settings.task_queue,
+            )
+        except WorkflowAlreadyStartedError:
+            raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
+        except RPCError as exc:
+            raise RatchetError(f"cannot start {workflow_id}: {exc}") from None
+        return self.get(workflow_id)
+
+    def get(self, workflow_id: str) -> RunHandle:
+        """A handle on the run `workflow_id` (nothing is asked of the server yet)."""
+        return RunHandle(self, workflow_id)
+
+    async def list(
+        self, agent: str | None = None, phase: str | None = None, awaiting_approval: bool | None = None,
+        running: bool | None = None, query: str | None = None, limit: int = 50,
+    ) -> list[RunSummary]:
+        """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause."""
+        clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
+        for name, value in (("RatchetPhase", phase), ("RatchetAgent", agent)):
+            if value:
+                clauses.append(f'{name}="{value}"')
+        if awaiting_approval is not None:
+            clauses.append(f"RatchetAwaitingApproval={'true' if awaiting_approval else 'false'}")
+        if running:
+            clauses.append('ExecutionStatus="Running"')
+        if query:
+            clauses.append(f"({query})")
+        found = []
+        try:
+            async for run in self.temporal.list_workflows(" AND ".join(clauses), limit=limit):
+                attributes = run.search_attributes
+                found.append(RunSummary(
+                    workflow_id=run.id, status=run.status.name if run.status else "-",
+                    agent=(attributes.get("RatchetAgent") or [None])[0], phase=(attributes.get("RatchetPhase") or [None])[0],
+                    awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
+                    start_time=run.start_time,
+                ))
+        except RPCError as exc:
+            raise RatchetError(f"cannot list runs: {exc}") from None
+        return found
+
+
+class RunHandle:
+    """One run. Every method asks the server; errors are ratchet.client.errors."""
+
+    def __init__(self, client: RatchetClient, workflow_id: str) -> None:
+        self.client, self.workflow_id = client, workflow_id
+        self._handle: WorkflowHandle[Any, AgentResult] = client.temporal.get_workflow_handle(
+            workflow_id, result_type=AgentResult,
+        )
+
+    async def state(self) -> AgentState:
+        state = await self._ask(RunMessages.STATE, self._handle.query(RunMessages.STATE, result_type=AgentState))
+        if state is None:
+            raise NotStartedYet(self.workflow_id)
+        return state
+
+    async def running(self) -> bool:
+        description = await self._ask("describe", self._handle.describe())
+        return description.status == WorkflowExecutionStatus.RUNNING
+
+    async def result(self) -> AgentResult:
+        """Wait for the run's result; RunFailed if it ended failed, cancelled or terminated."""
+        try:
+            return await self._ask("result", self._handle.result())
+        except WorkflowFailureError as exc:
+            raise RunFailed(self.workflow_id, str(exc.cause or exc)) from None
+
+    async def checkpoints(self) -> list[Checkpoint]:
+        return (await self.state()).checkpoints
+
+    async def transcript(self, offset: int = 0, limit: int = 50) -> TranscriptSlice:
+        """Messages `offset` .. `offset + limit` of the conversation; those from before a
+        continue-as-new are read from the transcript artifact in the artifact store."""
+        try:
+            request = TranscriptPage(offset=offset, limit=limit)
+        except ValidationError as exc:
+            raise InvalidInput.of("transcript page", exc) from None
+        page: Transcript = await self._ask(
+            RunMessages.TRANSCRIPT, self._handle.query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
+        )
+        messages, first = list(page.messages), page.offset
+        if offset < page.offset:
+            earlier = await self._earlier(offset, min(page.offset, offset + limit))
+            if earlier:
+                messages, first = (earlier + messages)[:limit], offset
+        return TranscriptSlice(offset=first, total=page.total, messages=messages)
+
+    async def approve(self, call_id: str) -> str:
+        return await self._update(RunMessages.APPROVE, ApproveRequest(call_id=call_id), str)
+
+    async def reject(self, call_id: str, reason: str = "rejected by a person") -> str:
+        return await self._update(RunMessages.REJECT, RejectRequest(call_id=call_id, reason=reason), str)
+
+    async def decide(self, call_id: str, choice: OutcomeChoice | str, result: str | None = None, reason: str = "") -> str:
+        try:
+            request = DecideRequest(call_id=call_id, choice=choice, result=result, reason=reason)
+        except ValidationError as exc:
+            raise InvalidInput.of("decision", exc) from None
+        return await self._update(RunMessages.DECIDE, request, str)
+
+    async def send(self, text: str) -> None:
+        """A message that joins the conversation at the next step boundary."""
+        if not text.strip():
+            raise InvalidInput("message", ["text: must not be empty"])
+        await self._ask(RunMessages.SEND_MESSAGE, self._handle.signal(RunMessages.SEND_MESSAGE, text))
+
+    async def pause(self) -> None:
+        await self._ask(RunMessages.PAUSE, self._handle.signal(RunMessages.PAUSE))
+
+    async def resume(self) -> None:
+        await self._ask(RunMessages.RESUME, self._handle.signal(RunMessages.RESUME))
+
+    async def cancel(self) -> None:
+        """The running step is cancelled and the run ends under its failure policy."""
+        await self._ask("cancel", self._handle.cancel())
+
+    async def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
+        """What a rollback to the checkpoint would undo, newest first, archived effects included;
+        running or closed (a closed run's plan comes from its dry-run RollbackWorkflow)."""
+        if await self.running():
+            try:
+                return await self._running_plan(checkpoint_id)
+            except (RunNotFound, Refused):
+                raise
+            except RatchetError:
+                if await self.running():
+                    raise
+        return (await self._rollback_closed(checkpoint_id, dry_run=True)).plan
+
+    async def rollback(
+        self, checkpoint_id: str, then: Literal["continue", "stop"] = "continue", dry_run: bool = False,
+    ) -> RollbackOutcome:
+        """Undo the effects after `checkpoint_id`, newest first, each at most once. A running run
+        interrupts its step and rolls back (`then`: go on from the checkpoint or stop); a closed
+        one (DONE, FAILED, cancelled, ...) through a RollbackWorkflow under the id derived from the
+        request, so one that completed before is not run again: its result comes back (`earlier`)."""
+        try:
+            request = RollbackRequest(checkpoint_id=checkpoint_id, then=then)
+        except ValidationError as exc:
+            raise InvalidInput.of("rollback", exc) from None
+        if await self.running():
+            try:
+                plan = await self._running_plan(checkpoint_id)
+                if dry_run:
+                    return RollbackOutcome(workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan)
+                report = await self._update(RunMessages.ROLLBACK, request, RollbackReport)
+                return RollbackOutcome(
+                    workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan, report=report,
+                )
+            except (RunNotFound, Refused):
+                raise
+            except RatchetError:
+                if await self.running():
+                    raise
+                outcome = await self._rollback_closed(checkpoint_id, dry_run)
+                return outcome.model_copy(update={"closed_meanwhile": True})
+        return await self._rollback_closed(checkpoint_id, dry_run)
+
+    async def fork(self, checkpoint_id: str, objective: str | None = None, new_id: str | None = None) -> RunHandle:
+        """A new run from this run's checkpoint: its conversation and workspace files."""
+        source = await self.state()
+        run = source.run.model_copy(update={
+            "resume_from": ResumeFrom(workflow_id=self.workflow_id, checkpoint_id=checkpoint_id),
+            "objective": objective or source.run.objective, "workspace": None,
+        })
+        return await self.client.start(run, new_id or f"{self.workflow_id}-fork-{uuid.uuid4().hex[:6]}")
+
+    # ---- inside ------------------------------------------------------------------------------
+
+    async def _ask(self, what: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except WorkflowQueryFailedError as exc:
+            raise Refused(what, str(exc)) from None
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFound(self.workflow_id) from None
+            raise RatchetError(f"{self.workflow_id}: {exc}") from None
+
+    async def _update(self, name: str, request: BaseModel, result_type: type[T]) -> T:
+        try:
+            return await self._ask(name, self._handle.execute_update(name, request, result_type=result_type))
+        except WorkflowUpdateFailedError as exc:
+            raise Refused(name, str(exc.cause)) from None
+
+    async def _running_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
+        plan = await self._ask(
+            "rollback", self._handle.query(RunMessages.ROLLBACK_PLAN, checkpoint_id, result_type=list[RollbackPlanItem])
+        )
+        if any(item.action == "archived" for item in plan):
+            plan = await self._with_archived(checkpoint_id)
+        return plan
+
+    async def _with_archived(self, checkpoint_id: str) -> list[RollbackPlanItem]:
+        """The plan with the effects a long run archived listed one by one, read from the artifact
+        store (workflows/effects_archive.py), as the rollback itself will load them."""
+        from ratchet.activities.archive import load_archived
+        from ratchet.stores.urls import open_artifacts
+        from ratchet.workflows import checkpoints, saga
+
+        state = await self.state()
+        store = open_artifacts(self.client.settings.artifact_store_url)
+        state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
+        try:
+            return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
+        except ValueError as exc:
+            raise Refused("rollback", str(exc)) from None
+
+    async def _rollback_closed(self, checkpoint_id: str, dry_run: bool) -> RollbackOutcome:
+        """Start (or join) the closed run's RollbackWorkflow under the id derived from the request."""
+        try:
+            request = RollbackRun(workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, dry_run=dry_run)
+        except ValidationError as exc:
+            raise InvalidInput.of("rollback", exc) from None
+        rollback_workflow = rollback_id(request.workflow_id, request.checkpoint_id, request.dry_run)
+        reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if dry_run else WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+        earlier = False
+        temporal = self.client.temporal
+        try:
+            handle = await temporal.start_workflow(
+                ROLLBACK_WORKFLOW, request, id=rollback_workflow, task_queue=self.client.settings.task_queue,
+                result_type=ClosedRollback, id_reuse_policy=reuse, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+        except WorkflowAlreadyStartedError:
+            handle, earlier = temporal.get_workflow_handle(rollback_workflow, result_type=ClosedRollback), True
+        except RPCError as exc:
+            raise RatchetError(f"cannot roll back {self.workflow_id}: {exc}") from None
+        try:
+            closed = await handle.result()
+        except WorkflowFailureError as exc:
+            raise RunFailed(rollback_workflow, str(getattr(exc.cause, "message", exc.cause))) from None
+        return RollbackOutcome(
+            workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=False, plan=closed.plan,
+            report=closed.report, closed=closed, rollback_workflow_id=rollback_workflow, earlier=earlier,
+        )
+
+    async def _earlier(self, start: int, stop: int) -> list[Message]:
+        from ratchet.stores import transcripts
+        from ratchet.stores.urls import open_artifacts
+
+        state = await self.state()
+        if state.transcript is None:
+            return []
+        store = open_artifacts(self.client.settings.artifact_store_url)
+        conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
+        return conversation[start:stop]
+
+
+def validated_run(run: AgentRun | Mapping[str, Any] | str) -> AgentRun:
+    """An `AgentRun` from itself, its fields or its JSON; InvalidInput names what is wrong."""
+    if isinstance(run, AgentRun):
+        return run
+    if isinstance(run, str):
+        try:
+            run = json.loads(run)
+        except ValueError as exc:
+            raise InvalidInput("run", [f"not JSON: {exc}"]) from None
+        if not isinstance(run, Mapping):
+            raise InvalidInput("run", [f"must be a JSON object (the run), not {type(run).__name__}"])
+    try:
+        return AgentRun.model_validate(dict(run))
+    except ValidationError as exc:
+        raise InvalidInput.of("run", exc) from None
