@@ -18,6 +18,7 @@ import asyncio
 
 from temporalio import activity
 
+from ratchet.contracts.activities import EFFECTS_ARCHIVE, EFFECTS_LOAD, TRANSCRIPT_MESSAGES
 from ratchet.contracts import ArchiveEffects, ArtifactRef, Effect, Message, TranscriptSlice
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
@@ -27,17 +28,17 @@ class Archive:
     def __init__(self, artifacts: ArtifactStore) -> None:
         self.artifacts = artifacts
 
-    @activity.defn(name="effects.archive")
+    @activity.defn(name=EFFECTS_ARCHIVE.name)
     async def archive(self, req: ArchiveEffects) -> str:
         segment = {"prev": req.prev, "effects": [e.model_dump(mode="json") for e in req.effects]}
         return (await asyncio.to_thread(put_json, self.artifacts, segment)).digest
 
-    @activity.defn(name="effects.load")
+    @activity.defn(name=EFFECTS_LOAD.name)
     async def load(self, digest: str) -> list[Effect]:
         return await asyncio.to_thread(load_archived, self.artifacts, digest)
 
 
-    @activity.defn(name="transcript.messages")
+    @activity.defn(name=TRANSCRIPT_MESSAGES.name)
     async def messages(self, req: TranscriptSlice) -> list[Message]:
         return await asyncio.to_thread(transcript_slice, self.artifacts, req)
 

@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from ratchet.contracts.activities import FORK, VERIFY
 from ratchet.activities.commands import cap, run_program
 from ratchet.activities.heartbeat import heartbeating
 from ratchet.activities.workspace import confine, host_queue, open_workspace, require_host
@@ -53,7 +54,7 @@ class CheckpointActivities:
         self.sandbox = sandbox
         """Where the verifier runs (the worker's sandbox, as `run_command`)."""
 
-    @activity.defn(name="checkpoint.verify")
+    @activity.defn(name=VERIFY.name)
     async def verify(self, req: VerifyRequest) -> VerifyResult:
         require_host(req.host, self.host_id)
         workspace = open_workspace(self.workspace_root, req.workspace)
@@ -93,7 +94,7 @@ class CheckpointActivities:
         return self.artifacts.put("".join(chunks).encode(), "text/x-diff") if chunks else None
 
 
-    @activity.defn(name="checkpoint.fork")
+    @activity.defn(name=FORK.name)
     async def fork(self, req: LoadCheckpoint) -> Forked:
         """Copy a checkpoint of another run and restore its files into `req.workspace` on this
         host, which then holds the new run's workspace (the binding). The source run is only

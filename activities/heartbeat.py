@@ -14,7 +14,7 @@ from typing import Any
 from temporalio import activity
 
 INTERVAL_S = 5.0
-"""Well within the workflow's heartbeat timeout for these activities (HEARTBEAT_TIMEOUT_S)."""
+"""Well within the heartbeat timeout of the activities that heartbeat (ratchet/contracts/activities.py, HEARTBEAT_S)."""
 
 _latest: ContextVar[list[tuple[Any, ...]] | None] = ContextVar("ratchet_heartbeat_details", default=None)
 """The details of the activity's latest `progress` report, repeated by `heartbeating`."""

@@ -20,13 +20,14 @@ from pathlib import Path
 
 from temporalio import activity
 
+from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
 from ratchet.activities.checkpoints import restore, snapshot
 from ratchet.activities.heartbeat import heartbeating
 from ratchet.activities.workspace import host_queue, open_workspace
 from ratchet.contracts import OpenWorkspace, RehydrateWorkspace, WorkspaceBinding
 from ratchet.stores.artifacts import ArtifactStore
 
-WORKSPACE_ACTIVITIES = ("workspace.open", "workspace.rehydrate")
+WORKSPACE_ACTIVITIES = (WORKSPACE_OPEN.name, WORKSPACE_REHYDRATE.name)
 
 
 class WorkspaceActivities:
@@ -35,7 +36,7 @@ class WorkspaceActivities:
         self.artifacts = artifacts
         self.host_id = host_id
 
-    @activity.defn(name="workspace.open")
+    @activity.defn(name=WORKSPACE_OPEN.name)
     async def open(self, req: OpenWorkspace) -> WorkspaceBinding:
         """A regular activity on the shared queue, or a local one (binding the workflow's host)."""
         workspace = open_workspace(self.workspace_root, req.workspace)
@@ -47,7 +48,7 @@ class WorkspaceActivities:
         activity.logger.info("workspace %s opened on host %s", req.workspace, self.host_id)
         return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest)
 
-    @activity.defn(name="workspace.rehydrate")
+    @activity.defn(name=WORKSPACE_REHYDRATE.name)
     async def rehydrate(self, req: RehydrateWorkspace) -> WorkspaceBinding:
         workspace = open_workspace(self.workspace_root, req.workspace)
         async with heartbeating():

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from ratchet.contracts.activities import MODEL_CALL
 from ratchet.activities.heartbeat import heartbeating
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
 from ratchet.core import budget, keys
@@ -42,7 +43,7 @@ class ModelActivities:
         self.transcripts = TranscriptCache()
         self.configs: OrderedDict[str, ModelCallConfig] = OrderedDict()
 
-    @activity.defn(name="model.call")
+    @activity.defn(name=MODEL_CALL.name)
     async def call(self, req: ModelRequest) -> ModelReply:
         key = keys.model_key(activity.info().workflow_id, req.step)
         entry, config, base = await asyncio.to_thread(self._begin, key, req, *self._cached(req))

@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from ratchet.contracts.activities import PREPARE
 from ratchet.stores.ledger import Ledger
 from ratchet.activities.mcp import McpActivities, PinnedTools
 from ratchet.mcp.catalog import McpTool
@@ -41,7 +42,7 @@ class RunPreparer:
         self.tools = tools
         self.artifacts = artifacts
 
-    @activity.defn(name="run.prepare")
+    @activity.defn(name=PREPARE.name)
     async def prepare(self, req: PlanRun) -> RunPlan:
         """The plan of the run this is the first activity of. The run is read from the run's start
         event, not sent again as this activity's input: a scripted run's script (or a long
@@ -125,6 +126,8 @@ class RunPreparer:
         override = req.run.model
         settings = ModelSettings(
             model=profile.model or self.settings.model,
+            timeout_s=profile.model_timeout_s or self.settings.model_timeout_s,
+            max_attempts=profile.model_max_attempts or self.settings.model_max_attempts,
             temperature=profile.temperature,
             context_messages=profile.context_messages,
             tool_output_chars=profile.tool_output_chars,

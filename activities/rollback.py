@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from ratchet.contracts.activities import ROLLBACK_LOAD
 from ratchet.contracts import (
     AGENT_WORKFLOW, STATE_QUERY, AgentState, ClosedRun, Effect, EffectStatus, ErrorType, LoadClosedRun,
 )
@@ -33,7 +34,7 @@ class RollbackActivities:
         self.ledger = ledger
         self.artifacts = artifacts
 
-    @activity.defn(name="rollback.load")
+    @activity.defn(name=ROLLBACK_LOAD.name)
     async def load(self, req: LoadClosedRun) -> ClosedRun:
         """The closed run `req.workflow_id` (its latest run), ready to be rolled back. A run that is
         still open, or that is not an agent run, is the caller's mistake (non-retryable)."""

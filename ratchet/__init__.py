@@ -16,3 +16,43 @@ The layers, from the bottom up (an import only points down or sideways within a 
 
 docs/ARCHITECTURE.md has the picture and a "where to find X" table.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "tool": "ratchet.core.tools", "ToolContext": "ratchet.core.tools", "ToolError": "ratchet.core.tools",
+    "FatalToolError": "ratchet.core.tools", "NotStarted": "ratchet.core.tools", "undo_for": "ratchet.core.tools",
+    "reconcile_for": "ratchet.core.tools", "undo_record": "ratchet.core.tools",
+    "AgentProfile": "ratchet.core.profiles", "register_profile": "ratchet.core.profiles",
+    "RatchetPlugin": "ratchet.plugin", "RatchetOptions": "ratchet.plugin",
+    "AgentRun": "ratchet.contracts", "AgentResult": "ratchet.contracts", "AgentState": "ratchet.contracts",
+    "RatchetClient": "ratchet.client", "RunHandle": "ratchet.client",
+}
+"""What a user writes against, by the module that defines it. Loaded on first use, so importing
+`ratchet` (as every workflow module does, also in the SDK's sandbox) imports none of them."""
+
+__all__ = [
+    "AgentProfile", "AgentResult", "AgentRun", "AgentState", "FatalToolError", "NotStarted", "RatchetClient",
+    "RatchetOptions", "RatchetPlugin", "RunHandle", "ToolContext", "ToolError", "reconcile_for", "register_profile",
+    "tool", "undo_for", "undo_record",
+]
+assert sorted(__all__) == sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from ratchet.client import RatchetClient, RunHandle
+    from ratchet.contracts import AgentResult, AgentRun, AgentState
+    from ratchet.core.profiles import AgentProfile, register_profile
+    from ratchet.core.tools import (
+        FatalToolError, NotStarted, ToolContext, ToolError, reconcile_for, tool, undo_for, undo_record,
+    )
+    from ratchet.plugin import RatchetOptions, RatchetPlugin
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ratchet' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -46,11 +46,14 @@ from temporalio.client import Client, ClientConfig
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker, WorkerConfig
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
 
 from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
+from ratchet.contracts.activities import VERIFY
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.mcp import McpActivities
 from ratchet.activities.prepare import RunPreparer
@@ -231,7 +234,7 @@ class Activities:
 def host_activity_names(tools: ToolRegistry) -> set[str]:
     """The activities that touch a run's workspace, which the host-queue worker serves: the tools
     declared `workspace=True` and their undos, `checkpoint.verify`, and the workspace activities."""
-    names = {"checkpoint.verify", *WORKSPACE_ACTIVITIES}
+    names = {VERIFY.name, *WORKSPACE_ACTIVITIES}
     for tool in tools.tools.values():
         if tool.workspace and tool.kind == "activity":
             names.add(f"tool.{tool.name}")
@@ -254,6 +257,7 @@ class RatchetPlugin(SimplePlugin):
         """Each running worker's host worker (`run_worker`)."""
         super().__init__(
             PLUGIN_NAME, data_converter=self.options.data_converter, workflows=_add_missing(WORKFLOWS, _workflow_name),
+            workflow_runner=_ratchet_passed_through,
         )
 
     def configure_client(self, config: ClientConfig) -> ClientConfig:
@@ -290,6 +294,9 @@ class RatchetPlugin(SimplePlugin):
         problems = self.options.profiles.problems()
         if problems:
             raise SettingsError("invalid agent profile: " + "; ".join(problems))
+        problems = self.options.tools.problems()
+        if problems:
+            raise SettingsError("invalid tool: " + "; ".join(problems))
         if self.options.settings.search_attributes:  # else every run would hang on its first upsert
             await ensure_search_attributes(worker.client)
         host = self.host_worker(worker) if worker not in self.host_workers else None  # once per worker
@@ -400,6 +407,17 @@ def _with_converter(client: Client, converter: DataConverter) -> Client:
 def _workflow_name(cls: type) -> str | None:
     defn = temporalio.workflow._Definition.from_class(cls)
     return defn.name if defn is not None else None
+
+
+def _ratchet_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """The worker's workflow runner, with `ratchet` passed through the SDK's sandbox: a user's
+    sandboxed workflow in a module that imports `ratchet` (its worker module, say) would otherwise
+    re-import Ratchet's wiring inside the sandbox and fail on its restricted imports (urllib)."""
+    if runner is None:
+        runner = SandboxedWorkflowRunner()
+    if isinstance(runner, SandboxedWorkflowRunner):
+        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules("ratchet"))
+    return runner
 
 
 def _activity_name(fn: Callable) -> str | None:

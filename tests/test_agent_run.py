@@ -311,3 +311,23 @@ async def test_tool_parameters_reach_the_model_in_their_authors_order(client, se
     [request] = openai_server.chat_requests(key=key)
     [write] = [t["function"] for t in request.json["tools"] if t["function"]["name"] == "write_file"]
     assert list(write["parameters"]["properties"]) == ["path", "content"]
+
+
+async def test_the_operator_sets_the_model_calls_attempts(client, settings, openai_server):
+    """RATCHET_MODEL_MAX_ATTEMPTS (or a profile's model_max_attempts): a model endpoint that keeps
+    answering 503 fails the run after that many attempts, not the default 8."""
+    from datetime import timedelta
+
+    from ratchet.worker.main import build_worker
+
+    key = settings.openai_api_key.get_secret_value()
+    openai_server.set_script([{"content": "a third attempt would get this answer"}], key=key)
+    openai_server.enqueue_faults([{"status": 503}] * 2, key=key)
+    two = settings.model_copy(update={"model_max_attempts": 2, "task_queue": f"attempts-{uuid.uuid4().hex[:8]}"})
+    async with build_worker(client, two, graceful_shutdown_timeout=timedelta(0)):
+        handle = await start(client, two, {"agent": "probe", "objective": "x"})
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        plan = (await state_of(handle)).plan
+    assert plan.model.max_attempts == 2 and await activity_attempts(handle, "model.call") == [2]
+    assert openai_server.pending_faults(key=key) == 0

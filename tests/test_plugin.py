@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.worker import Worker
 
 from ratchet.contracts import AgentResult, ArtifactRef, Budget, Phase
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
+from ratchet.core.tools import ToolContext
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.plugin import RatchetOptions, RatchetPlugin, builtin_profiles, builtin_tools, connect
 from ratchet.stores.artifacts import DirectoryArtifactStore
@@ -166,3 +168,37 @@ async def test_a_worker_refuses_to_start_with_a_profile_budget_no_run_could_have
         await asyncio.wait_for(worker.run(), 30)
     assert "profile 'huge': budget.max_tokens: Input should be less than or equal to 10000000000" in str(refused.value)
     assert builtin_profiles().problems() == []  # the built-in and test profiles fit
+
+
+class Card(BaseModel):
+    number: str
+
+
+async def test_a_worker_refuses_a_compensable_tool_without_an_undo(client, settings):
+    """A compensable tool promises it can be undone; without an @undo_for the worker does not start."""
+    from ratchet.core.tools import ToolRegistry
+
+    tools = ToolRegistry()
+
+    @tools.tool(effect="compensable")
+    async def charge_card(ctx: ToolContext, args: Card) -> str:
+        """Charge a card."""
+        return "charged"
+
+    worker = Worker(client, task_queue=f"refuse-{uuid.uuid4().hex[:8]}",
+                    plugins=[RatchetPlugin(RatchetOptions.from_settings(settings, tools=tools))])
+    with pytest.raises(SettingsError, match=r"tool 'charge_card' is declared effect=\"compensable\" but has no @undo_for"):
+        await worker.run()
+
+
+async def test_a_users_sandboxed_workflow_may_live_in_a_module_that_imports_ratchet(client, settings):
+    """The plugin passes `ratchet` through the SDK's sandbox: a user's workflow module that imports
+    the plugin (RestrictedWorkflowAccessError on urllib otherwise) runs on a worker with Ratchet."""
+    from tests.plugins.user_worker import UserGreeting
+
+    queue = f"user-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue, workflows=[UserGreeting],
+                      plugins=[RatchetPlugin(RatchetOptions.from_settings(settings))]):
+        result = await client.execute_workflow(UserGreeting.run, "ada", id=f"user-{uuid.uuid4().hex[:8]}",
+                                               task_queue=queue, execution_timeout=timedelta(seconds=20))
+    assert result == "hello, ada"

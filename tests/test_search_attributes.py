@@ -54,3 +54,24 @@ async def test_the_printed_commands_register_every_attribute(tmp_path):
             assert proc.returncode == 0, out.decode()
         client = await Client.connect(plain.address)
         assert set(SEARCH_ATTRIBUTES) <= set(await _custom(client))
+
+
+async def test_a_cancelled_run_shows_cancelled_in_visibility(client, settings, worker):
+    """`ratchet list` after `ratchet cancel`: the phase attribute tells how the run ended, not RUNNING."""
+    from ratchet.client import RatchetClient
+
+    runs = RatchetClient(client, settings)
+    run = await runs.start(scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 600}}]},
+                                                 {"content": "never"}]))
+    async with asyncio.timeout(20):
+        while (await run.state()).phase != Phase.ACTING:
+            await asyncio.sleep(0.05)
+        await run.cancel()
+        while await run.running():
+            await asyncio.sleep(0.05)
+        while True:  # visibility is eventually consistent
+            [listed] = [r for r in await runs.list(agent="approver", query=f'WorkflowId="{run.workflow_id}"')]
+            if listed.phase == "CANCELLED":
+                break
+            await asyncio.sleep(0.1)
+    assert listed.status == "CANCELED"

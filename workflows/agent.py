@@ -22,7 +22,7 @@ import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
@@ -30,19 +30,15 @@ from ratchet.contracts import (
     EffectStatus, ErrorType, Message, ModelReply, ModelRequest, Phase, PlanRun, RejectRequest, RollbackPlanItem,
     OutcomeDecision, RollbackReport, RollbackRequest, RunMessages, RunPlan, Transcript, TranscriptPage, scrub_text,
 )
+from ratchet.contracts.activities import MODEL_CALL, PREPARE, Retry
 from ratchet.core import budget as budgets
+from ratchet.workflows import calls
 from ratchet.workflows import acting, approvals, checkpoints, effects_archive, failover, handover, interrupts, outcomes, saga
 from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled, root
 from ratchet.workflows.hosts import HostLost
 from ratchet.workflows.input import parse_run
 from ratchet.workflows.visibility import Visibility
 
-MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60), maximum_attempts=8,
-)
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
-"""model.call heartbeats every 5 s: a dead worker is noticed in 20 s."""
 CUT_OFF = (
     "Your last reply was cut off at the output token limit, so it is not taken as your final answer. "
     "Continue, more briefly: give the final answer in a shorter reply, or call a tool."
@@ -109,6 +105,7 @@ class AgentWorkflow:
         except asyncio.CancelledError:
             await failover.apply_failure_policy(state, state.plan, "cancelled")
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
+            self._visibility.publish(state, plan)  # `ratchet list` and RatchetPhase show how it ended
             raise
 
     def _take_early_signals(self, state: AgentState) -> None:
@@ -217,12 +214,8 @@ class AgentWorkflow:
         try:
             # A regular activity, not a local one: a local activity pending while the run is
             # evicted from the worker cache stalls the workflow task until it times out.
-            return await workflow.execute_activity(
-                "run.prepare",
-                PlanRun(workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
-                result_type=RunPlan, start_to_close_timeout=timedelta(seconds=30),
-                # about a minute of attempts: a ledger or artifact store outage is waited out
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+            return await calls.call(
+                PREPARE, PlanRun(workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
                 summary=f"prepare agent {run.agent}",
             )
         except ActivityError as err:
@@ -339,11 +332,10 @@ class AgentWorkflow:
             max_tokens=tokens_left, max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
         )
         try:
-            reply = await workflow.execute_activity(
-                "model.call", request, result_type=ModelReply,
-                start_to_close_timeout=timedelta(seconds=plan.model.timeout_s + 30),
-                retry_policy=MODEL_RETRY, summary=f"step {state.step}: model call",
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            reply = await calls.call(
+                MODEL_CALL, request, summary=f"step {state.step}: model call", start_to_close_s=plan.model.timeout_s + 30,
+                retry=Retry(initial_s=MODEL_CALL.retry.initial_s, maximum_s=plan.model.retry_max_interval_s,
+                            maximum_attempts=plan.model.max_attempts),
             )
         except ActivityError as err:
             raise_if_cancelled(err)

@@ -10,25 +10,20 @@ it. A fork (`AgentRun.resume_from`) starts a new run from another run's checkpoi
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
-    AgentState, Checkpoint, Effect, EffectStatus, FailurePolicy, Forked, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
+    AgentState, Checkpoint, Effect, EffectStatus, FailurePolicy, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
     TranscriptSlice, VerifyRequest, VerifyResult,
 )
+from ratchet.contracts.activities import FORK, TRANSCRIPT_MESSAGES, VERIFY
 from ratchet.core import keys
-from ratchet.workflows import effects_archive, hosts, saga
+from ratchet.workflows import calls, effects_archive, hosts, saga
 from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
 from ratchet.workflows.hosts import HostLost
-
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
-"""checkpoint.verify, workspace.open and workspace.rehydrate heartbeat every 5 s: a dead worker (a
-lost host) is noticed in 20 s, and another takes the retry."""
 
 
 def boundary(state: AgentState, checkpoint_id: str) -> int:
@@ -45,11 +40,8 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
     source = state.run.resume_from
     assert source is not None
     try:
-        forked = await workflow.execute_activity(
-            "checkpoint.fork",
-            LoadCheckpoint(workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace),
-            result_type=Forked, start_to_close_timeout=timedelta(minutes=5),
-            retry_policy=RetryPolicy(maximum_attempts=5),
+        forked = await calls.call(
+            FORK, LoadCheckpoint(workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace),
             summary=f"fork from {source.workflow_id} {source.checkpoint_id}",
         )
     except ActivityError as err:
@@ -90,12 +82,9 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
     )
 
     def schedule(host: str | None, options: dict[str, Any]) -> Awaitable[VerifyResult]:
-        return workflow.execute_activity(
-            "checkpoint.verify", request.model_copy(update={"host": host}) if host else request,
-            result_type=VerifyResult, start_to_close_timeout=timedelta(seconds=verifier.timeout_s + 60),
-            # about a minute of attempts: a store outage (the manifest goes to the artifact store) is waited out
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT, summary=f"step {state.step}: verify {' '.join(verifier.argv)}"[:200],
+        return calls.call(
+            VERIFY, request.model_copy(update={"host": host}) if host else request,
+            start_to_close_s=verifier.timeout_s + 60, summary=f"step {state.step}: verify {' '.join(verifier.argv)}"[:200],
             **options,
         )
 
@@ -145,11 +134,8 @@ async def _messages_back_to(state: AgentState, checkpoint: Checkpoint) -> None:
     from `unsent` on come back from the transcript artifact, where the model's later calls put them."""
     if checkpoint.unsent >= state.messages_base or state.transcript is None:
         return
-    state.messages = await workflow.execute_activity(
-        "transcript.messages",
-        TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
-        result_type=list[Message], start_to_close_timeout=timedelta(seconds=60),
-        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+    state.messages = await calls.call(
+        TRANSCRIPT_MESSAGES, TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
         summary=f"read messages back to {checkpoint.id}",
     )
     state.messages_base = checkpoint.unsent

@@ -18,18 +18,17 @@ request for the same rollback is then the same workflow, not a second one racing
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
     ROLLBACK_WORKFLOW, TO_START, ClosedRollback, ClosedRun, ErrorType, LoadClosedRun, RollbackReport, RollbackRun,
     rollback_id,
 )
-from ratchet.workflows import checkpoints, saga
+from ratchet.contracts.activities import ROLLBACK_LOAD
+from ratchet.workflows import calls, checkpoints, saga
 from ratchet.workflows.errors import invalid_input, raise_if_cancelled
 from ratchet.workflows.input import decoded, describe, invalid
 
@@ -83,13 +82,7 @@ def parse_rollback(raw: RawValue | None) -> RollbackRun:
 
 async def _load(request: RollbackRun) -> ClosedRun:
     try:
-        return await workflow.execute_activity(
-            "rollback.load", LoadClosedRun(workflow_id=request.workflow_id), result_type=ClosedRun,
-            start_to_close_timeout=timedelta(seconds=60),
-            # about a minute of attempts: a ledger or server outage is waited out
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
-            summary=f"load {request.workflow_id}",
-        )
+        return await calls.call(ROLLBACK_LOAD, LoadClosedRun(workflow_id=request.workflow_id), summary=f"load {request.workflow_id}")
     except ActivityError as err:
         raise_if_cancelled(err)
         raise invalid_input(err) from None

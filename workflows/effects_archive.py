@@ -12,15 +12,12 @@ Sub-agents keep all theirs: their result hands them to the parent.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 from ratchet.contracts import AgentState, ArchiveEffects, Effect, EffectStatus
-
-ARCHIVE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
-"""About a minute of attempts: an artifact store outage is waited out."""
+from ratchet.contracts.activities import EFFECTS_ARCHIVE, EFFECTS_LOAD
+from ratchet.workflows import calls
 
 
 def local(state: AgentState, boundary: int) -> int:
@@ -43,10 +40,8 @@ async def archive(state: AgentState, undoable: Callable[[Effect], bool]) -> None
     if cut == 0:
         return
     moving = state.effects[:cut]
-    state.effects_archive = await workflow.execute_activity(
-        "effects.archive", ArchiveEffects(effects=moving, prev=state.effects_archive), result_type=str,
-        start_to_close_timeout=timedelta(seconds=30), retry_policy=ARCHIVE_RETRY,
-        summary=f"archive {cut} effects",
+    state.effects_archive = await calls.call(
+        EFFECTS_ARCHIVE, ArchiveEffects(effects=moving, prev=state.effects_archive), summary=f"archive {cut} effects",
     )
     state.effects_base += cut
     state.effects_archived_left += sum(
@@ -59,9 +54,5 @@ async def restore(state: AgentState, boundary: int) -> None:
     """Before undoing down to effect number `boundary`: bring archived effects back if it needs them."""
     if boundary >= state.effects_base or state.effects_archive is None:
         return
-    archived = await workflow.execute_activity(
-        "effects.load", state.effects_archive, result_type=list[Effect],
-        start_to_close_timeout=timedelta(seconds=60), retry_policy=ARCHIVE_RETRY,
-        summary=f"load {state.effects_base} archived effects",
-    )
+    archived = await calls.call(EFFECTS_LOAD, state.effects_archive, summary=f"load {state.effects_base} archived effects")
     state.unarchive(archived)

@@ -25,26 +25,19 @@ policy applies).
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 from ratchet.contracts import (
     AgentState, Checkpoint, Failover, Message, OpenWorkspace, Phase, RehydrateWorkspace, RollbackReport, RunPlan, WorkspaceBinding,
 )
-from ratchet.workflows import checkpoints, hosts
+from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
+from ratchet.workflows import calls, checkpoints, hosts
 from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
 from ratchet.workflows.hosts import HostLost, host_name
 
 MAX_FAILOVERS = 5
 """Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
-WORKSPACE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=10,
-)
-"""About a minute of attempts: an outage of the artifact store (snapshots, manifests) is waited out."""
-WORKSPACE_TIMEOUT = timedelta(minutes=5)
 
 
 async def bind(state: AgentState, plan: RunPlan) -> None:
@@ -65,18 +58,10 @@ async def bind(state: AgentState, plan: RunPlan) -> None:
 
 async def _open(state: AgentState, plan: RunPlan, host: str | None) -> WorkspaceBinding:
     try:
+        request, summary = OpenWorkspace(workspace=plan.workspace), f"open workspace {plan.workspace}"
         if host is None and plan.local_activities:  # on this worker's host: read-only tools run locally
-            return await workflow.execute_local_activity(
-                "workspace.open", OpenWorkspace(workspace=plan.workspace), result_type=WorkspaceBinding,
-                start_to_close_timeout=WORKSPACE_TIMEOUT, retry_policy=WORKSPACE_RETRY,
-                summary=f"open workspace {plan.workspace}",
-            )
-        return await workflow.execute_activity(
-            "workspace.open", OpenWorkspace(workspace=plan.workspace), result_type=WorkspaceBinding,
-            start_to_close_timeout=WORKSPACE_TIMEOUT, heartbeat_timeout=checkpoints.HEARTBEAT_TIMEOUT,
-            retry_policy=WORKSPACE_RETRY,
-            summary=f"open workspace {plan.workspace}", **hosts.on_host(host, plan),
-        )
+            return await calls.call(WORKSPACE_OPEN, request, summary=summary, local=True)
+        return await calls.call(WORKSPACE_OPEN, request, summary=summary, **hosts.on_host(host, plan))
     except FailureError as err:  # a local activity's final failure is not wrapped in an ActivityError
         raise_if_cancelled(err)
         if host is not None and hosts.host_gone(err):
@@ -117,10 +102,8 @@ async def _rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lo
     the effects the restore reverted."""
     workflow.logger.warning("%s; restoring %s on another host", lost, target)
     try:
-        binding = await workflow.execute_activity(
-            "workspace.rehydrate", RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest),
-            result_type=WorkspaceBinding, start_to_close_timeout=WORKSPACE_TIMEOUT,
-            heartbeat_timeout=checkpoints.HEARTBEAT_TIMEOUT, retry_policy=WORKSPACE_RETRY,
+        binding = await calls.call(
+            WORKSPACE_REHYDRATE, RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest),
             summary=f"step {state.step}: fail over, restore {target}",
         )
     except ActivityError as err:

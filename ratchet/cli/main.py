@@ -114,6 +114,9 @@ def parser() -> argparse.ArgumentParser:
     from ratchet.cli.basics import register as register_basics
 
     register_basics(sub)
+    from ratchet.cli.offer import register as register_offer
+
+    register_offer(sub)
     return root
 
 

@@ -60,7 +60,8 @@ def _show_running(outcome: RollbackOutcome) -> int:
     if outcome.report is None:  # a dry run
         return 0
     print(json.dumps(outcome.report.model_dump(), indent=2))
-    return 0 if outcome.report.clean else 1
+    print(outcome.summary())
+    return 0 if outcome.complete else 1
 
 
 def _show_closed(outcome: RollbackOutcome, args: argparse.Namespace) -> int:
@@ -75,7 +76,8 @@ def _show_closed(outcome: RollbackOutcome, args: argparse.Namespace) -> int:
     _print_plan(closed.plan)
     if closed.report is not None:
         print(json.dumps(closed.report.model_dump(), indent=2))
-    return 0
+        print(outcome.summary())
+    return 0 if outcome.complete else 1
 
 
 def _print_plan(plan: list[RollbackPlanItem]) -> None:

@@ -84,6 +84,24 @@ class RollbackOutcome(BaseModel):
     def clean(self) -> bool:
         return self.report is None or self.report.clean
 
+    @property
+    def complete(self) -> bool:
+        """Everything the rollback was asked to undo is undone (nothing irreversible left, no undo
+        failed); a dry run is complete."""
+        return self.report is None or (self.report.clean and not self.report.irreversible)
+
+    def summary(self) -> str:
+        """One line: how many effects were undone, how many stay done and why."""
+        report = self.report
+        if report is None:
+            return f"dry run: {sum(1 for item in self.plan if item.action == 'undo')} to undo, nothing changed"
+        parts = [f"undone {len(report.undone)}"]
+        if report.irreversible:
+            parts.append(f"left in place {len(report.irreversible)} (irreversible: {', '.join(report.irreversible)})")
+        if report.not_undone:
+            parts.append(f"not undone {len(report.not_undone)} ({'; '.join(report.errors) or 'the undo failed'})")
+        return "; ".join(parts)
+
 
 class RatchetClient:
     """Runs on the Temporal service `temporal` connects to, started on `settings.task_queue`."""

@@ -27,6 +27,11 @@ class ModelSettings(BaseModel):
     temperature: float | None = None
     max_output_tokens: int | None = None
     timeout_s: float = 120.0
+    """One model call's timeout (its activity gets 30 s more, for the transcript around it)."""
+    max_attempts: int = Field(8, ge=1)
+    """Attempts of a model call (retryable failures: 429, 5xx, timeouts), 1 s apart doubling up to
+    `retry_max_interval_s`."""
+    retry_max_interval_s: float = Field(60.0, gt=0)
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
     script_ref: ArtifactRef | None = None

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, ValidationError
 
-from ratchet.contracts import Budget, BudgetOverride, RunPolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier
 from ratchet.mcp.config import McpToolset
 
 TOOL_OUTPUT_CHARS = 32_000
@@ -24,6 +24,10 @@ class AgentProfile(RunPolicy):
     tools: list[str]
     model: str | None = None
     """Model name; None means the worker's RATCHET_MODEL."""
+    model_timeout_s: float | None = Field(None, gt=0, le=3600)
+    """One model call's timeout; None: the worker's RATCHET_MODEL_TIMEOUT_S (120 s)."""
+    model_max_attempts: int | None = Field(None, ge=1, le=100)
+    """Attempts of a model call; None: the worker's RATCHET_MODEL_MAX_ATTEMPTS (8)."""
     temperature: float | None = None
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
@@ -99,6 +103,24 @@ CODER = AgentProfile(
 )
 
 
+OPS = AgentProfile(
+    name="ops",
+    system_prompt=(
+        "You are an operations assistant. Open tickets in the tracker with create_ticket when the request "
+        "asks for one; a ticket for production (its title starts with 'prod') waits for a person's approval, "
+        "and a rejection's reason tells you what to change. Use wait to come back later. Finish with a short "
+        "summary of the tickets you opened."
+    ),
+    tools=["create_ticket", "wait"],
+    budget=Budget(max_steps=20, max_tokens=200_000),
+    approval_rules=[ApprovalRule(tool="create_ticket", argument="title", pattern="^prod")],
+    approval_timeout_s=24 * 3600,
+    on_approval_timeout="reject",
+)
+"""A background agent that waits for people: production tickets need an approval (README,
+"Background agents"); an unanswered one is rejected after a day."""
+
 default_profiles = ProfileRegistry()
 default_profiles.register(CODER)
+default_profiles.register(OPS)
 register_profile = default_profiles.register

@@ -118,8 +118,9 @@ class Tool:
     heartbeat_s: float | None = None
     """Long tools: heartbeat timeout; call ctx.heartbeat(progress) well within it."""
     workspace: bool = False
-    """Reads or writes `ctx.workspace`: runs (with its undo) on the host holding the run's workspace,
-    never as a local activity. A tool that uses `ctx.workspace` must say so."""
+    """Reads or writes `ctx.workspace`: runs (with its undo) on the host holding the run's workspace
+    (a fast read-only one as a local activity where the workflow's worker is on that host). A tool
+    that uses `ctx.workspace` must say so."""
     runs_code: bool = False
     """Runs programs (implies `workspace`): gets `ctx.sandbox`, and is left out of a worker whose
     sandbox cannot run (docs/SECURITY.md). Any tool that starts a process must say so."""
@@ -303,6 +304,16 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool:
         return self.tools[name]
+
+    def problems(self) -> list[str]:
+        """What is wrong with the registered tools, one line each (empty: all good). A worker
+        refuses to start on any (`RatchetPlugin.run_worker`): a compensable tool without an undo
+        could never be rolled back, which its class promises."""
+        return [
+            f"tool {t.name!r} is declared effect=\"compensable\" but has no @undo_for({t.name!r}) function "
+            "(add one, or declare it irreversible)"
+            for t in self.tools.values() if t.effect == EffectClass.COMPENSABLE and t.kind == "activity" and t.undo is None
+        ]
 
     def without_code_runners(self) -> ToolRegistry:
         """A copy without the tools declared `runs_code` (a worker whose sandbox cannot run)."""

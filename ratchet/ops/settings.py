@@ -140,6 +140,15 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
     model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("RATCHET_MODEL"))
+    model_timeout_s: float = Field(
+        120.0, gt=0, le=3600, validation_alias=_env("RATCHET_MODEL_TIMEOUT_S"),
+        description="One model call's timeout; a profile's `model_timeout_s` or a run's `model.timeout_s` overrides it.",
+    )
+    model_max_attempts: int = Field(
+        8, ge=1, le=100, validation_alias=_env("RATCHET_MODEL_MAX_ATTEMPTS"),
+        description="Attempts of a model call on retryable failures (429, 5xx, timeouts), 1 s apart doubling up to 60 s; "
+        "a profile's `model_max_attempts` overrides it.",
+    )
 
     workspace_root: Path = Field(
         Path(".ratchet/workspaces"), validation_alias=_env("RATCHET_WORKSPACE_ROOT")

@@ -20,6 +20,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
+from ratchet.contracts.activities import MODEL_CALL, PREPARE, WORKSPACE_OPEN
 from ratchet.payloads.converter import BASE_CONVERTER
 
 Probe = Callable[[Sequence[HistoryEvent]], Awaitable[bool]]
@@ -92,7 +93,7 @@ async def agent_activities(events: Sequence[HistoryEvent], decode: Decode) -> li
 
 def describe_activity(activity_type: str, step: int | None) -> str:
     """`model.call` at step 7 -> "step 7, model call"; `tool.write_file` -> "step 9, tool write_file"."""
-    if activity_type == "model.call":
+    if activity_type == MODEL_CALL.name:
         what = "model call"
     elif activity_type.startswith("tool."):
         what = f"tool {activity_type.removeprefix('tool.')}"
@@ -110,7 +111,7 @@ async def _scheduled(event: HistoryEvent, decode: Decode, last_step: int) -> tup
     if isinstance(step, int):
         return Activity(event.event_id, activity_type, describe_activity(activity_type, step)), step
     label = describe_activity(activity_type, None)
-    if activity_type in ("run.prepare", "workspace.open"):
+    if activity_type in (PREPARE.name, WORKSPACE_OPEN.name):
         label = f"before step 1, {activity_type}"
     elif event.user_metadata.HasField("summary"):
         summary = await decode(event.user_metadata.summary)

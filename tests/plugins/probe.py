@@ -40,6 +40,12 @@ async def probe_append(ctx: ToolContext, args: AppendArgs) -> str:
     return f"appended {args.label}"
 
 
+@undo_for("probe_append")
+def undo_probe_append(ctx: ToolContext, args: AppendArgs, undo: dict | None) -> str:
+    _append(ctx, f"undone {ctx.key} {args.label}")
+    return f"undid {args.label}"
+
+
 register_profile(
     AgentProfile(
         name="probe",

@@ -1,0 +1,80 @@
+"""Every activity Ratchet declares by name, once: its name, input and result types, and default
+options. The workflow schedules them through `ratchet.workflows.calls.call`, the activities are
+defined with `@activity.defn(name=X.name)`; nothing else spells a name. (The per-tool activities
+are named by their tool: `tool.<name>`, `undo.<name>`, `mcp.<server>`: `ToolSpec.activity_type`.)
+
+Data only (the standard library and the contracts): the workflow side turns `Retry` into
+Temporal's RetryPolicy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ratchet.contracts.payloads import (
+    LoadCheckpoint, Message, ModelReply, ModelRequest, OpenWorkspace, RehydrateWorkspace, VerifyRequest, VerifyResult,
+    WorkspaceBinding,
+)
+from ratchet.contracts.plan import PlanRun, RunPlan
+from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
+from ratchet.contracts.state import ArchiveEffects, Effect, Forked, TranscriptSlice
+
+I = TypeVar("I")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A retry policy as data: `initial_s`, doubling up to `maximum_s`, at most `maximum_attempts`
+    (0: unlimited)."""
+
+    initial_s: float = 1.0
+    maximum_s: float | None = None
+    maximum_attempts: int = 0
+
+
+@dataclass(frozen=True)
+class ActivityDef(Generic[I, R]):
+    name: str
+    input: Any
+    result: Any
+    start_to_close_s: float
+    retry: Retry
+    heartbeat_s: float | None = None
+    """Its heartbeat timeout: it heartbeats well within it (activities/heartbeat.py), so a dead
+    worker is noticed then, and a cancellation reaches it."""
+
+
+ABOUT_A_MINUTE = Retry(initial_s=1.0, maximum_s=10.0, maximum_attempts=10)
+"""About a minute of attempts: an outage of the ledger or the artifact store is waited out."""
+HEARTBEAT_S = 20.0
+"""For the activities that heartbeat every 5 s: a dead worker (a lost host) is noticed in 20 s."""
+
+PREPARE = ActivityDef[PlanRun, RunPlan]("run.prepare", PlanRun, RunPlan, 30.0, ABOUT_A_MINUTE)
+MODEL_CALL = ActivityDef[ModelRequest, ModelReply](
+    "model.call", ModelRequest, ModelReply, 150.0, Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8), HEARTBEAT_S,
+)
+"""Its timeout and attempts come from the run's `ModelSettings` (the operator's settings, the profile)."""
+VERIFY = ActivityDef[VerifyRequest, VerifyResult](
+    "checkpoint.verify", VerifyRequest, VerifyResult, 360.0, ABOUT_A_MINUTE, HEARTBEAT_S,
+)
+"""Its timeout is the verifier's plus a minute (the manifest goes to the artifact store)."""
+FORK = ActivityDef[LoadCheckpoint, Forked]("checkpoint.fork", LoadCheckpoint, Forked, 300.0, Retry(maximum_attempts=5))
+WORKSPACE_OPEN = ActivityDef[OpenWorkspace, WorkspaceBinding](
+    "workspace.open", OpenWorkspace, WorkspaceBinding, 300.0, ABOUT_A_MINUTE, HEARTBEAT_S,
+)
+WORKSPACE_REHYDRATE = ActivityDef[RehydrateWorkspace, WorkspaceBinding](
+    "workspace.rehydrate", RehydrateWorkspace, WorkspaceBinding, 300.0, ABOUT_A_MINUTE, HEARTBEAT_S,
+)
+EFFECTS_ARCHIVE = ActivityDef[ArchiveEffects, str]("effects.archive", ArchiveEffects, str, 30.0, ABOUT_A_MINUTE)
+EFFECTS_LOAD = ActivityDef[str, list[Effect]]("effects.load", str, list[Effect], 60.0, ABOUT_A_MINUTE)
+TRANSCRIPT_MESSAGES = ActivityDef[TranscriptSlice, list[Message]](
+    "transcript.messages", TranscriptSlice, list[Message], 60.0, ABOUT_A_MINUTE,
+)
+ROLLBACK_LOAD = ActivityDef[LoadClosedRun, ClosedRun]("rollback.load", LoadClosedRun, ClosedRun, 60.0, ABOUT_A_MINUTE)
+
+ACTIVITIES = (
+    PREPARE, MODEL_CALL, VERIFY, FORK, WORKSPACE_OPEN, WORKSPACE_REHYDRATE, EFFECTS_ARCHIVE, EFFECTS_LOAD,
+    TRANSCRIPT_MESSAGES, ROLLBACK_LOAD,
+)
