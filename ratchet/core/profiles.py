@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pydantic import Field, ValidationError
 
 from ratchet.contracts import ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier
-from ratchet.mcp.config import McpToolset
+from ratchet.contracts.mcp import McpToolset
 
 TOOL_OUTPUT_CHARS = 32_000
 """The default `AgentProfile.tool_output_chars`: about 8,000 tokens of one tool output."""

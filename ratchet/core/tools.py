@@ -26,16 +26,24 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import UNDO_DESCRIPTION, EffectClass, SandboxPolicy, ToolSpec
+from ratchet.contracts import UNDO_DESCRIPTION, ArtifactRef, EffectClass, SandboxPolicy, ToolSpec
 
 if TYPE_CHECKING:
     from ratchet.ops.settings import Settings
     from ratchet.sandbox import Sandbox
+
+
+class Blobs(Protocol):
+    """The artifact store as a tool sees it (`ratchet.stores.artifacts.ArtifactStore` is one):
+    content-addressed blobs, named by the sha256 of their bytes."""
+
+    def put(self, data: bytes, media_type: str = "application/octet-stream") -> ArtifactRef: ...
+
+    def get(self, ref: ArtifactRef) -> bytes: ...
 
 
 class ToolError(Exception):
@@ -67,7 +75,7 @@ class ToolContext:
     workspace: Path
     """The run's workspace directory on this host: only a tool declared `workspace=True` runs on the
     host that holds the run's files."""
-    artifacts: ArtifactStore
+    artifacts: Blobs
     record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
     """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works.
     Build the record with `undo_record`, so a rollback plan can say what the undo will do."""

@@ -33,7 +33,8 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from ratchet.contracts import ArtifactRef
-from ratchet.ops.settings import SettingsError, load_settings, mask_url
+from ratchet.core.settings_errors import SettingsError, mask_url
+from ratchet.ops.settings import load_settings
 from ratchet.stores.artifacts import ArtifactMissing, ArtifactStore
 from ratchet.stores.ledger import EntryRecord, ImportOutcome, Ledger
 from ratchet.stores.urls import artifact_dir, ledger_path, open_artifacts, open_ledger

@@ -63,7 +63,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from ratchet.ops.settings import SettingsError, mask_url
+from ratchet.core.settings_errors import SettingsError, mask_url
 from ratchet.stores.ledger import (
     ChainRecord, Entry, EntryRecord, EntryStatus, ImportOutcome, LedgerRecord, entry_record, entry_row, import_outcome,
 )

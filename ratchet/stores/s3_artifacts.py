@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ratchet.contracts import ArtifactRef
-from ratchet.ops.settings import SettingsError
+from ratchet.core.settings_errors import SettingsError
 from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing
 from ratchet.stores.s3_client import NoCredentials, Response, S3Client, Unreachable, client_from_env
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ratchet.ops.settings import SettingsError
+from ratchet.core.settings_errors import SettingsError
 
 __all__ = ["EMPTY_SHA256", "NoCredentials", "Response", "S3Client", "Unreachable", "canonical_query", "client_from_env",
            "sign", "signing_key"]

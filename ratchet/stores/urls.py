@@ -10,7 +10,7 @@
 Unset, the URLs come from RATCHET_LEDGER_PATH and RATCHET_ARTIFACT_DIR (`Settings.ledger_store_url`,
 `Settings.artifact_store_url`), so a setup without them works as before. Paths are percent-decoded
 (`%20` is a space, `%23` a `#`). A URL that names no known store raises `SettingsError` naming the
-variable; a password in it is masked in every message (`ratchet.ops.settings.mask_url`).
+variable; a password in it is masked in every message (`ratchet.core.settings_errors.mask_url`).
 
 Backends beyond SQLite and directories are imported only when their scheme is used, so their
 client libraries are optional extras.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from ratchet.ops.settings import SettingsError, mask_url
+from ratchet.core.settings_errors import SettingsError, mask_url
 from ratchet.stores.artifacts import ArtifactStore, DirectoryArtifactStore
 from ratchet.stores.ledger import Ledger, SqliteLedger
 
