@@ -245,7 +245,7 @@ async def _execute_tool(
                 raise
             missed = True  # this worker's host does not hold the workspace (it did not act): to the host's queue
 
-    def schedule(host: str | None, options: dict[str, Any]) -> Awaitable[ToolResult]:
+    def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[ToolResult]:
         return workflow.execute_activity(
             spec.activity_type, invocation.model_copy(update={"host": host}) if host else invocation,
             result_type=ToolResult, start_to_close_timeout=timedelta(seconds=spec.timeout_s),
@@ -259,7 +259,7 @@ async def _execute_tool(
         return await schedule(None, hosts.on_host(state.workspace_host, plan))
     if spec.workspace:  # on the workspace's host
         return await hosts.on_workspace_host(state, plan, schedule)
-    return await schedule(None, {})
+    return await schedule(None, workflow.ActivityConfig())
 
 
 async def _await_approval(

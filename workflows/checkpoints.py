@@ -81,7 +81,7 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
         sandbox=plan.sandbox,
     )
 
-    def schedule(host: str | None, options: dict[str, Any]) -> Awaitable[VerifyResult]:
+    def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[VerifyResult]:
         return calls.call(
             VERIFY, request.model_copy(update={"host": host}) if host else request,
             start_to_close_s=verifier.timeout_s + 60, summary=f"step {state.step}: verify {' '.join(verifier.argv)}"[:200],

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeout
+from temporalio.workflow import ActivityConfig
 
 from ratchet.contracts import AgentState, ErrorType, RunPlan
 from ratchet.workflows.errors import root
@@ -32,7 +33,7 @@ class HostLost(Exception):
 
 
 async def on_workspace_host(
-    state: AgentState, plan: RunPlan, schedule: Callable[[str | None, dict[str, Any]], Awaitable[T]],
+    state: AgentState, plan: RunPlan, schedule: Callable[[str | None, ActivityConfig], Awaitable[T]],
 ) -> T:
     """Run a workspace activity: `schedule(host, options)` schedules it with those activity options,
     told (`host`) which host queue it must run on, None where the options put it there already.
@@ -45,18 +46,18 @@ async def on_workspace_host(
     host = state.workspace_host
     if host is not None and plan.local_activities:
         try:
-            return await schedule(host, {})
+            return await schedule(host, ActivityConfig())
         except ActivityError as err:
             if not elsewhere(err):
                 raise
     return await schedule(None, on_host(host, plan))
 
 
-def on_host(host: str | None, plan: RunPlan) -> dict[str, Any]:
+def on_host(host: str | None, plan: RunPlan) -> ActivityConfig:
     """Activity options for a workspace activity on `host` (none without a host: the run's queue)."""
     if host is None:
-        return {}
-    return {"task_queue": host, "schedule_to_start_timeout": timedelta(seconds=plan.host_timeout_s)}
+        return ActivityConfig()
+    return ActivityConfig(task_queue=host, schedule_to_start_timeout=timedelta(seconds=plan.host_timeout_s))
 
 
 def host_gone(err: BaseException) -> bool:
