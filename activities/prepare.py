@@ -19,6 +19,7 @@ from ratchet.activities.workspace import confine, open_workspace
 from ratchet.stores.artifacts import ArtifactStore, put_json
 from ratchet.contracts import (
     AgentRun, Budget, ErrorType, ModelCallConfig, ModelSettings, PlanRun, PrepareRun, RunPlan, ScriptedReply, ToolSpec,
+    problems,
 )
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
 from ratchet.models.provider import ProviderRegistry
@@ -171,9 +172,8 @@ class RunPreparer:
         try:
             script = _SCRIPT.validate_json(text)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "the file"
-            raise invalid(f"{relative!r} is not a list of scripted replies: at {where}: {first['msg']}") from None
+            [first] = problems(err, "the file", limit=1)
+            raise invalid(f"{relative!r} is not a list of scripted replies: at {first}") from None
         if not script or len(script) > MAX_SCRIPT_REPLIES:
             raise invalid(f"{relative!r} has {len(script)} replies; give 1 to {MAX_SCRIPT_REPLIES:,}")
         return script

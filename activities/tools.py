@@ -22,7 +22,7 @@ from ratchet.activities.heartbeat import INTERVAL_S, heartbeating, progress
 from ratchet.stores.ledger import EntryStatus, Ledger
 from ratchet.activities.workspace import open_workspace, require_host
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import EffectClass, ErrorType, SandboxPolicy, ToolInvocation, ToolResult, UndoInvocation
+from ratchet.contracts import EffectClass, ErrorType, SandboxPolicy, ToolInvocation, ToolResult, UndoInvocation, problems
 from ratchet.core.keys import call_key, undo_key
 from ratchet.ops.redaction import redacted
 from ratchet.ops.settings import Settings
@@ -216,10 +216,7 @@ def offload(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in exc.errors()
-    )
-    return f"invalid arguments for {name}: {problems}"
+    return f"invalid arguments for {name}: {'; '.join(problems(exc, '(arguments)'))}"
 
 
 def person_decision(inv: ToolInvocation) -> str | None:

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from ratchet.contracts import AgentRun, Continuation, ErrorType
+from ratchet.contracts import AgentRun, Continuation, ErrorType, problems
 
 EXAMPLE = '{"agent": "coder", "objective": "make the tests pass"}'
 
@@ -49,8 +49,4 @@ def parse_run(raw: RawValue | None) -> AgentRun | Continuation:
 
 def describe(exc: ValidationError) -> str:
     """`budget.max_steps: Input should be greater than or equal to 1; ...`"""
-    parts = []
-    for err in exc.errors()[:10]:
-        field = ".".join(str(p) for p in err["loc"]) or "(input)"
-        parts.append(f"{field}: {err['msg']}")
-    return "; ".join(parts)
+    return "; ".join(problems(exc, "(input)", limit=10))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from ratchet.contracts import problems
+
 
 class RatchetError(Exception):
     """Talking to a run failed (the base of the errors below; also Temporal being unreachable)."""
@@ -42,7 +44,7 @@ class InvalidInput(RatchetError, ValueError):
 
     @classmethod
     def of(cls, what: str, exc: ValidationError) -> InvalidInput:
-        return cls(what, [f"{'.'.join(map(str, e['loc'])) or what}: {e['msg']}" for e in exc.errors()])
+        return cls(what, problems(exc, what))
 
 
 class RunFailed(RatchetError):

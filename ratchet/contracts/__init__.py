@@ -14,6 +14,7 @@ library are imported, so workflow code can use them.
 """
 
 from ratchet.contracts.base import (
+    problems,
     ErrorType, NAME_PATTERN, MAX_OBJECTIVE_CHARS, valid_unicode, scrub_text, Strict, Phase, TERMINAL_PHASES, EffectClass, FailurePolicy, ArtifactRef,
 )
 from ratchet.contracts.run import (
@@ -35,6 +36,7 @@ from ratchet.contracts.rollback import (
 )
 
 __all__ = [
+    "problems",
     "AGENT_WORKFLOW",
     "STATE_QUERY",
     "RunMessages",

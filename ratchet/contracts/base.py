@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -132,3 +132,10 @@ class ArtifactRef(BaseModel):
     @classmethod
     def json(cls, digest: str) -> ArtifactRef:
         return cls(digest=digest, media_type="application/json")
+
+
+def problems(exc: ValidationError, whole: str = "(value)", limit: int | None = None) -> list[str]:
+    """Each error of a pydantic ValidationError as `where: what`, `where` the field's path as people
+    write it (`budget.max_steps`, `tool_calls.0.name`; `whole` for the value itself). The one
+    formatter of validation errors: inputs, arguments, profiles, files."""
+    return [f"{'.'.join(str(p) for p in err['loc']) or whole}: {err['msg']}" for err in exc.errors()[:limit]]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, ValidationError
 
-from ratchet.contracts import ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier, problems
 from ratchet.contracts.mcp import McpToolset
 
 TOOL_OUTPUT_CHARS = 32_000
@@ -80,10 +80,7 @@ def budget_problems(profile: AgentProfile) -> list[str]:
     try:
         BudgetOverride.model_validate(budget)
     except ValidationError as exc:
-        return [
-            f"profile {profile.name!r}: budget.{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (a run's limit)"
-            for err in exc.errors()
-        ]
+        return [f"profile {profile.name!r}: budget.{problem} (a run's limit)" for problem in problems(exc)]
     return []
 
 

@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from ratchet.contracts import Strict
+from ratchet.contracts import Strict, problems
 from ratchet.contracts.mcp import SERVER_NAME, Compensation, McpToolset  # noqa: F401  (what a profile takes)
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -150,7 +150,7 @@ def load_servers(path: Path) -> list[McpServer]:
 
 
 def _first_problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
+    [first] = problems(exc, whole="", limit=1)
+    where, _, message = first.partition(": ")
+    message = message.removeprefix("Value error, ")
     return f"{where}: {message}" if where else message

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ratchet.contracts import problems
+
 
 class McpUnavailable(Exception):
     """The server cannot be started or reached now; a later attempt may succeed."""
@@ -44,6 +46,6 @@ def not_valid(what: str, exc: Any) -> McpRefused:
 
 def first_problem(exc: Any) -> str:
     """The first error of a pydantic ValidationError, as `where: what`."""
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return f"{where}: {first['msg']}" if where else first["msg"]
+    [first] = problems(exc, whole="", limit=1)
+    where, _, message = first.partition(": ")
+    return f"{where}: {message}" if where else message
