@@ -119,7 +119,7 @@ class _Turns:
 
 def _concurrent(plan: RunPlan, call: ToolCallRequest) -> bool:
     """Read-only activity tools, and calls answered without running anything (unknown tools)."""
-    spec = next((t for t in plan.tools if t.name == call.name), None)
+    spec = plan.tool(call.name)
     return spec is None or (spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY)
 
 
@@ -160,7 +160,7 @@ async def _call_tool(
 ) -> ToolResult:
     step = state.step
     key = keys.call_key(state.workflow_id, step, call_id)
-    spec = next((t for t in plan.tools if t.name == call.name), None)
+    spec = plan.tool(call.name)
     args, problem = parse_arguments(call.arguments)
     if spec is None:
         problem = f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}"

@@ -42,7 +42,7 @@ waited out, not turned into COMPENSATION_FAILED."""
 def undoable(plan: RunPlan, effect: Effect) -> bool:
     if _is_child(plan, effect):
         return True
-    spec = next((t for t in plan.tools if t.name == effect.tool), None)
+    spec = plan.tool(effect.tool)
     return effect.effect == EffectClass.COMPENSABLE and spec is not None and spec.has_undo
 
 
@@ -78,7 +78,8 @@ def describe(plan: RunPlan, effect: Effect) -> str | None:
 
 
 def _is_child(plan: RunPlan, effect: Effect) -> bool:
-    return any(t.name == effect.tool and t.kind == "child" for t in plan.tools)
+    spec = plan.tool(effect.tool)
+    return spec is not None and spec.kind == "child"
 
 
 async def compensate(
@@ -133,7 +134,7 @@ async def _undo(
     state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None, host: str | None = None,
     restored: str | None = None,
 ) -> None:
-    spec = next((t for t in plan.tools if t.name == effect.tool), None)
+    spec = plan.tool(effect.tool)
     if spec is not None and spec.kind == "child":
         await _undo_child(state, plan, effect, restored)
         return

@@ -138,6 +138,10 @@ class RunPlan(RunPolicy):
     its `mcp.<server>` calls; None when the profile uses no MCP server."""
 
 
+    def tool(self, name: str) -> ToolSpec | None:
+        """The run's tool named `name`, or None (the model asked for one it does not have)."""
+        return next((t for t in self.tools if t.name == name), None)
+
 class ModelCallConfig(BaseModel):
     """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""
 
