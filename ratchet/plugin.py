@@ -14,7 +14,7 @@ Everything it wires comes from `RatchetOptions`: backends (ledger, artifact stor
 (profiles, tools, model providers), the data converter and the settings.
 `RatchetOptions.from_settings` builds the defaults; pass your own backends there.
 
-    options = RatchetOptions.from_settings(load_settings(), ledger=MyLedger(...))
+    options = RatchetOptions.from_settings(ledger=MyLedger(...))   # settings from the environment
     client = await Client.connect("localhost:7233", plugins=[RatchetPlugin(options)])
     worker = Worker(client, task_queue="agents", workflows=[MyWorkflow], activities=[my_activity])
 
@@ -73,7 +73,7 @@ from ratchet.mcp.pool import McpPool
 from ratchet.ops.secrets import MIN_SECRET_CHARS, name_secret_variables, secret_values
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.ops.tracing import tracing_interceptors
-from ratchet.payloads.converter import data_converter
+from ratchet.payloads.converter import data_converter as converter_for  # `data_converter` is an option's name
 from ratchet.sandbox import Sandbox, SandboxUnavailable, UnavailableSandbox, open_sandbox
 from ratchet.start_guard import StartGuard
 from ratchet.stores.artifacts import ArtifactStore
@@ -158,32 +158,33 @@ class RatchetOptions:
     variables join the secret list. Closed when a worker running on these options stops."""
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **given: Any) -> RatchetOptions:
-        """Options with every field not in `given` built from `settings` (default: the environment,
+    def from_settings(
+        cls, settings: Settings | None = None, *, ledger: Ledger | None = None, artifacts: ArtifactStore | None = None,
+        profiles: ProfileRegistry | None = None, tools: ToolRegistry | None = None,
+        providers: ProviderRegistry | None = None, data_converter: DataConverter | None = None,
+        sandbox: Sandbox | None = None, mcp: McpPool | None = None,
+    ) -> RatchetOptions:
+        """Options with every field not given built from `settings` (default: the environment,
         `load_settings()`). Imports the RATCHET_PLUGINS modules first, so their tools and profiles
         are registered. The only place Ratchet builds its default backends."""
-        unknown = set(given) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise TypeError(f"RatchetOptions has no field {', '.join(sorted(unknown))}")
         settings = settings if settings is not None else load_settings()
         load_plugins(settings)
-        artifacts = given["artifacts"] if "artifacts" in given else open_artifacts(settings.artifact_store_url)
+        artifacts = artifacts if artifacts is not None else open_artifacts(settings.artifact_store_url)
         sandbox, tools = usable_sandbox(
-            given["sandbox"] if "sandbox" in given else open_sandbox(settings.sandbox),
-            given["tools"] if "tools" in given else builtin_tools(),
+            sandbox if sandbox is not None else open_sandbox(settings.sandbox),
+            tools if tools is not None else builtin_tools(),
         )
         return cls(
             settings=settings,
-            ledger=given["ledger"] if "ledger" in given else open_ledger(settings.ledger_store_url),
+            ledger=ledger if ledger is not None else open_ledger(settings.ledger_store_url),
             artifacts=artifacts,
-            profiles=given["profiles"] if "profiles" in given else builtin_profiles(),
+            profiles=profiles if profiles is not None else builtin_profiles(),
             tools=tools,
             sandbox=sandbox,
-            providers=given["providers"] if "providers" in given else builtin_providers(settings, artifacts),
-            data_converter=given["data_converter"] if "data_converter" in given else data_converter(settings, artifacts),
-            mcp=mcp_pool(settings, given.get("mcp")),
+            providers=providers if providers is not None else builtin_providers(settings, artifacts),
+            data_converter=data_converter if data_converter is not None else converter_for(settings, artifacts),
+            mcp=mcp_pool(settings, mcp),
         )
-
 
 def usable_sandbox(sandbox: Sandbox, tools: ToolRegistry) -> tuple[Sandbox, ToolRegistry]:
     """`sandbox` and `tools` if the sandbox runs here (its probe runs `true` in it). If not: an
@@ -451,5 +452,5 @@ async def connect(settings: Settings, runtime: Runtime | None = None, *, plugin:
     if plugin is not None:
         return await Client.connect(**connection, plugins=[plugin], runtime=runtime)
     return await Client.connect(
-        **connection, data_converter=data_converter(settings), interceptors=tracing_interceptors(settings), runtime=runtime,
+        **connection, data_converter=converter_for(settings), interceptors=tracing_interceptors(settings), runtime=runtime,
     )
