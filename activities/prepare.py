@@ -49,7 +49,14 @@ class RunPreparer:
         event, not sent again as this activity's input: a scripted run's script (or a long
         objective) is in history once."""
         run = await self._start_input()
-        return await self.plan(PrepareRun(run=run, workflow_id=req.workflow_id, chain=req.chain))
+        try:
+            return await self.plan(PrepareRun(run=run, workflow_id=req.workflow_id, chain=req.chain))
+        except ApplicationError as exc:
+            if not exc.non_retryable:
+                raise
+            # the run fails unplanned: the workflow learns here whether it may publish its search attributes
+            raise ApplicationError(exc.message, {"search_attributes": self.settings.search_attributes},
+                                   type=exc.type, non_retryable=True) from None
 
     async def _start_input(self) -> AgentRun:
         assert self.client is not None, "run.prepare needs a Temporal client (to read the run's start input)"

@@ -75,3 +75,25 @@ async def test_a_cancelled_run_shows_cancelled_in_visibility(client, settings, w
                 break
             await asyncio.sleep(0.1)
     assert listed.status == "CANCELED"
+
+
+async def test_a_run_that_fails_while_being_planned_shows_its_agent_and_failed(client, settings, worker):
+    """An unknown profile fails the run in run.prepare, before it has a plan: visibility still
+    shows its agent and FAILED (run.prepare's failure says the worker publishes them)."""
+    from ratchet.client import RatchetClient, RunFailed
+
+    runs = RatchetClient(client, settings)
+    run = await runs.start({"agent": "nobody-here", "objective": "x"})
+    try:
+        await asyncio.wait_for(run.result(), 30)
+        raise AssertionError("the run should fail")
+    except RunFailed as failed:
+        assert "nobody-here" in failed.reason
+    assert (await run.state()).phase == Phase.FAILED
+    async with asyncio.timeout(20):
+        while True:  # visibility is eventually consistent
+            listed = await runs.list(query=f'WorkflowId="{run.workflow_id}"')
+            if listed and listed[0].phase == "FAILED":
+                break
+            await asyncio.sleep(0.1)
+    assert listed[0].agent == "nobody-here" and listed[0].status == "FAILED"

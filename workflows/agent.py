@@ -220,7 +220,19 @@ class AgentWorkflow:
             )
         except ActivityError as err:
             raise_if_cancelled(err)
-            raise invalid_input(err) from None
+            failure = invalid_input(err)
+            self._fail_unplanned(failure.message, root(err))
+            raise failure from None
+
+    def _fail_unplanned(self, error: str, failure: BaseException) -> None:
+        """A run that could not be planned ends FAILED, and says so in visibility (agent, phase)
+        when run.prepare's failure says the worker publishes search attributes."""
+        state = self._state
+        assert state is not None  # made before the run is planned
+        state.phase, state.last_error = Phase.FAILED, error
+        details = failure.details if isinstance(failure, ApplicationError) else ()
+        publish = bool(details) and isinstance(details[0], dict) and details[0].get("search_attributes") is True
+        self._visibility.publish(state, None, search_attributes=publish)
 
     async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
         self._start_deadline(state, plan)

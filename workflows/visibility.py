@@ -19,8 +19,10 @@ class Visibility:
     def __init__(self) -> None:
         self._published: tuple[str, str, bool] | None = None
 
-    def publish(self, state: AgentState, plan: RunPlan) -> None:
-        if not plan.search_attributes:
+    def publish(self, state: AgentState, plan: RunPlan | None, search_attributes: bool | None = None) -> None:
+        """Upsert what changed. Without a plan (a run that failed while being planned),
+        `search_attributes` says whether the worker has them (run.prepare's failure tells)."""
+        if not (plan.search_attributes if plan is not None else search_attributes):
             return
         phase = state.phase if state.phase in SHOWN_PHASES or state.phase.terminal else "RUNNING"
         wanted = (state.run.agent, str(phase), bool(state.pending_approvals))
