@@ -37,7 +37,6 @@ class Archive:
     async def load(self, digest: str) -> list[Effect]:
         return await asyncio.to_thread(load_archived, self.artifacts, digest)
 
-
     @activity.defn(name=TRANSCRIPT_MESSAGES.name)
     async def messages(self, req: TranscriptSlice) -> list[Message]:
         return await asyncio.to_thread(transcript_slice, self.artifacts, req)

@@ -22,13 +22,21 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from ratchet.contracts.activities import FORK, VERIFY
-from ratchet.activities.commands import cap, run_program
-from ratchet.activities.heartbeat import heartbeating
-from ratchet.activities.workspace import confine, host_queue, open_workspace, require_host
-from ratchet.activities.archive import transcript_slice
+from .commands import cap, run_program
+from .heartbeat import heartbeating
+from .workspace import confine, host_queue, open_workspace, require_host
+from .archive import transcript_slice
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 from ratchet.contracts import (
-    AgentState, ArtifactRef, Checkpoint, Evidence, Forked, LoadCheckpoint, VerifyRequest, VerifyResult, WorkspaceBinding,
+    AgentState,
+    ArtifactRef,
+    Checkpoint,
+    Evidence,
+    Forked,
+    LoadCheckpoint,
+    VerifyRequest,
+    VerifyResult,
+    WorkspaceBinding,
 )
 from ratchet.core.tools import ToolError
 from ratchet.ops.redaction import redacted
@@ -44,7 +52,11 @@ _PYTEST = re.compile(r"(?:(\d+) failed)?(?:, )?(?:(\d+) passed)")
 
 class CheckpointActivities:
     def __init__(
-        self, workspace_root: Path, artifacts: ArtifactStore, client: Client | None = None, host_id: str = "local",
+        self,
+        workspace_root: Path,
+        artifacts: ArtifactStore,
+        client: Client | None = None,
+        host_id: str = "local",
         sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace_root = Path(workspace_root)
@@ -60,15 +72,21 @@ class CheckpointActivities:
         workspace = open_workspace(self.workspace_root, req.workspace)
         try:
             async with heartbeating():
-                done = await run_program(self.sandbox, req.verifier.argv, workspace, req.sandbox.within(req.verifier.timeout_s))
+                done = await run_program(
+                    self.sandbox, req.verifier.argv, workspace, req.sandbox.within(req.verifier.timeout_s)
+                )
             exit_code, output = done.exit_code, done.output
         except ToolError as exc:
             exit_code, output = 127, str(exc)
         output = redacted(output)  # before the full output is stored (the evidence is redacted anyway)
         run, failed = count_tests(output)
         evidence = Evidence(
-            argv=req.verifier.argv, exit_code=exit_code, passed=exit_code == 0,
-            tests_run=run, tests_failed=failed, output=cap(output, 4000),
+            argv=req.verifier.argv,
+            exit_code=exit_code,
+            passed=exit_code == 0,
+            tests_run=run,
+            tests_failed=failed,
+            output=cap(output, 4000),
             output_ref=await asyncio.to_thread(self.artifacts.put, output.encode(), "text/plain"),
         )
         if not evidence.passed:
@@ -77,7 +95,9 @@ class CheckpointActivities:
             patch_ref, workspace_ref = await asyncio.to_thread(self._accept, workspace, req.changed)
         return VerifyResult(evidence=evidence, patch_ref=patch_ref, workspace_ref=workspace_ref)
 
-    def _accept(self, workspace: Path, changed: dict[str, ArtifactRef | None]) -> tuple[ArtifactRef | None, ArtifactRef]:
+    def _accept(
+        self, workspace: Path, changed: dict[str, ArtifactRef | None]
+    ) -> tuple[ArtifactRef | None, ArtifactRef]:
         """In a thread (file reads and artifact puts): the patch and the workspace's manifest."""
         return self._patch(workspace, changed), snapshot(workspace, self.artifacts)
 
@@ -87,12 +107,15 @@ class CheckpointActivities:
             before = self.artifacts.get(before_ref).decode(errors="replace") if before_ref else ""
             path = confine(workspace, rel)
             after = path.read_text(errors="replace") if path.is_file() else ""
-            chunks.extend(difflib.unified_diff(
-                before.splitlines(keepends=True), after.splitlines(keepends=True),
-                fromfile=f"a/{rel}" if before_ref else "/dev/null", tofile=f"b/{rel}",
-            ))
+            chunks.extend(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    fromfile=f"a/{rel}" if before_ref else "/dev/null",
+                    tofile=f"b/{rel}",
+                )
+            )
         return self.artifacts.put("".join(chunks).encode(), "text/x-diff") if chunks else None
-
 
     @activity.defn(name=FORK.name)
     async def fork(self, req: LoadCheckpoint) -> Forked:
@@ -104,7 +127,9 @@ class CheckpointActivities:
         if checkpoint.workspace_ref is not None:
             await asyncio.to_thread(restore, workspace, self.artifacts, checkpoint.workspace_ref)
         manifest = checkpoint.workspace_ref or await asyncio.to_thread(snapshot, workspace, self.artifacts)
-        return Forked(checkpoint=checkpoint, binding=WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest))
+        return Forked(
+            checkpoint=checkpoint, binding=WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=manifest)
+        )
 
     def host_queue(self) -> str:
         return host_queue(activity.info().task_queue, self.host_id)
@@ -129,7 +154,6 @@ class CheckpointActivities:
         else:
             base, messages = state.messages_base, state.messages[: found.messages_len - state.messages_base]
         return found.model_copy(update={"messages": messages, "messages_base": base})
-
 
 
 def snapshot(workspace: Path, artifacts: ArtifactStore) -> ArtifactRef:

@@ -28,13 +28,17 @@ async def run_program(sandbox: Sandbox | None, argv: Sequence[str], cwd: Path, p
     worker without a working sandbox fails the call non-retryably (`SandboxUnavailable`): every
     retry would fail the same way."""
     if sandbox is None:
-        raise ApplicationError("no sandbox on this worker for programs: declare the tool runs_code=True",
-                               type=SANDBOX_UNAVAILABLE, non_retryable=True)
+        raise ApplicationError(
+            "no sandbox on this worker for programs: declare the tool runs_code=True",
+            type=SANDBOX_UNAVAILABLE,
+            non_retryable=True,
+        )
     try:
         return await sandbox.run(argv, cwd, policy)
     except SandboxUnavailable as exc:
-        raise ApplicationError(f"cannot run programs on this worker: {exc}", type=SANDBOX_UNAVAILABLE,
-                               non_retryable=True) from None
+        raise ApplicationError(
+            f"cannot run programs on this worker: {exc}", type=SANDBOX_UNAVAILABLE, non_retryable=True
+        ) from None
     except SandboxError as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
@@ -49,4 +53,3 @@ def cap(text: str, limit: int = OUTPUT_CAP) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n... ({len(text) - limit} characters cut) ...\n{text[-half:]}"
-

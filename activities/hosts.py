@@ -21,9 +21,9 @@ from pathlib import Path
 from temporalio import activity
 
 from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
-from ratchet.activities.checkpoints import restore, snapshot
-from ratchet.activities.heartbeat import heartbeating
-from ratchet.activities.workspace import host_queue, open_workspace
+from .checkpoints import restore, snapshot
+from .heartbeat import heartbeating
+from .workspace import host_queue, open_workspace
 from ratchet.contracts import OpenWorkspace, RehydrateWorkspace, WorkspaceBinding
 from ratchet.stores.artifacts import ArtifactStore
 

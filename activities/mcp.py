@@ -29,8 +29,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ratchet.activities.heartbeat import INTERVAL_S, heartbeating
-from ratchet.activities.tools import INLINE_OUTPUT_CHARS, assumed_done, offload, person_decision
+from .heartbeat import INTERVAL_S, heartbeating
+from .tools import INLINE_OUTPUT_CHARS, assumed_done, offload, person_decision
 from ratchet.contracts import ArtifactRef, EffectClass, ErrorType, ToolInvocation, ToolResult, ToolSpec, UndoInvocation
 from ratchet.core.keys import call_key, undo_key
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
@@ -70,10 +70,14 @@ class McpActivities:
     def activities(self) -> list[Callable]:
         """`mcp.<server>` for each configured server, `undo.<name>` for each tool a profile compensates."""
         calls = [self._call_activity(name) for name in sorted(self.pool.servers)]
-        compensated = sorted({
-            public_name(toolset.server, tool)
-            for profile in self.profiles.profiles.values() for toolset in profile.mcp for tool in toolset.compensations
-        })
+        compensated = sorted(
+            {
+                public_name(toolset.server, tool)
+                for profile in self.profiles.profiles.values()
+                for toolset in profile.mcp
+                for tool in toolset.compensations
+            }
+        )
         return calls + [self._undo_activity(name) for name in compensated]
 
     def _call_activity(self, server: str) -> Callable:
@@ -105,7 +109,9 @@ class McpActivities:
             try:
                 tools += pin(toolset, await self.pool.list_tools(toolset.server))
             except McpConfigError as exc:
-                raise ApplicationError(f"profile {profile.name!r}: {exc}", type=ErrorType.INVALID_PROFILE, non_retryable=True) from None
+                raise ApplicationError(
+                    f"profile {profile.name!r}: {exc}", type=ErrorType.INVALID_PROFILE, non_retryable=True
+                ) from None
             except McpUnavailable as exc:
                 raise ApplicationError(str(exc), type=MCP_UNAVAILABLE) from None
         return tools
@@ -146,7 +152,11 @@ class McpActivities:
         except McpInterrupted as exc:
             raise ApplicationError(str(exc), type=MCP_INTERRUPTED) from None
         result = redacted(result)
-        return await asyncio.to_thread(offload, result, self.artifacts) if len(result.output) > INLINE_OUTPUT_CHARS else result
+        return (
+            await asyncio.to_thread(offload, result, self.artifacts)
+            if len(result.output) > INLINE_OUTPUT_CHARS
+            else result
+        )
 
     async def _call(self, session: McpSession, tool: McpTool, inv: ToolInvocation, key: str) -> ToolResult:
         if tool.effect == EffectClass.READ_ONLY:
@@ -163,7 +173,8 @@ class McpActivities:
                 f"{key}: an earlier attempt of {tool.name} (MCP server {tool.server!r}) started but its outcome is "
                 f"unknown, and the tool is not idempotent; a person must decide whether it took effect: the run "
                 f"waits for a decision (`ratchet decide`: retry, assume_done, skip or fail)",
-                type=ErrorType.OUTCOME_UNKNOWN, non_retryable=True,
+                type=ErrorType.OUTCOME_UNKNOWN,
+                non_retryable=True,
             )
         if tool.compensation is not None and not tool.compensation.needs_result():
             await asyncio.to_thread(self.ledger.set_undo, key, undo_of(tool, inv.arguments))
@@ -203,17 +214,27 @@ class McpActivities:
     async def _pinned(self, catalog: str, name: str) -> McpTool:
         """The tool as the run pinned it (the catalog is read once per worker, then cached)."""
         if not catalog or not name:
-            raise ApplicationError("an MCP call without its run's tool list or tool name", type=ErrorType.FATAL_TOOL_ERROR, non_retryable=True)
+            raise ApplicationError(
+                "an MCP call without its run's tool list or tool name",
+                type=ErrorType.FATAL_TOOL_ERROR,
+                non_retryable=True,
+            )
         pinned = self._catalogs.get(catalog)
         if pinned is None:
-            pinned = McpCatalog.model_validate(await asyncio.to_thread(get_json, self.artifacts, ArtifactRef.json(catalog)))
+            pinned = McpCatalog.model_validate(
+                await asyncio.to_thread(get_json, self.artifacts, ArtifactRef.json(catalog))
+            )
             self._catalogs[catalog] = pinned
             while len(self._catalogs) > CATALOGS_CACHED:
                 self._catalogs.popitem(last=False)
         self._catalogs.move_to_end(catalog)
         tool = pinned.get(name)
         if tool is None:
-            raise ApplicationError(f"tool {name!r} is not in the run's pinned MCP tool list", type=ErrorType.FATAL_TOOL_ERROR, non_retryable=True)
+            raise ApplicationError(
+                f"tool {name!r} is not in the run's pinned MCP tool list",
+                type=ErrorType.FATAL_TOOL_ERROR,
+                non_retryable=True,
+            )
         return tool
 
     # --- undo -------------------------------------------------------------------------------
@@ -241,7 +262,9 @@ class McpActivities:
         except (McpUnavailable, McpInterrupted) as exc:
             raise ApplicationError(f"undo {inv.tool}: {exc}", type=MCP_UNAVAILABLE) from None
         except McpRefused as exc:
-            raise ApplicationError(f"undo {inv.tool}: {info['tool']} failed: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from None
+            raise ApplicationError(
+                f"undo {inv.tool}: {info['tool']} failed: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True
+            ) from None
         text = " ".join(getattr(b, "text", "") for b in raw.content).strip()
         if raw.is_error:  # retried with the undo's policy (about a minute), as any undo that fails
             raise ApplicationError(f"undo {inv.tool}: {info['tool']} failed: {text[:500]}", type=ErrorType.UNDO_FAILED)
@@ -267,5 +290,6 @@ def _nothing_to_undo(inv: UndoInvocation, forward: Any) -> str:
         return "nothing to undo: the call failed"
     raise ApplicationError(
         f"undo {inv.tool}: {inv.key}: the call's outcome is unknown and its compensation needs the call's result",
-        type=ErrorType.UNDO_FAILED, non_retryable=True,
+        type=ErrorType.UNDO_FAILED,
+        non_retryable=True,
     )

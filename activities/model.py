@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import MODEL_CALL
-from ratchet.activities.heartbeat import heartbeating
+from .heartbeat import heartbeating
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
 from ratchet.core import budget, keys
 from ratchet.models.provider import Completion, ModelCall, ModelProvider, ProviderRegistry
@@ -67,7 +67,11 @@ class ModelActivities:
         return config, base if base is not None and base.has_window(keep) else None
 
     def _begin(
-        self, key: str, req: ModelRequest, config: ModelCallConfig | None, base: Conversation | None,
+        self,
+        key: str,
+        req: ModelRequest,
+        config: ModelCallConfig | None,
+        base: Conversation | None,
     ) -> tuple[Entry | None, ModelCallConfig | None, Conversation | None]:
         """In a thread: the ledger's `begin`, then (unless the reply is recorded already) what the
         caches did not have: the run's config, the conversation so far."""
@@ -78,7 +82,9 @@ class ModelActivities:
             config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
         if base is None:
             keep = config.settings.context_messages
-            base = transcripts.read(self.artifacts, req.transcript, keep) if req.transcript is not None else Conversation()
+            base = (
+                transcripts.read(self.artifacts, req.transcript, keep) if req.transcript is not None else Conversation()
+            )
         return entry, config, base
 
     def _remember(self, req: ModelRequest, config: ModelCallConfig, base: Conversation) -> None:
@@ -91,7 +97,12 @@ class ModelActivities:
             self.transcripts.put(req.transcript, base, owner=_owner())
 
     async def _call(
-        self, req: ModelRequest, key: str, config: ModelCallConfig, provider: ModelProvider, base: Conversation,
+        self,
+        req: ModelRequest,
+        key: str,
+        config: ModelCallConfig,
+        provider: ModelProvider,
+        base: Conversation,
     ) -> tuple[Completion, list[Message]]:
         keep = config.settings.context_messages
         new = req.new_messages
@@ -99,14 +110,25 @@ class ModelActivities:
             limit = config.settings.tool_output_chars
             new = await asyncio.to_thread(lambda: [self._inline(m, limit) for m in req.new_messages])
         messages = base.window(keep) + new
-        done = await provider.complete(ModelCall(
-            key=key, settings=_within_budget(req, config, messages), tools=config.tools, messages=messages,
-            turn=base.turns + _turns(new), step=req.step,
-        ))
+        done = await provider.complete(
+            ModelCall(
+                key=key,
+                settings=_within_budget(req, config, messages),
+                tools=config.tools,
+                messages=messages,
+                turn=base.turns + _turns(new),
+                step=req.step,
+            )
+        )
         return done, new + [done.message]
 
     def _finish(
-        self, key: str, req: ModelRequest, config: ModelCallConfig, base: Conversation, done: Completion,
+        self,
+        key: str,
+        req: ModelRequest,
+        config: ModelCallConfig,
+        base: Conversation,
+        done: Completion,
         added: list[Message],
     ) -> tuple[ModelReply, Conversation]:
         """In a thread: write the step's transcript segment, then record the reply in the ledger
@@ -114,7 +136,9 @@ class ModelActivities:
         ref = transcripts.write(self.artifacts, base, added, prev=req.transcript)
         natural = "tool_calls" if done.message.tool_calls else "stop"
         reply = ModelReply(  # finish reason and model only when the message and settings do not say them
-            message=done.message, usage=done.usage, transcript=ref.digest,
+            message=done.message,
+            usage=done.usage,
+            transcript=ref.digest,
             finish_reason=None if done.finish_reason in (None, natural) else done.finish_reason,
             model="" if done.model in ("", config.settings.model) else done.model,
         )
@@ -148,8 +172,10 @@ def cut(text: str, limit: int | None, ref: ArtifactRef) -> str:
         return text
     head = limit * 3 // 4
     tail = limit - head
-    note = (f"\n[... {len(text) - limit:,} characters left out here; the whole output "
-            f"({len(text):,} characters) is artifact sha256:{ref.digest} ...]\n")
+    note = (
+        f"\n[... {len(text) - limit:,} characters left out here; the whole output "
+        f"({len(text):,} characters) is artifact sha256:{ref.digest} ...]\n"
+    )
     return text[:head] + note + text[-tail:]
 
 
@@ -181,4 +207,3 @@ def _owner() -> str | None:
         return activity.info().workflow_id
     except RuntimeError:
         return None
-

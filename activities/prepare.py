@@ -13,12 +13,21 @@ from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import PREPARE
 from ratchet.stores.ledger import Ledger
-from ratchet.activities.mcp import McpActivities, PinnedTools
+from .mcp import McpActivities, PinnedTools
 from ratchet.mcp.catalog import McpTool
-from ratchet.activities.workspace import confine, open_workspace
+from .workspace import confine, open_workspace
 from ratchet.stores.artifacts import ArtifactStore, put_json
 from ratchet.contracts import (
-    AgentRun, Budget, ErrorType, ModelCallConfig, ModelSettings, PlanRun, PrepareRun, RunPlan, ScriptedReply, ToolSpec,
+    AgentRun,
+    Budget,
+    ErrorType,
+    ModelCallConfig,
+    ModelSettings,
+    PlanRun,
+    PrepareRun,
+    RunPlan,
+    ScriptedReply,
+    ToolSpec,
     problems,
 )
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
@@ -29,8 +38,14 @@ from ratchet.core.tools import Tool, ToolError, ToolRegistry, runs_locally
 
 class RunPreparer:
     def __init__(
-        self, settings: Settings, profiles: ProfileRegistry, tools: ToolRegistry, providers: ProviderRegistry,
-        artifacts: ArtifactStore, ledger: Ledger | None = None, mcp: McpActivities | None = None,
+        self,
+        settings: Settings,
+        profiles: ProfileRegistry,
+        tools: ToolRegistry,
+        providers: ProviderRegistry,
+        artifacts: ArtifactStore,
+        ledger: Ledger | None = None,
+        mcp: McpActivities | None = None,
         client: Client | None = None,
     ) -> None:
         self.client = client
@@ -55,8 +70,9 @@ class RunPreparer:
             if not exc.non_retryable:
                 raise
             # the run fails unplanned: the workflow learns here whether it may publish its search attributes
-            raise ApplicationError(exc.message, {"search_attributes": self.settings.search_attributes},
-                                   type=exc.type, non_retryable=True) from None
+            raise ApplicationError(
+                exc.message, {"search_attributes": self.settings.search_attributes}, type=exc.type, non_retryable=True
+            ) from None
 
     async def _start_input(self) -> AgentRun:
         assert self.client is not None, "run.prepare needs a Temporal client (to read the run's start input)"
@@ -66,14 +82,19 @@ class RunPreparer:
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             [run] = await self.client.data_converter.decode(payloads[:1], [AgentRun])
             return run
-        raise ApplicationError(f"run {info.workflow_id} has no history", type=ErrorType.INVALID_INPUT, non_retryable=True)
+        raise ApplicationError(
+            f"run {info.workflow_id} has no history", type=ErrorType.INVALID_INPUT, non_retryable=True
+        )
 
     async def plan(self, req: PrepareRun) -> RunPlan:
         """The plan for `req.run`: its profile, tools (MCP tool lists pinned) and model settings."""
         profile = self.profiles.get(req.run.agent)
         if profile is not None and profile.mcp and self.mcp is None:
-            raise ApplicationError(f"profile {profile.name!r} uses MCP servers; this worker runs none",
-                                   type=ErrorType.INVALID_PROFILE, non_retryable=True)
+            raise ApplicationError(
+                f"profile {profile.name!r} uses MCP servers; this worker runs none",
+                type=ErrorType.INVALID_PROFILE,
+                non_retryable=True,
+            )
         mcp_tools = await self.mcp.discover(profile) if self.mcp is not None and profile is not None else []
         return await asyncio.to_thread(self._plan, req, mcp_tools)
 
@@ -98,15 +119,19 @@ class RunPreparer:
         if profile.context_messages is not None and profile.context_messages < 2:
             raise ApplicationError(
                 f"profile {profile.name!r}: context_messages must be at least 2, not {profile.context_messages}",
-                type=ErrorType.INVALID_PROFILE, non_retryable=True,
+                type=ErrorType.INVALID_PROFILE,
+                non_retryable=True,
             )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
         if self.ledger is not None and req.chain:
             previous = self.ledger.claim(req.workflow_id, req.chain)
             if previous is not None:
-                activity.logger.info("workflow id %s was used before (chain %s): its ledger entries were set aside",
-                                     req.workflow_id, previous)
+                activity.logger.info(
+                    "workflow id %s was used before (chain %s): its ledger entries were set aside",
+                    req.workflow_id,
+                    previous,
+                )
         local_ok = self._local_tools
         mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
         call = ModelCallConfig(settings=model, tools=[t.openai_schema() for t in tools] + mcp.schemas)
@@ -152,7 +177,8 @@ class RunPreparer:
         provider = self.providers.get(settings.provider)
         problem = (
             f"unknown provider {settings.provider!r}; this worker has: {', '.join(sorted(self.providers.providers))}"
-            if provider is None else provider.unavailable(settings)
+            if provider is None
+            else provider.unavailable(settings)
         )
         if problem is not None:
             raise ApplicationError(f"model: {problem}", type=ErrorType.INVALID_INPUT, non_retryable=True)
@@ -161,11 +187,14 @@ class RunPreparer:
     def _script_file(self, req: PrepareRun, relative: str) -> list[ScriptedReply]:
         """A scripted model's replies from a JSON file in the run's workspace (a long script need
         not travel in the run input: the plan names it by digest)."""
+
         def invalid(why: str) -> ApplicationError:
             return ApplicationError(f"model.script_file: {why}", type=ErrorType.INVALID_INPUT, non_retryable=True)
 
         try:
-            workspace = open_workspace(self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id))
+            workspace = open_workspace(
+                self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id)
+            )
             path = confine(workspace, relative)
             if path.stat().st_size > MAX_SCRIPT_FILE_BYTES:
                 raise invalid(f"{relative!r} is over {MAX_SCRIPT_FILE_BYTES:,} bytes")

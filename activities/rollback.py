@@ -20,9 +20,16 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.contracts.activities import ROLLBACK_LOAD
 from ratchet.contracts import (
-    AGENT_WORKFLOW, STATE_QUERY, AgentState, ClosedRun, Effect, EffectStatus, ErrorType, LoadClosedRun,
+    AGENT_WORKFLOW,
+    STATE_QUERY,
+    AgentState,
+    ClosedRun,
+    Effect,
+    EffectStatus,
+    ErrorType,
+    LoadClosedRun,
 )
-from ratchet.activities.archive import load_archived
+from .archive import load_archived
 from ratchet.core.keys import undo_key
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.stores.ledger import EntryStatus, Ledger
@@ -96,12 +103,19 @@ def _trimmed(state: AgentState) -> AgentState:
     """The state without what only grows and a rollback does not read: the conversation, tool call
     records, verification output, approvals and earlier reports. The run's model settings (a
     scripted run's script) and objective are dropped too; the plan and the effects stay whole."""
-    return state.model_copy(update={
-        "run": state.run.model_copy(update={"model": None, "objective": state.run.objective[:200]}),
-        "messages": [], "tool_calls": [], "inbox": [], "pending_approvals": [], "decisions": {},
-        "rollbacks": [], "failovers": [],
-        "checkpoints": [c.model_copy(update={"evidence": None, "messages": None}) for c in state.checkpoints],
-    })
+    return state.model_copy(
+        update={
+            "run": state.run.model_copy(update={"model": None, "objective": state.run.objective[:200]}),
+            "messages": [],
+            "tool_calls": [],
+            "inbox": [],
+            "pending_approvals": [],
+            "decisions": {},
+            "rollbacks": [],
+            "failovers": [],
+            "checkpoints": [c.model_copy(update={"evidence": None, "messages": None}) for c in state.checkpoints],
+        }
+    )
 
 
 def _invalid(message: str) -> ApplicationError:

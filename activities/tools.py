@@ -18,16 +18,33 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ratchet.activities.heartbeat import INTERVAL_S, heartbeating, progress
+from .heartbeat import INTERVAL_S, heartbeating, progress
 from ratchet.stores.ledger import EntryStatus, Ledger
-from ratchet.activities.workspace import open_workspace, require_host
+from .workspace import open_workspace, require_host
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.contracts import EffectClass, ErrorType, SandboxPolicy, ToolInvocation, ToolResult, UndoInvocation, problems
+from ratchet.contracts import (
+    EffectClass,
+    ErrorType,
+    SandboxPolicy,
+    ToolInvocation,
+    ToolResult,
+    UndoInvocation,
+    problems,
+)
 from ratchet.core.keys import call_key, undo_key
 from ratchet.ops.redaction import redacted
 from ratchet.ops.settings import Settings
 from ratchet.sandbox import Sandbox
-from ratchet.core.tools import FatalToolError, NotStarted, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, nul_problem
+from ratchet.core.tools import (
+    FatalToolError,
+    NotStarted,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    ToolRegistry,
+    nul_problem,
+)
 
 INLINE_OUTPUT_CHARS = 8 * 1024
 PREVIEW_CHARS = 2 * 1024
@@ -89,10 +106,14 @@ class ToolActivities:
         try:
             args = tool.args_model.model_validate(inv.arguments)
         except ValidationError as exc:
-            return ToolResult(ok=False, output=_validation_message(tool.name, exc), error_type=ErrorType.INVALID_ARGUMENTS)
+            return ToolResult(
+                ok=False, output=_validation_message(tool.name, exc), error_type=ErrorType.INVALID_ARGUMENTS
+            )
         nul = nul_problem(inv.arguments)
         if nul is not None:
-            return ToolResult(ok=False, output=f"invalid arguments for {tool.name}: {nul}", error_type=ErrorType.INVALID_ARGUMENTS)
+            return ToolResult(
+                ok=False, output=f"invalid arguments for {tool.name}: {nul}", error_type=ErrorType.INVALID_ARGUMENTS
+            )
         try:
             ctx = self._context(inv.key, inv, tool)
             if tool.effect == EffectClass.READ_ONLY:
@@ -200,10 +221,13 @@ def _with_identity(inv: ToolInvocation, tool_name: str) -> ToolInvocation:
     if inv.key and inv.workflow_id and inv.tool:
         return inv
     workflow_id = inv.workflow_id or activity.info().workflow_id
-    return inv.model_copy(update={
-        "workflow_id": workflow_id, "tool": inv.tool or tool_name,
-        "key": inv.key or call_key(workflow_id, inv.step, inv.call_id),
-    })
+    return inv.model_copy(
+        update={
+            "workflow_id": workflow_id,
+            "tool": inv.tool or tool_name,
+            "key": inv.key or call_key(workflow_id, inv.step, inv.call_id),
+        }
+    )
 
 
 def offload(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:
@@ -211,7 +235,10 @@ def offload(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:
     if len(result.output) <= INLINE_OUTPUT_CHARS:
         return result
     ref = artifacts.put(result.output.encode(), "text/plain")
-    preview = result.output[:PREVIEW_CHARS] + f"\n... ({len(result.output)} characters; full output in artifact {ref.digest[:12]})"
+    preview = (
+        result.output[:PREVIEW_CHARS]
+        + f"\n... ({len(result.output)} characters; full output in artifact {ref.digest[:12]})"
+    )
     return result.model_copy(update={"output": preview, "output_ref": ref})
 
 

@@ -43,8 +43,10 @@ def require_host(expected: str | None, host_id: str | None) -> None:
     here = host_queue(activity.info().task_queue, host_id) if host_id else None
     if here != expected:
         raise ApplicationError(
-            f"the workspace is on {expected}, not on this worker's host ({here})", type=ErrorType.NOT_ON_THIS_HOST,
-            non_retryable=True, category=ApplicationErrorCategory.BENIGN,
+            f"the workspace is on {expected}, not on this worker's host ({here})",
+            type=ErrorType.NOT_ON_THIS_HOST,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         )
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ratchet.activities.commands import cap, run_program
-from ratchet.activities.workspace import confine, display
+from .commands import cap, run_program
+from .workspace import confine, display
 from ratchet.stores.artifacts import ArtifactRef
 from ratchet.core.tools import ToolContext, ToolError, ToolOutput, tool, undo_for, undo_record
 
@@ -63,7 +63,8 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolOutput:
     created = _missing_parents(ctx.workspace, path)
     undo = undo_record(
         f"restore {args.path} ({previous.size} bytes)" if previous else f"delete {args.path}",
-        path=args.path, previous=previous.model_dump() if previous else None,
+        path=args.path,
+        previous=previous.model_dump() if previous else None,
         created_dirs=[display(ctx.workspace, d) for d in created],
     )
     ctx.record_undo(undo)

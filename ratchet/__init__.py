@@ -23,21 +23,45 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "tool": "ratchet.core.tools", "ToolContext": "ratchet.core.tools", "ToolError": "ratchet.core.tools",
-    "FatalToolError": "ratchet.core.tools", "NotStarted": "ratchet.core.tools", "undo_for": "ratchet.core.tools",
-    "reconcile_for": "ratchet.core.tools", "undo_record": "ratchet.core.tools",
-    "AgentProfile": "ratchet.core.profiles", "register_profile": "ratchet.core.profiles",
-    "RatchetPlugin": "ratchet.plugin", "RatchetOptions": "ratchet.plugin",
-    "AgentRun": "ratchet.contracts", "AgentResult": "ratchet.contracts", "AgentState": "ratchet.contracts",
-    "RatchetClient": "ratchet.client", "RunHandle": "ratchet.client",
+    "tool": "ratchet.core.tools",
+    "ToolContext": "ratchet.core.tools",
+    "ToolError": "ratchet.core.tools",
+    "FatalToolError": "ratchet.core.tools",
+    "NotStarted": "ratchet.core.tools",
+    "undo_for": "ratchet.core.tools",
+    "reconcile_for": "ratchet.core.tools",
+    "undo_record": "ratchet.core.tools",
+    "AgentProfile": "ratchet.core.profiles",
+    "register_profile": "ratchet.core.profiles",
+    "RatchetPlugin": "ratchet.plugin",
+    "RatchetOptions": "ratchet.plugin",
+    "AgentRun": "ratchet.contracts",
+    "AgentResult": "ratchet.contracts",
+    "AgentState": "ratchet.contracts",
+    "RatchetClient": "ratchet.client",
+    "RunHandle": "ratchet.client",
 }
 """What a user writes against, by the module that defines it. Loaded on first use, so importing
 `ratchet` (as every workflow module does, also in the SDK's sandbox) imports none of them."""
 
 __all__ = [
-    "AgentProfile", "AgentResult", "AgentRun", "AgentState", "FatalToolError", "NotStarted", "RatchetClient",
-    "RatchetOptions", "RatchetPlugin", "RunHandle", "ToolContext", "ToolError", "reconcile_for", "register_profile",
-    "tool", "undo_for", "undo_record",
+    "AgentProfile",
+    "AgentResult",
+    "AgentRun",
+    "AgentState",
+    "FatalToolError",
+    "NotStarted",
+    "RatchetClient",
+    "RatchetOptions",
+    "RatchetPlugin",
+    "RunHandle",
+    "ToolContext",
+    "ToolError",
+    "reconcile_for",
+    "register_profile",
+    "tool",
+    "undo_for",
+    "undo_record",
 ]
 assert sorted(__all__) == sorted(_EXPORTS)
 
@@ -46,7 +70,14 @@ if TYPE_CHECKING:
     from ratchet.contracts import AgentResult, AgentRun, AgentState
     from ratchet.core.profiles import AgentProfile, register_profile
     from ratchet.core.tools import (
-        FatalToolError, NotStarted, ToolContext, ToolError, reconcile_for, tool, undo_for, undo_record,
+        FatalToolError,
+        NotStarted,
+        ToolContext,
+        ToolError,
+        reconcile_for,
+        tool,
+        undo_for,
+        undo_record,
     )
     from ratchet.plugin import RatchetOptions, RatchetPlugin
 

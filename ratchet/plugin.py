@@ -159,10 +159,17 @@ class RatchetOptions:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings | None = None, *, ledger: Ledger | None = None, artifacts: ArtifactStore | None = None,
-        profiles: ProfileRegistry | None = None, tools: ToolRegistry | None = None,
-        providers: ProviderRegistry | None = None, data_converter: DataConverter | None = None,
-        sandbox: Sandbox | None = None, mcp: McpPool | None = None,
+        cls,
+        settings: Settings | None = None,
+        *,
+        ledger: Ledger | None = None,
+        artifacts: ArtifactStore | None = None,
+        profiles: ProfileRegistry | None = None,
+        tools: ToolRegistry | None = None,
+        providers: ProviderRegistry | None = None,
+        data_converter: DataConverter | None = None,
+        sandbox: Sandbox | None = None,
+        mcp: McpPool | None = None,
     ) -> RatchetOptions:
         """Options with every field not given built from `settings` (default: the environment,
         `load_settings()`). Imports the RATCHET_PLUGINS modules first, so their tools and profiles
@@ -186,6 +193,7 @@ class RatchetOptions:
             mcp=mcp_pool(settings, mcp),
         )
 
+
 def usable_sandbox(sandbox: Sandbox, tools: ToolRegistry) -> tuple[Sandbox, ToolRegistry]:
     """`sandbox` and `tools` if the sandbox runs here (its probe runs `true` in it). If not: an
     `UnavailableSandbox` saying why (the verifier fails with it) and `tools` without the tools
@@ -197,7 +205,9 @@ def usable_sandbox(sandbox: Sandbox, tools: ToolRegistry) -> tuple[Sandbox, Tool
         log.error(
             "the %s sandbox cannot run programs here: %s. Not offering %s; verifiers will fail. "
             "Fix the cause, or set RATCHET_SANDBOX=off to run them unconfined (docs/SECURITY.md)",
-            sandbox.name, exc, ", ".join(refused) or "no tool",
+            sandbox.name,
+            exc,
+            ", ".join(refused) or "no tool",
         )
         return UnavailableSandbox(f"the {sandbox.name} sandbox cannot run here: {exc}"), tools.without_code_runners()
     return sandbox, tools
@@ -214,20 +224,38 @@ class Activities:
         settings, artifacts, ledger = options.settings, options.artifacts, options.ledger
         self.mcp = McpActivities(options.mcp, options.profiles, artifacts, ledger)
         self.preparer = RunPreparer(
-            settings, options.profiles, options.tools, options.providers, artifacts, ledger, self.mcp, client,
+            settings,
+            options.profiles,
+            options.tools,
+            options.providers,
+            artifacts,
+            ledger,
+            self.mcp,
+            client,
         )
         self.model = ModelActivities(options.providers, artifacts, ledger)
-        self.tools = ToolActivities(options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox)
-        self.checkpoints = CheckpointActivities(settings.workspace_root, artifacts, client, settings.host_id, options.sandbox)
+        self.tools = ToolActivities(
+            options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox
+        )
+        self.checkpoints = CheckpointActivities(
+            settings.workspace_root, artifacts, client, settings.host_id, options.sandbox
+        )
         self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
         self.rollback = RollbackActivities(client, ledger, artifacts)
         self.archive = Archive(artifacts)
 
     def all(self) -> list[Callable]:
         return [
-            self.model.call, self.preparer.prepare, self.checkpoints.verify, self.checkpoints.fork,
-            *self.tools.activities(), *self.workspaces.all(), self.rollback.load,
-            self.archive.archive, self.archive.load, self.archive.messages,
+            self.model.call,
+            self.preparer.prepare,
+            self.checkpoints.verify,
+            self.checkpoints.fork,
+            *self.tools.activities(),
+            *self.workspaces.all(),
+            self.rollback.load,
+            self.archive.archive,
+            self.archive.load,
+            self.archive.messages,
             *self.mcp.activities(),
         ]
 
@@ -257,7 +285,9 @@ class RatchetPlugin(SimplePlugin):
         self.host_workers: weakref.WeakKeyDictionary[Worker, Worker] = weakref.WeakKeyDictionary()
         """Each running worker's host worker (`run_worker`)."""
         super().__init__(
-            PLUGIN_NAME, data_converter=self.options.data_converter, workflows=_add_missing(WORKFLOWS, _workflow_name),
+            PLUGIN_NAME,
+            data_converter=self.options.data_converter,
+            workflows=_add_missing(WORKFLOWS, _workflow_name),
             workflow_runner=_ratchet_passed_through,
         )
 
@@ -337,13 +367,21 @@ class RatchetPlugin(SimplePlugin):
         client_config = client.config(active_config=True)
         client_config["plugins"] = []  # applied already; a plugin-carrying client would nest host workers
         options: dict[str, Any] = {
-            key: config[key] for key in (  # type: ignore[literal-required]
-                "max_concurrent_activities", "graceful_shutdown_timeout", "identity", "activity_executor",
-            ) if config.get(key) is not None
+            key: config[key]
+            for key in (  # type: ignore[literal-required]
+                "max_concurrent_activities",
+                "graceful_shutdown_timeout",
+                "identity",
+                "activity_executor",
+            )
+            if config.get(key) is not None
         }
         return Worker(
-            Client(**client_config), task_queue=host_queue(worker.task_queue, self.options.settings.host_id),
-            activities=activities, interceptors=list(config.get("interceptors") or []), **options,
+            Client(**client_config),
+            task_queue=host_queue(worker.task_queue, self.options.settings.host_id),
+            activities=activities,
+            interceptors=list(config.get("interceptors") or []),
+            **options,
         )
 
     def _tracing_unless(self, present: Sequence[Any]) -> list[Any]:
@@ -452,5 +490,8 @@ async def connect(settings: Settings, runtime: Runtime | None = None, *, plugin:
     if plugin is not None:
         return await Client.connect(**connection, plugins=[plugin], runtime=runtime)
     return await Client.connect(
-        **connection, data_converter=converter_for(settings), interceptors=tracing_interceptors(settings), runtime=runtime,
+        **connection,
+        data_converter=converter_for(settings),
+        interceptors=tracing_interceptors(settings),
+        runtime=runtime,
     )

@@ -20,7 +20,10 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.worker import (
-    ExecuteWorkflowInput, Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput,
+    ExecuteWorkflowInput,
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
 )
 
 from ratchet.workflows.input import invalid

@@ -1,4 +1,4 @@
-from ratchet.worker.main import main
+from .main import main
 
 if __name__ == "__main__":
     main()

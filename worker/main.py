@@ -56,7 +56,8 @@ def build_worker(client: Client, settings: Settings, activities: Activities | No
         return Worker(client, **options)
     if activities is not None:
         plugin = RatchetPlugin(
-            dataclasses.replace(activities.options, data_converter=client.data_converter), activities=activities,
+            dataclasses.replace(activities.options, data_converter=client.data_converter),
+            activities=activities,
         )
     else:
         plugin = RatchetPlugin(RatchetOptions.from_settings(settings, data_converter=client.data_converter))
@@ -81,7 +82,10 @@ async def serve(settings: Settings) -> None:
     log.info("workspace activities of runs whose workspace is on this host: task queue %r", settings.host_task_queue)
     if settings.metrics_port is not None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
-    print(f"ratchet worker ready: task queue {settings.task_queue!r} at {address}, host queue {settings.host_task_queue!r}", flush=True)
+    print(
+        f"ratchet worker ready: task queue {settings.task_queue!r} at {address}, host queue {settings.host_task_queue!r}",
+        flush=True,
+    )
     await _first_of(running, first.wait())
     if running.done():
         return await running  # the worker stopped on its own: raise its error

@@ -21,15 +21,33 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError, FailureError
 
 from ratchet.contracts import (
-    AGENT_WORKFLOW, AgentResult, AgentState, Decision, Effect, EffectClass, EffectStatus, ErrorType, Message,
-    OutcomeChoice, OutcomeDecision, PendingApproval, Phase, RunPlan, SandboxPolicy, ToolCallRecord, ToolCallRequest, ToolInvocation, ToolResult, ToolSpec,
+    AGENT_WORKFLOW,
+    AgentResult,
+    AgentState,
+    Decision,
+    Effect,
+    EffectClass,
+    EffectStatus,
+    ErrorType,
+    Message,
+    OutcomeChoice,
+    OutcomeDecision,
+    PendingApproval,
+    Phase,
+    RunPlan,
+    SandboxPolicy,
+    ToolCallRecord,
+    ToolCallRequest,
+    ToolInvocation,
+    ToolResult,
+    ToolSpec,
     valid_unicode,
 )
 from ratchet.core import keys
-from ratchet.workflows import approvals, children, hosts, outcomes
-from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
-from ratchet.workflows.hosts import HostLost
-from ratchet.workflows.visibility import Visibility
+from . import approvals, children, hosts, outcomes
+from .errors import RunFailed, cause, raise_if_cancelled
+from .hosts import HostLost
+from .visibility import Visibility
 
 
 TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
@@ -55,8 +73,10 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
     turns = _Turns(plan, calls)
     try:
         results = await asyncio.gather(
-            *(turns.run(i, _call_tool(state, plan, call, cid, visibility, turns, i))
-              for i, (call, cid) in enumerate(zip(calls, call_ids))),
+            *(
+                turns.run(i, _call_tool(state, plan, call, cid, visibility, turns, i))
+                for i, (call, cid) in enumerate(zip(calls, call_ids))
+            ),
             return_exceptions=True,
         )
     except asyncio.CancelledError:
@@ -124,7 +144,11 @@ def _concurrent(plan: RunPlan, call: ToolCallRequest) -> bool:
 
 
 def _answer_interrupted(
-    state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], call_ids: list[str], turns: _Turns,
+    state: AgentState,
+    plan: RunPlan,
+    calls: list[ToolCallRequest],
+    call_ids: list[str],
+    turns: _Turns,
     visibility: Visibility,
 ) -> None:
     """An interrupted reply: the finished calls answered with their results, the others as
@@ -134,10 +158,16 @@ def _answer_interrupted(
         if result is None:
             text = INTERRUPTED if i in turns.started else NOT_RUN
             result = ToolResult(ok=False, error_type=ErrorType.INTERRUPTED, output=text)
-            state.tool_calls.append(ToolCallRecord(
-                step=state.step, call_id=cid, tool=call.name, key=keys.call_key(state.workflow_id, state.step, cid),
-                arguments=call.arguments, result=result,
-            ))
+            state.tool_calls.append(
+                ToolCallRecord(
+                    step=state.step,
+                    call_id=cid,
+                    tool=call.name,
+                    key=keys.call_key(state.workflow_id, state.step, cid),
+                    arguments=call.arguments,
+                    result=result,
+                )
+            )
         state.messages.append(
             Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
         )
@@ -155,7 +185,12 @@ def _keep_reply_order(state: AgentState, call_ids: list[str], first_record: int)
 
 
 async def _call_tool(
-    state: AgentState, plan: RunPlan, call: ToolCallRequest, call_id: str, visibility: Visibility, turns: _Turns,
+    state: AgentState,
+    plan: RunPlan,
+    call: ToolCallRequest,
+    call_id: str,
+    visibility: Visibility,
+    turns: _Turns,
     index: int,
 ) -> ToolResult:
     step = state.step
@@ -170,7 +205,9 @@ async def _call_tool(
     if reason is not None:
         decision = await _await_approval(state, plan, spec, call_id, args, reason, visibility)
         if not decision.approved:
-            return ToolResult(ok=False, error_type=ErrorType.REJECTED, output=f"a person rejected this call: {decision.reason}")
+            return ToolResult(
+                ok=False, error_type=ErrorType.REJECTED, output=f"a person rejected this call: {decision.reason}"
+            )
     if not await turns.turn(index):
         return ToolResult(ok=False, output="not run: an earlier call of this reply failed")
     if spec.kind == "timer":
@@ -189,7 +226,12 @@ async def _call_tool(
 
 
 async def _run_activity_tool(
-    state: AgentState, plan: RunPlan, spec: ToolSpec, key: str, call_id: str, args: dict[str, Any],
+    state: AgentState,
+    plan: RunPlan,
+    spec: ToolSpec,
+    key: str,
+    call_id: str,
+    args: dict[str, Any],
     visibility: Visibility,
 ) -> ToolResult:
     step = state.step
@@ -219,14 +261,22 @@ async def _run_activity_tool(
 
 
 async def _execute_tool(
-    state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any],
+    state: AgentState,
+    plan: RunPlan,
+    spec: ToolSpec,
+    call_id: str,
+    args: dict[str, Any],
     decision: OutcomeDecision | None = None,
 ) -> ToolResult:
     # key, workflow id and tool name come from the activity's own info (not repeated in history)
     invocation = ToolInvocation(
-        step=state.step, call_id=call_id, arguments=args, workspace=plan.workspace,
+        step=state.step,
+        call_id=call_id,
+        arguments=args,
+        workspace=plan.workspace,
         sandbox=plan.sandbox if spec.workspace else SandboxPolicy(),  # absent from history while the default
-        decision=decision.choice.value if decision else None, assumed_output=decision.result if decision else None,
+        decision=decision.choice.value if decision else None,
+        assumed_output=decision.result if decision else None,
     )
     if spec.mcp:  # one activity type per MCP server: it needs the tool's name and the run's pinned tool list
         invocation.tool, invocation.catalog = spec.name, plan.mcp_ref or ""
@@ -237,8 +287,12 @@ async def _execute_tool(
         local = invocation.model_copy(update={"host": state.workspace_host}) if spec.workspace else invocation
         try:
             return await workflow.execute_local_activity(
-                spec.activity_type, local, result_type=ToolResult,
-                start_to_close_timeout=timedelta(seconds=spec.timeout_s), retry_policy=retry, summary=summary,
+                spec.activity_type,
+                local,
+                result_type=ToolResult,
+                start_to_close_timeout=timedelta(seconds=spec.timeout_s),
+                retry_policy=retry,
+                summary=summary,
             )
         except FailureError as err:
             if not (spec.workspace and hosts.elsewhere(err)):
@@ -247,12 +301,16 @@ async def _execute_tool(
 
     def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[ToolResult]:
         return workflow.execute_activity(
-            spec.activity_type, invocation.model_copy(update={"host": host}) if host else invocation,
-            result_type=ToolResult, start_to_close_timeout=timedelta(seconds=spec.timeout_s),
+            spec.activity_type,
+            invocation.model_copy(update={"host": host}) if host else invocation,
+            result_type=ToolResult,
+            start_to_close_timeout=timedelta(seconds=spec.timeout_s),
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s) if spec.heartbeat_s else TOOL_HEARTBEAT_TIMEOUT,
             # an interrupted side effect is waited for until it has stopped: its undo must not run beside it
             cancellation_type=CANCEL_READ_ONLY if spec.effect == EffectClass.READ_ONLY else CANCEL_SIDE_EFFECT,
-            retry_policy=retry, summary=summary, **options,
+            retry_policy=retry,
+            summary=summary,
+            **options,
         )
 
     if missed:
@@ -263,13 +321,24 @@ async def _execute_tool(
 
 
 async def _await_approval(
-    state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any], reason: str,
+    state: AgentState,
+    plan: RunPlan,
+    spec: ToolSpec,
+    call_id: str,
+    args: dict[str, Any],
+    reason: str,
     visibility: Visibility,
 ) -> Decision:
-    state.pending_approvals.append(PendingApproval(
-        call_id=call_id, tool=spec.name, step=state.step, arguments=args,
-        requested_at=workflow.now().isoformat(), reason=reason,
-    ))
+    state.pending_approvals.append(
+        PendingApproval(
+            call_id=call_id,
+            tool=spec.name,
+            step=state.step,
+            arguments=args,
+            requested_at=workflow.now().isoformat(),
+            reason=reason,
+        )
+    )
     state.phase = Phase.AWAITING_APPROVAL
     visibility.publish(state, plan)
     timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
@@ -306,14 +375,19 @@ async def _delegate(
     assert effect is not None
     try:
         child: AgentResult = await workflow.execute_child_workflow(
-            AGENT_WORKFLOW, child_run, id=children.child_id(key), result_type=AgentResult,
+            AGENT_WORKFLOW,
+            child_run,
+            id=children.child_id(key),
+            result_type=AgentResult,
             task_queue=workflow.info().task_queue,
         )
     except ChildWorkflowError as err:
         raise_if_cancelled(err)
         effect.status, effect.error = EffectStatus.FAILED, cause(err)
         return ToolResult(
-            ok=False, error_type=ErrorType.SUB_AGENT_FAILED, output=f"sub-agent {args.get('agent')} failed: {cause(err)}"
+            ok=False,
+            error_type=ErrorType.SUB_AGENT_FAILED,
+            output=f"sub-agent {args.get('agent')} failed: {cause(err)}",
         )
     children.charge(state.used, child.used)
     effect.status = EffectStatus.DONE
@@ -328,7 +402,13 @@ def _register_effect(
     if spec.effect == EffectClass.READ_ONLY:
         return None
     effect = Effect(
-        tool=spec.name, step=step, call_id=call_id, key=key, arguments=args, effect=spec.effect, workspace=spec.workspace,
+        tool=spec.name,
+        step=step,
+        call_id=call_id,
+        key=key,
+        arguments=args,
+        effect=spec.effect,
+        workspace=spec.workspace,
     )
     state.effects.append(effect)
     return effect

@@ -26,18 +26,41 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
-    AGENT_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Continuation, DecideRequest, Decision, EffectClass,
-    EffectStatus, ErrorType, Message, ModelReply, ModelRequest, Phase, PlanRun, RejectRequest, RollbackPlanItem,
-    OutcomeDecision, RollbackReport, RollbackRequest, RunMessages, RunPlan, Transcript, TranscriptPage, scrub_text,
+    AGENT_WORKFLOW,
+    AgentResult,
+    AgentRun,
+    AgentState,
+    ApproveRequest,
+    Continuation,
+    DecideRequest,
+    Decision,
+    EffectClass,
+    EffectStatus,
+    ErrorType,
+    Message,
+    ModelReply,
+    ModelRequest,
+    Phase,
+    PlanRun,
+    RejectRequest,
+    RollbackPlanItem,
+    OutcomeDecision,
+    RollbackReport,
+    RollbackRequest,
+    RunMessages,
+    RunPlan,
+    Transcript,
+    TranscriptPage,
+    scrub_text,
 )
 from ratchet.contracts.activities import MODEL_CALL, PREPARE, Retry
 from ratchet.core import budget as budgets
-from ratchet.workflows import calls
-from ratchet.workflows import acting, approvals, checkpoints, effects_archive, failover, handover, interrupts, outcomes, saga
-from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled, root
-from ratchet.workflows.hosts import HostLost
-from ratchet.workflows.input import parse_run
-from ratchet.workflows.visibility import Visibility
+from . import calls
+from . import acting, approvals, checkpoints, effects_archive, failover, handover, interrupts, outcomes, saga
+from .errors import RunFailed, cause, invalid_input, raise_if_cancelled, root
+from .hosts import HostLost
+from .input import parse_run
+from .visibility import Visibility
 
 CUT_OFF = (
     "Your last reply was cut off at the output token limit, so it is not taken as your final answer. "
@@ -86,7 +109,8 @@ class AgentWorkflow:
             self._take_early_signals(state)
             state.plan = plan = await self._prepare(parsed)
             state.messages = [
-                Message(role="system", content=plan.system_prompt), Message(role="user", content=parsed.objective)
+                Message(role="system", content=plan.system_prompt),
+                Message(role="user", content=parsed.objective),
             ]
         plan = state.plan
         assert plan is not None
@@ -101,7 +125,9 @@ class AgentWorkflow:
             await failover.apply_failure_policy(state, state.plan, str(failure))
             phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
             self._finish(phase, error=str(failure))
-            raise ApplicationError(self._failure_message(str(failure)), type=ErrorType.AGENT_FAILED, non_retryable=True) from None
+            raise ApplicationError(
+                self._failure_message(str(failure)), type=ErrorType.AGENT_FAILED, non_retryable=True
+            ) from None
         except asyncio.CancelledError:
             await failover.apply_failure_policy(state, state.plan, "cancelled")
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
@@ -128,7 +154,8 @@ class AgentWorkflow:
         offset = max(page.offset, state.messages_base)  # earlier ones: in the transcript artifact
         start = offset - state.messages_base
         return Transcript(
-            total=state.message_count, offset=offset,
+            total=state.message_count,
+            offset=offset,
             messages=state.messages[start : start + page.limit],
         )
 
@@ -176,7 +203,9 @@ class AgentWorkflow:
     def decide(self, request: DecideRequest) -> str:
         """Decide what happens to a call whose outcome is unknown (workflows/outcomes.py)."""
         self._require_state().outcome_decisions[request.call_id] = OutcomeDecision(
-            choice=request.choice, result=request.result, reason=request.reason,
+            choice=request.choice,
+            result=request.result,
+            reason=request.reason,
         )
         return f"{request.choice} {request.call_id}"
 
@@ -215,7 +244,8 @@ class AgentWorkflow:
             # A regular activity, not a local one: a local activity pending while the run is
             # evicted from the worker cache stalls the workflow task until it times out.
             return await calls.call(
-                PREPARE, PlanRun(workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
+                PREPARE,
+                PlanRun(workflow_id=workflow.info().workflow_id, chain=workflow.info().first_execution_run_id),
                 summary=f"prepare agent {run.agent}",
             )
         except ActivityError as err:
@@ -302,7 +332,9 @@ class AgentWorkflow:
             return
 
         async def deadline() -> None:
-            await workflow.sleep(timedelta(seconds=left), summary=f"deadline: budget.max_duration_s {plan.budget.max_duration_s:g}s")
+            await workflow.sleep(
+                timedelta(seconds=left), summary=f"deadline: budget.max_duration_s {plan.budget.max_duration_s:g}s"
+            )
             self._deadline_passed = True
 
         self._deadline = asyncio.create_task(deadline())
@@ -340,14 +372,24 @@ class AgentWorkflow:
         unsent = state.messages[state.unsent - state.messages_base :]
         tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
         request = ModelRequest(
-            step=state.step, call_ref=plan.call_ref, transcript=state.transcript, new_messages=unsent,
-            max_tokens=tokens_left, max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
+            step=state.step,
+            call_ref=plan.call_ref,
+            transcript=state.transcript,
+            new_messages=unsent,
+            max_tokens=tokens_left,
+            max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
         )
         try:
             reply = await calls.call(
-                MODEL_CALL, request, summary=f"step {state.step}: model call", start_to_close_s=plan.model.timeout_s + 30,
-                retry=Retry(initial_s=MODEL_CALL.retry.initial_s, maximum_s=plan.model.retry_max_interval_s,
-                            maximum_attempts=plan.model.max_attempts),
+                MODEL_CALL,
+                request,
+                summary=f"step {state.step}: model call",
+                start_to_close_s=plan.model.timeout_s + 30,
+                retry=Retry(
+                    initial_s=MODEL_CALL.retry.initial_s,
+                    maximum_s=plan.model.retry_max_interval_s,
+                    maximum_attempts=plan.model.max_attempts,
+                ),
             )
         except ActivityError as err:
             raise_if_cancelled(err)
@@ -389,7 +431,11 @@ class AgentWorkflow:
         assert state is not None
         if state.phase != Phase.COMPENSATION_FAILED:
             return reason
-        left = [f"step {e.step} {e.tool}: {e.error}" for e in state.effects if e.status in (EffectStatus.UNDO_FAILED, EffectStatus.NOT_UNDONE)]
+        left = [
+            f"step {e.step} {e.tool}: {e.error}"
+            for e in state.effects
+            if e.status in (EffectStatus.UNDO_FAILED, EffectStatus.NOT_UNDONE)
+        ]
         return f"{reason}; compensation failed, effects not undone: {'; '.join(left)}"
 
     def _finish(self, phase: Phase, error: str | None = None) -> AgentResult:
@@ -400,11 +446,18 @@ class AgentWorkflow:
             state.last_error = error
         if state.plan is not None:
             self._visibility.publish(state, state.plan)
-        left = [e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE]
+        left = [
+            e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE
+        ]
         return AgentResult(
-            workflow_id=state.workflow_id, phase=phase, answer=state.answer,
-            steps=state.step, used=state.used, last_error=state.last_error,
-            workspace=state.plan.workspace if state.plan else None, workspace_host=state.workspace_host,
+            workflow_id=state.workflow_id,
+            phase=phase,
+            answer=state.answer,
+            steps=state.step,
+            used=state.used,
+            last_error=state.last_error,
+            workspace=state.plan.workspace if state.plan else None,
+            workspace_host=state.workspace_host,
             effects_left=len(left) + state.effects_archived_left,
             effects=left if workflow.info().parent is not None else [],  # a parent undoes a child's
         )
@@ -415,4 +468,3 @@ class AgentWorkflow:
         if self._deadline_passed and plan.budget.max_duration_s is not None:  # the timer is the authority
             return max(elapsed, plan.budget.max_duration_s)
         return elapsed
-

@@ -31,7 +31,9 @@ def validate_decision(state: AgentState, call_id: str) -> None:
     if any(p.call_id == call_id for p in state.pending_approvals):
         return
     if call_id in state.decisions:
-        raise ValueError(f"call {call_id!r} was already decided ({'approved' if state.decisions[call_id].approved else 'rejected'})")
+        raise ValueError(
+            f"call {call_id!r} was already decided ({'approved' if state.decisions[call_id].approved else 'rejected'})"
+        )
     pending = ", ".join(p.call_id for p in state.pending_approvals) or "none"
     raise ValueError(f"no pending approval for call {call_id!r}; pending: {pending}")
 

@@ -25,8 +25,14 @@ def retry_policy(retry: Retry) -> RetryPolicy:
 
 
 async def call(
-    activity: ActivityDef[I, R], arg: I, *, summary: str, local: bool = False, start_to_close_s: float | None = None,
-    retry: Retry | None = None, **options: Any,
+    activity: ActivityDef[I, R],
+    arg: I,
+    *,
+    summary: str,
+    local: bool = False,
+    start_to_close_s: float | None = None,
+    retry: Retry | None = None,
+    **options: Any,
 ) -> R:
     """Run `activity` on `arg` with its declared options, `start_to_close_s` and `retry` replacing
     them where given, `options` added (`task_queue`, `schedule_to_start_timeout`, ...). `local`:
@@ -35,12 +41,22 @@ async def call(
     policy = retry_policy(retry if retry is not None else activity.retry)
     if local:
         return await workflow.execute_local_activity(
-            activity.name, arg, result_type=activity.result, start_to_close_timeout=timeout, retry_policy=policy,
-            summary=summary, **options,
+            activity.name,
+            arg,
+            result_type=activity.result,
+            start_to_close_timeout=timeout,
+            retry_policy=policy,
+            summary=summary,
+            **options,
         )
     if activity.heartbeat_s is not None:
         options.setdefault("heartbeat_timeout", timedelta(seconds=activity.heartbeat_s))
     return await workflow.execute_activity(
-        activity.name, arg, result_type=activity.result, start_to_close_timeout=timeout, retry_policy=policy,
-        summary=summary, **options,
+        activity.name,
+        arg,
+        result_type=activity.result,
+        start_to_close_timeout=timeout,
+        retry_policy=policy,
+        summary=summary,
+        **options,
     )

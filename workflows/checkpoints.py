@@ -16,14 +16,25 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
-    AgentState, Checkpoint, Effect, EffectStatus, FailurePolicy, LoadCheckpoint, Message, Phase, RollbackReport, RunPlan,
-    TranscriptSlice, VerifyRequest, VerifyResult,
+    AgentState,
+    Checkpoint,
+    Effect,
+    EffectStatus,
+    FailurePolicy,
+    LoadCheckpoint,
+    Message,
+    Phase,
+    RollbackReport,
+    RunPlan,
+    TranscriptSlice,
+    VerifyRequest,
+    VerifyResult,
 )
 from ratchet.contracts.activities import FORK, TRANSCRIPT_MESSAGES, VERIFY
 from ratchet.core import keys
-from ratchet.workflows import calls, effects_archive, hosts, saga
-from ratchet.workflows.errors import RunFailed, cause, invalid_input, raise_if_cancelled
-from ratchet.workflows.hosts import HostLost
+from . import calls, effects_archive, hosts, saga
+from .errors import RunFailed, cause, invalid_input, raise_if_cancelled
+from .hosts import HostLost
 
 
 def boundary(state: AgentState, checkpoint_id: str) -> int:
@@ -41,7 +52,10 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
     assert source is not None
     try:
         forked = await calls.call(
-            FORK, LoadCheckpoint(workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace),
+            FORK,
+            LoadCheckpoint(
+                workflow_id=source.workflow_id, checkpoint_id=source.checkpoint_id, workspace=plan.workspace
+            ),
             summary=f"fork from {source.workflow_id} {source.checkpoint_id}",
         )
     except ActivityError as err:
@@ -56,9 +70,15 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
     state.transcript = checkpoint.transcript
     state.unsent = checkpoint.unsent
     # a rollback to where the fork began keeps the fork's objective
-    state.checkpoints = [checkpoint.model_copy(update={
-        "messages": None, "effects_len": 0, "messages_len": checkpoint.messages_len + 1,
-    })]
+    state.checkpoints = [
+        checkpoint.model_copy(
+            update={
+                "messages": None,
+                "effects_len": 0,
+                "messages_len": checkpoint.messages_len + 1,
+            }
+        )
+    ]
 
 
 def verified(state: AgentState) -> bool:
@@ -76,15 +96,20 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
     since = state.checkpoints[-1].effects_len if state.checkpoints else 0
     verifier = plan.verifier
     request = VerifyRequest(
-        key=keys.call_key(state.workflow_id, state.step, "verify"), workflow_id=state.workflow_id,
-        workspace=plan.workspace, verifier=verifier, changed=_changed_files(state.effects[effects_archive.local(state, since):]),
+        key=keys.call_key(state.workflow_id, state.step, "verify"),
+        workflow_id=state.workflow_id,
+        workspace=plan.workspace,
+        verifier=verifier,
+        changed=_changed_files(state.effects[effects_archive.local(state, since) :]),
         sandbox=plan.sandbox,
     )
 
     def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[VerifyResult]:
         return calls.call(
-            VERIFY, request.model_copy(update={"host": host}) if host else request,
-            start_to_close_s=verifier.timeout_s + 60, summary=f"step {state.step}: verify {' '.join(verifier.argv)}"[:200],
+            VERIFY,
+            request.model_copy(update={"host": host}) if host else request,
+            start_to_close_s=verifier.timeout_s + 60,
+            summary=f"step {state.step}: verify {' '.join(verifier.argv)}"[:200],
             **options,
         )
 
@@ -111,7 +136,11 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
 
 
 async def rollback_to(
-    state: AgentState, plan: RunPlan, checkpoint_id: str | None, reason: str, restored: str | None = None,
+    state: AgentState,
+    plan: RunPlan,
+    checkpoint_id: str | None,
+    reason: str,
+    restored: str | None = None,
     fail_over: bool = False,
 ) -> RollbackReport:
     """Undo every effect above the checkpoint (all, without one) and restore its conversation.
@@ -135,15 +164,21 @@ async def _messages_back_to(state: AgentState, checkpoint: Checkpoint) -> None:
     if checkpoint.unsent >= state.messages_base or state.transcript is None:
         return
     state.messages = await calls.call(
-        TRANSCRIPT_MESSAGES, TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
+        TRANSCRIPT_MESSAGES,
+        TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
         summary=f"read messages back to {checkpoint.id}",
     )
     state.messages_base = checkpoint.unsent
 
 
 async def rollback_effects(
-    state: AgentState, plan: RunPlan, since: int, checkpoint_id: str | None, reason: str,
-    restored: str | None = None, fail_over: bool = False,
+    state: AgentState,
+    plan: RunPlan,
+    since: int,
+    checkpoint_id: str | None,
+    reason: str,
+    restored: str | None = None,
+    fail_over: bool = False,
 ) -> RollbackReport:
     """Undo the effects above `since` (saga.compensate: `restored` and `fail_over` as there)."""
     previous_phase = state.phase
@@ -173,11 +208,17 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     evidence = result.evidence
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
     return Checkpoint(
-        id=f"cp-{len(state.checkpoints) + 1}", step=state.step, created_at=workflow.now().isoformat(),
-        effects_len=effects_archive.count(state), messages_len=state.message_count,
-        transcript=state.transcript, unsent=state.unsent,
+        id=f"cp-{len(state.checkpoints) + 1}",
+        step=state.step,
+        created_at=workflow.now().isoformat(),
+        effects_len=effects_archive.count(state),
+        messages_len=state.message_count,
+        transcript=state.transcript,
+        unsent=state.unsent,
         summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
-        evidence=evidence, patch_ref=result.patch_ref, workspace_ref=result.workspace_ref,
+        evidence=evidence,
+        patch_ref=result.patch_ref,
+        workspace_ref=result.workspace_ref,
     )
 
 

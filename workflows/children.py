@@ -30,7 +30,10 @@ def child_run(state: AgentState, plan: RunPlan, args: dict[str, Any]) -> tuple[d
     # A delegate call is atomic for the parent: a child that fails or is cancelled undoes all of
     # its own effects (rollback_all), and a finished child's effects are undone by the parent.
     run: dict[str, Any] = {
-        "agent": agent, "objective": objective, "workspace": plan.workspace, "budget": child_budget,
+        "agent": agent,
+        "objective": objective,
+        "workspace": plan.workspace,
+        "budget": child_budget,
         "on_failure": "rollback_all",
     }
     if isinstance(args.get("model"), dict):

@@ -24,13 +24,20 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
-    ROLLBACK_WORKFLOW, TO_START, ClosedRollback, ClosedRun, ErrorType, LoadClosedRun, RollbackReport, RollbackRun,
+    ROLLBACK_WORKFLOW,
+    TO_START,
+    ClosedRollback,
+    ClosedRun,
+    ErrorType,
+    LoadClosedRun,
+    RollbackReport,
+    RollbackRun,
     rollback_id,
 )
 from ratchet.contracts.activities import ROLLBACK_LOAD
-from ratchet.workflows import calls, checkpoints, saga
-from ratchet.workflows.errors import invalid_input, raise_if_cancelled
-from ratchet.workflows.input import decoded, describe, invalid
+from . import calls, checkpoints, saga
+from .errors import invalid_input, raise_if_cancelled
+from .input import decoded, describe, invalid
 
 EXAMPLE = '{"workflow_id": "fix-42", "checkpoint_id": "cp-1"}'
 
@@ -43,8 +50,12 @@ class RollbackWorkflow:
         closed = await _load(request)
         state = closed.state
         result = ClosedRollback(
-            workflow_id=request.workflow_id, run_id=closed.run_id, status=closed.status,
-            phase=state.phase if state else None, checkpoint_id=request.checkpoint_id, dry_run=request.dry_run,
+            workflow_id=request.workflow_id,
+            run_id=closed.run_id,
+            status=closed.status,
+            phase=state.phase if state else None,
+            checkpoint_id=request.checkpoint_id,
+            dry_run=request.dry_run,
         )
         if state is None or state.plan is None:
             return result  # it failed before it was planned: it did nothing
@@ -62,7 +73,9 @@ class RollbackWorkflow:
             raise ApplicationError(
                 f"rollback did not complete: {'; '.join(result.report.errors)}; not undone: "
                 f"{'; '.join(result.report.not_undone)}; undone: {len(result.report.undone)}",
-                result.model_dump(mode="json"), type=ErrorType.UNDO_FAILED, non_retryable=True,
+                result.model_dump(mode="json"),
+                type=ErrorType.UNDO_FAILED,
+                non_retryable=True,
             )
         return result
 
@@ -82,7 +95,9 @@ def parse_rollback(raw: RawValue | None) -> RollbackRun:
 
 async def _load(request: RollbackRun) -> ClosedRun:
     try:
-        return await calls.call(ROLLBACK_LOAD, LoadClosedRun(workflow_id=request.workflow_id), summary=f"load {request.workflow_id}")
+        return await calls.call(
+            ROLLBACK_LOAD, LoadClosedRun(workflow_id=request.workflow_id), summary=f"load {request.workflow_id}"
+        )
     except ActivityError as err:
         raise_if_cancelled(err)
         raise invalid_input(err) from None

@@ -17,7 +17,7 @@ from temporalio import workflow
 
 from ratchet.contracts import AgentState, ArchiveEffects, Effect, EffectStatus
 from ratchet.contracts.activities import EFFECTS_ARCHIVE, EFFECTS_LOAD
-from ratchet.workflows import calls
+from . import calls
 
 
 def local(state: AgentState, boundary: int) -> int:
@@ -41,12 +41,12 @@ async def archive(state: AgentState, undoable: Callable[[Effect], bool]) -> None
         return
     moving = state.effects[:cut]
     state.effects_archive = await calls.call(
-        EFFECTS_ARCHIVE, ArchiveEffects(effects=moving, prev=state.effects_archive), summary=f"archive {cut} effects",
+        EFFECTS_ARCHIVE,
+        ArchiveEffects(effects=moving, prev=state.effects_archive),
+        summary=f"archive {cut} effects",
     )
     state.effects_base += cut
-    state.effects_archived_left += sum(
-        1 for e in moving if undoable(e) and e.status != EffectStatus.UNDONE
-    )
+    state.effects_archived_left += sum(1 for e in moving if undoable(e) and e.status != EffectStatus.UNDONE)
     del state.effects[:cut]
 
 
@@ -54,5 +54,7 @@ async def restore(state: AgentState, boundary: int) -> None:
     """Before undoing down to effect number `boundary`: bring archived effects back if it needs them."""
     if boundary >= state.effects_base or state.effects_archive is None:
         return
-    archived = await calls.call(EFFECTS_LOAD, state.effects_archive, summary=f"load {state.effects_base} archived effects")
+    archived = await calls.call(
+        EFFECTS_LOAD, state.effects_archive, summary=f"load {state.effects_base} archived effects"
+    )
     state.unarchive(archived)

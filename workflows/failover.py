@@ -29,12 +29,21 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 from ratchet.contracts import (
-    AgentState, Checkpoint, Failover, Message, OpenWorkspace, Phase, RehydrateWorkspace, RollbackReport, RunPlan, WorkspaceBinding,
+    AgentState,
+    Checkpoint,
+    Failover,
+    Message,
+    OpenWorkspace,
+    Phase,
+    RehydrateWorkspace,
+    RollbackReport,
+    RunPlan,
+    WorkspaceBinding,
 )
 from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
-from ratchet.workflows import calls, checkpoints, hosts
-from ratchet.workflows.errors import RunFailed, cause, raise_if_cancelled
-from ratchet.workflows.hosts import HostLost, host_name
+from . import calls, checkpoints, hosts
+from .errors import RunFailed, cause, raise_if_cancelled
+from .hosts import HostLost, host_name
 
 MAX_FAILOVERS = 5
 """Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
@@ -103,7 +112,8 @@ async def _rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lo
     workflow.logger.warning("%s; restoring %s on another host", lost, target)
     try:
         binding = await calls.call(
-            WORKSPACE_REHYDRATE, RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest),
+            WORKSPACE_REHYDRATE,
+            RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest),
             summary=f"step {state.step}: fail over, restore {target}",
         )
     except ActivityError as err:
@@ -124,7 +134,11 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
     restored = await _rehydrate(state, plan, manifest, target, lost)
     # effects and conversation back to the checkpoint, as a rollback (without one: to the start)
     report = await checkpoints.rollback_to(
-        state, plan, checkpoint.id if checkpoint is not None else None, f"failover: {lost}", restored=restored,
+        state,
+        plan,
+        checkpoint.id if checkpoint is not None else None,
+        f"failover: {lost}",
+        restored=restored,
     )
     if not report.clean:
         raise RunFailed(f"{lost}; undoing the effects after {target} did not complete: {report.errors}")
@@ -144,16 +158,28 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
 
 
 def _record(
-    state: AgentState, from_host: str | None, checkpoint_id: str | None, reason: str, restored: str,
+    state: AgentState,
+    from_host: str | None,
+    checkpoint_id: str | None,
+    reason: str,
+    restored: str,
     report: RollbackReport,
 ) -> list[str]:
     """The move in `state.failovers`: which effects the restore reverted, which were undone (returned)."""
     undone = [u for u in report.undone if not u.endswith(restored)]
-    state.failovers.append(Failover(
-        step=state.step, at=workflow.now().isoformat(), from_host=from_host, to_host=state.workspace_host,
-        checkpoint_id=checkpoint_id, reason=reason, restored=[u for u in report.undone if u.endswith(restored)],
-        undone=undone, irreversible=list(report.irreversible),
-    ))
+    state.failovers.append(
+        Failover(
+            step=state.step,
+            at=workflow.now().isoformat(),
+            from_host=from_host,
+            to_host=state.workspace_host,
+            checkpoint_id=checkpoint_id,
+            reason=reason,
+            restored=[u for u in report.undone if u.endswith(restored)],
+            undone=undone,
+            irreversible=list(report.irreversible),
+        )
+    )
     return undone
 
 
@@ -165,5 +191,8 @@ def _restore_point(state: AgentState) -> Checkpoint | None:
 def _restart_conversation(state: AgentState, plan: RunPlan) -> None:
     """Back to the run's start: the system prompt and the objective, nothing the model has seen
     (a continue-as-new may have handed the first messages over, so they are made anew)."""
-    state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=state.run.objective)]
+    state.messages = [
+        Message(role="system", content=plan.system_prompt),
+        Message(role="user", content=state.run.objective),
+    ]
     state.messages_base, state.transcript, state.unsent = 0, None, 0

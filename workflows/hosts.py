@@ -17,7 +17,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeout
 from temporalio.workflow import ActivityConfig
 
 from ratchet.contracts import AgentState, ErrorType, RunPlan
-from ratchet.workflows.errors import root
+from .errors import root
 
 
 T = TypeVar("T")
@@ -33,7 +33,9 @@ class HostLost(Exception):
 
 
 async def on_workspace_host(
-    state: AgentState, plan: RunPlan, schedule: Callable[[str | None, ActivityConfig], Awaitable[T]],
+    state: AgentState,
+    plan: RunPlan,
+    schedule: Callable[[str | None, ActivityConfig], Awaitable[T]],
 ) -> T:
     """Run a workspace activity: `schedule(host, options)` schedules it with those activity options,
     told (`host`) which host queue it must run on, None where the options put it there already.

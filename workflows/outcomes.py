@@ -23,10 +23,18 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import (
-    AgentState, ErrorType, OutcomeChoice, OutcomeDecision, PendingDecision, Phase, RunPlan, ToolResult, ToolSpec,
+    AgentState,
+    ErrorType,
+    OutcomeChoice,
+    OutcomeDecision,
+    PendingDecision,
+    Phase,
+    RunPlan,
+    ToolResult,
+    ToolSpec,
 )
-from ratchet.workflows.errors import root
-from ratchet.workflows.visibility import Visibility
+from .errors import root
+from .visibility import Visibility
 
 
 def unknown(err: BaseException) -> bool:
@@ -35,15 +43,28 @@ def unknown(err: BaseException) -> bool:
 
 
 async def ask(
-    state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, key: str, args: dict[str, Any], error: str,
+    state: AgentState,
+    plan: RunPlan,
+    spec: ToolSpec,
+    call_id: str,
+    key: str,
+    args: dict[str, Any],
+    error: str,
     visibility: Visibility,
 ) -> OutcomeDecision:
     """Wait for a decision on `call_id`'s unknown outcome (or the timeout policy's)."""
     state.outcome_decisions.pop(call_id, None)  # a second unknown outcome after `retry` asks again
-    state.pending_decisions.append(PendingDecision(
-        call_id=call_id, tool=spec.name, step=state.step, key=key, arguments=args, error=error,
-        requested_at=workflow.now().isoformat(),
-    ))
+    state.pending_decisions.append(
+        PendingDecision(
+            call_id=call_id,
+            tool=spec.name,
+            step=state.step,
+            key=key,
+            arguments=args,
+            error=error,
+            requested_at=workflow.now().isoformat(),
+        )
+    )
     previous, state.phase = state.phase, Phase.AWAITING_DECISION
     visibility.publish(state, plan)
     timeout = timedelta(seconds=plan.decision_timeout_s) if plan.decision_timeout_s else None
@@ -51,7 +72,8 @@ async def ask(
         await workflow.wait_condition(lambda: call_id in state.outcome_decisions, timeout=timeout)
     except asyncio.TimeoutError:
         state.outcome_decisions[call_id] = OutcomeDecision(
-            choice=OutcomeChoice(plan.on_decision_timeout), reason="no decision before the decision timeout",
+            choice=OutcomeChoice(plan.on_decision_timeout),
+            reason="no decision before the decision timeout",
             by="timeout",
         )
     state.pending_decisions = [p for p in state.pending_decisions if p.call_id != call_id]
@@ -64,7 +86,8 @@ async def ask(
 def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
     why = f" ({decision.reason})" if decision.reason else ""
     return ToolResult(
-        ok=False, error_type=ErrorType.SKIPPED,
+        ok=False,
+        error_type=ErrorType.SKIPPED,
         output=f"this {spec.name} call was interrupted and whether it took effect is unknown; it was skipped{why}. "
         "Check before repeating it.",
     )

@@ -25,9 +25,9 @@ from ratchet.contracts import (
     RunPlan,
     UndoInvocation,
 )
-from ratchet.workflows import hosts
-from ratchet.workflows.errors import cause
-from ratchet.workflows.hosts import HostLost
+from . import hosts
+from .errors import cause
+from .hosts import HostLost
 
 UNDO_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
@@ -50,20 +50,31 @@ def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[Rollb
     """What undoing the run's effects from number `boundary` on does, newest first (the dry run of
     `compensate`). Archived effects below `state.effects_base` show as one `archived` item."""
     items = []
-    for effect in reversed(state.effects[max(boundary - state.effects_base, 0):]):
+    for effect in reversed(state.effects[max(boundary - state.effects_base, 0) :]):
         if effect.status == EffectStatus.UNDONE:
             action = "already_undone"
         else:
             action = "undo" if undoable(plan, effect) else "irreversible"
-        items.append(RollbackPlanItem(
-            tool=effect.tool, step=effect.step, key=effect.key, action=action, description=describe(plan, effect),
-        ))
+        items.append(
+            RollbackPlanItem(
+                tool=effect.tool,
+                step=effect.step,
+                key=effect.key,
+                action=action,
+                description=describe(plan, effect),
+            )
+        )
     if boundary < state.effects_base:
-        items.append(RollbackPlanItem(
-            tool="(archived)", step=0, key=state.effects_archive or "", action="archived",
-            description=f"{state.effects_base - boundary} earlier effects, kept in the artifact store: "
-            "the rollback loads them and undoes them, newest first",
-        ))
+        items.append(
+            RollbackPlanItem(
+                tool="(archived)",
+                step=0,
+                key=state.effects_archive or "",
+                action="archived",
+                description=f"{state.effects_base - boundary} earlier effects, kept in the artifact store: "
+                "the rollback loads them and undoes them, newest first",
+            )
+        )
     return items
 
 
@@ -83,7 +94,11 @@ def _is_child(plan: RunPlan, effect: Effect) -> bool:
 
 
 async def compensate(
-    state: AgentState, plan: RunPlan, boundary: int, report: RollbackReport, restored: str | None = None,
+    state: AgentState,
+    plan: RunPlan,
+    boundary: int,
+    report: RollbackReport,
+    restored: str | None = None,
     fail_over: bool = False,
 ) -> RollbackReport:
     """Undo the run's effects from number `boundary` on (none of them archived: the caller
@@ -131,7 +146,11 @@ async def compensate(
 
 
 async def _undo(
-    state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None, host: str | None = None,
+    state: AgentState,
+    plan: RunPlan,
+    effect: Effect,
+    workspace: str | None = None,
+    host: str | None = None,
     restored: str | None = None,
 ) -> None:
     spec = plan.tool(effect.tool)
@@ -142,8 +161,14 @@ async def _undo(
     await workflow.execute_activity(
         f"undo.{effect.tool}",
         UndoInvocation(
-            key=effect.key, workflow_id=state.workflow_id, step=effect.step, call_id=effect.call_id,
-            tool=effect.tool, arguments=effect.arguments, workspace=workspace or plan.workspace, undo=effect.undo,
+            key=effect.key,
+            workflow_id=state.workflow_id,
+            step=effect.step,
+            call_id=effect.call_id,
+            tool=effect.tool,
+            arguments=effect.arguments,
+            workspace=workspace or plan.workspace,
+            undo=effect.undo,
         ),
         result_type=str,
         start_to_close_timeout=timedelta(seconds=60),

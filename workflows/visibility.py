@@ -29,7 +29,12 @@ class Visibility:
         if wanted == self._published:
             return
         self._published = wanted
-        workflow.upsert_search_attributes(TypedSearchAttributes([
-            SearchAttributePair(SA_AGENT, wanted[0]), SearchAttributePair(SA_PHASE, wanted[1]),
-            SearchAttributePair(SA_APPROVAL, wanted[2]),
-        ]))
+        workflow.upsert_search_attributes(
+            TypedSearchAttributes(
+                [
+                    SearchAttributePair(SA_AGENT, wanted[0]),
+                    SearchAttributePair(SA_PHASE, wanted[1]),
+                    SearchAttributePair(SA_APPROVAL, wanted[2]),
+                ]
+            )
+        )

@@ -88,15 +88,27 @@ async def result(args: argparse.Namespace) -> int:
     except RunFailed as exc:
         print(f"{args.workflow_id}: {exc.reason}")
         return 1
-    print(json.dumps({"phase": outcome.phase, "answer": outcome.answer, "steps": outcome.steps,
-                      "last_error": outcome.last_error, "used": outcome.used.model_dump()}, indent=2))
+    print(
+        json.dumps(
+            {
+                "phase": outcome.phase,
+                "answer": outcome.answer,
+                "steps": outcome.steps,
+                "last_error": outcome.last_error,
+                "used": outcome.used.model_dump(),
+            },
+            indent=2,
+        )
+    )
     return 0 if outcome.phase == "DONE" else 1
 
 
 async def cancel(args: argparse.Namespace) -> int:
     await (await connected()).get(args.workflow_id).cancel()
-    print(f"cancel requested for {args.workflow_id}: the running step is cancelled and the run ends "
-          "under its failure policy (`ratchet watch` follows it)")
+    print(
+        f"cancel requested for {args.workflow_id}: the running step is cancelled and the run ends "
+        "under its failure policy (`ratchet watch` follows it)"
+    )
     return 0
 
 
@@ -122,7 +134,9 @@ async def decide(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     cmd = verb(
-        sub, "start", "start a run (and follow it with --follow)",
+        sub,
+        "start",
+        "start a run (and follow it with --follow)",
         "ratchet start coder 'make the tests pass' --follow\n         ratchet start --file run.json --id ops-7",
         description="Start an agent run. AGENT and OBJECTIVE, or --file with the run as JSON (the same object "
         "`temporal workflow start --input` takes; flags override its fields).",
@@ -135,33 +149,54 @@ def register(sub) -> None:
     cmd.add_argument("--max-steps", type=int, help="step budget for this run")
     cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
     cmd.set_defaults(fn=run_verb(start))
-    cmd = verb(sub, "list", "list runs (newest first)", "ratchet list --phase AWAITING_APPROVAL",
-               description="List agent runs from Temporal's visibility store, with their agent and phase.")
+    cmd = verb(
+        sub,
+        "list",
+        "list runs (newest first)",
+        "ratchet list --phase AWAITING_APPROVAL",
+        description="List agent runs from Temporal's visibility store, with their agent and phase.",
+    )
     cmd.add_argument("--phase", help="only runs in this phase (RUNNING, AWAITING_APPROVAL, PAUSED, DONE, FAILED, ...)")
     cmd.add_argument("--agent", help="only runs of this agent profile")
     cmd.add_argument("--running", action="store_true", help="only runs still open")
     cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
     cmd.set_defaults(fn=run_verb(list_runs))
-    cmd = verb(sub, "result", "wait for a run's result and print it", "ratchet result ops-7",
-               description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
-               "--no-wait while it still runs.")
+    cmd = verb(
+        sub,
+        "result",
+        "wait for a run's result and print it",
+        "ratchet result ops-7",
+        description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
+        "--no-wait while it still runs.",
+    )
     workflow_id(cmd)
     cmd.add_argument("--no-wait", action="store_true", help="do not wait for a running run")
     cmd.set_defaults(fn=run_verb(result))
-    cmd = verb(sub, "cancel", "cancel a run (its failure policy applies)", "ratchet cancel ops-7",
-               description="Request cancellation: the running step is cancelled and the run ends under its failure policy.")
+    cmd = verb(
+        sub,
+        "cancel",
+        "cancel a run (its failure policy applies)",
+        "ratchet cancel ops-7",
+        description="Request cancellation: the running step is cancelled and the run ends under its failure policy.",
+    )
     workflow_id(cmd)
     cmd.set_defaults(fn=run_verb(cancel))
-    cmd = verb(sub, "transcript", "print a page of a run's conversation as JSON lines",
-               "ratchet transcript ops-7 --offset 0 --limit 20",
-               description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
-               "messages from before a continue-as-new come from the transcript artifact.")
+    cmd = verb(
+        sub,
+        "transcript",
+        "print a page of a run's conversation as JSON lines",
+        "ratchet transcript ops-7 --offset 0 --limit 20",
+        description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
+        "messages from before a continue-as-new come from the transcript artifact.",
+    )
     workflow_id(cmd)
     cmd.add_argument("--offset", type=int, default=0, help="first message (default: %(default)s)")
     cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
     cmd.set_defaults(fn=run_verb(transcript))
     cmd = verb(
-        sub, "decide", "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
+        sub,
+        "decide",
+        "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
         "ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",
         description="A side-effecting call was interrupted and its tool can neither reconcile nor repeat "
         "safely. Check the target system, then: retry (it did not happen), assume_done (it did; --result "

@@ -55,7 +55,10 @@ def _tracker(settings: Settings) -> str:
 
 
 CHECKS: dict[str, Callable[[Settings], Awaitable[str] | str]] = {
-    "temporal": _temporal, "ledger": _ledger, "artifacts": _artifacts, "tracker": _tracker,
+    "temporal": _temporal,
+    "ledger": _ledger,
+    "artifacts": _artifacts,
+    "tracker": _tracker,
 }
 
 

@@ -66,31 +66,55 @@ def _migrate_stores(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
     sub = root.add_subparsers(dest="command", required=True)
-    verb(sub, "worker", "run a worker (settings from the environment, `ratchet config` shows them)",
-         "RATCHET_PLUGINS=myteam.tools ratchet worker").set_defaults(fn=_worker)
-    verb(sub, "config", "print the effective settings as JSON, secrets masked",
-         "RATCHET_LEDGER_URL=postgresql://... ratchet config").set_defaults(fn=_config)
-    codec = verb(sub, "codec-server", "decrypt payloads for the Web UI and `temporal --codec-endpoint`",
-                 "RATCHET_CODEC_KEYS=k1:... ratchet codec-server --port 8081")
+    verb(
+        sub,
+        "worker",
+        "run a worker (settings from the environment, `ratchet config` shows them)",
+        "RATCHET_PLUGINS=myteam.tools ratchet worker",
+    ).set_defaults(fn=_worker)
+    verb(
+        sub,
+        "config",
+        "print the effective settings as JSON, secrets masked",
+        "RATCHET_LEDGER_URL=postgresql://... ratchet config",
+    ).set_defaults(fn=_config)
+    codec = verb(
+        sub,
+        "codec-server",
+        "decrypt payloads for the Web UI and `temporal --codec-endpoint`",
+        "RATCHET_CODEC_KEYS=k1:... ratchet codec-server --port 8081",
+    )
     codec.add_argument("--port", type=int, default=8081, help="default: %(default)s")
     codec.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     codec.add_argument("--cors-origin", default="http://localhost:8080", help="Web UI origin(s), comma-separated")
-    codec.add_argument("--allowed-host", default="",
-                       help="host names it answers for besides the loopback names and --host, comma-separated")
-    codec.add_argument("--encode", action="store_true",
-                       help="answer /encode too (for `temporal workflow start --codec-endpoint`); off: anyone "
-                            "who reaches it could seal inputs with the workers' key")
+    codec.add_argument(
+        "--allowed-host",
+        default="",
+        help="host names it answers for besides the loopback names and --host, comma-separated",
+    )
+    codec.add_argument(
+        "--encode",
+        action="store_true",
+        help="answer /encode too (for `temporal workflow start --codec-endpoint`); off: anyone "
+        "who reaches it could seal inputs with the workers' key",
+    )
     codec.set_defaults(fn=_codec_server)
     from ratchet.replay.gate import add_arguments as replay_arguments
 
-    replay = verb(sub, "replay", "replay histories against today's workflow code (the deploy gate)",
-                  "ratchet replay tests/histories\n         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0")
+    replay = verb(
+        sub,
+        "replay",
+        "replay histories against today's workflow code (the deploy gate)",
+        "ratchet replay tests/histories\n         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0",
+    )
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)
     from ratchet.cli.health import add_arguments as health_arguments
 
     health = verb(
-        sub, "health", "check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
+        sub,
+        "health",
+        "check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
         "ratchet health --timeout 3",
         description="Connect to what a worker needs, with the worker's settings, one line per check; "
         "exit 0 if every check passes, else 1. The compose worker's healthcheck.",
@@ -99,12 +123,20 @@ def parser() -> argparse.ArgumentParser:
     health.set_defaults(fn=_health)
     from ratchet.stores.migrate import add_arguments as migrate_arguments
 
-    migrate = verb(sub, "migrate-stores", "copy the ledger and artifacts into other stores (Postgres, S3)",
-                   "ratchet migrate-stores --to-ledger postgresql://... --to-artifacts s3://bucket/ratchet --dry-run")
+    migrate = verb(
+        sub,
+        "migrate-stores",
+        "copy the ledger and artifacts into other stores (Postgres, S3)",
+        "ratchet migrate-stores --to-ledger postgresql://... --to-artifacts s3://bucket/ratchet --dry-run",
+    )
     migrate_arguments(migrate)
     migrate.set_defaults(fn=_migrate_stores)
-    mcp = verb(sub, "mcp", "serve run control over MCP (stdio, or streamable HTTP with --port) to an assistant or IDE",
-               "ratchet mcp\n         ratchet mcp --port 8765")
+    mcp = verb(
+        sub,
+        "mcp",
+        "serve run control over MCP (stdio, or streamable HTTP with --port) to an assistant or IDE",
+        "ratchet mcp\n         ratchet mcp --port 8765",
+    )
     mcp.add_argument("--port", type=int, help="serve streamable HTTP on this port instead of stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="with --port (default: %(default)s)")
     mcp.set_defaults(fn=_mcp)

@@ -45,8 +45,14 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
             raise ToolError(str(exc)) from None
 
     @server.tool()
-    async def start_run(agent: str, objective: str, workflow_id: str | None = None, workspace: str | None = None,
-                        model: dict[str, Any] | None = None, budget: dict[str, Any] | None = None) -> dict[str, str]:
+    async def start_run(
+        agent: str,
+        objective: str,
+        workflow_id: str | None = None,
+        workspace: str | None = None,
+        model: dict[str, Any] | None = None,
+        budget: dict[str, Any] | None = None,
+    ) -> dict[str, str]:
         """Start a durable agent run of a profile the workers offer; returns its workflow id."""
         fields = {"agent": agent, "objective": objective, "workspace": workspace, "model": model, "budget": budget}
         if not held:
@@ -59,7 +65,10 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
         """A run's phase, step, answer or last error, the calls waiting for approval or a decision, its checkpoints and effects."""
         state = await ask((await run(workflow_id)).state())
         return {
-            "phase": state.phase.value, "step": state.step, "answer": state.answer, "last_error": state.last_error,
+            "phase": state.phase.value,
+            "step": state.step,
+            "answer": state.answer,
+            "last_error": state.last_error,
             "pending_approvals": [p.model_dump(mode="json") for p in state.pending_approvals],
             "pending_decisions": [d.model_dump(mode="json") for d in state.pending_decisions],
             "checkpoints": [{"id": c.id, "step": c.step, "summary": c.summary} for c in state.checkpoints],
@@ -70,8 +79,11 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
     async def transcript(workflow_id: str, offset: int = 0, limit: int = 20) -> dict[str, Any]:
         """A page of a run's conversation (earlier pages too, from before a continue-as-new; `total` counts all)."""
         page = await ask((await run(workflow_id)).transcript(offset, limit))
-        return {"offset": page.offset, "total": page.total,
-                "messages": [m.model_dump(mode="json", exclude_none=True) for m in page.messages]}
+        return {
+            "offset": page.offset,
+            "total": page.total,
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in page.messages],
+        }
 
     @server.tool()
     async def approve(workflow_id: str, call_id: str) -> str:
@@ -96,7 +108,9 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
         return [item.model_dump(mode="json", exclude_none=True) for item in plan]
 
     @server.tool()
-    async def rollback(workflow_id: str, checkpoint_id: str, then: Literal["continue", "stop"] = "continue") -> dict[str, Any]:
+    async def rollback(
+        workflow_id: str, checkpoint_id: str, then: Literal["continue", "stop"] = "continue"
+    ) -> dict[str, Any]:
         """Undo a run's effects after a checkpoint, newest first, each at most once: a running run then
         continues or stops; a closed one (`start`: every effect) is rolled back by a RollbackWorkflow."""
         outcome = await ask((await run(workflow_id)).rollback(checkpoint_id, then=then))

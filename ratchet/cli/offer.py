@@ -33,24 +33,43 @@ def profiles(args: argparse.Namespace) -> int:
     registry, tools, _ = offer
     shown = []
     for profile in sorted(registry.profiles.values(), key=lambda p: p.name):
-        rules = [f"{r.tool}" + (f" when {r.argument} ~ /{r.pattern}/" if r.argument else "") for r in profile.approval_rules]
-        waits = rules + [f"{name} (irreversible)" for name in profile.tools if name in tools.tools
-                         and tools.tools[name].effect == "irreversible" and name not in profile.allow_irreversible]
-        shown.append({
-            "name": profile.name, "tools": profile.tools,
-            "mcp": [{"server": t.server, "tools": t.tools or "all it lists"} for t in profile.mcp],
-            "approval": waits, "verifier": " ".join(profile.verifier.argv) if profile.verifier else None,
-            "budget": profile.budget.model_dump(exclude_none=True), "failure_policy": str(profile.failure_policy),
-        })
+        rules = [
+            f"{r.tool}" + (f" when {r.argument} ~ /{r.pattern}/" if r.argument else "") for r in profile.approval_rules
+        ]
+        waits = rules + [
+            f"{name} (irreversible)"
+            for name in profile.tools
+            if name in tools.tools
+            and tools.tools[name].effect == "irreversible"
+            and name not in profile.allow_irreversible
+        ]
+        shown.append(
+            {
+                "name": profile.name,
+                "tools": profile.tools,
+                "mcp": [{"server": t.server, "tools": t.tools or "all it lists"} for t in profile.mcp],
+                "approval": waits,
+                "verifier": " ".join(profile.verifier.argv) if profile.verifier else None,
+                "budget": profile.budget.model_dump(exclude_none=True),
+                "failure_policy": str(profile.failure_policy),
+            }
+        )
     if args.json:
         print(json.dumps(shown, indent=2))
         return 0
     for p in shown:
-        print(f"{p['name']}: tools {', '.join(p['tools']) or '-'}"
-              + "".join(f"; mcp {m['server']} ({m['tools'] if isinstance(m['tools'], str) else ', '.join(m['tools'])})" for m in p["mcp"]))
+        print(
+            f"{p['name']}: tools {', '.join(p['tools']) or '-'}"
+            + "".join(
+                f"; mcp {m['server']} ({m['tools'] if isinstance(m['tools'], str) else ', '.join(m['tools'])})"
+                for m in p["mcp"]
+            )
+        )
         print(f"  waits for approval: {'; '.join(p['approval']) or 'never'}")
-        print(f"  verifier: {p['verifier'] or '-'}   failure policy: {p['failure_policy']}   budget: "
-              + ", ".join(f"{k} {v}" for k, v in p["budget"].items()))
+        print(
+            f"  verifier: {p['verifier'] or '-'}   failure policy: {p['failure_policy']}   budget: "
+            + ", ".join(f"{k} {v}" for k, v in p["budget"].items())
+        )
     return 0
 
 
@@ -59,32 +78,60 @@ def tools(args: argparse.Namespace) -> int:
     if offer is None:
         return 2
     _, registry, servers = offer
-    shown = [{
-        "name": t.name, "effect": str(t.effect), "kind": t.kind, "workspace": t.workspace, "runs_code": t.runs_code,
-        "undo": t.undo is not None, "reconcile": t.reconcile is not None, "idempotent": t.idempotent,
-        "timeout_s": t.timeout_s, "description": t.description.splitlines()[0] if t.description else "",
-    } for t in sorted(registry.tools.values(), key=lambda t: t.name)]
-    mcp = [{"server": s.name, "transport": s.transport, "local": s.local, "max_attempts": s.max_attempts} for s in servers]
+    shown = [
+        {
+            "name": t.name,
+            "effect": str(t.effect),
+            "kind": t.kind,
+            "workspace": t.workspace,
+            "runs_code": t.runs_code,
+            "undo": t.undo is not None,
+            "reconcile": t.reconcile is not None,
+            "idempotent": t.idempotent,
+            "timeout_s": t.timeout_s,
+            "description": t.description.splitlines()[0] if t.description else "",
+        }
+        for t in sorted(registry.tools.values(), key=lambda t: t.name)
+    ]
+    mcp = [
+        {"server": s.name, "transport": s.transport, "local": s.local, "max_attempts": s.max_attempts} for s in servers
+    ]
     if args.json:
         print(json.dumps({"tools": shown, "mcp_servers": mcp}, indent=2))
         return 0
     print(f"{'tool':<16} {'effect':<13} {'undo':<5} {'reconcile':<9} {'where':<10} description")
     for t in shown:
-        where = "workspace" if t["workspace"] else ("child run" if t["kind"] == "child" else ("timer" if t["kind"] == "timer" else "-"))
-        print(f"{t['name']:<16} {t['effect']:<13} {'yes' if t['undo'] else '-':<5} {'yes' if t['reconcile'] else '-':<9} "
-              f"{where:<10} {t['description'][:70]}")
+        where = (
+            "workspace"
+            if t["workspace"]
+            else ("child run" if t["kind"] == "child" else ("timer" if t["kind"] == "timer" else "-"))
+        )
+        print(
+            f"{t['name']:<16} {t['effect']:<13} {'yes' if t['undo'] else '-':<5} {'yes' if t['reconcile'] else '-':<9} "
+            f"{where:<10} {t['description'][:70]}"
+        )
     for s in mcp:
-        print(f"mcp server {s['server']} ({s['transport']}{', local' if s['local'] else ''}): its tools are listed "
-              "when a run is planned and pinned for the run (`<server>__<tool>`)")
+        print(
+            f"mcp server {s['server']} ({s['transport']}{', local' if s['local'] else ''}): its tools are listed "
+            "when a run is planned and pinned for the run (`<server>__<tool>`)"
+        )
     return 0
 
 
 def register(sub) -> None:
     for name, fn, help_, example in (
-        ("profiles", profiles, "list the agent profiles a worker here offers (tools, approvals, verifier, budget)",
-         "ratchet profiles --json"),
-        ("tools", tools, "list the tools a worker here offers (effect class, undo, reconcile) and its MCP servers",
-         "RATCHET_PLUGINS=mypackage.tools ratchet tools"),
+        (
+            "profiles",
+            profiles,
+            "list the agent profiles a worker here offers (tools, approvals, verifier, budget)",
+            "ratchet profiles --json",
+        ),
+        (
+            "tools",
+            tools,
+            "list the tools a worker here offers (effect class, undo, reconcile) and its MCP servers",
+            "RATCHET_PLUGINS=mypackage.tools ratchet tools",
+        ),
     ):
         cmd = verb(sub, name, help_, example)
         cmd.add_argument("--json", action="store_true", help="as JSON")

@@ -36,7 +36,9 @@ async def checkpoints(args: argparse.Namespace) -> int:
         evidence = f"{' '.join(ev.argv)[:24]} -> exit {ev.exit_code}" if ev else "-"
         if ev and ev.tests_run is not None:
             evidence += f", {ev.tests_run} tests"
-        print(f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}")
+        print(
+            f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}"
+        )
     return 0
 
 
@@ -70,9 +72,13 @@ def _show_closed(outcome: RollbackOutcome, args: argparse.Namespace) -> int:
     if outcome.closed_meanwhile:
         print(f"{args.workflow_id} closed meanwhile: rolling back the closed run")
     if outcome.earlier:
-        print(f"{args.workflow_id} was rolled back to {args.checkpoint_id} before, by workflow "
-              f"{outcome.rollback_workflow_id}; its result:")
-    print(f"{args.workflow_id}: closed {closed.status} ({closed.phase}); rollback workflow {outcome.rollback_workflow_id}")
+        print(
+            f"{args.workflow_id} was rolled back to {args.checkpoint_id} before, by workflow "
+            f"{outcome.rollback_workflow_id}; its result:"
+        )
+    print(
+        f"{args.workflow_id}: closed {closed.status} ({closed.phase}); rollback workflow {outcome.rollback_workflow_id}"
+    )
     _print_plan(closed.plan)
     if closed.report is not None:
         print(json.dumps(closed.report.model_dump(), indent=2))
@@ -95,25 +101,41 @@ async def fork(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     register_background(sub)
-    cmd = verb(sub, "checkpoints", "list a run's checkpoints with their evidence (tests run, patch)",
-               "ratchet checkpoints fix-42")
+    cmd = verb(
+        sub,
+        "checkpoints",
+        "list a run's checkpoints with their evidence (tests run, patch)",
+        "ratchet checkpoints fix-42",
+    )
     workflow_id(cmd)
     cmd.set_defaults(fn=run_verb(checkpoints))
     cmd = verb(
-        sub, "rollback", "undo a run's effects back to a checkpoint (a running or a closed run)",
+        sub,
+        "rollback",
+        "undo a run's effects back to a checkpoint (a running or a closed run)",
         "ratchet rollback fix-42 cp-1 --dry-run\n         ratchet rollback fix-42 cp-1 --then stop",
         description="Undo a run's effects after a checkpoint, newest first, each at most once. A running run "
         "interrupts its step and rolls back; a closed one (DONE, FAILED, cancelled, ...) through a "
         f"{ROLLBACK_WORKFLOW} with id RUN/rollback/CHECKPOINT.",
     )
     workflow_id(cmd)
-    cmd.add_argument("checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`); for a closed run also {TO_START!r}: every effect")
-    cmd.add_argument("--then", choices=["continue", "stop"], default="continue",
-                     help="a running run: go on from the checkpoint or stop (default: %(default)s)")
+    cmd.add_argument(
+        "checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`); for a closed run also {TO_START!r}: every effect"
+    )
+    cmd.add_argument(
+        "--then",
+        choices=["continue", "stop"],
+        default="continue",
+        help="a running run: go on from the checkpoint or stop (default: %(default)s)",
+    )
     cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
     cmd.set_defaults(fn=run_verb(rollback))
-    cmd = verb(sub, "fork", "start a new run from another run's checkpoint (its state and workspace files)",
-               "ratchet fork fix-42 cp-1 --objective 'try another approach'")
+    cmd = verb(
+        sub,
+        "fork",
+        "start a new run from another run's checkpoint (its state and workspace files)",
+        "ratchet fork fix-42 cp-1 --objective 'try another approach'",
+    )
     workflow_id(cmd)
     cmd.add_argument("checkpoint_id", help="the source run's checkpoint (`ratchet checkpoints`)")
     cmd.add_argument("--objective", help="objective for the new run (default: the source's)")
@@ -179,15 +201,20 @@ def render(state: AgentState) -> str:
     lines = [
         f"[{state.phase}] step {state.step}"
         + (f"/{budget.max_steps}" if budget else "")
-        + f"  tokens {tokens}" + (f"/{budget.max_tokens}" if budget else "")
+        + f"  tokens {tokens}"
+        + (f"/{budget.max_tokens}" if budget else "")
         + f"  cost ${state.used.cost_usd:.4f}  tool calls {state.used.tool_calls}"
         + (f"  continued x{state.continued}" if state.continued else "")
     ]
     for pending in state.pending_approvals:
-        lines.append(f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})")
+        lines.append(
+            f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})"
+        )
     for pending in state.pending_decisions:
-        lines.append(f"  awaiting decision: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
-                     f" (outcome unknown; `ratchet decide {state.workflow_id} {pending.call_id} retry|assume_done|skip|fail`)")
+        lines.append(
+            f"  awaiting decision: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
+            f" (outcome unknown; `ratchet decide {state.workflow_id} {pending.call_id} retry|assume_done|skip|fail`)"
+        )
     for cp in state.checkpoints:
         lines.append(f"  checkpoint {cp.id}: {cp.summary}")
     for move in state.failovers:
@@ -203,24 +230,37 @@ def render(state: AgentState) -> str:
 
 
 def register_background(sub) -> None:
-    cmd = verb(sub, "approve", "approve a tool call waiting for a person (AWAITING_APPROVAL)",
-               "ratchet approve ops-7 call_3_0")
+    cmd = verb(
+        sub, "approve", "approve a tool call waiting for a person (AWAITING_APPROVAL)", "ratchet approve ops-7 call_3_0"
+    )
     workflow_id(cmd)
     cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
     cmd.set_defaults(fn=run_verb(approve))
-    cmd = verb(sub, "reject", "reject a tool call waiting for a person; the reason goes to the model",
-               "ratchet reject ops-7 call_3_1 --reason 'not during business hours'")
+    cmd = verb(
+        sub,
+        "reject",
+        "reject a tool call waiting for a person; the reason goes to the model",
+        "ratchet reject ops-7 call_3_1 --reason 'not during business hours'",
+    )
     workflow_id(cmd)
     cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
     cmd.add_argument("--reason", default="rejected by a person", help="what the model is told (default: %(default)r)")
     cmd.set_defaults(fn=run_verb(reject))
-    cmd = verb(sub, "send", "send the agent a message (it joins the conversation at the next step boundary)",
-               "ratchet send ops-7 'also update the runbook'")
+    cmd = verb(
+        sub,
+        "send",
+        "send the agent a message (it joins the conversation at the next step boundary)",
+        "ratchet send ops-7 'also update the runbook'",
+    )
     workflow_id(cmd)
     cmd.add_argument("text", help="the message")
     cmd.set_defaults(fn=run_verb(send))
-    cmd = verb(sub, "watch", "live view of a run (phase, step, budget, waiting calls, checkpoints) until it ends",
-               "ratchet watch ops-7 --once")
+    cmd = verb(
+        sub,
+        "watch",
+        "live view of a run (phase, step, budget, waiting calls, checkpoints) until it ends",
+        "ratchet watch ops-7 --once",
+    )
     workflow_id(cmd)
     cmd.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default: %(default)s)")
     cmd.add_argument("--once", action="store_true", help="print the current view and exit")

@@ -15,8 +15,11 @@ if TYPE_CHECKING:
 def verb(sub, name: str, help: str, example: str, description: str | None = None) -> argparse.ArgumentParser:
     """A subcommand whose `--help` says what it does and shows `example` (examples may be several lines)."""
     return sub.add_parser(
-        name, help=help, description=description or help[:1].upper() + help[1:] + ".",
-        epilog="example: " + example, formatter_class=argparse.RawDescriptionHelpFormatter,
+        name,
+        help=help,
+        description=description or help[:1].upper() + help[1:] + ".",
+        epilog="example: " + example,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 

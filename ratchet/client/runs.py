@@ -26,7 +26,11 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
-    Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError,
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -35,9 +39,27 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
 from ratchet.contracts import (
-    AGENT_WORKFLOW, ROLLBACK_WORKFLOW, AgentResult, AgentRun, AgentState, ApproveRequest, Checkpoint, ClosedRollback,
-    DecideRequest, Message, OutcomeChoice, RejectRequest, ResumeFrom, RollbackPlanItem, RollbackReport, RollbackRequest,
-    RollbackRun, RunMessages, Transcript, TranscriptPage, rollback_id,
+    AGENT_WORKFLOW,
+    ROLLBACK_WORKFLOW,
+    AgentResult,
+    AgentRun,
+    AgentState,
+    ApproveRequest,
+    Checkpoint,
+    ClosedRollback,
+    DecideRequest,
+    Message,
+    OutcomeChoice,
+    RejectRequest,
+    ResumeFrom,
+    RollbackPlanItem,
+    RollbackReport,
+    RollbackRequest,
+    RollbackRun,
+    RunMessages,
+    Transcript,
+    TranscriptPage,
+    rollback_id,
 )
 from ratchet.ops.settings import Settings
 
@@ -126,7 +148,9 @@ class RatchetClient:
         workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
         try:
             await self.temporal.start_workflow(
-                AGENT_WORKFLOW, checked.model_dump(exclude_none=True, mode="json"), id=workflow_id,
+                AGENT_WORKFLOW,
+                checked.model_dump(exclude_none=True, mode="json"),
+                id=workflow_id,
                 task_queue=self.settings.task_queue,
             )
         except WorkflowAlreadyStartedError:
@@ -140,8 +164,13 @@ class RatchetClient:
         return RunHandle(self, workflow_id)
 
     async def list(
-        self, agent: str | None = None, phase: str | None = None, awaiting_approval: bool | None = None,
-        running: bool | None = None, query: str | None = None, limit: int = 50,
+        self,
+        agent: str | None = None,
+        phase: str | None = None,
+        awaiting_approval: bool | None = None,
+        running: bool | None = None,
+        query: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
         """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause."""
         clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
@@ -158,12 +187,16 @@ class RatchetClient:
         try:
             async for run in self.temporal.list_workflows(" AND ".join(clauses), limit=limit):
                 attributes = run.search_attributes
-                found.append(RunSummary(
-                    workflow_id=run.id, status=run.status.name if run.status else "-",
-                    agent=(attributes.get("RatchetAgent") or [None])[0], phase=(attributes.get("RatchetPhase") or [None])[0],
-                    awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
-                    start_time=run.start_time,
-                ))
+                found.append(
+                    RunSummary(
+                        workflow_id=run.id,
+                        status=run.status.name if run.status else "-",
+                        agent=(attributes.get("RatchetAgent") or [None])[0],
+                        phase=(attributes.get("RatchetPhase") or [None])[0],
+                        awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
+                        start_time=run.start_time,
+                    )
+                )
         except RPCError as exc:
             raise RatchetError(f"cannot list runs: {exc}") from None
         return found
@@ -175,7 +208,8 @@ class RunHandle:
     def __init__(self, client: RatchetClient, workflow_id: str) -> None:
         self.client, self.workflow_id = client, workflow_id
         self._handle: WorkflowHandle[Any, AgentResult] = client.temporal.get_workflow_handle(
-            workflow_id, result_type=AgentResult,
+            workflow_id,
+            result_type=AgentResult,
         )
 
     async def state(self) -> AgentState:
@@ -221,7 +255,9 @@ class RunHandle:
     async def reject(self, call_id: str, reason: str = "rejected by a person") -> str:
         return await self._update(RunMessages.REJECT, RejectRequest(call_id=call_id, reason=reason), str)
 
-    async def decide(self, call_id: str, choice: OutcomeChoice | str, result: str | None = None, reason: str = "") -> str:
+    async def decide(
+        self, call_id: str, choice: OutcomeChoice | str, result: str | None = None, reason: str = ""
+    ) -> str:
         try:
             request = DecideRequest(call_id=call_id, choice=choice, result=result, reason=reason)
         except ValidationError as exc:
@@ -258,7 +294,10 @@ class RunHandle:
         return (await self._rollback_closed(checkpoint_id, dry_run=True)).plan
 
     async def rollback(
-        self, checkpoint_id: str, then: Literal["continue", "stop"] = "continue", dry_run: bool = False,
+        self,
+        checkpoint_id: str,
+        then: Literal["continue", "stop"] = "continue",
+        dry_run: bool = False,
     ) -> RollbackOutcome:
         """Undo the effects after `checkpoint_id`, newest first, each at most once. A running run
         interrupts its step and rolls back (`then`: go on from the checkpoint or stop); a closed
@@ -272,10 +311,16 @@ class RunHandle:
             try:
                 plan = await self._running_plan(checkpoint_id)
                 if dry_run:
-                    return RollbackOutcome(workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan)
+                    return RollbackOutcome(
+                        workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan
+                    )
                 report = await self._update(RunMessages.ROLLBACK, request, RollbackReport)
                 return RollbackOutcome(
-                    workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan, report=report,
+                    workflow_id=self.workflow_id,
+                    checkpoint_id=checkpoint_id,
+                    running=True,
+                    plan=plan,
+                    report=report,
                 )
             except (RunNotFound, Refused):
                 raise
@@ -289,10 +334,13 @@ class RunHandle:
     async def fork(self, checkpoint_id: str, objective: str | None = None, new_id: str | None = None) -> RunHandle:
         """A new run from this run's checkpoint: its conversation and workspace files."""
         source = await self.state()
-        run = source.run.model_copy(update={
-            "resume_from": ResumeFrom(workflow_id=self.workflow_id, checkpoint_id=checkpoint_id),
-            "objective": objective or source.run.objective, "workspace": None,
-        })
+        run = source.run.model_copy(
+            update={
+                "resume_from": ResumeFrom(workflow_id=self.workflow_id, checkpoint_id=checkpoint_id),
+                "objective": objective or source.run.objective,
+                "workspace": None,
+            }
+        )
         return await self.client.start(run, new_id or f"{self.workflow_id}-fork-{uuid.uuid4().hex[:6]}")
 
     # ---- inside ------------------------------------------------------------------------------
@@ -348,8 +396,13 @@ class RunHandle:
         temporal = self.client.temporal
         try:
             handle = await temporal.start_workflow(
-                ROLLBACK_WORKFLOW, request, id=rollback_workflow, task_queue=self.client.settings.task_queue,
-                result_type=ClosedRollback, id_reuse_policy=reuse, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                ROLLBACK_WORKFLOW,
+                request,
+                id=rollback_workflow,
+                task_queue=self.client.settings.task_queue,
+                result_type=ClosedRollback,
+                id_reuse_policy=reuse,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
         except WorkflowAlreadyStartedError:
             handle, earlier = temporal.get_workflow_handle(rollback_workflow, result_type=ClosedRollback), True
@@ -360,8 +413,14 @@ class RunHandle:
         except WorkflowFailureError as exc:
             raise RunFailed(rollback_workflow, str(getattr(exc.cause, "message", exc.cause))) from None
         return RollbackOutcome(
-            workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=False, plan=closed.plan,
-            report=closed.report, closed=closed, rollback_workflow_id=rollback_workflow, earlier=earlier,
+            workflow_id=self.workflow_id,
+            checkpoint_id=checkpoint_id,
+            running=False,
+            plan=closed.plan,
+            report=closed.report,
+            closed=closed,
+            rollback_workflow_id=rollback_workflow,
+            earlier=earlier,
         )
 
     async def _earlier(self, start: int, stop: int) -> list[Message]:

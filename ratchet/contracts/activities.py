@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ratchet.contracts.payloads import (
-    LoadCheckpoint, Message, ModelReply, ModelRequest, OpenWorkspace, RehydrateWorkspace, VerifyRequest, VerifyResult,
+    LoadCheckpoint,
+    Message,
+    ModelReply,
+    ModelRequest,
+    OpenWorkspace,
+    RehydrateWorkspace,
+    VerifyRequest,
+    VerifyResult,
     WorkspaceBinding,
 )
 from ratchet.contracts.plan import PlanRun, RunPlan
@@ -53,28 +60,60 @@ HEARTBEAT_S = 20.0
 
 PREPARE = ActivityDef[PlanRun, RunPlan]("run.prepare", PlanRun, RunPlan, 30.0, ABOUT_A_MINUTE)
 MODEL_CALL = ActivityDef[ModelRequest, ModelReply](
-    "model.call", ModelRequest, ModelReply, 150.0, Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8), HEARTBEAT_S,
+    "model.call",
+    ModelRequest,
+    ModelReply,
+    150.0,
+    Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8),
+    HEARTBEAT_S,
 )
 """Its timeout and attempts come from the run's `ModelSettings` (the operator's settings, the profile)."""
 VERIFY = ActivityDef[VerifyRequest, VerifyResult](
-    "checkpoint.verify", VerifyRequest, VerifyResult, 360.0, ABOUT_A_MINUTE, HEARTBEAT_S,
+    "checkpoint.verify",
+    VerifyRequest,
+    VerifyResult,
+    360.0,
+    ABOUT_A_MINUTE,
+    HEARTBEAT_S,
 )
 """Its timeout is the verifier's plus a minute (the manifest goes to the artifact store)."""
 FORK = ActivityDef[LoadCheckpoint, Forked]("checkpoint.fork", LoadCheckpoint, Forked, 300.0, Retry(maximum_attempts=5))
 WORKSPACE_OPEN = ActivityDef[OpenWorkspace, WorkspaceBinding](
-    "workspace.open", OpenWorkspace, WorkspaceBinding, 300.0, ABOUT_A_MINUTE, HEARTBEAT_S,
+    "workspace.open",
+    OpenWorkspace,
+    WorkspaceBinding,
+    300.0,
+    ABOUT_A_MINUTE,
+    HEARTBEAT_S,
 )
 WORKSPACE_REHYDRATE = ActivityDef[RehydrateWorkspace, WorkspaceBinding](
-    "workspace.rehydrate", RehydrateWorkspace, WorkspaceBinding, 300.0, ABOUT_A_MINUTE, HEARTBEAT_S,
+    "workspace.rehydrate",
+    RehydrateWorkspace,
+    WorkspaceBinding,
+    300.0,
+    ABOUT_A_MINUTE,
+    HEARTBEAT_S,
 )
 EFFECTS_ARCHIVE = ActivityDef[ArchiveEffects, str]("effects.archive", ArchiveEffects, str, 30.0, ABOUT_A_MINUTE)
 EFFECTS_LOAD = ActivityDef[str, list[Effect]]("effects.load", str, list[Effect], 60.0, ABOUT_A_MINUTE)
 TRANSCRIPT_MESSAGES = ActivityDef[TranscriptSlice, list[Message]](
-    "transcript.messages", TranscriptSlice, list[Message], 60.0, ABOUT_A_MINUTE,
+    "transcript.messages",
+    TranscriptSlice,
+    list[Message],
+    60.0,
+    ABOUT_A_MINUTE,
 )
 ROLLBACK_LOAD = ActivityDef[LoadClosedRun, ClosedRun]("rollback.load", LoadClosedRun, ClosedRun, 60.0, ABOUT_A_MINUTE)
 
 ACTIVITIES = (
-    PREPARE, MODEL_CALL, VERIFY, FORK, WORKSPACE_OPEN, WORKSPACE_REHYDRATE, EFFECTS_ARCHIVE, EFFECTS_LOAD,
-    TRANSCRIPT_MESSAGES, ROLLBACK_LOAD,
+    PREPARE,
+    MODEL_CALL,
+    VERIFY,
+    FORK,
+    WORKSPACE_OPEN,
+    WORKSPACE_REHYDRATE,
+    EFFECTS_ARCHIVE,
+    EFFECTS_LOAD,
+    TRANSCRIPT_MESSAGES,
+    ROLLBACK_LOAD,
 )

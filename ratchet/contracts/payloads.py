@@ -1,5 +1,4 @@
-"""Activity inputs and outputs: model calls, tool calls, undo, verification, forks.
-"""
+"""Activity inputs and outputs: model calls, tool calls, undo, verification, forks."""
 
 from __future__ import annotations
 

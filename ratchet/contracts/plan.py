@@ -137,10 +137,10 @@ class RunPlan(RunPolicy):
     """Digest of the run's pinned MCP tool list (`ratchet.mcp.catalog.McpCatalog`), named by each of
     its `mcp.<server>` calls; None when the profile uses no MCP server."""
 
-
     def tool(self, name: str) -> ToolSpec | None:
         """The run's tool named `name`, or None (the model asked for one it does not have)."""
         return next((t for t in self.tools if t.name == name), None)
+
 
 class ModelCallConfig(BaseModel):
     """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""

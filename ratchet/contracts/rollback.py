@@ -33,7 +33,8 @@ class RollbackRun(Strict):
 
     workflow_id: str = Field(min_length=1, max_length=1000, description="The closed run to roll back.")
     checkpoint_id: str = Field(
-        min_length=1, max_length=100,
+        min_length=1,
+        max_length=100,
         description=f"Undo the effects after this checkpoint of the run; `{TO_START}`: every effect.",
     )
     dry_run: bool = Field(False, description="Only list what the rollback would undo.")

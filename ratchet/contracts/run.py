@@ -33,6 +33,7 @@ class RunMessages:
     DECIDE = "decide"
     ROLLBACK = "rollback"
 
+
 class ScriptedToolCall(Strict):
     name: str
     arguments: dict[str, Any] | str = Field(
@@ -56,7 +57,8 @@ class ScriptedReply(Strict):
 
 class ModelOverride(Strict):
     provider: str | None = Field(
-        default=None, pattern=NAME_PATTERN,
+        default=None,
+        pattern=NAME_PATTERN,
         description="A model provider registered on the worker (`openai` and `scripted` ship).",
     )
     model: str | None = Field(default=None, min_length=1, max_length=200)
@@ -64,12 +66,16 @@ class ModelOverride(Strict):
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
     context_messages: int | None = Field(
-        default=None, ge=2, le=1_000_000,
+        default=None,
+        ge=2,
+        le=1_000_000,
         description="Send the model the system prompt, the objective and only the latest this-many messages.",
     )
     script: list[ScriptedReply] | None = Field(default=None, max_length=100_000)
     script_file: str | None = Field(
-        default=None, min_length=1, max_length=1000,
+        default=None,
+        min_length=1,
+        max_length=1000,
         description="A JSON file of scripted replies in the run's workspace, read once when the run is planned.",
     )
 
@@ -114,7 +120,9 @@ class AgentRun(Strict):
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."
     )
     workspace_host: str | None = Field(
-        default=None, min_length=1, max_length=1000,
+        default=None,
+        min_length=1,
+        max_length=1000,
         description="Set by `delegate`: the task queue of the host holding the parent's workspace, so a "
         "sub-agent opens the same directory (if that host does not answer, any host opens it).",
     )

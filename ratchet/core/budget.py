@@ -83,7 +83,9 @@ def prompt_estimate(chars: int, messages: int) -> int:
     return -(-chars // CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * messages
 
 
-def output_cap(tokens_left: int | None, cost_left: float | None, prompt: int, settings: ModelSettings) -> int | None | str:
+def output_cap(
+    tokens_left: int | None, cost_left: float | None, prompt: int, settings: ModelSettings
+) -> int | None | str:
     """The most output tokens a call whose prompt is about `prompt` tokens may ask for: what is
     left of the budget, within the model's own `max_output_tokens` (None: no cap to send, see
     SENT_BELOW); or, when not one output token fits, why."""

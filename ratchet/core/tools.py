@@ -183,10 +183,22 @@ def _as_output(value: Any) -> ToolOutput:
     return value if isinstance(value, ToolOutput) else ToolOutput(output=str(value))
 
 
-PATH_ERRNOS = frozenset({
-    errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP,
-    errno.ENOENT, errno.EACCES, errno.EPERM, errno.EILSEQ, errno.EINVAL, errno.EFBIG,
-})
+PATH_ERRNOS = frozenset(
+    {
+        errno.ENAMETOOLONG,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.EEXIST,
+        errno.ENOTEMPTY,
+        errno.ELOOP,
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EILSEQ,
+        errno.EINVAL,
+        errno.EFBIG,
+    }
+)
 """OS errors that say the path a call named cannot be used as asked: a retry would fail the same way."""
 SHOWN_PATH_CHARS = 120
 
@@ -239,8 +251,10 @@ def runs_locally(spec: ToolSpec) -> bool:
     not be on the host holding the workspace, so such a call acts only there (`ToolInvocation.host`)
     and otherwise goes to the host's queue."""
     return (
-        spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY
-        and spec.heartbeat_s is None and spec.timeout_s <= LOCAL_TOOL_MAX_S
+        spec.kind == "activity"
+        and spec.effect == EffectClass.READ_ONLY
+        and spec.heartbeat_s is None
+        and spec.timeout_s <= LOCAL_TOOL_MAX_S
     )
 
 
@@ -318,9 +332,10 @@ class ToolRegistry:
         refuses to start on any (`RatchetPlugin.run_worker`): a compensable tool without an undo
         could never be rolled back, which its class promises."""
         return [
-            f"tool {t.name!r} is declared effect=\"compensable\" but has no @undo_for({t.name!r}) function "
+            f'tool {t.name!r} is declared effect="compensable" but has no @undo_for({t.name!r}) function '
             "(add one, or declare it irreversible)"
-            for t in self.tools.values() if t.effect == EffectClass.COMPENSABLE and t.kind == "activity" and t.undo is None
+            for t in self.tools.values()
+            if t.effect == EffectClass.COMPENSABLE and t.kind == "activity" and t.undo is None
         ]
 
     def without_code_runners(self) -> ToolRegistry:

@@ -41,12 +41,19 @@ class McpTool(BaseModel):
     compensation: Compensation | None = None
 
     def openai_schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.input_schema}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
 
     def spec(self, server: McpServer) -> ToolSpec:
         return ToolSpec(
-            name=self.name, effect=self.effect, timeout_s=server.timeout_s, max_attempts=server.max_attempts,
-            has_undo=self.compensation is not None, mcp=server.name,
+            name=self.name,
+            effect=self.effect,
+            timeout_s=server.timeout_s,
+            max_attempts=server.max_attempts,
+            has_undo=self.compensation is not None,
+            mcp=server.name,
         )
 
 
@@ -64,14 +71,18 @@ def pin(toolset: McpToolset, listed: list[dict[str, Any]]) -> list[McpTool]:
     for entry in listed:
         name = entry.get("name")
         if not isinstance(name, str) or not name or name in by_name:
-            log.warning("MCP server %r lists a tool without a usable name, or twice: %.80r (left out)", toolset.server, name)
+            log.warning(
+                "MCP server %r lists a tool without a usable name, or twice: %.80r (left out)", toolset.server, name
+            )
             continue
         by_name[name] = entry
     named = set(toolset.tools or []) | set(toolset.effects) | set(toolset.idempotent) | set(toolset.compensations)
     named |= {c.tool for c in toolset.compensations.values()}
     missing = sorted(named - set(by_name))
     if missing:
-        raise McpConfigError(f"MCP server {toolset.server!r} does not list {', '.join(missing)} (the profile names them)")
+        raise McpConfigError(
+            f"MCP server {toolset.server!r} does not list {', '.join(missing)} (the profile names them)"
+        )
     chosen = toolset.tools if toolset.tools is not None else list(by_name)
     return [_pinned(toolset, by_name[name]) for name in chosen]
 
@@ -81,7 +92,9 @@ def _pinned(toolset: McpToolset, entry: dict[str, Any]) -> McpTool:
     annotations = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
     schema = entry.get("inputSchema")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        log.warning("MCP server %r: tool %r has no object input schema; the model gets an empty one", toolset.server, name)
+        log.warning(
+            "MCP server %r: tool %r has no object input schema; the model gets an empty one", toolset.server, name
+        )
         schema = {"type": "object"}
     output = entry.get("outputSchema")
     compensation = toolset.compensations.get(name)
@@ -93,9 +106,14 @@ def _pinned(toolset: McpToolset, entry: dict[str, Any]) -> McpTool:
         effect = EffectClass.READ_ONLY if annotations.get("readOnlyHint") is True else EffectClass.IRREVERSIBLE
     description = entry.get("description") if isinstance(entry.get("description"), str) else ""
     return McpTool(
-        name=public_name(toolset.server, name), server=toolset.server, tool=name,
-        description=description[:MAX_DESCRIPTION_CHARS], input_schema=schema,
-        output_schema=output if isinstance(output, dict) else None, annotations=annotations, effect=effect,
+        name=public_name(toolset.server, name),
+        server=toolset.server,
+        tool=name,
+        description=description[:MAX_DESCRIPTION_CHARS],
+        input_schema=schema,
+        output_schema=output if isinstance(output, dict) else None,
+        annotations=annotations,
+        effect=effect,
         idempotent=name in toolset.idempotent or annotations.get("idempotentHint") is True,
         compensation=compensation,
     )
@@ -106,5 +124,7 @@ def check_names(tools: list[McpTool], taken: set[str]) -> None:
     seen = set(taken)
     for tool in tools:
         if tool.name in seen:
-            raise McpConfigError(f"tool name {tool.name!r} (MCP server {tool.server!r}, tool {tool.tool!r}) is taken twice in the profile")
+            raise McpConfigError(
+                f"tool name {tool.name!r} (MCP server {tool.server!r}, tool {tool.tool!r}) is taken twice in the profile"
+            )
         seen.add(tool.name)

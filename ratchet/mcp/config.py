@@ -107,7 +107,9 @@ class McpServer(Strict):
         def variable(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in environ:
-                raise McpConfigError(f"MCP server {self.name!r}: {where} names ${{{name}}}, which this worker's environment lacks")
+                raise McpConfigError(
+                    f"MCP server {self.name!r}: {where} names ${{{name}}}, which this worker's environment lacks"
+                )
             return environ[name]
 
         return _VARIABLE.sub(variable, value)
@@ -134,10 +136,14 @@ def load_servers(path: Path) -> list[McpServer]:
     try:
         data = tomllib.loads(text) if str(path).endswith(".toml") else json.loads(text)
     except ValueError as exc:
-        raise McpConfigError(f"RATCHET_MCP_SERVERS: {path} is not valid {'TOML' if str(path).endswith('.toml') else 'JSON'}: {exc}") from None
+        raise McpConfigError(
+            f"RATCHET_MCP_SERVERS: {path} is not valid {'TOML' if str(path).endswith('.toml') else 'JSON'}: {exc}"
+        ) from None
     servers = data.get("servers") if isinstance(data, dict) else None
     if not isinstance(servers, dict) or set(data) != {"servers"}:
-        raise McpConfigError(f"RATCHET_MCP_SERVERS: {path} must hold one `servers` table: {{\"servers\": {{NAME: {{...}}}}}}")
+        raise McpConfigError(
+            f'RATCHET_MCP_SERVERS: {path} must hold one `servers` table: {{"servers": {{NAME: {{...}}}}}}'
+        )
     found = []
     for name, fields in servers.items():
         if not isinstance(fields, dict):

@@ -42,7 +42,9 @@ class HttpConnection:
 
     @property
     def alive(self) -> bool:
-        return self._task is not None and not self._task.done() and not self._closing.is_set() and self.client is not None
+        return (
+            self._task is not None and not self._task.done() and not self._closing.is_set() and self.client is not None
+        )
 
     def story(self) -> str:
         return "the connection closed"
@@ -55,7 +57,9 @@ class HttpConnection:
                 await self._ready.wait()
         except TimeoutError:
             await self.close()
-            raise McpUnavailable(f"MCP server {self.server.name!r} did not start and hand-shake in {self.server.startup_timeout_s:g}s") from None
+            raise McpUnavailable(
+                f"MCP server {self.server.name!r} did not start and hand-shake in {self.server.startup_timeout_s:g}s"
+            ) from None
         if self.client is None:
             await self.close()
             raise self._failure(self._error)
@@ -76,16 +80,22 @@ class HttpConnection:
 
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments, _meta=meta))
         try:
-            return await self.client.session.send_request(request, types.CallToolResult, request_read_timeout_seconds=timeout_s)
+            return await self.client.session.send_request(
+                request, types.CallToolResult, request_read_timeout_seconds=timeout_s
+            )
         except MCPError as exc:
             key = meta.get(KEY_META)
             if key in self.refused_keys:  # the HTTP request never left: nothing acted
                 self.refused_keys.discard(key)
                 raise McpUnavailable(f"MCP server {self.server.name!r} at {self.server.url} is unreachable") from None
             if exc.code == types.CONNECTION_CLOSED:
-                raise McpInterrupted(f"MCP server {self.server.name!r}: {tool} was interrupted: {self.story()}") from None
+                raise McpInterrupted(
+                    f"MCP server {self.server.name!r}: {tool} was interrupted: {self.story()}"
+                ) from None
             if exc.code == types.REQUEST_TIMEOUT:
-                raise McpInterrupted(f"MCP server {self.server.name!r}: {tool} was interrupted: no answer in {timeout_s:g}s") from None
+                raise McpInterrupted(
+                    f"MCP server {self.server.name!r}: {tool} was interrupted: no answer in {timeout_s:g}s"
+                ) from None
             raise McpRefused(f"the server answered with error {exc.code}: {exc.message}") from None
         except ValidationError as exc:
             raise not_valid("tool result", exc) from None
@@ -108,7 +118,9 @@ class HttpConnection:
         from mcp_types import Implementation
 
         try:
-            async with Client(self._transport(), cache=None, client_info=Implementation(name="ratchet", version="1")) as client:
+            async with Client(
+                self._transport(), cache=None, client_info=Implementation(name="ratchet", version="1")
+            ) as client:
                 self.client = client
                 self._ready.set()
                 await self._closing.wait()
@@ -130,7 +142,8 @@ class HttpConnection:
             self.http_status = response.status_code
 
         client = httpx2.AsyncClient(
-            headers=self.server.resolved_headers(self.environ), event_hooks={"response": [remember]},
+            headers=self.server.resolved_headers(self.environ),
+            event_hooks={"response": [remember]},
             timeout=httpx2.Timeout(self.server.startup_timeout_s, read=self.server.timeout_s),
             transport=_refusal_tracker(httpx2.AsyncHTTPTransport(), self.refused_keys),
         )
@@ -143,7 +156,9 @@ class HttpConnection:
             return leaf
         name, status = self.server.name, self.http_status
         if status in PERMANENT_HTTP:
-            return McpConfigError(f"MCP server {name!r} at {self.server.url} answered HTTP {status} to the handshake: check its url and headers")
+            return McpConfigError(
+                f"MCP server {name!r} at {self.server.url} answered HTTP {status} to the handshake: check its url and headers"
+            )
         return McpUnavailable(f"MCP server {name!r} at {self.server.url} is unreachable: {type(leaf).__name__}: {leaf}")
 
 

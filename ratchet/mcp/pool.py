@@ -142,7 +142,9 @@ class McpSession:
                         break
         except TimeoutError:
             await self.pool.discard(self.connection)
-            raise McpUnavailable(f"MCP server {self.server.name!r} did not list its tools in {self.server.startup_timeout_s:g}s") from None
+            raise McpUnavailable(
+                f"MCP server {self.server.name!r} did not list its tools in {self.server.startup_timeout_s:g}s"
+            ) from None
         except McpUnavailable:
             await self.pool.discard(self.connection)
             raise

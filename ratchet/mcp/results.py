@@ -50,7 +50,9 @@ def _block_text(block: Any, artifacts: ArtifactStore) -> str:
         resource = block.resource
         if hasattr(resource, "text"):
             return f"[resource {resource.uri}]\n{resource.text}"
-        return _stored(f"resource {resource.uri}", resource.blob, resource.mime_type or "application/octet-stream", artifacts)
+        return _stored(
+            f"resource {resource.uri}", resource.blob, resource.mime_type or "application/octet-stream", artifacts
+        )
     if kind == "resource_link":
         return f"[resource link {block.uri}: {block.name}]"
     return f"[{kind} content, not shown]"
@@ -113,8 +115,10 @@ def _problem(validator: Any, value: Any, joiner: str, prefix: str) -> str | None
 
 def stores_artifacts(result: Any) -> bool:
     """Whether `tool_result` puts anything into the artifact store (binary content)."""
-    return any(getattr(b, "type", None) in ("image", "audio") or hasattr(getattr(b, "resource", None), "blob")
-               for b in result.content)
+    return any(
+        getattr(b, "type", None) in ("image", "audio") or hasattr(getattr(b, "resource", None), "blob")
+        for b in result.content
+    )
 
 
 def undo_of(tool: McpTool, arguments: dict[str, Any], structured: Any = None) -> dict[str, Any]:
@@ -128,8 +132,12 @@ def undo_of(tool: McpTool, arguments: dict[str, Any], structured: Any = None) ->
     except LookupError as exc:
         return undo_record(f"cannot undo: {exc}", server=tool.server, tool=compensation.tool, problem=str(exc))
     shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)[:40]}" for k, v in resolved.items())
-    return undo_record(f"{compensation.tool}({shown}) on MCP server {tool.server}", server=tool.server,
-                       tool=compensation.tool, arguments=resolved)
+    return undo_record(
+        f"{compensation.tool}({shown}) on MCP server {tool.server}",
+        server=tool.server,
+        tool=compensation.tool,
+        arguments=resolved,
+    )
 
 
 def _resolve(value: Any, arguments: dict[str, Any], structured: Any) -> Any:

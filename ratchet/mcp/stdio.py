@@ -100,7 +100,9 @@ class StdioConnection:
                 await self._start()
         except TimeoutError:
             await self.close()
-            raise McpUnavailable(f"MCP server {name!r} did not start and hand-shake in {self.server.startup_timeout_s:g}s") from None
+            raise McpUnavailable(
+                f"MCP server {name!r} did not start and hand-shake in {self.server.startup_timeout_s:g}s"
+            ) from None
         except BaseException:
             await self.close()
             raise
@@ -156,26 +158,43 @@ class StdioConnection:
         server = self.server
         try:
             self.process = await asyncio.create_subprocess_exec(
-                server.command or "", *server.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=get_default_environment() | self.env, cwd=server.cwd,
-                limit=server.max_message_bytes, start_new_session=True,
+                server.command or "",
+                *server.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=get_default_environment() | self.env,
+                cwd=server.cwd,
+                limit=server.max_message_bytes,
+                start_new_session=True,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise McpConfigError(f"MCP server {server.name!r}: cannot start {server.command!r}: {exc.strerror or exc}") from None
-        self._tasks = [asyncio.create_task(self._read(), name=f"mcp {server.name} stdout"),
-                       asyncio.create_task(self._log_stderr(), name=f"mcp {server.name} stderr")]
-        hello = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
-                 "clientInfo": {"name": "ratchet", "version": "1"}}
+            raise McpConfigError(
+                f"MCP server {server.name!r}: cannot start {server.command!r}: {exc.strerror or exc}"
+            ) from None
+        self._tasks = [
+            asyncio.create_task(self._read(), name=f"mcp {server.name} stdout"),
+            asyncio.create_task(self._log_stderr(), name=f"mcp {server.name} stderr"),
+        ]
+        hello = {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "ratchet", "version": "1"},
+        }
         try:
             answer = await self._request("initialize", hello, None)
         except (_NotSent, _Ended):
-            raise McpUnavailable(f"MCP server {server.name!r} ({server.command}) {self.exit_story()} during its start") from None
+            raise McpUnavailable(
+                f"MCP server {server.name!r} ({server.command}) {self.exit_story()} during its start"
+            ) from None
         except _Answered as exc:
             raise McpConfigError(f"MCP server {server.name!r} refused the handshake: {exc}") from None
         version = answer.get("protocolVersion") if isinstance(answer, dict) else None
         if version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            raise McpConfigError(f"MCP server {server.name!r} answered the handshake with protocol version {version!r}; "
-                                 f"this worker speaks {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}")
+            raise McpConfigError(
+                f"MCP server {server.name!r} answered the handshake with protocol version {version!r}; "
+                f"this worker speaks {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}"
+            )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     async def _request(self, method: str, params: dict[str, Any], timeout_s: float | None) -> Any:
@@ -197,8 +216,13 @@ class StdioConnection:
                 return await answer
         except (asyncio.CancelledError, TimeoutError):
             if not answer.done() and method != "initialize":  # the spec forbids cancelling initialize
-                self._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                            "params": {"requestId": request_id, "reason": "abandoned by the caller"}})
+                self._send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": request_id, "reason": "abandoned by the caller"},
+                    }
+                )
             raise
         finally:
             self._pending.pop(request_id, None)
@@ -277,8 +301,13 @@ class StdioConnection:
         if method == "ping":
             self._send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         else:
-            self._send({"jsonrpc": "2.0", "id": request_id,
-                        "error": {"code": METHOD_NOT_FOUND, "message": f"this client does not offer {method}"}})
+            self._send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {"code": METHOD_NOT_FOUND, "message": f"this client does not offer {method}"},
+                }
+            )
 
     async def _log_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None

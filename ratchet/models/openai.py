@@ -71,7 +71,9 @@ class OpenAIProvider:
             completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
         )
         return Completion(
-            message=from_openai(choice.message), usage=usage, finish_reason=choice.finish_reason,
+            message=from_openai(choice.message),
+            usage=usage,
+            finish_reason=choice.finish_reason,
             model=completion.model or "",
         )
 
@@ -109,7 +111,9 @@ def from_openai(message: Any) -> Message:
         ToolCallRequest(
             id=c.id or f"call_{j}",
             name=c.function.name,
-            arguments=c.function.arguments if isinstance(c.function.arguments, str) else json.dumps(c.function.arguments),
+            arguments=c.function.arguments
+            if isinstance(c.function.arguments, str)
+            else json.dumps(c.function.arguments),
         )
         for j, c in enumerate(message.tool_calls or [])
         if getattr(c, "function", None) is not None

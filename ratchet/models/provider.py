@@ -67,4 +67,3 @@ class ProviderRegistry:
 
     def get(self, name: str) -> ModelProvider | None:
         return self.providers.get(name)
-

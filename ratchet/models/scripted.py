@@ -45,7 +45,9 @@ class ScriptedProvider:
         return script
 
 
-def scripted_reply(script: list[dict[str, Any]], turn: int, transcript: list[Message], step: int) -> tuple[Message, Usage]:
+def scripted_reply(
+    script: list[dict[str, Any]], turn: int, transcript: list[Message], step: int
+) -> tuple[Message, Usage]:
     """Reply number `turn` (the assistant messages in the conversation so far); `transcript` is
     what the model is sent (for the token counts)."""
     if turn < len(script):

@@ -69,7 +69,11 @@ class HttpGuard:
 
     @classmethod
     def for_server(
-        cls, bind: str, origins: Iterable[str] = (), hosts: Iterable[str] = (), token: str | None = None,
+        cls,
+        bind: str,
+        origins: Iterable[str] = (),
+        hosts: Iterable[str] = (),
+        token: str | None = None,
         token_setting: str = "the token setting",
     ) -> HttpGuard:
         """The guard of a server bound to `bind`: loopback names and `bind` itself (unless a

@@ -138,14 +138,20 @@ class _LogContextActivityInbound(ActivityInboundInterceptor):
             benign = isinstance(exc, ApplicationError) and exc.category == ApplicationErrorCategory.BENIGN
             log.log(
                 logging.DEBUG if benign else logging.WARNING,  # e.g. NotOnThisHost: an expected answer
-                "%s failed after %.3fs: %s: %s", fields["activity_type"], took, type(exc).__name__, exc,
+                "%s failed after %.3fs: %s: %s",
+                fields["activity_type"],
+                took,
+                type(exc).__name__,
+                exc,
                 extra={"ratchet": {"outcome": "failed", "duration_s": took, "error_type": type(exc).__name__}},
             )
             raise
         else:
             took = round(time.monotonic() - started, 3)
             log.info(
-                "%s completed in %.3fs", fields["activity_type"], took,
+                "%s completed in %.3fs",
+                fields["activity_type"],
+                took,
                 extra={"ratchet": {"outcome": "completed", "duration_s": took}},
             )
             return result

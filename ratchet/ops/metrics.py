@@ -59,7 +59,9 @@ class MetricsInterceptor(Interceptor):
         return _MetricsActivityInbound(next)
 
 
-_model_settings: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("ratchet_model_settings", default=None)
+_model_settings: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "ratchet_model_settings", default=None
+)
 
 
 def note_model_settings(settings: Any) -> None:

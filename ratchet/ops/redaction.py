@@ -33,7 +33,13 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from ratchet.ops.secrets import MIN_SECRET_CHARS, Secret
 
 __all__ = [
-    "MASK", "WINDOW", "Redactor", "RedactSecretsInterceptor", "encodings", "redacted", "redacted_error",
+    "MASK",
+    "WINDOW",
+    "Redactor",
+    "RedactSecretsInterceptor",
+    "encodings",
+    "redacted",
+    "redacted_error",
 ]
 
 MASK = "[REDACTED]"
@@ -59,7 +65,7 @@ def encodings(secret: Secret) -> set[str]:
         forms |= {whole, whole.rstrip("=")}
         for k in (0, 1, 2):  # `data` at byte k of a longer blob: the characters no other byte changes
             shifted = encode(bytes(k) + data).decode()
-            forms.add(shifted[-(-8 * k // 6):8 * (len(data) + k) // 6])
+            forms.add(shifted[-(-8 * k // 6) : 8 * (len(data) + k) // 6])
     return {form for form in forms if len(form) >= MIN_SECRET_CHARS}
 
 
@@ -82,7 +88,7 @@ class Redactor:
         self._pieces: dict[str, list[tuple[int, int]]] = {}
         for i, form in enumerate(self._forms):
             for at in range(len(form) - _GRAM + 1):
-                self._pieces.setdefault(form[at:at + _GRAM], []).append((i, at))
+                self._pieces.setdefault(form[at : at + _GRAM], []).append((i, at))
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -92,7 +98,7 @@ class Redactor:
         found = [m.span() for m in self._short.finditer(text)] if self._short is not None else []
         reach: dict[tuple[int, int], int] = {}  # (form, where it would start in text) -> end matched so far
         for p in range(0, len(text) - _GRAM + 1, _GRAM):
-            for i, at in self._pieces.get(text[p:p + _GRAM], ()):
+            for i, at in self._pieces.get(text[p : p + _GRAM], ()):
                 if reach.get((i, p - at), -1) >= p + _GRAM:
                     continue  # inside a run already extended
                 start, end = _common_run(text, p, self._forms[i], at)
@@ -118,12 +124,12 @@ def _common_run(text: str, p: int, form: str, at: int) -> tuple[int, int]:
     """The longest stretch of `text` around text[p:p+GRAM] == form[at:at+GRAM] that equals `form`
     (compared a GRAM at a time, then a character at a time)."""
     start, f = p, at
-    while start >= _GRAM and f >= _GRAM and text[start - _GRAM:start] == form[f - _GRAM:f]:
+    while start >= _GRAM and f >= _GRAM and text[start - _GRAM : start] == form[f - _GRAM : f]:
         start, f = start - _GRAM, f - _GRAM
     while start > 0 and f > 0 and text[start - 1] == form[f - 1]:
         start, f = start - 1, f - 1
     end, g = p + _GRAM, at + _GRAM
-    while g + _GRAM <= len(form) and text[end:end + _GRAM] == form[g:g + _GRAM]:
+    while g + _GRAM <= len(form) and text[end : end + _GRAM] == form[g : g + _GRAM]:
         end, g = end + _GRAM, g + _GRAM
     while end < len(text) and g < len(form) and text[end] == form[g]:
         end, g = end + 1, g + 1

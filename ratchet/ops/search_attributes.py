@@ -45,8 +45,12 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     try:
         known = await service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
     except RPCError as exc:  # e.g. a Cloud API key without operator rights: say what to check
-        log.warning("could not list the search attributes of namespace %r (%s); runs hang if %s are missing",
-                    namespace, exc.message, ", ".join(SEARCH_ATTRIBUTES))
+        log.warning(
+            "could not list the search attributes of namespace %r (%s); runs hang if %s are missing",
+            namespace,
+            exc.message,
+            ", ".join(SEARCH_ATTRIBUTES),
+        )
         return []
     present = {**known.system_attributes, **known.custom_attributes}
     wrong = [n for n, kind in SEARCH_ATTRIBUTES.items() if n in present and present[n] != _INDEXED[kind]]
@@ -59,7 +63,9 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     missing = [n for n in SEARCH_ATTRIBUTES if n not in present]
     if not missing:
         return []
-    request = AddSearchAttributesRequest(namespace=namespace, search_attributes={n: _INDEXED[SEARCH_ATTRIBUTES[n]] for n in missing})
+    request = AddSearchAttributesRequest(
+        namespace=namespace, search_attributes={n: _INDEXED[SEARCH_ATTRIBUTES[n]] for n in missing}
+    )
     try:
         await service.add_search_attributes(request)
     except RPCError as exc:

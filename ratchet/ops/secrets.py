@@ -127,8 +127,10 @@ def operator_variables(environ: Mapping[str, str]) -> list[str]:
 def is_secret_variable(name: str, operator_named: list[str]) -> bool:
     """Kept from programs the agent runs (RATCHET_SECRET_VARIABLES too: it says where secrets are)."""
     return (
-        name in SECRET_VARIABLES or name.startswith(tuple(SECRET_PREFIXES))
-        or name in operator_named or name == OPERATOR_VARIABLES
+        name in SECRET_VARIABLES
+        or name.startswith(tuple(SECRET_PREFIXES))
+        or name in operator_named
+        or name == OPERATOR_VARIABLES
     )
 
 
@@ -185,7 +187,8 @@ def key_material(data: bytes) -> list[Secret]:
     if "-----BEGIN" not in text:
         return [text if text.isprintable() else data]
     body = "".join(
-        line.strip() for line in text.splitlines()
+        line.strip()
+        for line in text.splitlines()
         if line.strip() and not line.startswith("-----") and ":" not in line  # headers, Proc-Type: ...
     )
     der = _b64_bytes(body)

@@ -58,9 +58,7 @@ class Settings(BaseSettings):
     max_concurrent_activities: int = Field(
         100, ge=1, le=10_000, validation_alias=_env("RATCHET_MAX_CONCURRENT_ACTIVITIES")
     )
-    max_cached_workflows: int = Field(
-        1000, ge=0, le=100_000, validation_alias=_env("RATCHET_MAX_CACHED_WORKFLOWS")
-    )
+    max_cached_workflows: int = Field(1000, ge=0, le=100_000, validation_alias=_env("RATCHET_MAX_CACHED_WORKFLOWS"))
     max_concurrent_workflow_tasks: int = Field(
         100, ge=2, le=10_000, validation_alias=_env("RATCHET_MAX_CONCURRENT_WORKFLOW_TASKS")
     )
@@ -82,14 +80,15 @@ class Settings(BaseSettings):
         "0 turns the claim check off. At most 2 MiB, Temporal's own payload limit.",
     )
     metrics_port: int | None = Field(
-        None, ge=1, le=65_535, validation_alias=_env("RATCHET_METRICS_PORT"),
+        None,
+        ge=1,
+        le=65_535,
+        validation_alias=_env("RATCHET_METRICS_PORT"),
         description="Serve Prometheus metrics on http://HOST:PORT/metrics (worker only); unset: off.",
     )
     metrics_host: str = Field("0.0.0.0", min_length=1, validation_alias=_env("RATCHET_METRICS_HOST"))
     log_format: Literal["text", "json"] = Field("text", validation_alias=_env("RATCHET_LOG_FORMAT"))
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", validation_alias=_env("RATCHET_LOG_LEVEL")
-    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("RATCHET_LOG_LEVEL"))
     otel: bool = Field(
         False,
         validation_alias=_env("RATCHET_OTEL"),
@@ -138,22 +137,24 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
     model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("RATCHET_MODEL"))
     model_timeout_s: float = Field(
-        120.0, gt=0, le=3600, validation_alias=_env("RATCHET_MODEL_TIMEOUT_S"),
+        120.0,
+        gt=0,
+        le=3600,
+        validation_alias=_env("RATCHET_MODEL_TIMEOUT_S"),
         description="One model call's timeout; a profile's `model_timeout_s` or a run's `model.timeout_s` overrides it.",
     )
     model_max_attempts: int = Field(
-        8, ge=1, le=100, validation_alias=_env("RATCHET_MODEL_MAX_ATTEMPTS"),
+        8,
+        ge=1,
+        le=100,
+        validation_alias=_env("RATCHET_MODEL_MAX_ATTEMPTS"),
         description="Attempts of a model call on retryable failures (429, 5xx, timeouts), 1 s apart doubling up to 60 s; "
         "a profile's `model_max_attempts` overrides it.",
     )
 
-    workspace_root: Path = Field(
-        Path(".ratchet/workspaces"), validation_alias=_env("RATCHET_WORKSPACE_ROOT")
-    )
+    workspace_root: Path = Field(Path(".ratchet/workspaces"), validation_alias=_env("RATCHET_WORKSPACE_ROOT"))
     artifact_dir: Path = Field(Path(".ratchet/artifacts"), validation_alias=_env("RATCHET_ARTIFACT_DIR"))
-    ledger_path: Path = Field(
-        Path(".ratchet/ledger.sqlite3"), validation_alias=_env("RATCHET_LEDGER_PATH")
-    )
+    ledger_path: Path = Field(Path(".ratchet/ledger.sqlite3"), validation_alias=_env("RATCHET_LEDGER_PATH"))
     artifact_url: str | None = Field(
         None,
         validation_alias=_env("RATCHET_ARTIFACT_URL"),
@@ -196,9 +197,7 @@ class Settings(BaseSettings):
         validation_alias=_env("RATCHET_SEARCH_ATTRIBUTES"),
         description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval; they must be registered on the namespace.",
     )
-    tracker_path: Path = Field(
-        Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH")
-    )
+    tracker_path: Path = Field(Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH"))
     tracker_url: SecretStr | None = Field(
         None,
         validation_alias=_env("RATCHET_TRACKER_URL"),
@@ -281,7 +280,9 @@ class Settings(BaseSettings):
         try:
             profile = ClientConfigProfile.load(override_env_vars=env)
         except Exception as exc:  # the bridge's ConfigError: TOML syntax, an unknown profile
-            where = "TEMPORAL_PROFILE" if "TEMPORAL_PROFILE" in env and "not found" in str(exc) else "TEMPORAL_CONFIG_FILE"
+            where = (
+                "TEMPORAL_PROFILE" if "TEMPORAL_PROFILE" in env and "not found" in str(exc) else "TEMPORAL_CONFIG_FILE"
+            )
             raise SettingsError(f"{where}: {exc} (config file: {config_file or 'the default location'})") from None
         try:
             kwargs: dict[str, Any] = dict(profile.to_client_connect_config())
@@ -341,7 +342,11 @@ TLS_FILE_VARIABLES = {
     "client_private_key": "TEMPORAL_TLS_CLIENT_KEY_PATH",
     "server_root_ca_cert": "TEMPORAL_TLS_SERVER_CA_CERT_PATH",
 }
-_TLS_FILE_KEYS = {"client_cert": "client_cert_path", "client_private_key": "client_key_path", "server_root_ca_cert": "server_ca_cert_path"}
+_TLS_FILE_KEYS = {
+    "client_cert": "client_cert_path",
+    "client_private_key": "client_key_path",
+    "server_root_ca_cert": "server_ca_cert_path",
+}
 
 
 def _is_host_port(value: str) -> bool:
@@ -349,14 +354,18 @@ def _is_host_port(value: str) -> bool:
     return bool(sep and host and port.isdigit())
 
 
-def _tls_source(profile: Any, filename: str | None, env: Mapping[str, str], config_file: str | None, profile_name: str) -> str:
+def _tls_source(
+    profile: Any, filename: str | None, env: Mapping[str, str], config_file: str | None, profile_name: str
+) -> str:
     """Where the TLS file that could not be read was named: its variable, or the config file's key."""
     for attr, variable in TLS_FILE_VARIABLES.items():
         source = getattr(profile.tls, attr, None) if profile.tls is not None else None
         if isinstance(source, Path) and str(source) == filename:
             if env.get(variable) == filename:
                 return variable
-            return f"tls.{_TLS_FILE_KEYS[attr]} of profile {profile_name!r} in {config_file or 'the Temporal config file'}"
+            return (
+                f"tls.{_TLS_FILE_KEYS[attr]} of profile {profile_name!r} in {config_file or 'the Temporal config file'}"
+            )
     return "TLS"
 
 
@@ -421,8 +430,14 @@ def load_settings() -> Settings:
 
 
 WORKER_PROCESS_FIELDS = (
-    "temporal_address", "task_queue", "workspace_root", "artifact_dir", "ledger_path", "tracker_path",
-    "max_cached_workflows", "plugins",
+    "temporal_address",
+    "task_queue",
+    "workspace_root",
+    "artifact_dir",
+    "ledger_path",
+    "tracker_path",
+    "max_cached_workflows",
+    "plugins",
 )
 
 

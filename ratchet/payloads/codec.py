@@ -56,9 +56,7 @@ def parse_keys(spec: str) -> dict[str, bytes]:
         key_id, sep, encoded = entry.partition(":")
         key_id = key_id.strip()
         if not sep or not _KEY_ID_PATTERN.match(key_id):
-            raise ValueError(
-                f"entry {position} must be ID:BASE64KEY with an id of letters, digits, '.', '_' or '-'"
-            )
+            raise ValueError(f"entry {position} must be ID:BASE64KEY with an id of letters, digits, '.', '_' or '-'")
         if key_id in keys:
             raise ValueError(f"key id {key_id!r} appears twice")
         keys[key_id] = _decode_key(key_id, encoded.strip())
@@ -148,7 +146,9 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         log.warning(
             "run %s: a payload (encoding %s) arrived in cleartext although RATCHET_CODEC_KEYS is set, so "
             "Temporal stores it unencrypted; start and signal runs with `ratchet` or the temporal CLI's "
-            "--codec-endpoint (docs/OPERATIONS.md)", self.workflow_id or "?", encoding,
+            "--codec-endpoint (docs/OPERATIONS.md)",
+            self.workflow_id or "?",
+            encoding,
         )
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:

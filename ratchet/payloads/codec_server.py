@@ -99,8 +99,10 @@ class CodecServer:
 
     def refusal(self, action: str, namespace: str | None) -> str | None:
         if action == "encode" and not self.encode:
-            return ("encoding is off: it would seal anything it is sent with the workers' key; "
-                    "start `ratchet codec-server --encode` to encode inputs (e.g. `temporal workflow start --codec-endpoint`)")
+            return (
+                "encoding is off: it would seal anything it is sent with the workers' key; "
+                "start `ratchet codec-server --encode` to encode inputs (e.g. `temporal workflow start --codec-endpoint`)"
+            )
         if namespace and self.namespace and namespace != self.namespace:
             return f"this codec server holds keys for namespace {self.namespace!r}, not {namespace!r}"
         return None
@@ -218,8 +220,9 @@ def main(args: argparse.Namespace) -> int:
         configure_logging(settings)
         converter = data_converter(settings)
         token = settings.codec_token.get_secret_value() if settings.codec_token else None
-        server = CodecServer(converter, args.host, args.port, origins, settings.temporal_namespace, hosts, token,
-                             encode=args.encode)
+        server = CodecServer(
+            converter, args.host, args.port, origins, settings.temporal_namespace, hosts, token, encode=args.encode
+        )
     except (SettingsError, GuardSettingsError) as exc:
         print(f"ratchet codec-server: {exc}", flush=True)
         return 2
@@ -228,10 +231,16 @@ def main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     with server:
-        keys = (f"keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}"
-                if isinstance(codec, EncryptionCodec) else "no encryption")
-        offload = (f"offloading payloads over {settings.claim_check_bytes} bytes" if settings.claim_check_bytes
-                   else "offload off")
+        keys = (
+            f"keys {', '.join(codec.key_ids)}; encrypting with {codec.current!r}"
+            if isinstance(codec, EncryptionCodec)
+            else "no encryption"
+        )
+        offload = (
+            f"offloading payloads over {settings.claim_check_bytes} bytes"
+            if settings.claim_check_bytes
+            else "offload off"
+        )
         guard = server.guard
         print(
             f"ratchet codec server on {server.url} for namespace {settings.temporal_namespace!r} "

@@ -31,8 +31,12 @@ from typing import Any
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
-    CompositePayloadConverter, DataConverter, DefaultFailureConverterWithEncodedAttributes, DefaultPayloadConverter,
-    ExternalStorage, JSONPlainPayloadConverter,
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    ExternalStorage,
+    JSONPlainPayloadConverter,
 )
 
 from ratchet.payloads.codec import EncryptionCodec, KeylessCodec
@@ -52,7 +56,8 @@ class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
 
 _JSON = CompactJSONPayloadConverter()
 _ENCODINGS = tuple(
-    _JSON if isinstance(c, JSONPlainPayloadConverter) else c for c in DefaultPayloadConverter.default_encoding_payload_converters
+    _JSON if isinstance(c, JSONPlainPayloadConverter) else c
+    for c in DefaultPayloadConverter.default_encoding_payload_converters
 )
 
 

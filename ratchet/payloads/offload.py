@@ -48,7 +48,10 @@ from collections.abc import Callable, Sequence
 from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
-    StorageDriver, StorageDriverClaim, StorageDriverRetrieveContext, StorageDriverStoreContext,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
 )
 
 from ratchet.contracts import ArtifactRef
@@ -94,7 +97,9 @@ class ArtifactStorageDriver(StorageDriver):
         refs = await asyncio.gather(*(asyncio.to_thread(_write, store, p) for p in payloads))
         return [StorageDriverClaim(claim_data={"digest": ref.digest}) for ref in refs]
 
-    async def retrieve(self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
         store = self.artifacts
         refs = [_ref(claim) for claim in claims]
         return list(await asyncio.gather(*(asyncio.to_thread(_read, store, ref) for ref in refs)))

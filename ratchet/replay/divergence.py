@@ -60,7 +60,11 @@ async def locate(events: Sequence[HistoryEvent], message: str, fails: Probe, dec
 
 
 async def _describe_task(
-    events: Sequence[HistoryEvent], activities: list[Activity], starts: list[int], task: int, wanted: str | None,
+    events: Sequence[HistoryEvent],
+    activities: list[Activity],
+    starts: list[int],
+    task: int,
+    wanted: str | None,
     decode: Decode,
 ) -> str:
     first = starts[task] if 0 <= task < len(starts) else 0
@@ -140,8 +144,11 @@ async def plain_json(payload: Payload) -> Any:
 async def _first_command(events: Sequence[HistoryEvent], task_started: int, decode: Decode) -> str:
     """The event right after the task's WorkflowTaskCompleted: its first command, e.g. the run's end."""
     completed = next(
-        (e.event_id for e in events
-         if e.event_id > task_started and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
+        (
+            e.event_id
+            for e in events
+            if e.event_id > task_started and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        ),
         None,
     )
     after = next((e for e in events if completed is not None and e.event_id == completed + 1), None)

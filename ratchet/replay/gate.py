@@ -98,8 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", action="store_true", help="also replay runs from TEMPORAL_ADDRESS")
     parser.add_argument("--query", default=DEFAULT_QUERY, help=f"visibility query (default: {DEFAULT_QUERY})")
     parser.add_argument("--limit", type=int, default=100, help="at most this many server runs (default: 100)")
-    parser.add_argument("--min", type=int, default=0, metavar="N",
-                        help="fail (exit 2) if fewer than N histories replay (default: 0, none is success)")
+    parser.add_argument(
+        "--min",
+        type=int,
+        default=0,
+        metavar="N",
+        help="fail (exit 2) if fewer than N histories replay (default: 0, none is success)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

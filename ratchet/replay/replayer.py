@@ -58,7 +58,9 @@ def load_file(path: Path) -> Loaded | Outcome:
     except (OSError, UnicodeDecodeError) as exc:
         return Outcome(path.stem, str(path), result=ERROR, detail=f"cannot read {path}: {exc}")
     except Exception as exc:  # JSON and protobuf parse errors alike: not a history
-        return Outcome(path.stem, str(path), result=ERROR, detail=f"{path} is not a JSON history: {_one_line(str(exc))}")
+        return Outcome(
+            path.stem, str(path), result=ERROR, detail=f"{path} is not a JSON history: {_one_line(str(exc))}"
+        )
     started = history.events[0].workflow_execution_started_event_attributes
     return Loaded(str(path), WorkflowHistory(started.workflow_id or path.stem, history.events))
 
@@ -76,7 +78,9 @@ async def server_histories(settings: Settings, query: str, limit: int, progress:
             handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
             found.append(Loaded(f"run {execution.run_id}", await handle.fetch_history()))
     except Exception as exc:  # connection, query syntax, permissions: the tool failed, not the code
-        found.append(Outcome("-", "server", result=ERROR, detail=f"server: {type(exc).__name__}: {_one_line(str(exc))}"))
+        found.append(
+            Outcome("-", "server", result=ERROR, detail=f"server: {type(exc).__name__}: {_one_line(str(exc))}")
+        )
     if not found:
         progress(f"no runs match {query}")
     return found
@@ -91,7 +95,10 @@ async def replay(
     """A verdict per loaded history, in order; loading errors pass through."""
     workflows = list(workflows or _default_workflows())
     replayer = Replayer(  # with the worker's start guard: a start it refused replays as refused
-        workflows=workflows, data_converter=converter, runtime=_quiet_runtime(), interceptors=[StartGuard(workflows)],
+        workflows=workflows,
+        data_converter=converter,
+        runtime=_quiet_runtime(),
+        interceptors=[StartGuard(workflows)],
     )
     names = {_Definition.must_from_class(w).name for w in workflows}  # the SDK's reading of @workflow.defn
     total = sum(isinstance(item, Loaded) for item in items)
@@ -148,8 +155,10 @@ async def _undecodable_input(converter: DataConverter, history: WorkflowHistory)
         await decode_payloads(converter, payloads)
         await converter.decode(list(history.events[0].workflow_execution_started_event_attributes.input.payloads))
     except Exception as exc:
-        return (f"cannot decode the history: {_one_line(str(exc))} "
-                "(replay needs the worker's RATCHET_CODEC_KEYS and RATCHET_ARTIFACT_DIR)")
+        return (
+            f"cannot decode the history: {_one_line(str(exc))} "
+            "(replay needs the worker's RATCHET_CODEC_KEYS and RATCHET_ARTIFACT_DIR)"
+        )
     return None
 
 

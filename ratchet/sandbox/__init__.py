@@ -11,12 +11,27 @@ what each backend enforces and what it does not.
 
 from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.sandbox.base import (
-    DiskQuotaExceeded, ProgramNotFound, Sandbox, SandboxError, SandboxResult, SandboxUnavailable,
-    UnavailableSandbox, WallTimeExceeded,
+    DiskQuotaExceeded,
+    ProgramNotFound,
+    Sandbox,
+    SandboxError,
+    SandboxResult,
+    SandboxUnavailable,
+    UnavailableSandbox,
+    WallTimeExceeded,
 )
 from ratchet.sandbox.choose import SANDBOX_BACKENDS, open_sandbox
 
 __all__ = [
-    "DiskQuotaExceeded", "ProgramNotFound", "SANDBOX_BACKENDS", "Sandbox", "SandboxError", "SandboxPolicy",
-    "SandboxResult", "SandboxUnavailable", "UnavailableSandbox", "WallTimeExceeded", "open_sandbox",
+    "DiskQuotaExceeded",
+    "ProgramNotFound",
+    "SANDBOX_BACKENDS",
+    "Sandbox",
+    "SandboxError",
+    "SandboxPolicy",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "UnavailableSandbox",
+    "WallTimeExceeded",
+    "open_sandbox",
 ]

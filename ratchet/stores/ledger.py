@@ -77,7 +77,12 @@ class EntryRecord:
         and starts equal. Times are carried over but not compared: backends keep them at
         different precisions."""
         return (self.key, self.status, _canonical(self.undo), _canonical(self.result), self.starts) == (
-            other.key, other.status, _canonical(other.undo), _canonical(other.result), other.starts)
+            other.key,
+            other.status,
+            _canonical(other.undo),
+            _canonical(other.result),
+            other.starts,
+        )
 
 
 @dataclass(frozen=True)
@@ -200,9 +205,7 @@ class SqliteLedger:
         return existing
 
     def set_undo(self, key: str, undo: dict[str, Any]) -> None:
-        self._conn().execute(
-            "UPDATE ledger SET undo = ? WHERE key = ? AND undo IS NULL", (json.dumps(undo), key)
-        )
+        self._conn().execute("UPDATE ledger SET undo = ? WHERE key = ? AND undo IS NULL", (json.dumps(undo), key))
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
         self._conn().execute(
@@ -279,8 +282,9 @@ class SqliteLedger:
                 "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?) ON CONFLICT (workflow_id) DO NOTHING",
                 (record.workflow_id, record.chain, record.claimed_at),
             ).rowcount
-            row = conn.execute("SELECT workflow_id, chain, claimed_at FROM chains WHERE workflow_id = ?",
-                               (record.workflow_id,)).fetchone()
+            row = conn.execute(
+                "SELECT workflow_id, chain, claimed_at FROM chains WHERE workflow_id = ?", (record.workflow_id,)
+            ).fetchone()
             existing = ChainRecord(*row)
         return import_outcome(record, existing, inserted=bool(inserted))
 
@@ -299,7 +303,6 @@ class SqliteLedger:
         )
 
 
-
 # moving rows between ledgers: one row shape for every backend
 
 ENTRY_COLUMNS = "key, status, undo, result, starts, started_at, completed_at"
@@ -309,15 +312,27 @@ ENTRY_COLUMNS = "key, status, undo, result, starts, started_at, completed_at"
 def entry_record(row: Sequence[Any]) -> EntryRecord:
     key, status, undo, result, starts, started_at, completed_at = row
     return EntryRecord(
-        key=key, status=EntryStatus(status), undo=_loads(undo), result=_loads(result), starts=starts,
-        started_at=float(started_at), completed_at=None if completed_at is None else float(completed_at),
+        key=key,
+        status=EntryStatus(status),
+        undo=_loads(undo),
+        result=_loads(result),
+        starts=starts,
+        started_at=float(started_at),
+        completed_at=None if completed_at is None else float(completed_at),
     )
 
 
 def entry_row(record: EntryRecord) -> tuple[Any, ...]:
     """`record` as the row values of ENTRY_COLUMNS, JSON as the ledger writes it."""
-    return (record.key, str(record.status), _dumps(record.undo), _dumps(record.result), record.starts,
-            record.started_at, record.completed_at)
+    return (
+        record.key,
+        str(record.status),
+        _dumps(record.undo),
+        _dumps(record.result),
+        record.starts,
+        record.started_at,
+        record.completed_at,
+    )
 
 
 def import_outcome(record: LedgerRecord, existing: LedgerRecord, *, inserted: bool) -> ImportOutcome:

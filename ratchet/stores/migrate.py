@@ -78,8 +78,14 @@ class ArtifactCounts:
     """Source blobs that could not be copied: the store's message for each (corrupt, vanished)."""
 
 
-def copy_ledger(source: Ledger, destination: Ledger, *, dry_run: bool = False, source_name: str = "source ledger",
-                destination_name: str = "destination ledger") -> dict[str, Counts]:
+def copy_ledger(
+    source: Ledger,
+    destination: Ledger,
+    *,
+    dry_run: bool = False,
+    source_name: str = "source ledger",
+    destination_name: str = "destination ledger",
+) -> dict[str, Counts]:
     """Every entry and chain of `source` into `destination`; counts under "entries" and "chains"."""
     counts = {"entries": Counts(), "chains": Counts()}
     for records in _batches(_guarded(source_name, source.export()), LEDGER_BATCH):
@@ -92,9 +98,14 @@ def copy_ledger(source: Ledger, destination: Ledger, *, dry_run: bool = False, s
     return counts
 
 
-def copy_artifacts(source: ArtifactStore, destination: ArtifactStore, *, dry_run: bool = False,
-                   source_name: str = "source artifacts",
-                   destination_name: str = "destination artifacts") -> ArtifactCounts:
+def copy_artifacts(
+    source: ArtifactStore,
+    destination: ArtifactStore,
+    *,
+    dry_run: bool = False,
+    source_name: str = "source artifacts",
+    destination_name: str = "destination artifacts",
+) -> ArtifactCounts:
     """Every blob of `source` the destination does not list, read back from it once written."""
     counts = ArtifactCounts()
     there = set(_guarded(destination_name, destination.digests()))
@@ -145,12 +156,20 @@ def _call(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from-ledger", metavar="URL",
-                        help="the ledger to copy (default: the one in effect, RATCHET_LEDGER_URL or RATCHET_LEDGER_PATH)")
+    parser.add_argument(
+        "--from-ledger",
+        metavar="URL",
+        help="the ledger to copy (default: the one in effect, RATCHET_LEDGER_URL or RATCHET_LEDGER_PATH)",
+    )
     parser.add_argument("--to-ledger", metavar="URL", help="the ledger to copy into, e.g. postgresql://USER:PW@HOST/DB")
-    parser.add_argument("--from-artifacts", metavar="URL",
-                        help="the artifact store to copy (default: the one in effect, RATCHET_ARTIFACT_URL or RATCHET_ARTIFACT_DIR)")
-    parser.add_argument("--to-artifacts", metavar="URL", help="the artifact store to copy into, e.g. s3://BUCKET/PREFIX")
+    parser.add_argument(
+        "--from-artifacts",
+        metavar="URL",
+        help="the artifact store to copy (default: the one in effect, RATCHET_ARTIFACT_URL or RATCHET_ARTIFACT_DIR)",
+    )
+    parser.add_argument(
+        "--to-artifacts", metavar="URL", help="the artifact store to copy into, e.g. s3://BUCKET/PREFIX"
+    )
     parser.add_argument("--dry-run", action="store_true", help="count what would be copied; write nothing")
 
 
@@ -160,11 +179,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         status = 0
         if args.to_ledger:
-            status = max(status, _migrate_ledger(args.from_ledger or _current().ledger_store_url, args.to_ledger,
-                                                 args.dry_run))
+            status = max(
+                status, _migrate_ledger(args.from_ledger or _current().ledger_store_url, args.to_ledger, args.dry_run)
+            )
         if args.to_artifacts:
-            status = max(status, _migrate_artifacts(args.from_artifacts or _current().artifact_store_url,
-                                                    args.to_artifacts, args.dry_run))
+            status = max(
+                status,
+                _migrate_artifacts(
+                    args.from_artifacts or _current().artifact_store_url, args.to_artifacts, args.dry_run
+                ),
+            )
     except StoreFailed as exc:
         return _fail(f"{exc}; nothing was deleted, run the command again once the store is back")
     except SettingsError as exc:
@@ -182,14 +206,18 @@ def _current() -> Any:
 
 
 def _migrate_ledger(source_url: str, destination_url: str, dry_run: bool) -> int:
-    source_name, destination_name = f"source ledger {mask_url(source_url)}", f"destination ledger {mask_url(destination_url)}"
+    source_name, destination_name = (
+        f"source ledger {mask_url(source_url)}",
+        f"destination ledger {mask_url(destination_url)}",
+    )
     if source_url.lower().startswith("sqlite:") and not _named(source_name, ledger_path, source_url).is_file():
         raise SettingsError(f"{source_name}: no such file {ledger_path(source_url)}; nothing to migrate")
     source = _named(source_name, open_ledger, source_url)
     destination = _named(destination_name, open_ledger, destination_url)
     try:
-        counts = copy_ledger(source, destination, dry_run=dry_run, source_name=source_name,
-                             destination_name=destination_name)
+        counts = copy_ledger(
+            source, destination, dry_run=dry_run, source_name=source_name, destination_name=destination_name
+        )
     finally:
         for ledger in (source, destination):
             getattr(ledger, "close", lambda: None)()
@@ -202,8 +230,10 @@ def _migrate_ledger(source_url: str, destination_url: str, dry_run: bool) -> int
         for name in count.conflicts[:SHOWN_CONFLICTS]:
             print(f"    conflict: {kind[:-1]} {name!r} differs in the destination (kept as it is)", file=sys.stderr)
     if conflicts:
-        _say(f"{destination_name}: {conflicts} conflicts: it holds different rows under keys the source has; "
-              "they were not overwritten (compare them, then delete or keep the destination's)")
+        _say(
+            f"{destination_name}: {conflicts} conflicts: it holds different rows under keys the source has; "
+            "they were not overwritten (compare them, then delete or keep the destination's)"
+        )
     return 1 if conflicts else 0
 
 
@@ -214,15 +244,18 @@ def _migrate_artifacts(source_url: str, destination_url: str, dry_run: bool) -> 
         raise SettingsError(f"{source_name}: no such directory {artifact_dir(source_url)}; nothing to migrate")
     source = _named(source_name, open_artifacts, source_url)
     destination = _named(destination_name, open_artifacts, destination_url)
-    counts = copy_artifacts(source, destination, dry_run=dry_run, source_name=source_name,
-                            destination_name=destination_name)
+    counts = copy_artifacts(
+        source, destination, dry_run=dry_run, source_name=source_name, destination_name=destination_name
+    )
     print(f"artifacts {mask_url(source_url)} -> {mask_url(destination_url)}")
     verb = "would copy" if dry_run else f"copied ({counts.bytes_copied} bytes)"
     print(f"  blobs: {counts.copied} {verb}, {counts.present} already there, {len(counts.unreadable)} unreadable")
     for problem in counts.unreadable[:SHOWN_CONFLICTS]:
         print(f"    unreadable: {problem}", file=sys.stderr)
     if counts.unreadable:
-        _say(f"{source_name}: {len(counts.unreadable)} blobs could not be read (corrupt or deleted) and were not copied")
+        _say(
+            f"{source_name}: {len(counts.unreadable)} blobs could not be read (corrupt or deleted) and were not copied"
+        )
     return 1 if counts.unreadable else 0
 
 

@@ -65,7 +65,15 @@ from typing import Any, TypeVar
 
 from ratchet.core.settings_errors import SettingsError, mask_url
 from ratchet.stores.ledger import (
-    ChainRecord, Entry, EntryRecord, EntryStatus, ImportOutcome, LedgerRecord, entry_record, entry_row, import_outcome,
+    ChainRecord,
+    Entry,
+    EntryRecord,
+    EntryStatus,
+    ImportOutcome,
+    LedgerRecord,
+    entry_record,
+    entry_row,
+    import_outcome,
 )
 
 try:
@@ -87,8 +95,10 @@ CLIENT_DEADLINE_S = 15.0
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000
 EXPORT_PAGE = 1000
 """Rows per round trip of `export` (keyset pages: no transaction stays open between them)."""
-ENTRY_SELECT = ("SELECT key, status, undo, result, starts, extract(epoch FROM started_at)::float8,"
-                f" extract(epoch FROM completed_at)::float8 FROM {LEDGER_TABLE}")
+ENTRY_SELECT = (
+    "SELECT key, status, undo, result, starts, extract(epoch FROM started_at)::float8,"
+    f" extract(epoch FROM completed_at)::float8 FROM {LEDGER_TABLE}"
+)
 CHAIN_SELECT = f"SELECT workflow_id, chain, extract(epoch FROM claimed_at)::float8 FROM {CHAINS_TABLE}"
 CONNECTION_DEFAULTS = {
     "connect_timeout": str(CONNECT_TIMEOUT_S),
@@ -149,7 +159,9 @@ class PostgresLedger:
         try:
             given = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as exc:
-            raise SettingsError(f"{SETTING}={self.shown!r}: not a valid PostgreSQL URL: {_one_line(exc, url)}") from None
+            raise SettingsError(
+                f"{SETTING}={self.shown!r}: not a valid PostgreSQL URL: {_one_line(exc, url)}"
+            ) from None
         defaults = {k: v for k, v in CONNECTION_DEFAULTS.items() if k not in given}
         self.conninfo = psycopg.conninfo.make_conninfo(url, **defaults)
         try:
@@ -159,15 +171,23 @@ class PostgresLedger:
         except psycopg.Error as exc:
             raise SettingsError(f"{SETTING}={self.shown!r}: cannot use the database: {_one_line(exc, url)}") from None
         self._pool = psycopg_pool.ConnectionPool(
-            self.conninfo, connection_class=_DeadlineConnection, kwargs={"autocommit": True},
-            min_size=1, max_size=POOL_MAX_SIZE, open=False, configure=_configure, timeout=POOL_TIMEOUT_S,
+            self.conninfo,
+            connection_class=_DeadlineConnection,
+            kwargs={"autocommit": True},
+            min_size=1,
+            max_size=POOL_MAX_SIZE,
+            open=False,
+            configure=_configure,
+            timeout=POOL_TIMEOUT_S,
             name="ratchet-ledger",
         )
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * 2)
         except Exception as exc:
             self._pool.close()
-            raise SettingsError(f"{SETTING}={self.shown!r}: cannot open a connection pool: {_one_line(exc, url)}") from None
+            raise SettingsError(
+                f"{SETTING}={self.shown!r}: cannot open a connection pool: {_one_line(exc, url)}"
+            ) from None
 
     @classmethod
     def from_url(cls, url: str) -> PostgresLedger:
@@ -205,13 +225,15 @@ class PostgresLedger:
             while True:
                 inserted = conn.execute(
                     f"INSERT INTO {LEDGER_TABLE} (key, status) VALUES (%s, 'started') ON CONFLICT (key) DO NOTHING"
-                    " RETURNING 1", (key,),
+                    " RETURNING 1",
+                    (key,),
                 ).fetchone()
                 if inserted:
                     return None
                 row = conn.execute(
                     f"UPDATE {LEDGER_TABLE} SET starts = starts + 1 WHERE key = %s AND status = 'started'"
-                    " RETURNING status, undo, result, starts - 1", (key,),
+                    " RETURNING status, undo, result, starts - 1",
+                    (key,),
                 ).fetchone()
                 if row is None:  # completed (final), or moved aside by a claim in between: insert again
                     row = conn.execute(
@@ -224,22 +246,38 @@ class PostgresLedger:
 
     def set_undo(self, key: str, undo: dict[str, Any]) -> None:
         data = json.dumps(undo)
-        self._run("set_undo", key, lambda conn: conn.execute(
-            f"UPDATE {LEDGER_TABLE} SET undo = %s WHERE key = %s AND undo IS NULL", (data, key)))
+        self._run(
+            "set_undo",
+            key,
+            lambda conn: conn.execute(
+                f"UPDATE {LEDGER_TABLE} SET undo = %s WHERE key = %s AND undo IS NULL", (data, key)
+            ),
+        )
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
         data = json.dumps(result)
-        self._run("complete", key, lambda conn: conn.execute(
-            f"UPDATE {LEDGER_TABLE} SET status = 'completed', result = %s, completed_at = now()"
-            " WHERE key = %s AND status = 'started'", (data, key)))
+        self._run(
+            "complete",
+            key,
+            lambda conn: conn.execute(
+                f"UPDATE {LEDGER_TABLE} SET status = 'completed', result = %s, completed_at = now()"
+                " WHERE key = %s AND status = 'started'",
+                (data, key),
+            ),
+        )
 
     def release(self, key: str) -> None:
-        self._run("release", key, lambda conn: conn.execute(
-            f"DELETE FROM {LEDGER_TABLE} WHERE key = %s AND status = 'started'", (key,)))
+        self._run(
+            "release",
+            key,
+            lambda conn: conn.execute(f"DELETE FROM {LEDGER_TABLE} WHERE key = %s AND status = 'started'", (key,)),
+        )
 
     def get(self, key: str) -> Entry | None:
         def get(conn: Any) -> Entry | None:
-            row = conn.execute(f"SELECT status, undo, result, starts FROM {LEDGER_TABLE} WHERE key = %s", (key,)).fetchone()
+            row = conn.execute(
+                f"SELECT status, undo, result, starts FROM {LEDGER_TABLE} WHERE key = %s", (key,)
+            ).fetchone()
             return None if row is None else _entry(key, row)
 
         return self._run("get", key, get)
@@ -263,7 +301,8 @@ class PostgresLedger:
                     break
                 inserted = conn.execute(
                     f"INSERT INTO {CHAINS_TABLE} (workflow_id, chain) VALUES (%s, %s)"
-                    " ON CONFLICT (workflow_id) DO NOTHING RETURNING 1", (workflow_id, chain),
+                    " ON CONFLICT (workflow_id) DO NOTHING RETURNING 1",
+                    (workflow_id, chain),
                 ).fetchone()
                 if inserted:  # never claimed: this claim owns it now
                     previous = None
@@ -289,8 +328,11 @@ class PostgresLedger:
         after: str | None = None
         while True:
             where, params = ("", ()) if after is None else (f" WHERE {column} > %s", (after,))
-            rows = self._run("export", after or "", lambda conn: conn.execute(
-                f"{select}{where} ORDER BY {column} LIMIT {EXPORT_PAGE}", params).fetchall())
+            rows = self._run(
+                "export",
+                after or "",
+                lambda conn: conn.execute(f"{select}{where} ORDER BY {column} LIMIT {EXPORT_PAGE}", params).fetchall(),
+            )
             yield from rows
             if len(rows) < EXPORT_PAGE:
                 return
@@ -304,20 +346,43 @@ class PostgresLedger:
 
         def import_rows(conn: Any) -> dict[tuple[type, str], tuple[bool, LedgerRecord]]:
             conn.execute("BEGIN")  # a failure before the end: the pool rolls back (or drops) the connection
-            found = {(EntryRecord, key): (inserted, entry_record(row)) for key, inserted, row in _upsert(
-                conn, entries, LEDGER_TABLE, "key, status, undo, result, starts, started_at, completed_at",
-                "text, text, text, text, int, float8, float8", "c0, c1, c2, c3, c4, to_timestamp(c5), to_timestamp(c6)",
-                ENTRY_SELECT, "key")}
-            found.update({(ChainRecord, key): (inserted, ChainRecord(*row)) for key, inserted, row in _upsert(
-                conn, chains, CHAINS_TABLE, "workflow_id, chain, claimed_at", "text, text, float8",
-                "c0, c1, to_timestamp(c2)", CHAIN_SELECT, "workflow_id")})
+            found = {
+                (EntryRecord, key): (inserted, entry_record(row))
+                for key, inserted, row in _upsert(
+                    conn,
+                    entries,
+                    LEDGER_TABLE,
+                    "key, status, undo, result, starts, started_at, completed_at",
+                    "text, text, text, text, int, float8, float8",
+                    "c0, c1, c2, c3, c4, to_timestamp(c5), to_timestamp(c6)",
+                    ENTRY_SELECT,
+                    "key",
+                )
+            }
+            found.update(
+                {
+                    (ChainRecord, key): (inserted, ChainRecord(*row))
+                    for key, inserted, row in _upsert(
+                        conn,
+                        chains,
+                        CHAINS_TABLE,
+                        "workflow_id, chain, claimed_at",
+                        "text, text, float8",
+                        "c0, c1, to_timestamp(c2)",
+                        CHAIN_SELECT,
+                        "workflow_id",
+                    )
+                }
+            )
             conn.execute("ROLLBACK" if dry_run else "COMMIT")
             return found
 
         found = self._run("import", f"{len(records)} records", import_rows)
         outcomes = []
         for record in records:
-            inserted, existing = found[type(record), record.key if isinstance(record, EntryRecord) else record.workflow_id]
+            inserted, existing = found[
+                type(record), record.key if isinstance(record, EntryRecord) else record.workflow_id
+            ]
             outcomes.append(import_outcome(record, existing, inserted=inserted))
         return outcomes
 
@@ -333,8 +398,11 @@ class PostgresLedger:
                     conn.close()  # mid-exchange or broken: never back into the pool
                     raise
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
-            why = (f"no answer within {CLIENT_DEADLINE_S:g} s" if type(exc).__name__ == "_WaitTimeout"
-                   else _one_line(exc, self.url))
+            why = (
+                f"no answer within {CLIENT_DEADLINE_S:g} s"
+                if type(exc).__name__ == "_WaitTimeout"
+                else _one_line(exc, self.url)
+            )
             raise LedgerUnavailable(f"ledger {op} of {key!r}: the database at {self.shown} failed: {why}") from exc
 
 
@@ -349,8 +417,9 @@ def _entry(key: str, row: tuple[Any, ...]) -> Entry:
     )
 
 
-def _upsert(conn: Any, rows: list[tuple[Any, ...]], table: str, columns: str, types: str, values: str,
-            select: str, key: str) -> Iterator[tuple[str, bool, tuple[Any, ...]]]:
+def _upsert(
+    conn: Any, rows: list[tuple[Any, ...]], table: str, columns: str, types: str, values: str, select: str, key: str
+) -> Iterator[tuple[str, bool, tuple[Any, ...]]]:
     """Insert `rows` (tuples of `columns`, sent as one array per column of `types`; `values` makes
     the table's values from them, named c0, c1, ...) where their key is free; (key, inserted, the
     row as `select` reads it) for every row."""
@@ -359,10 +428,14 @@ def _upsert(conn: Any, rows: list[tuple[Any, ...]], table: str, columns: str, ty
     types_ = [t.strip() for t in types.split(",")]
     names = [f"c{i}" for i in range(len(types_))]
     arrays = ", ".join(f"%s::{t}[]" for t in types_)
-    inserted = {k for (k,) in conn.execute(
-        f"INSERT INTO {table} ({columns}) SELECT {values} FROM unnest({arrays}) AS r({', '.join(names)})"
-        f" ON CONFLICT ({key}) DO NOTHING RETURNING {key}", [list(column) for column in zip(*rows)],
-    ).fetchall()}
+    inserted = {
+        k
+        for (k,) in conn.execute(
+            f"INSERT INTO {table} ({columns}) SELECT {values} FROM unnest({arrays}) AS r({', '.join(names)})"
+            f" ON CONFLICT ({key}) DO NOTHING RETURNING {key}",
+            [list(column) for column in zip(*rows)],
+        ).fetchall()
+    }
     keys = [row[0] for row in rows]
     for row in conn.execute(f"{select} WHERE {key} = ANY(%s::text[])", (keys,)).fetchall():
         yield row[0], row[0] in inserted, row

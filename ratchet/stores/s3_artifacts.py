@@ -74,8 +74,9 @@ class S3ArtifactStore:
     """`ArtifactStore` on an S3 bucket, under a key prefix. Safe to share between threads (the
     client is); several processes and hosts may use one bucket and prefix at once."""
 
-    def __init__(self, bucket: str, prefix: str = "", *, client: S3Client | None = None,
-                 head_first_bytes: int = 2**20) -> None:
+    def __init__(
+        self, bucket: str, prefix: str = "", *, client: S3Client | None = None, head_first_bytes: int = 2**20
+    ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.client = client if client is not None else client_from_env()
@@ -115,12 +116,21 @@ class S3ArtifactStore:
         ref = ArtifactRef(digest=digest, size=len(data), media_type=media_type)
         if (len(data) >= self.head_first_bytes or not self.conditional_put) and self._exists(key):
             return ref
-        headers = {"content-type": "application/octet-stream", "x-amz-checksum-sha256": base64.b64encode(sha.digest()).decode()}
+        headers = {
+            "content-type": "application/octet-stream",
+            "x-amz-checksum-sha256": base64.b64encode(sha.digest()).decode(),
+        }
         conflicts = 0
         while True:
             conditional = self.conditional_put
-            response = self._request("put", "PUT", key, body=data, payload_sha256=digest,
-                                     headers={**headers, "if-none-match": "*"} if conditional else headers)
+            response = self._request(
+                "put",
+                "PUT",
+                key,
+                body=data,
+                payload_sha256=digest,
+                headers={**headers, "if-none-match": "*"} if conditional else headers,
+            )
             status, code = response.status, response.code
             if status == 200 or status == 412 or code == "PreconditionFailed":
                 return ref  # 412: already there, and content addressing makes it the same bytes
@@ -151,8 +161,7 @@ class S3ArtifactStore:
         actual = hashlib.sha256(data).hexdigest()
         if actual != ref.digest:
             raise ArtifactCorrupt(
-                f"artifact {ref.digest} in s3://{self.bucket}/{key} is corrupt: its {len(data)} bytes "
-                f"hash to {actual}"
+                f"artifact {ref.digest} in s3://{self.bucket}/{key} is corrupt: its {len(data)} bytes hash to {actual}"
             )
         return data
 
@@ -167,8 +176,9 @@ class S3ArtifactStore:
             try:
                 page = ElementTree.fromstring(response.body)
             except ElementTree.ParseError as exc:
-                raise S3StoreError(f"S3 list of s3://{self.bucket}/{prefix} at {self.endpoint}: "
-                                   f"the answer is not a listing ({exc})") from None
+                raise S3StoreError(
+                    f"S3 list of s3://{self.bucket}/{prefix} at {self.endpoint}: the answer is not a listing ({exc})"
+                ) from None
             for key in page.iterfind("{*}Contents/{*}Key"):
                 match = blob.fullmatch(key.text or "")
                 if match and match[2].startswith(match[1]):
@@ -197,11 +207,15 @@ class S3ArtifactStore:
             if code in ("NoSuchBucket", "404"):
                 problem = f"bucket {self.bucket!r} does not exist at {self.endpoint}"
             elif code in _CREDENTIAL_CODES:
-                problem = (f"{self.endpoint} rejected the credentials ({code}): check AWS_ACCESS_KEY_ID and "
-                           "AWS_SECRET_ACCESS_KEY (or the AWS profile in use)")
+                problem = (
+                    f"{self.endpoint} rejected the credentials ({code}): check AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY (or the AWS profile in use)"
+                )
             elif code == "AccessDenied" or status == 403:
-                problem = (f"access to bucket {self.bucket!r} at {self.endpoint} is denied ({code}): "
-                           "the credentials need s3:GetObject, s3:PutObject and s3:ListBucket on it")
+                problem = (
+                    f"access to bucket {self.bucket!r} at {self.endpoint} is denied ({code}): "
+                    "the credentials need s3:GetObject, s3:PutObject and s3:ListBucket on it"
+                )
             else:
                 problem = f"checking bucket {self.bucket!r} at {self.endpoint} failed: {_detail(response)}"
         raise SettingsError(f"{where}: {problem}")

@@ -48,8 +48,17 @@ from urllib.parse import quote, urlsplit
 
 from ratchet.core.settings_errors import SettingsError
 
-__all__ = ["EMPTY_SHA256", "NoCredentials", "Response", "S3Client", "Unreachable", "canonical_query", "client_from_env",
-           "sign", "signing_key"]
+__all__ = [
+    "EMPTY_SHA256",
+    "NoCredentials",
+    "Response",
+    "S3Client",
+    "Unreachable",
+    "canonical_query",
+    "client_from_env",
+    "sign",
+    "signing_key",
+]
 
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 10.0
@@ -63,8 +72,17 @@ BACKOFF_S = 0.1
 POOL_SIZE = 32
 """Connections kept alive per host (more threads than this open extra ones, closed after use)."""
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
-THROTTLED = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-                       "TooManyRequestsException", "RequestThrottled", "RequestTimeout"})
+THROTTLED = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "RequestTimeout",
+    }
+)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _UNRESERVED = "-_.~"
 _DNS_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
@@ -94,17 +112,34 @@ class Response:
         return found[1].decode(errors="replace") if found else str(self.status)
 
 
-def sign(method: str, host: str, path: str, query: str, headers: Mapping[str, str], payload_sha256: str,
-         access_key: str, signing_key: bytes, region: str, amz_date: str) -> str:
+def sign(
+    method: str,
+    host: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    payload_sha256: str,
+    access_key: str,
+    signing_key: bytes,
+    region: str,
+    amz_date: str,
+) -> str:
     """The Authorization header of a request signed with SigV4 for service s3: `path` and `query`
     as sent (already encoded), `headers` the other headers to sign (lowercase names; host,
     x-amz-date and x-amz-content-sha256 are added here), `signing_key` from `signing_key()`."""
     signed = {**headers, "host": host, "x-amz-content-sha256": payload_sha256, "x-amz-date": amz_date}
     names = sorted(signed)
-    canonical = "\n".join([
-        method, path, query, *(f"{name}:{str(signed[name]).strip()}" for name in names), "",
-        ";".join(names), payload_sha256,
-    ])
+    canonical = "\n".join(
+        [
+            method,
+            path,
+            query,
+            *(f"{name}:{str(signed[name]).strip()}" for name in names),
+            "",
+            ";".join(names),
+            payload_sha256,
+        ]
+    )
     scope = f"{amz_date[:8]}/{region}/s3/aws4_request"
     to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
     signature = hmac.new(signing_key, to_sign.encode(), hashlib.sha256).hexdigest()
@@ -138,8 +173,15 @@ class S3Client:
     credentials object, or None when the chain found none: every request then raises
     NoCredentials)."""
 
-    def __init__(self, endpoint: str | None, region: str, credentials: Any, *, ca_bundle: str | None = None,
-                 unreachable_wait_s: float = UNREACHABLE_WAIT_S) -> None:
+    def __init__(
+        self,
+        endpoint: str | None,
+        region: str,
+        credentials: Any,
+        *,
+        ca_bundle: str | None = None,
+        unreachable_wait_s: float = UNREACHABLE_WAIT_S,
+    ) -> None:
         import urllib3
 
         self.unreachable_wait_s = unreachable_wait_s
@@ -153,8 +195,12 @@ class S3Client:
         self._scheme, self._netloc, self._path = parts.scheme, parts.netloc, parts.path.rstrip("/")
         tls = {"ca_certs": ca_bundle or _default_ca_bundle()} if parts.scheme == "https" else {}
         self._pools = urllib3.PoolManager(
-            num_pools=8, maxsize=POOL_SIZE, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S), **tls,
+            num_pools=8,
+            maxsize=POOL_SIZE,
+            block=False,
+            retries=False,
+            timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S),
+            **tls,
         )
         self._targets: dict[str, _Target] = {}
         self._keys: tuple[str, str, bytes] = ("", "", b"")
@@ -162,9 +208,17 @@ class S3Client:
     def __repr__(self) -> str:
         return f"S3Client({self.endpoint}, region={self.region})"
 
-    def request(self, method: str, bucket: str, key: str = "", *, query: Mapping[str, str] | None = None,
-                body: bytes | None = None, payload_sha256: str = EMPTY_SHA256,
-                headers: Mapping[str, str] | None = None) -> Response:
+    def request(
+        self,
+        method: str,
+        bucket: str,
+        key: str = "",
+        *,
+        query: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        payload_sha256: str = EMPTY_SHA256,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
         """One S3 request, retried as the module docstring says. Any answer is returned (the
         caller decides what a status means); no answer raises Unreachable."""
         target = self._target(bucket)
@@ -175,8 +229,9 @@ class S3Client:
         while True:
             sent = self.signed_headers(method, target.host, path, query_string, headers or {}, payload_sha256)
             try:
-                answer = target.pool.urlopen(method, url, body=body, headers=sent, redirect=False,
-                                             assert_same_host=False, preload_content=True)
+                answer = target.pool.urlopen(
+                    method, url, body=body, headers=sent, redirect=False, assert_same_host=False, preload_content=True
+                )
             except Exception as exc:  # urllib3's HTTPError: refused, reset, timed out, TLS
                 if not _is_transport_error(exc):
                     raise
@@ -193,8 +248,16 @@ class S3Client:
                 continue
             return response
 
-    def signed_headers(self, method: str, host: str, path: str, query: str, headers: Mapping[str, str],
-                       payload_sha256: str, amz_date: str | None = None) -> dict[str, str]:
+    def signed_headers(
+        self,
+        method: str,
+        host: str,
+        path: str,
+        query: str,
+        headers: Mapping[str, str],
+        payload_sha256: str,
+        amz_date: str | None = None,
+    ) -> dict[str, str]:
         """`headers` and the ones that sign the request (at `amz_date`, default now): what is sent."""
         if self.credentials is None:
             raise NoCredentials("no AWS credentials found")
@@ -205,8 +268,18 @@ class S3Client:
         out = dict(headers)
         if frozen.token:
             out["x-amz-security-token"] = frozen.token
-        out["authorization"] = sign(method, host, path, query, out, payload_sha256, frozen.access_key,
-                                    self._signing_key(frozen.secret_key, amz_date[:8]), self.region, amz_date)
+        out["authorization"] = sign(
+            method,
+            host,
+            path,
+            query,
+            out,
+            payload_sha256,
+            frozen.access_key,
+            self._signing_key(frozen.secret_key, amz_date[:8]),
+            self.region,
+            amz_date,
+        )
         out.update({"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload_sha256})
         return out
 
@@ -258,8 +331,16 @@ def _env(*names: str) -> str | None:
 
 
 _CLIENT_VARIABLES = (
-    "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
     "AWS_CA_BUNDLE",
 )
 _clients: dict[tuple[Any, ...], S3Client] = {}
@@ -287,5 +368,10 @@ def _new_client() -> S3Client:
         ) from None
     session = Session()
     region = _env("AWS_REGION", "AWS_DEFAULT_REGION") or session.get_config_variable("region") or "us-east-1"
-    return S3Client(_env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), region, session.get_credentials(),
-                    ca_bundle=_env("AWS_CA_BUNDLE"), unreachable_wait_s=UNREACHABLE_WAIT_S)
+    return S3Client(
+        _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+        region,
+        session.get_credentials(),
+        ca_bundle=_env("AWS_CA_BUNDLE"),
+        unreachable_wait_s=UNREACHABLE_WAIT_S,
+    )

@@ -90,11 +90,16 @@ class Conversation:
             head.append(tail.pop(0))
         if keep is not None and len(tail) > 2 * keep:
             tail = tail[-keep:]
-        pinned = self.pinned + [(self.count + j, m) for j, m in enumerate(messages) if m.pinned and self.count + j >= HEAD]
+        pinned = self.pinned + [
+            (self.count + j, m) for j, m in enumerate(messages) if m.pinned and self.count + j >= HEAD
+        ]
         return Conversation(
-            head=head, tail=tail, count=self.count + len(messages),
+            head=head,
+            tail=tail,
+            count=self.count + len(messages),
             turns=self.turns + sum(m.role == "assistant" for m in messages),
-            root=self.root or digest, pinned=pinned,
+            root=self.root or digest,
+            pinned=pinned,
             pin_segments=self.pin_segments + [digest] if len(pinned) > len(self.pinned) else self.pin_segments,
             size=(self.size + size) if keep is None else _estimate(head, tail),
         )
@@ -107,7 +112,9 @@ def _estimate(head: list[Message], tail: list[Message]) -> int:
 def write(store: ArtifactStore, base: Conversation, messages: list[Message], prev: str | None) -> ArtifactRef:
     """One segment: `messages` added to `base`, the conversation named `prev`."""
     body: dict = {
-        "ratchet_transcript": FORMAT, "count": base.count, "turns": base.turns,
+        "ratchet_transcript": FORMAT,
+        "count": base.count,
+        "turns": base.turns,
         "messages": [m.model_dump(exclude_defaults=True) for m in messages],
     }
     if prev is not None:
@@ -124,8 +131,12 @@ def read_segment(store: ArtifactStore, digest: str) -> Segment:
     if not isinstance(body, dict) or body.get("ratchet_transcript") != FORMAT:
         raise ValueError(f"artifact {digest[:12]} is not a transcript")
     return Segment(
-        messages=[Message.model_validate(m) for m in body["messages"]], prev=body.get("prev"), root=body.get("root"),
-        count=body["count"], turns=body["turns"], pins=body.get("pins", []),
+        messages=[Message.model_validate(m) for m in body["messages"]],
+        prev=body.get("prev"),
+        root=body.get("root"),
+        count=body["count"],
+        turns=body["turns"],
+        pins=body.get("pins", []),
         size=len(raw),
     )
 
@@ -158,9 +169,14 @@ def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversa
         pinned += _pinned(holder)
     pinned.sort(key=lambda p: p[0])
     return Conversation(
-        head=head, tail=tail, count=total, turns=last.turns + sum(m.role == "assistant" for m in last.messages),
+        head=head,
+        tail=tail,
+        count=total,
+        turns=last.turns + sum(m.role == "assistant" for m in last.messages),
         root=last.root or (digest if last.prev is None else None),
-        pinned=pinned, pin_segments=pin_segments, size=size,
+        pinned=pinned,
+        pin_segments=pin_segments,
+        size=size,
     )
 
 

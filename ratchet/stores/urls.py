@@ -44,7 +44,9 @@ def open_ledger(url: str) -> Ledger:
     if scheme == "sqlite":
         return SqliteLedger(ledger_path(url))
     if scheme in POSTGRES_SCHEMES:
-        backend = _backend(url, LEDGER_SETTING, f"a {scheme}:// URL needs the Postgres ledger", "postgres_ledger", "PostgresLedger")
+        backend = _backend(
+            url, LEDGER_SETTING, f"a {scheme}:// URL needs the Postgres ledger", "postgres_ledger", "PostgresLedger"
+        )
         return backend.from_url(url)
     raise _bad(url, LEDGER_SETTING, f"unknown scheme {scheme!r}", LEDGER_FORMS)
 
@@ -56,7 +58,9 @@ def open_artifacts(url: str) -> ArtifactStore:
     if scheme == "file":
         return DirectoryArtifactStore(artifact_dir(url))
     if scheme == "s3":
-        backend = _backend(url, ARTIFACT_SETTING, "an s3:// URL needs the S3 artifact store", "s3_artifacts", "S3ArtifactStore")
+        backend = _backend(
+            url, ARTIFACT_SETTING, "an s3:// URL needs the S3 artifact store", "s3_artifacts", "S3ArtifactStore"
+        )
         return backend.from_url(url)
     raise _bad(url, ARTIFACT_SETTING, f"unknown scheme {scheme!r}", ARTIFACT_FORMS)
 
@@ -90,8 +94,9 @@ def artifact_dir(url: str) -> Path:
     if parts.scheme.lower() != "file":
         raise _bad(url, ARTIFACT_SETTING, "not a file: URL", ARTIFACT_FORMS)
     if parts.netloc not in ("", "localhost"):
-        raise _bad(url, ARTIFACT_SETTING, f"host {parts.netloc!r}: a file URL names a directory on this host",
-                   ARTIFACT_FORMS)
+        raise _bad(
+            url, ARTIFACT_SETTING, f"host {parts.netloc!r}: a file URL names a directory on this host", ARTIFACT_FORMS
+        )
     return Path(_path(url, parts.path, ARTIFACT_SETTING, ARTIFACT_FORMS))
 
 

@@ -317,7 +317,10 @@ class OpenAIServer:
         self._httpd = _HTTPServer((self.host, self.port), self)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"openai-server-{self.port}", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"openai-server-{self.port}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -396,8 +399,15 @@ class OpenAIServer:
             self.requests.append(rec)
         return rec
 
-    def _send(self, h: _Handler, rec: RecordedRequest, status: int, body: Any, headers: dict[str, str] | None = None,
-              truncate: bool = False) -> None:
+    def _send(
+        self,
+        h: _Handler,
+        rec: RecordedRequest,
+        status: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        truncate: bool = False,
+    ) -> None:
         data = json.dumps(body).encode()
         with self._lock:
             rec.status = status
@@ -411,7 +421,9 @@ class OpenAIServer:
             return self._send(h, rec, 400, error_body(400, "Request body must be JSON with a 'messages' list."))
         unparsable = _unparsable_arguments(body["messages"])
         if unparsable is not None:  # as llama.cpp does (vLLM answers 400): historical arguments are parsed
-            return self._send(h, rec, 500, error_body(500, f"Failed to parse tool call arguments as JSON: {unparsable}"))
+            return self._send(
+                h, rec, 500, error_body(500, f"Failed to parse tool call arguments as JSON: {unparsable}")
+            )
         fault = self._next_fault(rec)
         if fault and "status" in fault:
             return self._send_fault(h, rec, fault)
@@ -438,7 +450,7 @@ class OpenAIServer:
         return fault
 
     def _pop_fault(self, key: str | None) -> dict[str, Any] | None:
-        for k in ((key, None) if key is not None else (None,)):
+        for k in (key, None) if key is not None else (None,):
             queue = self._faults.get(k)
             if queue:
                 return queue.popleft()
@@ -536,8 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run in the foreground until SIGTERM/SIGINT; first stdout line is the base URL."""
     args = _parse_args(argv)
     kinds = [k.strip() for k in args.fault_kinds.split(",") if k.strip()]
-    server = OpenAIServer(args.host, args.port, fault_rate=args.fault_rate, fault_kinds=kinds,
-                          seed=args.seed, verbose=args.verbose)
+    server = OpenAIServer(
+        args.host, args.port, fault_rate=args.fault_rate, fault_kinds=kinds, seed=args.seed, verbose=args.verbose
+    )
     unknown = [k for k in kinds if k not in server.fault_templates]
     if unknown:
         print(f"unknown fault kinds: {unknown}", file=sys.stderr)

@@ -41,10 +41,18 @@ from ratchet.sandbox.base import DiskQuotaExceeded, ProgramNotFound, Sandbox, Sa
 __all__ = ["ESCAPES", "SandboxConformance", "main"]
 
 ESCAPES = (
-    "check_parent_environ_hidden", "check_env_allowlist_only", "check_other_workspace_unreadable",
-    "check_ledger_unreadable", "check_no_writes_outside", "check_fork_bomb_bounded", "check_disk_quota",
-    "check_loopback_unreachable_when_network_off", "check_symlink_out_of_workspace", "check_no_process_outlives_call",
-    "check_memory_limit", "check_cpu_limit",
+    "check_parent_environ_hidden",
+    "check_env_allowlist_only",
+    "check_other_workspace_unreadable",
+    "check_ledger_unreadable",
+    "check_no_writes_outside",
+    "check_fork_bomb_bounded",
+    "check_disk_quota",
+    "check_loopback_unreachable_when_network_off",
+    "check_symlink_out_of_workspace",
+    "check_no_process_outlives_call",
+    "check_memory_limit",
+    "check_cpu_limit",
 )
 """The checks a plain subprocess fails: what only a real sandbox refuses."""
 SECRET_VARIABLE = "OPENAI_API_KEY"
@@ -90,8 +98,10 @@ class SandboxConformance:
         assert (done.exit_code, done.output.strip()) == (0, "python 3"), done
 
     async def check_workspace_writes_persist(self) -> None:
-        done = await self.python("import pathlib; pathlib.Path('made/here.txt').parent.mkdir(); "
-                                 "pathlib.Path('made/here.txt').write_text('kept')")
+        done = await self.python(
+            "import pathlib; pathlib.Path('made/here.txt').parent.mkdir(); "
+            "pathlib.Path('made/here.txt').write_text('kept')"
+        )
         assert done.exit_code == 0, done
         assert (self.workspace / "made" / "here.txt").read_text() == "kept"
 
@@ -161,8 +171,16 @@ class SandboxConformance:
         targets = [self.root / "outside.txt", self.other / "planted.txt", "../planted.txt", host_tmp]
         try:
             await self.python(_write_each(targets))
-            written = [str(t) for t in (self.root / "outside.txt", self.other / "planted.txt",
-                                        self.workspace.parent / "planted.txt", host_tmp) if t.exists()]
+            written = [
+                str(t)
+                for t in (
+                    self.root / "outside.txt",
+                    self.other / "planted.txt",
+                    self.workspace.parent / "planted.txt",
+                    host_tmp,
+                )
+                if t.exists()
+            ]
         finally:
             host_tmp.unlink(missing_ok=True)
         assert not written, f"the program wrote outside its workspace: {written}"
@@ -251,10 +269,7 @@ class SandboxConformance:
         assert not (self.workspace / "daemon-alive").exists(), "a daemon outlived the call"
 
     async def check_memory_limit(self) -> None:
-        code = (
-            "try: block = bytearray(512 * 1048576); print('allocated')\n"
-            "except MemoryError: print('refused')\n"
-        )
+        code = "try: block = bytearray(512 * 1048576); print('allocated')\nexcept MemoryError: print('refused')\n"
         done = await self.python(code, memory_bytes=128 * MIB)
         assert "allocated" not in done.output, "512 MiB allocated under a 128 MiB limit"
 

@@ -64,8 +64,16 @@ def _ns() -> str:
 # --- the ledger ---------------------------------------------------------------------------------
 
 
-def _expect(entry: Entry | None, key: str, status: EntryStatus, *, starts: int,
-            undo: Any = None, result: Any = None, what: str = "") -> None:
+def _expect(
+    entry: Entry | None,
+    key: str,
+    status: EntryStatus,
+    *,
+    starts: int,
+    undo: Any = None,
+    result: Any = None,
+    what: str = "",
+) -> None:
     where = f"{what}: " if what else ""
     assert entry is not None, f"{where}no entry for {key!r}"
     assert entry.key == key, f"{where}entry for {key!r} has key {entry.key!r}"
@@ -78,8 +86,9 @@ def _expect(entry: Entry | None, key: str, status: EntryStatus, *, starts: int,
 class LedgerConformance(_Suite):
     """The `Ledger` contract (see the protocol's docstrings), one `check_*` method per rule."""
 
-    def __init__(self, open_ledger: Callable[[], Ledger], *, processes: int = 2, race_keys: int = 100,
-                 timeout: float = 120.0) -> None:
+    def __init__(
+        self, open_ledger: Callable[[], Ledger], *, processes: int = 2, race_keys: int = 100, timeout: float = 120.0
+    ) -> None:
         self.open_ledger = open_ledger
         self.processes = processes
         self.race_keys = race_keys
@@ -96,7 +105,9 @@ class LedgerConformance(_Suite):
     def check_begin_again_returns_the_entry_and_counts_the_start(self) -> None:
         ledger, key = self.open_ledger(), f"{_ns()}/1/call"
         ledger.begin(key)
-        _expect(ledger.begin(key), key, EntryStatus.STARTED, starts=1, what="the second begin returns the entry before it")
+        _expect(
+            ledger.begin(key), key, EntryStatus.STARTED, starts=1, what="the second begin returns the entry before it"
+        )
         _expect(ledger.get(key), key, EntryStatus.STARTED, starts=2, what="after the second begin")
         _expect(ledger.begin(key), key, EntryStatus.STARTED, starts=2, what="the third begin")
         _expect(ledger.get(key), key, EntryStatus.STARTED, starts=3, what="after the third begin")
@@ -106,8 +117,13 @@ class LedgerConformance(_Suite):
         ledger.get(f"{ns}/1/unknown")
         assert ledger.begin(f"{ns}/1/unknown") is None, "get must not create an entry"
         ledger.get(f"{ns}/1/unknown")
-        _expect(ledger.get(f"{ns}/1/unknown"), f"{ns}/1/unknown", EntryStatus.STARTED, starts=1,
-                what="get must not count a start")
+        _expect(
+            ledger.get(f"{ns}/1/unknown"),
+            f"{ns}/1/unknown",
+            EntryStatus.STARTED,
+            starts=1,
+            what="get must not count a start",
+        )
 
     # complete
 
@@ -116,18 +132,36 @@ class LedgerConformance(_Suite):
         ledger.begin(key)
         ledger.complete(key, {"ok": True, "output": "done"})
         _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"ok": True, "output": "done"})
-        _expect(ledger.begin(key), key, EntryStatus.COMPLETED, starts=1, result={"ok": True, "output": "done"},
-                what="begin of a completed key returns it")
-        _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"ok": True, "output": "done"},
-                what="begin must not change a completed entry")
+        _expect(
+            ledger.begin(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"ok": True, "output": "done"},
+            what="begin of a completed key returns it",
+        )
+        _expect(
+            ledger.get(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"ok": True, "output": "done"},
+            what="begin must not change a completed entry",
+        )
 
     def check_a_completed_entry_is_final(self) -> None:
         ledger, key = self.open_ledger(), f"{_ns()}/1/call"
         ledger.begin(key)
         ledger.complete(key, {"reply": "first"})
         ledger.complete(key, {"reply": "second"})
-        _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"reply": "first"},
-                what="a second complete must not replace the recorded result")
+        _expect(
+            ledger.get(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "first"},
+            what="a second complete must not replace the recorded result",
+        )
 
     # release
 
@@ -139,13 +173,25 @@ class LedgerConformance(_Suite):
         assert ledger.get(key) is None, "release must delete a STARTED entry"
         assert ledger.begin(key) is None, "after release, begin claims the key afresh"
         ledger.set_undo(key, {"before": "second attempt"})
-        _expect(ledger.get(key), key, EntryStatus.STARTED, starts=1, undo={"before": "second attempt"},
-                what="a released key's old undo record must be gone")
+        _expect(
+            ledger.get(key),
+            key,
+            EntryStatus.STARTED,
+            starts=1,
+            undo={"before": "second attempt"},
+            what="a released key's old undo record must be gone",
+        )
         ledger.begin(done)
         ledger.complete(done, {"reply": "kept"})
         ledger.release(done)
-        _expect(ledger.get(done), done, EntryStatus.COMPLETED, starts=1, result={"reply": "kept"},
-                what="release must not change a completed entry")
+        _expect(
+            ledger.get(done),
+            done,
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "kept"},
+            what="release must not change a completed entry",
+        )
 
     # set_undo
 
@@ -157,8 +203,15 @@ class LedgerConformance(_Suite):
         ledger.begin(key)  # a retry: it records what the first attempt wrote, which must not win
         ledger.set_undo(key, {"previous": "what the first attempt wrote"})
         ledger.complete(key, {"ok": True})
-        _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=2, undo={"previous": "before the first attempt"},
-                result={"ok": True}, what="the undo record after a retry and complete")
+        _expect(
+            ledger.get(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=2,
+            undo={"previous": "before the first attempt"},
+            result={"ok": True},
+            what="the undo record after a retry and complete",
+        )
 
     # values and keys
 
@@ -166,7 +219,8 @@ class LedgerConformance(_Suite):
         ledger, ns = self.open_ledger(), _ns()
         value = {  # NUL: tool output can hold it (a binary file read as text); Postgres jsonb cannot
             "text": "naïve ✓ 日本語 \u202e \x00 \"quoted\" 'single' \\ back\nnew line",
-            "numbers": [0, -1, 2**53, 1.5, -0.25], "flags": [True, False, None],
+            "numbers": [0, -1, 2**53, 1.5, -0.25],
+            "flags": [True, False, None],
             "nested": {"empty_list": [], "empty_object": {}, "deep": {"a": [{"b": None}]}},
             "big": "x" * 200_000,
         }
@@ -178,21 +232,50 @@ class LedgerConformance(_Suite):
         ledger.set_undo(f"{ns}/1/empty", {})
         ledger.set_undo(f"{ns}/1/empty", {"previous": "later"})
         ledger.complete(f"{ns}/1/empty", {})
-        _expect(ledger.get(f"{ns}/1/empty"), f"{ns}/1/empty", EntryStatus.COMPLETED, starts=1, undo={}, result={},
-                what="an empty object is a record (not None), and the first one")
+        _expect(
+            ledger.get(f"{ns}/1/empty"),
+            f"{ns}/1/empty",
+            EntryStatus.COMPLETED,
+            starts=1,
+            undo={},
+            result={},
+            what="an empty object is a record (not None), and the first one",
+        )
 
     def check_keys_are_exact_case_sensitive_strings(self) -> None:
         ledger, ns = self.open_ledger(), _ns()
-        keys = [f"{ns}/1/a", f"{ns}/1/A", f"{ns}/1/a/undo", f"{ns}/1/a_c", f"{ns}/1/a%", f"{ns}/1/a*", f"{ns}/1/a?",
-                f"{ns}/1/[ab]", f"{ns}/1/a.c", f"#{ns}#x/1/a", f"{ns}/1/ü ß ✓", f"{ns}/1/" + "k" * 1000]
+        keys = [
+            f"{ns}/1/a",
+            f"{ns}/1/A",
+            f"{ns}/1/a/undo",
+            f"{ns}/1/a_c",
+            f"{ns}/1/a%",
+            f"{ns}/1/a*",
+            f"{ns}/1/a?",
+            f"{ns}/1/[ab]",
+            f"{ns}/1/a.c",
+            f"#{ns}#x/1/a",
+            f"{ns}/1/ü ß ✓",
+            f"{ns}/1/" + "k" * 1000,
+        ]
         for key in keys:
-            assert ledger.begin(key) is None, f"{key!r} is a new key, distinct from {keys[:keys.index(key)]}"
+            assert ledger.begin(key) is None, f"{key!r} is a new key, distinct from {keys[: keys.index(key)]}"
         for key, result in zip(keys, range(len(keys))):
             ledger.complete(key, {"n": result})
         for key, result in zip(keys, range(len(keys))):
             _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"n": result})
-        for absent in (f"{ns}/1/abc", f"{ns}/1/aXc", f"{ns}/1/ab", f"{ns}/1/a.", f"{ns}/1/b", f"{ns}/1/",
-                       f"{ns}/1", f"{ns}/1/a/", f"{ns.upper()}/1/a", f" {ns}/1/a"):
+        for absent in (
+            f"{ns}/1/abc",
+            f"{ns}/1/aXc",
+            f"{ns}/1/ab",
+            f"{ns}/1/a.",
+            f"{ns}/1/b",
+            f"{ns}/1/",
+            f"{ns}/1",
+            f"{ns}/1/a/",
+            f"{ns.upper()}/1/a",
+            f" {ns}/1/a",
+        ):
             assert ledger.get(absent) is None, f"{absent!r} was never begun: no pattern or prefix matching"
 
     def check_handles_share_one_durable_store(self) -> None:
@@ -202,11 +285,25 @@ class LedgerConformance(_Suite):
         _expect(second.begin(key), key, EntryStatus.STARTED, starts=1, what="another handle sees the begin")
         second.set_undo(key, {"previous": 1})
         second.complete(key, {"ok": True})
-        _expect(first.get(key), key, EntryStatus.COMPLETED, starts=2, undo={"previous": 1}, result={"ok": True},
-                what="the first handle sees the other's writes")
+        _expect(
+            first.get(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=2,
+            undo={"previous": 1},
+            result={"ok": True},
+            what="the first handle sees the other's writes",
+        )
         del first, second
-        _expect(self.open_ledger().get(key), key, EntryStatus.COMPLETED, starts=2, undo={"previous": 1},
-                result={"ok": True}, what="a handle opened later sees the entry")
+        _expect(
+            self.open_ledger().get(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=2,
+            undo={"previous": 1},
+            result={"ok": True},
+            what="a handle opened later sees the entry",
+        )
 
     # claim
 
@@ -216,8 +313,14 @@ class LedgerConformance(_Suite):
         ledger.begin(f"{wf}/1/model")
         ledger.complete(f"{wf}/1/model", {"reply": "mine"})
         assert ledger.claim(wf, "chain-1") is None, "the owning chain claiming again (a retry) returns None"
-        _expect(ledger.get(f"{wf}/1/model"), f"{wf}/1/model", EntryStatus.COMPLETED, starts=1,
-                result={"reply": "mine"}, what="the owning chain's entries stay where they are")
+        _expect(
+            ledger.get(f"{wf}/1/model"),
+            f"{wf}/1/model",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "mine"},
+            what="the owning chain's entries stay where they are",
+        )
 
     def check_a_new_chain_sets_the_earlier_chains_entries_aside(self) -> None:
         ledger, wf = self.open_ledger(), _ns()
@@ -231,20 +334,49 @@ class LedgerConformance(_Suite):
         assert ledger.claim(wf, "chain-2") == "chain-1", "a new chain's claim returns the old chain"
         for key in (f"{wf}/1/model", f"{wf}/2/call", f"{wf}/2/call/undo"):
             assert ledger.get(key) is None, f"{key!r} must be set aside by the new chain's claim"
-        _expect(ledger.get(f"#chain-1#{wf}/1/model"), f"#chain-1#{wf}/1/model", EntryStatus.COMPLETED, starts=1,
-                result={"reply": "old"}, what="the archived entry is whole")
-        _expect(ledger.get(f"#chain-1#{wf}/2/call"), f"#chain-1#{wf}/2/call", EntryStatus.STARTED, starts=1,
-                undo={"previous": "p"}, what="the archived entry is whole")
-        _expect(ledger.get(f"#chain-1#{wf}/2/call/undo"), f"#chain-1#{wf}/2/call/undo", EntryStatus.STARTED,
-                starts=2, what="the archived entry is whole")
+        _expect(
+            ledger.get(f"#chain-1#{wf}/1/model"),
+            f"#chain-1#{wf}/1/model",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "old"},
+            what="the archived entry is whole",
+        )
+        _expect(
+            ledger.get(f"#chain-1#{wf}/2/call"),
+            f"#chain-1#{wf}/2/call",
+            EntryStatus.STARTED,
+            starts=1,
+            undo={"previous": "p"},
+            what="the archived entry is whole",
+        )
+        _expect(
+            ledger.get(f"#chain-1#{wf}/2/call/undo"),
+            f"#chain-1#{wf}/2/call/undo",
+            EntryStatus.STARTED,
+            starts=2,
+            what="the archived entry is whole",
+        )
         assert ledger.begin(f"{wf}/1/model") is None, "the new chain begins the key afresh"
         ledger.complete(f"{wf}/1/model", {"reply": "new"})
         assert ledger.claim(wf, "chain-2") is None
         assert ledger.claim(wf, "chain-3") == "chain-2"
-        _expect(ledger.get(f"#chain-2#{wf}/1/model"), f"#chain-2#{wf}/1/model", EntryStatus.COMPLETED, starts=1,
-                result={"reply": "new"}, what="the second chain's entry, set aside by the third")
-        _expect(ledger.get(f"#chain-1#{wf}/1/model"), f"#chain-1#{wf}/1/model", EntryStatus.COMPLETED, starts=1,
-                result={"reply": "old"}, what="an archived entry is not moved again")
+        _expect(
+            ledger.get(f"#chain-2#{wf}/1/model"),
+            f"#chain-2#{wf}/1/model",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "new"},
+            what="the second chain's entry, set aside by the third",
+        )
+        _expect(
+            ledger.get(f"#chain-1#{wf}/1/model"),
+            f"#chain-1#{wf}/1/model",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "old"},
+            what="an archived entry is not moved again",
+        )
 
     def check_entries_from_before_any_claim_are_set_aside_as_unclaimed(self) -> None:
         ledger, wf = self.open_ledger(), _ns()
@@ -252,14 +384,30 @@ class LedgerConformance(_Suite):
         ledger.complete(f"{wf}/1/call", {"ok": True})
         assert ledger.claim(wf, "chain-1") is None, "no chain owned the id: the claim returns None"
         assert ledger.get(f"{wf}/1/call") is None, "an entry from before any claim is set aside"
-        _expect(ledger.get(f"#unclaimed#{wf}/1/call"), f"#unclaimed#{wf}/1/call", EntryStatus.COMPLETED, starts=1,
-                result={"ok": True})
+        _expect(
+            ledger.get(f"#unclaimed#{wf}/1/call"),
+            f"#unclaimed#{wf}/1/call",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"ok": True},
+        )
 
     def check_a_claim_touches_only_its_own_workflow_id(self) -> None:
         ledger, ns = self.open_ledger(), _ns()
         claimed = [f"{ns}-wf", f"{ns}-w_%", f"{ns}-Fix-Bug", f"{ns}-w.f", f"{ns}-w*"]
-        others = [f"{ns}-wf-other", f"{ns}-wf2", f"{ns}-wX%", f"{ns}-w_%x", f"{ns}-fix-bug", f"{ns}-FIX-BUG",
-                  f"{ns}-wXf", f"{ns}-w*x", f"{ns}-W*", f"x{ns}-wf", f"{ns}-wf "]
+        others = [
+            f"{ns}-wf-other",
+            f"{ns}-wf2",
+            f"{ns}-wX%",
+            f"{ns}-w_%x",
+            f"{ns}-fix-bug",
+            f"{ns}-FIX-BUG",
+            f"{ns}-wXf",
+            f"{ns}-w*x",
+            f"{ns}-W*",
+            f"x{ns}-wf",
+            f"{ns}-wf ",
+        ]
         for wf in claimed + others:
             ledger.begin(f"{wf}/1/model")
             ledger.complete(f"{wf}/1/model", {"id": wf})
@@ -267,11 +415,22 @@ class LedgerConformance(_Suite):
             ledger.claim(wf, "chain-1")
             assert ledger.get(f"{wf}/1/model") is None, f"claim({wf!r}) must set aside {wf!r}/1/model"
         for wf in others:
-            _expect(ledger.get(f"{wf}/1/model"), f"{wf}/1/model", EntryStatus.COMPLETED, starts=1, result={"id": wf},
-                    what=f"claims of {claimed} must leave {wf!r} alone (exact, case-sensitive prefix)")
+            _expect(
+                ledger.get(f"{wf}/1/model"),
+                f"{wf}/1/model",
+                EntryStatus.COMPLETED,
+                starts=1,
+                result={"id": wf},
+                what=f"claims of {claimed} must leave {wf!r} alone (exact, case-sensitive prefix)",
+            )
         for wf in claimed:
-            _expect(ledger.get(f"#unclaimed#{wf}/1/model"), f"#unclaimed#{wf}/1/model", EntryStatus.COMPLETED,
-                    starts=1, result={"id": wf})
+            _expect(
+                ledger.get(f"#unclaimed#{wf}/1/model"),
+                f"#unclaimed#{wf}/1/model",
+                EntryStatus.COMPLETED,
+                starts=1,
+                result={"id": wf},
+            )
 
     def check_claims_are_per_workflow_id(self) -> None:
         ledger, ns = self.open_ledger(), _ns()
@@ -301,8 +460,18 @@ class LedgerConformance(_Suite):
         assert sorted(mine) == [("chain", wf), ("entry", f"{wf}/1/model"), ("entry", f"{wf}/2/call")], sorted(mine)
         model, call, chain = mine["entry", f"{wf}/1/model"], mine["entry", f"{wf}/2/call"], mine["chain", wf]
         assert isinstance(model, EntryRecord) and isinstance(call, EntryRecord) and isinstance(chain, ChainRecord)
-        assert (model.status, model.undo, model.result, model.starts) == (EntryStatus.COMPLETED, None, {"reply": "r"}, 1), model
-        assert (call.status, call.undo, call.result, call.starts) == (EntryStatus.STARTED, {"previous": "p"}, None, 2), call
+        assert (model.status, model.undo, model.result, model.starts) == (
+            EntryStatus.COMPLETED,
+            None,
+            {"reply": "r"},
+            1,
+        ), model
+        assert (call.status, call.undo, call.result, call.starts) == (
+            EntryStatus.STARTED,
+            {"previous": "p"},
+            None,
+            2,
+        ), call
         assert chain.chain == "chain-1", chain
         assert call.completed_at is None, f"a STARTED entry has no completion time: {call}"
         assert model.completed_at is not None and model.completed_at >= model.started_at, model
@@ -312,7 +481,7 @@ class LedgerConformance(_Suite):
     def check_import_copies_keeps_and_reports_conflicts(self) -> None:
         ledger, ns = self.open_ledger(), _ns()
         at = 1_700_000_000.25
-        value = {"text": "naïve ✓ \x00 \"q\"", "nested": {"empty": {}, "list": [1, 2.5, None, True]}}
+        value = {"text": 'naïve ✓ \x00 "q"', "nested": {"empty": {}, "list": [1, 2.5, None, True]}}
         records: list[LedgerRecord] = [
             EntryRecord(f"{ns}/1/model", EntryStatus.COMPLETED, None, {"reply": "r"}, 1, at, at + 1.5),
             EntryRecord(f"{ns}/2/call", EntryStatus.STARTED, value, None, 3, at + 2, None),
@@ -339,15 +508,34 @@ class LedgerConformance(_Suite):
             EntryRecord(f"{ns}/3/new", EntryStatus.STARTED, None, None, 1, at, None),
         ]
         assert ledger.import_entries(different) == [conflict, conflict, conflict, copied], (
-            "a different row under a key is a conflict; the rest is copied")
-        _expect(ledger.get(f"{ns}/1/model"), f"{ns}/1/model", EntryStatus.COMPLETED, starts=1, result={"reply": "r"},
-                what="a conflicting record must not overwrite the row")
-        _expect(ledger.get(f"{ns}/2/call"), f"{ns}/2/call", EntryStatus.STARTED, starts=3, undo=value,
-                what="a conflicting record must not overwrite the row")
+            "a different row under a key is a conflict; the rest is copied"
+        )
+        _expect(
+            ledger.get(f"{ns}/1/model"),
+            f"{ns}/1/model",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "r"},
+            what="a conflicting record must not overwrite the row",
+        )
+        _expect(
+            ledger.get(f"{ns}/2/call"),
+            f"{ns}/2/call",
+            EntryStatus.STARTED,
+            starts=3,
+            undo=value,
+            what="a conflicting record must not overwrite the row",
+        )
         assert ledger.claim(ns, "chain-1") is None, "the imported chain owns its workflow id"
         assert ledger.claim(ns, "chain-3") == "chain-1", "the imported chain (not the conflicting one) is kept"
-        _expect(ledger.get(f"#chain-1#{ns}/1/model"), f"#chain-1#{ns}/1/model", EntryStatus.COMPLETED, starts=1,
-                result={"reply": "r"}, what="imported entries are entries like any other")
+        _expect(
+            ledger.get(f"#chain-1#{ns}/1/model"),
+            f"#chain-1#{ns}/1/model",
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "r"},
+            what="imported entries are entries like any other",
+        )
 
     # races between processes
 
@@ -374,7 +562,9 @@ class LedgerConformance(_Suite):
                 f"{key!r}: starts={final.starts}, but {1 + len(counted)} begins found it unknown or STARTED"
             )
             assert final.undo in [{"by": tag} for tag, *_ in observed], f"{key!r}: undo {final.undo!r} is no write"
-            assert final.result in [{"by": tag} for tag, *_ in observed], f"{key!r}: result {final.result!r} is no write"
+            assert final.result in [{"by": tag} for tag, *_ in observed], (
+                f"{key!r}: result {final.result!r} is no write"
+            )
             for tag, _, undo, result in observed:
                 assert undo == final.undo, f"{key!r}: {tag} saw undo {undo!r}, but it ends {final.undo!r}"
                 assert result == final.result, f"{key!r}: {tag} saw result {result!r}, but it ends {final.result!r}"
@@ -396,8 +586,14 @@ class LedgerConformance(_Suite):
                 f"{wf!r}: concurrent claims by chain-2 returned {returned}; exactly one must return 'chain-1'"
             )
             assert ledger.get(f"{wf}/1/model") is None
-            _expect(ledger.get(f"#chain-1#{wf}/1/model"), f"#chain-1#{wf}/1/model", EntryStatus.COMPLETED, starts=1,
-                    result={"id": wf}, what="set aside once by racing claims")
+            _expect(
+                ledger.get(f"#chain-1#{wf}/1/model"),
+                f"#chain-1#{wf}/1/model",
+                EntryStatus.COMPLETED,
+                starts=1,
+                result={"id": wf},
+                what="set aside once by racing claims",
+            )
             assert ledger.claim(wf, "chain-2") is None, f"{wf!r}: chain-2 owns it after the race"
 
 
@@ -457,9 +653,17 @@ def _blob(seed: str, size: int) -> bytes:
 class ArtifactStoreConformance(_Suite):
     """The `ArtifactStore` contract (see the protocol's docstrings), one `check_*` method per rule."""
 
-    def __init__(self, open_store: Callable[[], ArtifactStore], tamper: Callable[[str, bytes], None], *,
-                 large_size: int = 5 * 2**20, processes: int = 2, race_blobs: int = 16,
-                 race_blob_size: int = 256 * 2**10, timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        open_store: Callable[[], ArtifactStore],
+        tamper: Callable[[str, bytes], None],
+        *,
+        large_size: int = 5 * 2**20,
+        processes: int = 2,
+        race_blobs: int = 16,
+        race_blob_size: int = 256 * 2**10,
+        timeout: float = 120.0,
+    ) -> None:
         self.open_store = open_store
         self.tamper = tamper
         self.large_size = large_size
@@ -488,8 +692,12 @@ class ArtifactStoreConformance(_Suite):
 
     def check_get_returns_the_exact_bytes(self) -> None:
         store, ns = self.open_store(), _ns()
-        for data in (bytes(range(256)) + ns.encode(), b"", f"{ns}\r\n\n\x00 \xff".encode("latin-1"),
-                     f"{ns} naïve ✓".encode()):
+        for data in (
+            bytes(range(256)) + ns.encode(),
+            b"",
+            f"{ns}\r\n\n\x00 \xff".encode("latin-1"),
+            f"{ns} naïve ✓".encode(),
+        ):
             ref = store.put(data)
             assert ref.digest == _sha(data) and ref.size == len(data)
             got = store.get(ref)
@@ -500,10 +708,16 @@ class ArtifactStoreConformance(_Suite):
         default = store.put(data)
         assert default.media_type == "application/octet-stream", f"the default media type, not {default.media_type!r}"
         typed = store.put(data, "text/x-diff; charset=utf-8")
-        assert typed.media_type == "text/x-diff; charset=utf-8", f"put must return the media type given, not {typed.media_type!r}"
+        assert typed.media_type == "text/x-diff; charset=utf-8", (
+            f"put must return the media type given, not {typed.media_type!r}"
+        )
         assert typed.digest == default.digest, "the media type is not part of the blob's name"
-        for ref in (typed, ArtifactRef(digest=default.digest), ArtifactRef.json(default.digest),
-                    ArtifactRef(digest=default.digest, size=None, media_type="image/png")):
+        for ref in (
+            typed,
+            ArtifactRef(digest=default.digest),
+            ArtifactRef.json(default.digest),
+            ArtifactRef(digest=default.digest, size=None, media_type="image/png"),
+        ):
             assert store.get(ref) == data, f"get must use only the digest, not the size or media type of {ref}"
         value = {"ns": data.decode(), "list": [1, "✓", None], "nested": {"a": True}}
         ref = put_json(store, value)
@@ -540,19 +754,34 @@ class ArtifactStoreConformance(_Suite):
             except ArtifactMissing as exc:
                 raise AssertionError(f"{what}: a corrupt blob must raise ArtifactCorrupt, not {exc!r}") from exc
             else:
-                raise AssertionError(f"{what}: get returned {len(got)} bytes of a corrupt blob instead of raising ArtifactCorrupt")
+                raise AssertionError(
+                    f"{what}: get returned {len(got)} bytes of a corrupt blob instead of raising ArtifactCorrupt"
+                )
 
     def check_a_large_blob_round_trips(self) -> None:
         store, data = self.open_store(), _blob(_ns(), self.large_size)
         ref = store.put(data)
         assert ref.digest == _sha(data) and ref.size == len(data)
-        assert self.open_store().get(ArtifactRef(digest=ref.digest)) == data, f"a {len(data)}-byte blob reads back whole"
+        assert self.open_store().get(ArtifactRef(digest=ref.digest)) == data, (
+            f"a {len(data)}-byte blob reads back whole"
+        )
 
     def check_a_malformed_digest_is_rejected(self) -> None:
         store = self.open_store()
         real = store.put(f"{_ns()} target".encode()).digest
-        for digest in ("", "abc", real[:63], real + "0", real.upper(), real[:63] + "g", f"../{real[3:]}",
-                       f"{real[:2]}/{real[3:]}", f"/{real[1:]}", real[:63] + "\n", f" {real[1:]}"):
+        for digest in (
+            "",
+            "abc",
+            real[:63],
+            real + "0",
+            real.upper(),
+            real[:63] + "g",
+            f"../{real[3:]}",
+            f"{real[:2]}/{real[3:]}",
+            f"/{real[1:]}",
+            real[:63] + "\n",
+            f" {real[1:]}",
+        ):
             try:
                 got = store.get(ArtifactRef(digest=digest))
             except ValueError:
@@ -563,7 +792,10 @@ class ArtifactStoreConformance(_Suite):
 
     def check_digests_lists_every_blob_once(self) -> None:
         first, second, ns = self.open_store(), self.open_store(), _ns()
-        refs = [first.put(f"{ns} listed {i}".encode()) for i in range(3)] + [second.put(b""), second.put(_blob(ns, 4096))]
+        refs = [first.put(f"{ns} listed {i}".encode()) for i in range(3)] + [
+            second.put(b""),
+            second.put(_blob(ns, 4096)),
+        ]
         first.put(f"{ns} listed 0".encode())
         listed = list(self.open_store().digests())
         assert len(listed) == len(set(listed)), "digests must list each blob once"
@@ -588,8 +820,9 @@ class ArtifactStoreConformance(_Suite):
             assert store.get(ArtifactRef(digest=_sha(data))) == data, f"blob {seed} is whole after the race"
 
 
-def _race_blobs(store: ArtifactStore, sync: Callable[[], None], seeds: list[str], size: int, index: int,
-                processes: int) -> list[str]:
+def _race_blobs(
+    store: ArtifactStore, sync: Callable[[], None], seeds: list[str], size: int, index: int, processes: int
+) -> list[str]:
     problems = []
 
     def read(seed: str, data: bytes, when: str) -> bool:
@@ -623,15 +856,18 @@ def _race_blobs(store: ArtifactStore, sync: Callable[[], None], seeds: list[str]
 # --- running a function in several processes at once ---------------------------------------------
 
 
-def _race(open_handle: Callable[[], Any], work: Callable[..., Any], args: list[tuple[Any, ...]],
-          timeout: float) -> list[Any]:
+def _race(
+    open_handle: Callable[[], Any], work: Callable[..., Any], args: list[tuple[Any, ...]], timeout: float
+) -> list[Any]:
     """`work(open_handle(), sync, *args[i])` in one spawned process per `args[i]`; their return
     values, in the order of `args`. `sync()` returns when every process has called it: `work`
     calls it before each item, so the processes take the items in lockstep."""
     ctx = multiprocessing.get_context("spawn")
     barrier, queue = ctx.Barrier(len(args)), ctx.Queue()
-    procs = [ctx.Process(target=_racer, args=(i, open_handle, work, a, barrier, queue, timeout), daemon=True)
-             for i, a in enumerate(args)]
+    procs = [
+        ctx.Process(target=_racer, args=(i, open_handle, work, a, barrier, queue, timeout), daemon=True)
+        for i, a in enumerate(args)
+    ]
     for proc in procs:
         proc.start()
     results: dict[int, Any] = {}
@@ -654,12 +890,20 @@ def _race(open_handle: Callable[[], Any], work: Callable[..., Any], args: list[t
                 proc.kill()
                 proc.join()
     assert not failures, "racing processes failed (a BrokenBarrierError means another process failed first):\n" + (
-        "\n".join(failures))
+        "\n".join(failures)
+    )
     return [results[i] for i in range(len(args))]
 
 
-def _racer(index: int, open_handle: Callable[[], Any], work: Callable[..., Any], args: tuple[Any, ...],
-           barrier: Any, queue: Any, timeout: float) -> None:
+def _racer(
+    index: int,
+    open_handle: Callable[[], Any],
+    work: Callable[..., Any],
+    args: tuple[Any, ...],
+    barrier: Any,
+    queue: Any,
+    timeout: float,
+) -> None:
     try:
         handle = open_handle()
         queue.put((index, True, work(handle, lambda: barrier.wait(timeout), *args)))
