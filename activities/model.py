@@ -23,9 +23,10 @@ from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import MODEL_CALL
 from .heartbeat import heartbeating
+from .streaming import reply_stream
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
 from ratchet.core import budget, keys
-from ratchet.models.provider import Completion, ModelCall, ModelProvider, ProviderRegistry
+from ratchet.models.provider import Completion, Deltas, ModelCall, ModelProvider, ProviderRegistry
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import ArtifactStore, get_json
@@ -46,15 +47,21 @@ class ModelActivities:
     @activity.defn(name=MODEL_CALL.name)
     async def call(self, req: ModelRequest) -> ModelReply:
         key = keys.model_key(activity.info().workflow_id, req.step)
-        entry, config, base = await asyncio.to_thread(self._begin, key, req, *self._cached(req))
+        cached = self._cached(req)
+        entry, config, base = await asyncio.to_thread(self._begin, key, req, *cached)
         if entry is not None and entry.status == EntryStatus.COMPLETED:
-            return ModelReply.model_validate(entry.result)
+            reply = ModelReply.model_validate(entry.result)
+            if activity.info().attempt > 1:  # an earlier attempt streamed it, perhaps in part
+                async with reply_stream(req.step, cached[0] is None or cached[0].settings.stream) as deltas:
+                    if deltas is not None:
+                        deltas.whole(reply.message)
+            return reply
         assert config is not None and base is not None
         self._remember(req, config, base)
         note_model_settings(config.settings)
         provider = self._provider(config)
-        async with heartbeating():
-            done, added = await self._call(req, key, config, provider, base)
+        async with heartbeating(), reply_stream(req.step, config.settings.stream) as deltas:
+            done, added = await self._call(req, key, config, provider, base, deltas)
         reply, extended = await asyncio.to_thread(self._finish, key, req, config, base, done, added)
         self.transcripts.put(reply.transcript, extended, owner=_owner())
         return reply
@@ -103,6 +110,7 @@ class ModelActivities:
         config: ModelCallConfig,
         provider: ModelProvider,
         base: Conversation,
+        deltas: Deltas | None,
     ) -> tuple[Completion, list[Message]]:
         keep = config.settings.context_messages
         new = req.new_messages
@@ -118,6 +126,7 @@ class ModelActivities:
                 messages=messages,
                 turn=base.turns + _turns(new),
                 step=req.step,
+                deltas=deltas,
             )
         )
         return done, new + [done.message]

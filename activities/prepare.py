@@ -164,6 +164,7 @@ class RunPreparer:
             temperature=profile.temperature,
             context_messages=profile.context_messages,
             tool_output_chars=profile.tool_output_chars,
+            stream=profile.stream,
             usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
         )

@@ -1,6 +1,7 @@
 """`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py)."""
 
 from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
+from ratchet.client.stream import LiveText
 from ratchet.client.runs import RatchetClient, RollbackOutcome, RunHandle, RunSummary, TranscriptSlice, validated_run
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "TranscriptSlice",
     "RollbackOutcome",
     "validated_run",
+    "LiveText",
     "RatchetError",
     "RunNotFound",
     "Refused",

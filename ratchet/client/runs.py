@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -37,6 +37,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from ratchet.client import stream
 from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -61,6 +62,7 @@ from ratchet.contracts import (
     TranscriptPage,
     rollback_id,
 )
+from ratchet.contracts.events import RunEvent
 from ratchet.ops.settings import Settings
 
 T = TypeVar("T")
@@ -330,6 +332,12 @@ class RunHandle:
                 outcome = await self._rollback_closed(checkpoint_id, dry_run)
                 return outcome.model_copy(update={"closed_meanwhile": True})
         return await self._rollback_closed(checkpoint_id, dry_run)
+
+    def stream(self, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+        """The run's events (ratchet/contracts/events.py) from `from_offset` on, as they happen,
+        until the run closes; topics: `tokens`, `steps`, `answer` (default: all). Resume after a
+        disconnect from the last event's `offset + 1`. ratchet/client/stream.py."""
+        return stream.events(self, from_offset, topics)
 
     async def fork(self, checkpoint_id: str, objective: str | None = None, new_id: str | None = None) -> RunHandle:
         """A new run from this run's checkpoint: its conversation and workspace files."""

@@ -38,6 +38,9 @@ class ModelSettings(BaseModel):
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation). The transcript keeps every message either way."""
+    stream: bool = True
+    """Publish the reply's text and tool calls to the run's stream while the model writes them
+    (where the provider streams); the reply recorded is the same either way."""
     tool_output_chars: int | None = None
     """A tool output longer than this reaches the model as its start and its end, with a note
     naming the artifact that holds all of it (None: all of it)."""

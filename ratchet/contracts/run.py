@@ -71,6 +71,10 @@ class ModelOverride(Strict):
         le=1_000_000,
         description="Send the model the system prompt, the objective and only the latest this-many messages.",
     )
+    stream: bool | None = Field(
+        default=None,
+        description="Stream the model's replies to the run's stream as they are written (default: the profile's, on).",
+    )
     script: list[ScriptedReply] | None = Field(default=None, max_length=100_000)
     script_file: str | None = Field(
         default=None,

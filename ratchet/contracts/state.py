@@ -247,6 +247,9 @@ class Continuation(BaseModel):
     """The input of a run that continues as new: the whole state, same workflow id and keys."""
 
     continuation: AgentState
+    stream: dict[str, Any] | None = None
+    """The run's stream as it was handed over (the SDK's `WorkflowStreamState`, as plain data: the
+    contracts import only pydantic; workflows/events.py converts it)."""
 
 
 class AgentResult(BaseModel):

@@ -32,6 +32,9 @@ class AgentProfile(RunPolicy):
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation; a run's `model.context_messages` overrides it)."""
+    stream: bool = True
+    """Publish the model's replies to the run's stream as they are written (a run's `model.stream`
+    overrides it); off, the stream still carries the steps and the answer."""
     tool_output_chars: int | None = Field(TOOL_OUTPUT_CHARS, ge=1000)
     """A tool output longer than this reaches the model cut to its first three quarters and last
     quarter, with a note naming the artifact that holds all of it; None: the model sees every

@@ -12,5 +12,5 @@ from ratchet.stores.artifacts import ArtifactStore
 def builtin_providers(settings: Settings, artifacts: ArtifactStore) -> ProviderRegistry:
     registry = ProviderRegistry()
     registry.register(OpenAIProvider(settings))
-    registry.register(ScriptedProvider(artifacts))
+    registry.register(ScriptedProvider(artifacts, settings.scripted_chars_per_s))
     return registry

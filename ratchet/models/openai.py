@@ -3,6 +3,10 @@ llama.cpp, Ollama) through the official `openai` client.
 
 The client's own retries are off: Temporal's retry policy governs, and ratchet/models/openai_errors.py
 decides what is retried. The call's idempotency key goes along as `Idempotency-Key`.
+
+A call that streams (`ModelCall.deltas`) asks for `stream=True` with the usage chunk and assembles
+the same `Completion` from the chunks; a stream that ends before a choice finished is cut, and
+retried as a dropped connection is.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ import json
 from typing import Any
 
 import openai
+from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import Message, ModelSettings, ToolCallRequest, Usage
 from ratchet.models.openai_errors import classify
-from ratchet.models.provider import Completion, ModelCall
+from ratchet.models.provider import Completion, Deltas, ModelCall
 from ratchet.ops.settings import Settings
 
 
@@ -53,14 +58,17 @@ class OpenAIProvider:
             kwargs["max_tokens"] = settings.max_output_tokens
         if call.tools:
             kwargs["tools"] = call.tools
+        request = dict(
+            model=settings.model,
+            messages=[to_openai(m) for m in call.messages],
+            timeout=settings.timeout_s,
+            extra_headers={"Idempotency-Key": call.key},
+            **kwargs,
+        )
         try:
-            completion = await self.client().chat.completions.create(
-                model=settings.model,
-                messages=[to_openai(m) for m in call.messages],
-                timeout=settings.timeout_s,
-                extra_headers={"Idempotency-Key": call.key},
-                **kwargs,
-            )
+            if call.deltas is not None:
+                return await self._streamed(request, call.deltas)
+            completion = await self.client().chat.completions.create(**request)
             choice = completion.choices[0]
         except (openai.OpenAIError, ValueError, IndexError, TypeError) as exc:
             # `from None`: the openai exception chain and its stack traces (~6 KB) would exceed
@@ -75,6 +83,67 @@ class OpenAIProvider:
             usage=usage,
             finish_reason=choice.finish_reason,
             model=completion.model or "",
+        )
+
+
+    async def _streamed(self, request: dict[str, Any], deltas: Deltas) -> Completion:
+        stream = await self.client().chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        reply = _Assembly()
+        async with stream:
+            async for chunk in stream:
+                reply.add(chunk, deltas)
+        if reply.finish_reason is None:
+            raise ApplicationError("model endpoint's stream ended before the reply finished", type="ModelStreamCut")
+        return reply.completion()
+
+
+class _Assembly:
+    """A streamed reply, put together from its chunks as the non-streaming reply would be."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.model = ""
+        self.usage = Usage(prompt_tokens=0, completion_tokens=0)
+
+    def add(self, chunk: Any, deltas: Deltas) -> None:
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = Usage(
+                prompt_tokens=chunk.usage.prompt_tokens or 0, completion_tokens=chunk.usage.completion_tokens or 0
+            )
+        for choice in chunk.choices[:1]:
+            delta = choice.delta
+            if delta.content:
+                self.content.append(delta.content)
+                deltas.text(delta.content)
+            for part in delta.tool_calls or []:
+                call = self.calls.setdefault(part.index, {"id": None, "name": "", "arguments": ""})
+                function = part.function
+                call["id"] = call["id"] or part.id
+                name = (function.name or "") if function is not None else ""
+                arguments = (function.arguments or "") if function is not None else ""
+                call["name"] += name
+                call["arguments"] += arguments
+                deltas.tool_call(part.index, name, arguments)
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+
+    def completion(self) -> Completion:
+        calls = [
+            ToolCallRequest(id=c["id"] or f"call_{j}", name=c["name"], arguments=c["arguments"])
+            for j, c in enumerate(self.calls[i] for i in sorted(self.calls))
+            if c["name"]
+        ]
+        content = "".join(self.content) if self.content else None
+        return Completion(
+            message=Message(role="assistant", content=content, tool_calls=calls),
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            model=self.model,
         )
 
 

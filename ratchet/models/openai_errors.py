@@ -30,7 +30,7 @@ def classify(exc: Exception) -> ApplicationError:
     """Map an openai client exception to a Temporal error, retryable or not on purpose."""
     if isinstance(exc, openai.APITimeoutError):
         return ApplicationError(f"model call timed out: {exc}", type="ModelTimeout")
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, openai.APIConnectionError):  # also a stream cut mid-way
         return ApplicationError(f"model endpoint unreachable: {exc}", type="ModelUnavailable")
     if isinstance(exc, openai.APIStatusError):
         return _from_status(exc)

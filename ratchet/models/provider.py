@@ -33,6 +33,23 @@ class ModelCall:
     turn: int
     """Assistant messages in the whole conversation before this call."""
     step: int
+    deltas: Deltas | None = None
+    """Where the reply goes while the model writes it (None: the run does not stream it). A
+    provider that streams hands it each piece; the `Completion` it returns is the whole reply,
+    exactly what it returns without `deltas`."""
+
+
+class Deltas(Protocol):
+    """A reply as it is written (activities/streaming.py publishes it to the run's stream)."""
+
+    def text(self, text: str) -> None:
+        """The next piece of the reply's text."""
+        ...
+
+    def tool_call(self, index: int, name: str = "", arguments: str = "") -> None:
+        """The next piece of tool call `index` (its position in the reply): its name once known,
+        the next characters of its JSON arguments."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -3,27 +3,32 @@
 The reply for a call is chosen by how many assistant turns the conversation already has, so a
 retried call gets the same reply and a rolled-back run replays its script from the checkpoint.
 The script is an artifact (`ModelSettings.script_ref`, written when the run is planned), read
-once per worker.
+once per worker. A run that streams gets the reply in chunks of `CHUNK_CHARS` characters,
+`chars_per_s` of them a second (RATCHET_SCRIPTED_CHARS_PER_S; 0: all at once), as a model would
+write it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 from typing import Any
 
 from ratchet.contracts import ArtifactRef, Message, ModelSettings, ToolCallRequest, Usage
-from ratchet.models.provider import Completion, ModelCall
+from ratchet.models.provider import Completion, Deltas, ModelCall
 from ratchet.stores.artifacts import ArtifactStore, get_json
 
 SCRIPTS_CACHED = 64
+CHUNK_CHARS = 8
 
 
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, artifacts: ArtifactStore) -> None:
+    def __init__(self, artifacts: ArtifactStore, chars_per_s: float = 0.0) -> None:
         self.artifacts = artifacts
+        self.chars_per_s = chars_per_s
         self.scripts: OrderedDict[str, list] = OrderedDict()
 
     def unavailable(self, settings: ModelSettings) -> str | None:
@@ -32,7 +37,26 @@ class ScriptedProvider:
     async def complete(self, call: ModelCall) -> Completion:
         assert call.settings.script_ref is not None, "planned without a script"
         message, usage = scripted_reply(self._script(call.settings.script_ref), call.turn, call.messages, call.step)
+        if call.deltas is not None:
+            await self._write(message, call.deltas)
         return Completion(message=message, usage=usage)
+
+    async def _write(self, message: Message, deltas: Deltas) -> None:
+        """The reply in chunks, at `chars_per_s`."""
+
+        async def chunks(text: str):
+            for i in range(0, len(text), CHUNK_CHARS):
+                chunk = text[i : i + CHUNK_CHARS]
+                yield chunk
+                if self.chars_per_s > 0:
+                    await asyncio.sleep(len(chunk) / self.chars_per_s)
+
+        async for chunk in chunks(message.content or ""):
+            deltas.text(chunk)
+        for index, call in enumerate(message.tool_calls):
+            deltas.tool_call(index, call.name)
+            async for chunk in chunks(call.arguments):
+                deltas.tool_call(index, arguments=chunk)
 
     def _script(self, ref: ArtifactRef) -> list:
         """A run's replies, read once per worker (a 5,000-reply script: 12 ms a call)."""

@@ -151,6 +151,12 @@ class Settings(BaseSettings):
         description="Attempts of a model call on retryable failures (429, 5xx, timeouts), 1 s apart doubling up to 60 s; "
         "a profile's `model_max_attempts` overrides it.",
     )
+    scripted_chars_per_s: float = Field(
+        0.0,
+        ge=0,
+        validation_alias=_env("RATCHET_SCRIPTED_CHARS_PER_S"),
+        description="How fast the scripted provider writes a streamed reply (characters a second; 0: at once).",
+    )
 
     workspace_root: Path = Field(Path(".ratchet/workspaces"), validation_alias=_env("RATCHET_WORKSPACE_ROOT"))
     artifact_dir: Path = Field(Path(".ratchet/artifacts"), validation_alias=_env("RATCHET_ARTIFACT_DIR"))

@@ -17,6 +17,13 @@ Fault forms (``enqueue_faults``)::
     {"timeout": 2.0}                        # sleep, then serve the reply
     {"truncated": True}                     # Content-Length larger than body, then close
     {"bad_tool_json": True}                 # scripted reply with malformed arguments
+    {"cut_after": 3}                        # streamed: close the connection after 3 chunks
+    {"error_after": 3}                      # streamed: an error event (a 500) after 3 chunks
+
+A request with `"stream": true` gets Server-Sent Events as OpenAI sends them: a role chunk, the
+content in pieces of `STREAM_CHARS` characters, each tool call's id and name then its arguments
+in pieces, the finish chunk, the usage chunk when `stream_options.include_usage` is set, then
+`data: [DONE]`; `chunk_delay_s` (the constructor's) apart.
 """
 
 from __future__ import annotations
@@ -93,7 +100,7 @@ def fault_name(fault: dict[str, Any] | None) -> str | None:
         return None
     if "status" in fault:
         return str(fault["status"])
-    for name in ("timeout", "truncated", "bad_tool_json"):
+    for name in ("timeout", "truncated", "bad_tool_json", "cut_after", "error_after"):
         if fault.get(name):
             return name
     return "unknown"
@@ -149,6 +156,40 @@ def _tool_call(call: dict[str, Any], index: int, j: int, bad_json: bool) -> dict
         "type": "function",
         "function": {"name": call["name"], "arguments": malformed_json(args) if bad_json else args},
     }
+
+
+STREAM_CHARS = 8
+
+
+def stream_chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """A completion as the chunks of its stream (`chat.completion.chunk`)."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": completion["id"],
+            "object": "chat.completion.chunk",
+            "created": completion["created"],
+            "model": completion["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    content = message.get("content") or ""
+    out += [chunk({"content": content[i : i + STREAM_CHARS]}) for i in range(0, len(content), STREAM_CHARS)]
+    for j, call in enumerate(message.get("tool_calls") or []):
+        head = {"index": j, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+        out.append(chunk({"tool_calls": [head]}))
+        arguments = call["function"]["arguments"]
+        out += [
+            chunk({"tool_calls": [{"index": j, "function": {"arguments": arguments[i : i + STREAM_CHARS]}}]})
+            for i in range(0, len(arguments), STREAM_CHARS)
+        ]
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        out.append({**chunk({}), "choices": [], "usage": completion["usage"]})
+    return out
 
 
 def _usage(messages: Any, message: dict[str, Any]) -> dict[str, int]:
@@ -283,8 +324,10 @@ class OpenAIServer:
         fault_kinds: list[str] | tuple[str, ...] = DEFAULT_FAULT_KINDS,
         seed: int | None = 0,
         verbose: bool = False,
+        chunk_delay_s: float = 0.0,
     ) -> None:
         self.host, self.port, self.verbose = host, port, verbose
+        self.chunk_delay_s = chunk_delay_s
         self.fault_rate = fault_rate
         self.fault_kinds = list(fault_kinds)
         self.fault_templates = {k: dict(v) for k, v in DEFAULT_FAULT_TEMPLATES.items()}
@@ -431,7 +474,39 @@ class OpenAIServer:
             h.close_connection = True  # server stopping: drop without a reply
             return None
         completion = self._completion(rec, bool(fault and fault.get("bad_tool_json")))
+        if body.get("stream"):
+            return self._stream(h, rec, completion, body, fault or {})
         self._send(h, rec, 200, completion, truncate=bool(fault and fault.get("truncated")))
+
+    def _stream(
+        self, h: _Handler, rec: RecordedRequest, completion: dict[str, Any], body: dict[str, Any], fault: dict[str, Any]
+    ) -> None:
+        chunks = stream_chunks(completion, bool((body.get("stream_options") or {}).get("include_usage")))
+        with self._lock:
+            rec.status = 200
+            self.count_by_status[200] += 1
+        h.close_connection = True
+        try:
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Connection", "close")
+            h.end_headers()
+            for i, chunk in enumerate(chunks):
+                if fault.get("cut_after") is not None and i >= fault["cut_after"]:
+                    return
+                if fault.get("error_after") is not None and i >= fault["error_after"]:
+                    chunk = error_body(500, "The server had an error while streaming (injected fault).")
+                    h.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    h.wfile.flush()
+                    return
+                h.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                h.wfile.flush()
+                if self.chunk_delay_s and self._stopping.wait(self.chunk_delay_s):
+                    return
+            h.wfile.write(b"data: [DONE]\n\n")
+            h.wfile.flush()
+        except OSError:
+            pass  # the client went away
 
     def _send_fault(self, h: _Handler, rec: RecordedRequest, fault: dict[str, Any]) -> None:
         headers = {}

@@ -1,0 +1,110 @@
+"""A run's stream, read: `RunHandle.stream()` yields its typed events (ratchet/contracts/events.py)
+from the offset asked, live while the run runs, across its continue-as-new, and ends when the run
+closes (a closed run: what its stream retains). `LiveText` renders a model's text once.
+
+    async for event in run.stream(from_offset=0, topics=["tokens", "answer"]):
+        print(event.offset, event)           # resume after a disconnect: from_offset=event.offset + 1
+
+Built on temporalio.contrib.workflow_streams' subscription (long-poll updates on a running run,
+queries on a closed one). What it would wait on forever is refused first: a run that does not
+exist (`RunNotFound`), an unknown topic or an offset beyond the stream's end (`InvalidInput`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from ratchet.client.errors import InvalidInput, RatchetError, Refused
+from ratchet.contracts.events import RUN_EVENT, AttemptStarted, RunEvent, TextDelta, Topic
+
+if TYPE_CHECKING:
+    from ratchet.client.runs import RunHandle
+
+POLL_COOLDOWN = timedelta(milliseconds=50)
+"""Pause between polls of a reader that is caught up (a poll waits for new events anyway)."""
+
+
+def checked_topics(topics: Iterable[str] | None) -> list[str]:
+    names = [str(t) for t in topics or []]
+    known = {t.value for t in Topic}
+    unknown = [t for t in names if t not in known]
+    if unknown:
+        raise InvalidInput("stream", [f"topics: unknown topic {t!r} (a run's topics: {', '.join(known)})" for t in unknown])
+    return names
+
+
+async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+    wanted = checked_topics(topics)
+    if from_offset < 0:
+        raise InvalidInput("stream", [f"from_offset: must be 0 or more, not {from_offset}"])
+    await run._ask("describe", run._handle.describe())  # RunNotFound
+    reader = WorkflowStreamClient.create(run.client.temporal, run.workflow_id)
+    end = await run._ask("stream", reader.get_offset())
+    if from_offset > end:
+        raise InvalidInput("stream", [f"from_offset: {from_offset} is beyond the end of the stream ({end} events so far)"])
+    items = reader.subscribe(wanted, from_offset, poll_cooldown=POLL_COOLDOWN)
+    try:
+        async for item in items:
+            try:
+                event = RUN_EVENT.validate_python(item.data)
+            except ValidationError as exc:
+                raise RatchetError(f"{run.workflow_id}: event {item.offset} is not a Ratchet event: {exc}") from None
+            event.offset = item.offset
+            yield event
+    except WorkflowUpdateFailedError as exc:
+        raise Refused("stream", str(exc.cause or exc)) from None
+    finally:
+        await items.aclose()
+
+
+@dataclass
+class _Reply:
+    attempt: int = 0
+    text: str = ""
+    """The current attempt's text as received."""
+    shown: str = ""
+    """What has been shown of this step's reply."""
+
+
+class LiveText:
+    """A model's text, shown once: `feed` each event, print what it returns.
+
+    Per step, the text of the newest attempt counts; a retry's text is shown only past what was
+    shown already. When a retried attempt writes something else than the attempt it supersedes
+    (a model that does not repeat itself), what was shown stays shown: `feed` then returns a line
+    that says so and the new attempt's text from its start.
+    """
+
+    RETRIED = "\n[the model call was retried; its reply is:]\n"
+
+    def __init__(self) -> None:
+        self.steps: dict[int, _Reply] = {}
+
+    def feed(self, event: RunEvent) -> str:
+        if not isinstance(event, (AttemptStarted, TextDelta)):
+            return ""
+        reply = self.steps.setdefault(event.step, _Reply())
+        if event.attempt < reply.attempt:
+            return ""  # a late event of a superseded attempt
+        if event.attempt > reply.attempt:
+            reply.attempt, reply.text = event.attempt, ""
+        if isinstance(event, AttemptStarted):
+            return ""
+        if event.at <= len(reply.text):
+            reply.text = reply.text[: event.at] + event.text
+        else:  # the events between were truncated away (a reader far behind)
+            reply.text += event.text
+        if reply.text.startswith(reply.shown):
+            new, reply.shown = reply.text[len(reply.shown) :], reply.text
+            return new
+        if reply.shown.startswith(reply.text):
+            return ""  # the retry has not caught up with what was shown
+        reply.shown = reply.text
+        return self.RETRIED + reply.text

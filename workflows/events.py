@@ -1,0 +1,231 @@
+"""The run's stream, workflow side: one `WorkflowStream` (temporalio.contrib.workflow_streams) per
+run, and the step events (ratchet/contracts/events.py) read off the state as it changes.
+
+`RunStream.follow` waits for the state to change and publishes what changed: tool calls finished,
+approvals asked and decided, decisions asked, checkpoints, rollbacks, failovers, phases, the end.
+So the state machine publishes nothing itself; only `tool_started` (a call begins to run, which
+the state does not show) is called from acting.py. Publishing from the workflow adds nothing to
+history: the stream's log is rebuilt by replay. What an activity publishes (a model call's
+tokens, activities/streaming.py) arrives as signals, batched.
+
+The log keeps the last `RETAINED` items (older ones are truncated; a reader that asks for them
+reads from the oldest kept), so a long run's memory and its continue-as-new input stay flat; the
+handover carries them and the publishers' dedup state (`Continuation.stream`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import TypeAdapter
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+
+from ratchet.contracts import AgentState
+from ratchet.contracts.events import (
+    SUMMARY_CHARS,
+    ApprovalDecided,
+    ApprovalRequested,
+    CheckpointTaken,
+    DecisionRequested,
+    FailedOver,
+    PhaseChanged,
+    RolledBack,
+    RunEnded,
+    Topic,
+    ToolCallFinished,
+    ToolCallStarted,
+    _Event,
+)
+from ratchet.contracts.payloads import Evidence
+
+RETAINED = 200
+"""Items the log keeps (it is cut back to this when it reaches twice as many)."""
+_STATE = TypeAdapter(WorkflowStreamState)
+
+
+def prior_state(raw: RawValue | None) -> WorkflowStreamState | None:
+    """The stream handed over by the run this one continues (None on a first start, or when the
+    input is not a continuation: `parse_run` reports bad input)."""
+    if raw is None:
+        return None
+    try:
+        value = workflow.payload_converter().from_payload(raw.payload, None)
+        stream = value.get("stream") if isinstance(value, dict) and "continuation" in value else None
+        return _STATE.validate_python(stream) if stream is not None else None
+    except Exception:  # decoded again, and reported, by parse_run
+        return None
+
+
+def current() -> RunStream | None:
+    """The stream of the workflow running this code (None in a workflow without one)."""
+    stream = getattr(workflow.instance(), "events", None)
+    return stream if isinstance(stream, RunStream) else None
+
+
+def tool_started(state: AgentState, call_id: str, tool: str, arguments: str) -> None:
+    stream = current()
+    if stream is not None:
+        stream.publish(ToolCallStarted(step=state.step, call=call_id, tool=tool, arguments=arguments))
+
+
+class RunStream:
+    def __init__(self, prior: WorkflowStreamState | None) -> None:
+        """Call from the workflow's `__init__` (the SDK registers the stream's handlers there)."""
+        self.stream = WorkflowStream(prior)
+        self._topics = {t: self.stream.topic(t.value) for t in Topic}
+        self._seen: _Seen | None = None
+
+    def publish(self, event: _Event) -> None:
+        self._topics[event.topic].publish(event.model_dump(mode="json", exclude={"offset"}))
+        end = self.stream._on_offset()  # the SDK offers the log's end only as a query handler
+        if end - self.stream._base_offset >= 2 * RETAINED:
+            self.stream.truncate(end - RETAINED)
+
+    async def follow(self, state: AgentState) -> None:
+        """Publish the state's changes as they happen (a task for the run's lifetime)."""
+        self._seen = _Seen(state)  # a continuation starts from what its predecessor published
+        while True:
+            key = self._seen.key
+            await workflow.wait_condition(lambda: _key(state) != key)
+            self.observe(state)
+
+    def observe(self, state: AgentState) -> None:
+        """Publish what changed since the last look (also called at the run's end: the run may
+        finish in the task that made the change)."""
+        if self._seen is None:
+            self._seen = _Seen(state, fresh=True)
+        for event in self._seen.changes(state):
+            self.publish(event)
+
+    def handover(self) -> dict[str, Any]:
+        """Before continuing as new: release the readers (they follow to the next run), and the
+        stream's state for the continuation's input."""
+        self.stream.detach_pollers()
+        return _STATE.dump_python(self.stream.get_state(), mode="json")
+
+
+def _key(state: AgentState) -> tuple:
+    """What `follow` waits on to change: cheap, asked after every event of the workflow."""
+    return (
+        state.phase,
+        state.step,
+        state.tool_calls_archived + len(state.tool_calls),
+        len(state.pending_approvals),
+        len(state.decisions),
+        len(state.pending_decisions),
+        len(state.checkpoints),
+        len(state.rollbacks),
+        len(state.failovers),
+    )
+
+
+class _Seen:
+    """What has been published of a state."""
+
+    def __init__(self, state: AgentState, fresh: bool = False) -> None:
+        self.key = _key(state)
+        self.phase = None if fresh else state.phase
+        self.tool_calls = {r.key for r in state.tool_calls}
+        self.approvals = {p.call_id for p in state.pending_approvals}
+        self.decided = set(state.decisions)
+        self.pending_decisions = {p.call_id for p in state.pending_decisions}
+        self.checkpoints = {(c.id, c.created_at) for c in state.checkpoints}
+        self.rollbacks = len(state.rollbacks)
+        self.failovers = len(state.failovers)
+        self.ended = state.phase.terminal
+
+    def changes(self, state: AgentState) -> list[_Event]:
+        self.key = _key(state)
+        step = state.step
+        out: list[_Event] = []
+        if state.phase != self.phase and not state.phase.terminal:
+            out.append(PhaseChanged(step=step, phase=state.phase))
+        self.phase = state.phase
+        for record in state.tool_calls:
+            if record.key not in self.tool_calls:
+                self.tool_calls.add(record.key)
+                result = record.result
+                out.append(
+                    ToolCallFinished(
+                        step=record.step,
+                        call=record.call_id,
+                        tool=record.tool,
+                        ok=result.ok,
+                        summary=result.output[:SUMMARY_CHARS],
+                    )
+                )
+        for pending in state.pending_approvals:
+            if pending.call_id not in self.approvals:
+                self.approvals.add(pending.call_id)
+                out.append(
+                    ApprovalRequested(
+                        step=pending.step,
+                        call=pending.call_id,
+                        tool=pending.tool,
+                        arguments=_json(pending.arguments),
+                        reason=pending.reason,
+                    )
+                )
+        for call_id, decision in state.decisions.items():
+            if call_id not in self.decided:
+                self.decided.add(call_id)
+                out.append(
+                    ApprovalDecided(
+                        step=step, call=call_id, approved=decision.approved, reason=decision.reason, by=decision.by
+                    )
+                )
+        for pending in state.pending_decisions:
+            if pending.call_id not in self.pending_decisions:
+                self.pending_decisions.add(pending.call_id)
+                out.append(DecisionRequested(step=pending.step, call=pending.call_id, tool=pending.tool, error=pending.error))
+        self.pending_decisions &= {p.call_id for p in state.pending_decisions}  # a retried call may ask again
+        for cp in state.checkpoints:
+            if (cp.id, cp.created_at) not in self.checkpoints:
+                self.checkpoints.add((cp.id, cp.created_at))
+                out.append(CheckpointTaken(step=cp.step, checkpoint_id=cp.id, evidence=evidence_line(cp.evidence)))
+        for report in state.rollbacks[self.rollbacks :]:
+            out.append(
+                RolledBack(
+                    step=step,
+                    checkpoint_id=report.checkpoint_id,
+                    reason=report.reason,
+                    undone=report.undone,
+                    irreversible=report.irreversible,
+                    not_undone=report.not_undone,
+                )
+            )
+        self.rollbacks = len(state.rollbacks)
+        for failover in state.failovers[self.failovers :]:
+            out.append(
+                FailedOver(
+                    step=failover.step,
+                    from_host=failover.from_host,
+                    to_host=failover.to_host,
+                    checkpoint_id=failover.checkpoint_id,
+                    reason=failover.reason,
+                )
+            )
+        self.failovers = len(state.failovers)
+        if state.phase.terminal and not self.ended:
+            self.ended = True
+            out.append(RunEnded(step=step, phase=state.phase, answer=state.answer, error=state.last_error))
+        return out
+
+
+def evidence_line(evidence: Evidence | None) -> str:
+    """`pytest -q -> exit 0, 12 tests` (what `ratchet checkpoints` shows)."""
+    if evidence is None:
+        return "no verifier"
+    line = f"{' '.join(evidence.argv)} -> exit {evidence.exit_code}"
+    if evidence.tests_run is not None:
+        line += f", {evidence.tests_run} tests"
+    if evidence.tests_failed:
+        line += f", {evidence.tests_failed} failed"
+    return line
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
