@@ -93,7 +93,9 @@ class ReplyStream:
             await self.publisher.flush()
         except Exception as exc:  # the stream is best effort; the reply is what counts
             self.failed = True
-            log.warning("model call of step %d: publishing its deltas failed, not streaming it further: %s", self.step, exc)
+            log.warning(
+                "model call of step %d: publishing its deltas failed, not streaming it further: %s", self.step, exc
+            )
         self.flushes += 1
 
     async def run(self) -> None:

@@ -157,6 +157,8 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "temporalio.workflow": "the workflow API itself: workflow.now, sleep, random, uuid4, activities",
     "temporalio.common": "RetryPolicy, RawValue, search attribute types: plain data",
     "temporalio.exceptions": "ApplicationError and the activity/child failure types",
+    "temporalio.contrib.workflow_streams": "the run's stream: an in-memory log behind signal, update and query "
+    "handlers (workflow.now for its dedup state); no I/O, no clock or randomness",
     "pydantic": "ValidationError of the contracts (models come from ratchet.contracts)",
     "ratchet.contracts": "the data contracts: pydantic and the standard library only",
     "ratchet.core.keys": "idempotency keys: pure string functions",

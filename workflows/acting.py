@@ -44,7 +44,7 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from . import approvals, children, hosts, outcomes
+from . import approvals, children, events, hosts, outcomes
 from .errors import RunFailed, cause, raise_if_cancelled
 from .hosts import HostLost
 from .visibility import Visibility
@@ -210,6 +210,7 @@ async def _call_tool(
             )
     if not await turns.turn(index):
         return ToolResult(ok=False, output="not run: an earlier call of this reply failed")
+    events.tool_started(state, call_id, spec.name, call.arguments)
     if spec.kind == "timer":
         result = await _timer(state, args)
     elif spec.kind == "child":

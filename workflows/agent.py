@@ -56,7 +56,7 @@ from ratchet.contracts import (
 from ratchet.contracts.activities import MODEL_CALL, PREPARE, Retry
 from ratchet.core import budget as budgets
 from . import calls
-from . import acting, approvals, checkpoints, effects_archive, failover, handover, interrupts, outcomes, saga
+from . import acting, approvals, checkpoints, effects_archive, events, failover, handover, interrupts, outcomes, saga
 from .errors import RunFailed, cause, invalid_input, raise_if_cancelled, root
 from .hosts import HostLost
 from .input import parse_run
@@ -82,7 +82,10 @@ class OutOfBudget(Exception):
 # replay gate runs over tests/histories before every deploy.
 @workflow.defn(name=AGENT_WORKFLOW, sandboxed=False)
 class AgentWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, raw: RawValue = None) -> None:  # type: ignore[assignment]
+        self.events = events.RunStream(events.prior_state(raw))
+        """The run's stream (workflows/events.py): step events, and the model calls' tokens."""
         self._state: AgentState | None = None
         self._rollbacks: list[tuple[int, RollbackRequest]] = []
         self._rollback_done: dict[int, RollbackReport] = {}
@@ -102,11 +105,13 @@ class AgentWorkflow:
             self._state = state = parsed.continuation
             state.continued += 1
             self._take_early_signals(state)
+            self.events.start(state)
         else:
             self._state = state = AgentState(
                 workflow_id=workflow.info().workflow_id, run=parsed, started_at=workflow.now().isoformat()
             )
             self._take_early_signals(state)
+            self.events.start(state)
             state.plan = plan = await self._prepare(parsed)
             state.messages = [
                 Message(role="system", content=plan.system_prompt),
@@ -132,6 +137,7 @@ class AgentWorkflow:
             await failover.apply_failure_policy(state, state.plan, "cancelled")
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             self._visibility.publish(state, plan)  # `ratchet list` and RatchetPhase show how it ended
+            self.events.observe(state)
             raise
 
     def _take_early_signals(self, state: AgentState) -> None:
@@ -278,12 +284,14 @@ class AgentWorkflow:
             if reason:
                 return await self._out_of_budget(state, plan, reason, cut_short)
             if self._should_continue_as_new(plan):
+                self.events.detach()  # its readers' long polls are handlers too
                 await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._rollbacks))
                 if self._rollbacks:
                     continue  # a rollback's handler waits for the loop: serve it first
                 self._deliver_inbox(state)
                 await effects_archive.archive(state, lambda effect: saga.undoable(plan, effect))
-                workflow.continue_as_new(Continuation(continuation=handover.trimmed(state)))
+                stream = self.events.handover(state)
+                workflow.continue_as_new(Continuation(continuation=handover.trimmed(state), stream=stream))
             state.step += 1
             try:
                 answer = await interrupts.race(self._step(state, plan), lambda: self._stop_requested(state), state)
@@ -446,6 +454,7 @@ class AgentWorkflow:
             state.last_error = error
         if state.plan is not None:
             self._visibility.publish(state, state.plan)
+        self.events.observe(state)
         left = [
             e for e in state.effects if state.plan and saga.undoable(state.plan, e) and e.status != EffectStatus.UNDONE
         ]

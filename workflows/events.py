@@ -15,6 +15,7 @@ handover carries them and the publishers' dedup state (`Continuation.stream`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -77,6 +78,7 @@ class RunStream:
         self.stream = WorkflowStream(prior)
         self._topics = {t: self.stream.topic(t.value) for t in Topic}
         self._seen: _Seen | None = None
+        self._follower: asyncio.Task[None] | None = None
 
     def publish(self, event: _Event) -> None:
         self._topics[event.topic].publish(event.model_dump(mode="json", exclude={"offset"}))
@@ -84,11 +86,17 @@ class RunStream:
         if end - self.stream._base_offset >= 2 * RETAINED:
             self.stream.truncate(end - RETAINED)
 
-    async def follow(self, state: AgentState) -> None:
-        """Publish the state's changes as they happen (a task for the run's lifetime)."""
-        self._seen = _Seen(state)  # a continuation starts from what its predecessor published
+    def start(self, state: AgentState) -> None:
+        """Publish the state's changes as they happen, from now on (a continuation starts from
+        what its predecessor published)."""
+        self._seen = _Seen(state)
+        self._follower = asyncio.create_task(self._follow(state))
+
+    async def _follow(self, state: AgentState) -> None:
+        seen = self._seen
+        assert seen is not None
         while True:
-            key = self._seen.key
+            key = seen.key
             await workflow.wait_condition(lambda: _key(state) != key)
             self.observe(state)
 
@@ -99,11 +107,19 @@ class RunStream:
             self._seen = _Seen(state, fresh=True)
         for event in self._seen.changes(state):
             self.publish(event)
+            if isinstance(event, RunEnded):
+                self.stream.detach_pollers()  # waiting readers get the end; later ones read the closed run
 
-    def handover(self) -> dict[str, Any]:
-        """Before continuing as new: release the readers (they follow to the next run), and the
-        stream's state for the continuation's input."""
+    def detach(self) -> None:
+        """Before continuing as new: release the readers' long polls (they follow to the next run)."""
         self.stream.detach_pollers()
+
+    def handover(self, state: AgentState) -> dict[str, Any]:
+        """The stream's state for the continuation's input, with what changed last."""
+        self.observe(state)
+        self.detach()
+        if self._follower is not None:
+            self._follower.cancel()
         return _STATE.dump_python(self.stream.get_state(), mode="json")
 
 
@@ -180,7 +196,9 @@ class _Seen:
         for pending in state.pending_decisions:
             if pending.call_id not in self.pending_decisions:
                 self.pending_decisions.add(pending.call_id)
-                out.append(DecisionRequested(step=pending.step, call=pending.call_id, tool=pending.tool, error=pending.error))
+                out.append(
+                    DecisionRequested(step=pending.step, call=pending.call_id, tool=pending.tool, error=pending.error)
+                )
         self.pending_decisions &= {p.call_id for p in state.pending_decisions}  # a retried call may ask again
         for cp in state.checkpoints:
             if (cp.id, cp.created_at) not in self.checkpoints:

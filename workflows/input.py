@@ -37,7 +37,7 @@ def parse_run(raw: RawValue | None) -> AgentRun | Continuation:
     value = decoded(raw, EXAMPLE)
     if isinstance(value, AgentRun):
         return value
-    if isinstance(value, dict) and set(value) == {"continuation"}:
+    if isinstance(value, dict) and "continuation" in value and set(value) <= {"continuation", "stream"}:
         return Continuation.model_validate(value)  # our own continue-as-new input
     if not isinstance(value, dict):
         raise invalid(f"input must be a JSON object like {EXAMPLE}, got {type(value).__name__}")

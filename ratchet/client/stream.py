@@ -36,7 +36,9 @@ def checked_topics(topics: Iterable[str] | None) -> list[str]:
     known = {t.value for t in Topic}
     unknown = [t for t in names if t not in known]
     if unknown:
-        raise InvalidInput("stream", [f"topics: unknown topic {t!r} (a run's topics: {', '.join(known)})" for t in unknown])
+        raise InvalidInput(
+            "stream", [f"topics: unknown topic {t!r} (a run's topics: {', '.join(known)})" for t in unknown]
+        )
     return names
 
 
@@ -48,7 +50,9 @@ async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | N
     reader = WorkflowStreamClient.create(run.client.temporal, run.workflow_id)
     end = await run._ask("stream", reader.get_offset())
     if from_offset > end:
-        raise InvalidInput("stream", [f"from_offset: {from_offset} is beyond the end of the stream ({end} events so far)"])
+        raise InvalidInput(
+            "stream", [f"from_offset: {from_offset} is beyond the end of the stream ({end} events so far)"]
+        )
     items = reader.subscribe(wanted, from_offset, poll_cooldown=POLL_COOLDOWN)
     try:
         async for item in items:

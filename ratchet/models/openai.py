@@ -85,7 +85,6 @@ class OpenAIProvider:
             model=completion.model or "",
         )
 
-
     async def _streamed(self, request: dict[str, Any], deltas: Deltas) -> Completion:
         stream = await self.client().chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}

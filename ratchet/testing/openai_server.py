@@ -179,7 +179,12 @@ def stream_chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[
     content = message.get("content") or ""
     out += [chunk({"content": content[i : i + STREAM_CHARS]}) for i in range(0, len(content), STREAM_CHARS)]
     for j, call in enumerate(message.get("tool_calls") or []):
-        head = {"index": j, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+        head = {
+            "index": j,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
         out.append(chunk({"tool_calls": [head]}))
         arguments = call["function"]["arguments"]
         out += [
