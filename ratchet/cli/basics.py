@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from ratchet.cli.runs import watch
+from ratchet.cli.watch import watch
 from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
 from ratchet.client import InvalidInput, Refused, RunFailed, validated_run
 from ratchet.contracts import AgentRun, OutcomeChoice
@@ -64,7 +64,7 @@ async def start(args: argparse.Namespace) -> int:
     print(f"started {handle.workflow_id}", flush=True)
     if not args.follow:
         return 0
-    return await watch(argparse.Namespace(workflow_id=handle.workflow_id, interval=1.0, once=False))
+    return await watch(argparse.Namespace(workflow_id=handle.workflow_id, once=False, from_offset=0, topics=None))
 
 
 async def list_runs(args: argparse.Namespace) -> int:

@@ -17,12 +17,12 @@ The same operations with the plain CLI:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 
 from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
-from ratchet.client import NotStartedYet, Refused, RollbackOutcome, RunFailed
-from ratchet.contracts import ROLLBACK_WORKFLOW, TO_START, AgentState, Phase, RollbackPlanItem
+from ratchet.cli.watch import register_watch
+from ratchet.client import Refused, RollbackOutcome, RunFailed
+from ratchet.contracts import ROLLBACK_WORKFLOW, TO_START, RollbackPlanItem
 
 
 async def checkpoints(args: argparse.Namespace) -> int:
@@ -167,68 +167,6 @@ async def send(args: argparse.Namespace) -> int:
     return 0
 
 
-async def watch(args: argparse.Namespace) -> int:
-    """Live view: phase, step, budget, pending approvals, checkpoints, until the run closes; a run
-    that ends otherwise than DONE or ROLLED_BACK shows why."""
-    run = (await connected()).get(args.workflow_id)
-    last = ""
-    while True:
-        try:
-            state = await run.state()
-        except NotStartedYet:
-            state = None
-        view = render(state) if state is not None else f"[{Phase.STARTING}] step 0"
-        if view != last:
-            print(view, flush=True)
-            last = view
-        if state is not None and (state.phase.terminal or args.once):
-            return 0 if state.phase in (Phase.DONE, Phase.ROLLED_BACK) or args.once else 1
-        if args.once:
-            return 0
-        if not await run.running():
-            try:
-                await run.result()
-            except RunFailed as exc:
-                print(f"  failed: {exc.reason}", flush=True)
-            return 1
-        await asyncio.sleep(args.interval)
-
-
-def render(state: AgentState) -> str:
-    plan = state.plan
-    budget = plan.budget if plan else None
-    tokens = state.used.prompt_tokens + state.used.completion_tokens
-    lines = [
-        f"[{state.phase}] step {state.step}"
-        + (f"/{budget.max_steps}" if budget else "")
-        + f"  tokens {tokens}"
-        + (f"/{budget.max_tokens}" if budget else "")
-        + f"  cost ${state.used.cost_usd:.4f}  tool calls {state.used.tool_calls}"
-        + (f"  continued x{state.continued}" if state.continued else "")
-    ]
-    for pending in state.pending_approvals:
-        lines.append(
-            f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})"
-        )
-    for pending in state.pending_decisions:
-        lines.append(
-            f"  awaiting decision: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
-            f" (outcome unknown; `ratchet decide {state.workflow_id} {pending.call_id} retry|assume_done|skip|fail`)"
-        )
-    for cp in state.checkpoints:
-        lines.append(f"  checkpoint {cp.id}: {cp.summary}")
-    for move in state.failovers:
-        lines.append(
-            f"  failover at step {move.step}: {move.from_host} -> {move.to_host} from {move.checkpoint_id or 'the start'}"
-            f" ({len(move.restored)} restored, {len(move.undone)} undone, {len(move.irreversible)} left)"
-        )
-    if state.last_error:
-        lines.append(f"  last error: {state.last_error[:200]}")
-    if state.answer:
-        lines.append(f"  answer: {state.answer[:500]}")
-    return "\n".join(lines)
-
-
 def register_background(sub) -> None:
     cmd = verb(
         sub, "approve", "approve a tool call waiting for a person (AWAITING_APPROVAL)", "ratchet approve ops-7 call_3_0"
@@ -255,13 +193,4 @@ def register_background(sub) -> None:
     workflow_id(cmd)
     cmd.add_argument("text", help="the message")
     cmd.set_defaults(fn=run_verb(send))
-    cmd = verb(
-        sub,
-        "watch",
-        "live view of a run (phase, step, budget, waiting calls, checkpoints) until it ends",
-        "ratchet watch ops-7 --once",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default: %(default)s)")
-    cmd.add_argument("--once", action="store_true", help="print the current view and exit")
-    cmd.set_defaults(fn=run_verb(watch))
+    register_watch(sub)
