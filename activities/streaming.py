@@ -117,8 +117,7 @@ async def reply_stream(step: int, enabled: bool) -> AsyncIterator[ReplyStream | 
         return
     attempt = activity.info().attempt
     stream = ReplyStream(WorkflowStreamClient.from_within_activity(), step, attempt)
-    stream._publish(stream._event(AttemptStarted, supersedes=attempt - 1))
-    await stream.flush()
+    stream._publish(stream._event(AttemptStarted, supersedes=attempt - 1))  # goes with the first batch
     flusher = asyncio.create_task(stream.run())
     try:
         yield stream

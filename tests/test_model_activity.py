@@ -26,7 +26,8 @@ async def test_a_retried_model_call_returns_the_reply_the_ledger_holds_instead_o
     store, ledger = DirectoryArtifactStore(settings.artifact_dir), SqliteLedger(settings.ledger_path)
     providers = builtin_providers(settings, store)
     preparer = RunPreparer(settings, default_profiles, builtin_tools(), providers, store, ledger)
-    run = AgentRun.model_validate({"agent": "probe", "objective": "o", "model": {"provider": "scripted", "script": [{"content": "x"}]}})
+    model = {"provider": "scripted", "script": [{"content": "x"}], "stream": False}  # no run here to stream to
+    run = AgentRun.model_validate({"agent": "probe", "objective": "o", "model": model})
     plan = await ActivityEnvironment().run(preparer.plan, PrepareRun(run=run, workflow_id="wf", chain="c1"))
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, workflow_id="wf")
