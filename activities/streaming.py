@@ -25,6 +25,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from ratchet.contracts import Message
 from ratchet.contracts.events import MODEL_CALL, AttemptStarted, TextDelta, ToolCallDelta, _Event
+from ratchet.ops.redaction import redacted
 
 FIRST_INTERVAL_S = 0.1
 FLUSHES_PER_DOUBLING = 8
@@ -33,35 +34,30 @@ log = logging.getLogger(__name__)
 
 
 class ReplyStream:
-    """The deltas of one attempt of one model call (`ratchet.models.provider.Deltas`)."""
+    """The deltas of one attempt of one model call (`ratchet.models.provider.Deltas`). What goes out
+    is redacted as the activity's result is (ratchet/ops/redaction.py); `at` counts what went out."""
 
     def __init__(self, publisher: WorkflowStreamClient, step: int, attempt: int) -> None:
         self.publisher, self.step, self.attempt = publisher, step, attempt
-        self._topics = {}
-        self._text: TextDelta | None = None
+        self._topics: dict = {}
+        self._pending: list[_Event] = [self._event(AttemptStarted, supersedes=attempt - 1)]
+        self._text = ""
         self._text_at = 0
-        self._calls: dict[int, ToolCallDelta] = {}
+        self._calls: dict[int, list[str]] = {}
+        """Per tool call of the reply: its name, and its arguments not yet sent."""
         self._calls_at: dict[int, int] = {}
         self._wake = asyncio.Event()
         self.flushes = 0
         self.failed = False
 
     def text(self, text: str) -> None:
-        if not text:
-            return
-        if self._text is None:
-            self._text = self._event(TextDelta, at=self._text_at, text="")
-        self._text.text += text
-        self._text_at += len(text)
+        self._text += text
         self._wake.set()
 
     def tool_call(self, index: int, name: str = "", arguments: str = "") -> None:
-        pending = self._calls.get(index)
-        if pending is None:
-            pending = self._calls[index] = self._event(ToolCallDelta, index=index, at=self._calls_at.get(index, 0))
-        pending.name = pending.name or name
-        pending.arguments += arguments
-        self._calls_at[index] = self._calls_at.get(index, 0) + len(arguments)
+        pending = self._calls.setdefault(index, ["", ""])
+        pending[0] += name
+        pending[1] += arguments
         self._wake.set()
 
     def whole(self, message: Message) -> None:
@@ -73,22 +69,32 @@ class ReplyStream:
     def _event(self, kind: type[_Event], **fields) -> _Event:
         return kind(step=self.step, call=MODEL_CALL, attempt=self.attempt, **fields)
 
-    def _publish(self, event: _Event) -> None:
-        topic = self._topics.get(event.topic)
-        if topic is None:
-            topic = self._topics[event.topic] = self.publisher.topic(event.topic.value)
-        topic.publish(event.model_dump(mode="json", exclude={"offset"}))
+    def _batch(self) -> list[_Event]:
+        """What is pending as events: one for the text, one per tool call."""
+        out, self._pending = self._pending, []
+        if self._text:
+            text = redacted(self._text)
+            out.append(self._event(TextDelta, at=self._text_at, text=text))
+            self._text, self._text_at = "", self._text_at + len(text)
+        for index in sorted(self._calls):
+            name, arguments = self._calls[index]
+            arguments = redacted(arguments)
+            at = self._calls_at.get(index, 0)
+            out.append(self._event(ToolCallDelta, index=index, name=redacted(name), at=at, arguments=arguments))
+            self._calls_at[index] = at + len(arguments)
+        self._calls.clear()
+        return out
 
     async def flush(self) -> None:
         """Publish what is pending and wait until the server has it."""
-        if self._text is not None:
-            self._publish(self._text)
-            self._text = None
-        for index in sorted(self._calls):
-            self._publish(self._calls[index])
-        self._calls.clear()
-        if self.failed:
+        batch = self._batch()
+        if self.failed or not batch:
             return
+        for event in batch:
+            topic = self._topics.get(event.topic)
+            if topic is None:
+                topic = self._topics[event.topic] = self.publisher.topic(event.topic.value)
+            topic.publish(event.model_dump(mode="json", exclude={"offset"}))
         try:
             await self.publisher.flush()
         except Exception as exc:  # the stream is best effort; the reply is what counts
@@ -117,7 +123,6 @@ async def reply_stream(step: int, enabled: bool) -> AsyncIterator[ReplyStream | 
         return
     attempt = activity.info().attempt
     stream = ReplyStream(WorkflowStreamClient.from_within_activity(), step, attempt)
-    stream._publish(stream._event(AttemptStarted, supersedes=attempt - 1))  # goes with the first batch
     flusher = asyncio.create_task(stream.run())
     try:
         yield stream

@@ -133,3 +133,14 @@ async def test_a_call_that_needs_approval_is_announced_and_waits(client, setting
     decided = rest[kinds.index(ApprovalDecided)]
     assert decided.approved and decided.call == requested.call
     assert isinstance(rest[-1], RunEnded) and rest[-1].phase == Phase.DONE
+
+
+async def test_the_stream_never_carries_a_secret_the_redaction_layer_hides(client, settings, worker):
+    secret = settings.openai_api_key.get_secret_value()  # the worker's: its redactor knows it
+    reply = f"The key is {secret}, and reversed {secret[::-1]}; that is all."
+    run = await ratchet_client(client, settings).start(scripted("probe", [{"content": reply}]))
+    live = await asyncio.wait_for(read_all(run), 60)
+    text = "".join(e.text for e in live if isinstance(e, TextDelta))
+    assert text.startswith("The key is [REDACTED]") and secret not in text and secret[::-1] not in text
+    assert all(secret not in e.model_dump_json() for e in live)
+    assert text == (await run.result()).answer  # as the recorded reply, redacted the same way
