@@ -146,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
     from ratchet.cli.basics import register as register_basics
 
     register_basics(sub)
+    from ratchet.cli.serve import register as register_serve
+
+    register_serve(sub)
     from ratchet.cli.offer import register as register_offer
 
     register_offer(sub)

@@ -339,6 +339,14 @@ class RunHandle:
         disconnect from the last event's `offset + 1`. ratchet/client/stream.py."""
         return stream.events(self, from_offset, topics)
 
+    async def stream_end(self) -> int:
+        """The offset the next event of the run's stream will have (to read only what comes next)."""
+        return await stream.end_of(self)
+
+    async def open_stream(self, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+        """`stream`, with its errors (RunNotFound, InvalidInput) raised here rather than at the first event."""
+        return await stream.opened(self, from_offset, topics)
+
     async def fork(self, checkpoint_id: str, objective: str | None = None, new_id: str | None = None) -> RunHandle:
         """A new run from this run's checkpoint: its conversation and workspace files."""
         source = await self.state()

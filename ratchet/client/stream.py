@@ -42,7 +42,9 @@ def checked_topics(topics: Iterable[str] | None) -> list[str]:
     return names
 
 
-async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+async def opened(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+    """The checks first (a run that does not exist, an unknown topic, an offset beyond the end
+    raise here), then the events (what an HTTP server needs before it answers 200)."""
     wanted = checked_topics(topics)
     if from_offset < 0:
         raise InvalidInput("stream", [f"from_offset: must be 0 or more, not {from_offset}"])
@@ -53,7 +55,23 @@ async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | N
         raise InvalidInput(
             "stream", [f"from_offset: {from_offset} is beyond the end of the stream ({end} events so far)"]
         )
-    items = reader.subscribe(wanted, from_offset, poll_cooldown=POLL_COOLDOWN)
+    return _read(run, reader, wanted, from_offset)
+
+
+async def end_of(run: RunHandle) -> int:
+    """The offset the next event of the run's stream will have."""
+    return await run._ask("stream", WorkflowStreamClient.create(run.client.temporal, run.workflow_id).get_offset())
+
+
+async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+    async for event in await opened(run, from_offset, topics):
+        yield event
+
+
+async def _read(
+    run: RunHandle, reader: WorkflowStreamClient, topics: list[str], from_offset: int
+) -> AsyncIterator[RunEvent]:
+    items = reader.subscribe(topics, from_offset, poll_cooldown=POLL_COOLDOWN)
     try:
         async for item in items:
             try:

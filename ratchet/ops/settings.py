@@ -182,6 +182,12 @@ class Settings(BaseSettings):
         "the first encrypts, all decrypt. Unset: payloads are not encrypted.",
     )
 
+    serve_token: SecretStr | None = Field(
+        None,
+        validation_alias=_env("RATCHET_SERVE_TOKEN"),
+        description="The bearer token `ratchet serve` requires of every request (`Authorization: Bearer ...`). "
+        "Required when it binds beyond loopback.",
+    )
     codec_token: SecretStr | None = Field(
         None,
         validation_alias=_env("RATCHET_CODEC_TOKEN"),

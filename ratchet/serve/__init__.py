@@ -1,0 +1,1 @@
+"""`ratchet serve`: runs over HTTP, as Server-Sent Events and AG-UI (ratchet/serve/app.py)."""

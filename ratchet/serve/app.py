@@ -1,0 +1,110 @@
+"""`ratchet serve`: runs over HTTP for browsers and other languages (Starlette, served by uvicorn).
+
+    GET  /runs/{id}/events?topics=tokens,steps&from_offset=0   Server-Sent Events, one per run event:
+         `id:` its offset, `event:` its kind, `data:` the event (ratchet/contracts/events.py) as JSON;
+         a reconnect with `Last-Event-ID` resumes after it. Ends when the run closes.
+    POST /agui                                                 AG-UI: a `RunAgentInput` starts the
+         thread's run or sends it a message; the answer is the run as AG-UI events (ratchet/serve/agui.py)
+
+Every request passes `HttpGuard` first (ratchet/ops/http_guard.py: Host, Origin, the bearer token
+RATCHET_SERVE_TOKEN, JSON bodies), so a web page the user opens cannot drive runs; binding beyond
+loopback needs the token. A bad request is an HTTP error before any event: 404 for a run that does
+not exist, 400 for an unknown topic, an offset beyond the stream or an input that does not validate.
+Everything goes through `ratchet.client` (payloads decoded with the client's codec keys; the
+stream carries what the worker redacted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from ag_ui.core import RunAgentInput
+from ag_ui.encoder import EventEncoder
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound
+from ratchet.contracts.events import RunEvent
+from ratchet.ops.http_guard import HttpGuard
+from ratchet.serve import agui
+
+TOKEN_SETTING = "RATCHET_SERVE_TOKEN"
+ALLOWED_HEADERS = "Authorization, Content-Type, Last-Event-ID, Accept"
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def build_app(client: RatchetClient, guard: HttpGuard) -> Starlette:
+    def guarded(handler: Handler, json_body: bool = False) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            refused = guard.check(request.method, request.headers, json_body=json_body)
+            if refused is not None:
+                response: Response = JSONResponse({"error": refused.reason}, status_code=refused.status)
+            elif request.method == "OPTIONS":
+                response = Response(status_code=204)
+                response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+                response.headers["Access-Control-Allow-Headers"] = ALLOWED_HEADERS
+            else:
+                try:
+                    response = await handler(request)
+                except RatchetError as exc:
+                    response = _error(exc)
+            origin = request.headers.get("Origin")
+            if guard.allows_origin(origin):
+                response.headers["Access-Control-Allow-Origin"] = origin or ""
+                response.headers["Access-Control-Allow-Credentials"] = "true"
+                response.headers["Vary"] = "Origin"
+            return response
+
+        return endpoint
+
+    async def run_events(request: Request) -> Response:
+        run = client.get(request.path_params["workflow_id"])
+        topics = [t for t in request.query_params.get("topics", "").split(",") if t]
+        stream = await run.open_stream(from_offset=_offset(request), topics=topics)
+        return EventSourceResponse(_sse(stream))
+
+    async def agui_run(request: Request) -> Response:
+        try:
+            body = RunAgentInput.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise InvalidInput.of("AG-UI input", exc) from None
+        encoder = EventEncoder(accept=request.headers.get("accept"))
+        events = await agui.run_events(client, body)
+        return StreamingResponse(
+            (encoder.encode(event) async for event in events), media_type=encoder.get_content_type()
+        )
+
+    return Starlette(
+        routes=[
+            Route("/runs/{workflow_id:path}/events", guarded(run_events), methods=["GET", "OPTIONS"]),
+            Route("/agui", guarded(agui_run, json_body=True), methods=["POST", "OPTIONS"]),
+        ]
+    )
+
+
+def _offset(request: Request) -> int:
+    """Where to start: after `Last-Event-ID` (a reconnect), else `from_offset` (default 0)."""
+    last = request.headers.get("Last-Event-ID")
+    raw, after = (last, 1) if last else (request.query_params.get("from_offset", "0"), 0)
+    try:
+        return int(raw) + after
+    except ValueError:
+        what = "Last-Event-ID" if last else "from_offset"
+        raise InvalidInput("stream", [f"{what}: must be an offset (a whole number), not {raw!r}"]) from None
+
+
+async def _sse(stream: AsyncIterator[RunEvent]) -> AsyncIterator[dict]:
+    async for event in stream:
+        yield {"id": str(event.offset), "event": event.kind, "data": event.model_dump_json()}
+
+
+def _error(exc: RatchetError) -> Response:
+    status = 404 if isinstance(exc, RunNotFound) else 400 if isinstance(exc, InvalidInput) else 409
+    if not isinstance(exc, (RunNotFound, InvalidInput, Refused)):
+        status = 502
+    return JSONResponse({"error": str(exc)}, status_code=status)
