@@ -164,3 +164,37 @@ async def test_the_agui_endpoint_drives_a_run_with_the_official_client(client, s
     assert json.loads(calls[0]["function"]["arguments"]) == {"path": "g.txt", "content": "hello"}
     result = await RatchetClient(client, settings).get(thread).result()
     assert result.answer == REPLY
+
+
+async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, settings, worker, served, tmp_path):
+    package = agui_client()
+    rc = RatchetClient(client, settings)
+    script = [
+        {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod outage", "body": "x"}}]},
+        {"content": "ticket filed"},
+    ]
+    run = await rc.start(scripted("approver", script))
+    async with asyncio.timeout(30):
+        while not (await run.state()).pending_approvals:
+            await asyncio.sleep(0.1)
+    call_id = (await run.state()).pending_approvals[0].call_id
+    request = {"url": f"{served}/agui", "threadId": run.workflow_id, "objective": "also page on-call", "props": {}}
+    driver = tmp_path / "driver.js"
+    driver.write_text(DRIVER)
+    proc = await asyncio.create_subprocess_exec(
+        "node", str(driver), json.dumps(request), env=dict(os.environ, AGUI_CLIENT=str(package)),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    async with asyncio.timeout(30):  # the message is in the run (its inbox) before the approval lets the step end
+        while "also page on-call" not in (await run.state()).inbox:
+            await asyncio.sleep(0.1)
+    await run.approve(call_id)
+    out, _ = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, out.decode()
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    types = [e["type"] for e in seen["events"]]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
+    customs = [e["name"] for e in seen["events"] if e["type"] == "CUSTOM"]
+    assert "ratchet.approval_decided" in customs and "ratchet.approval_requested" not in customs  # only what came next
+    assert seen["result"] == {"answer": "ticket filed"}
+    assert "also page on-call" in [m.content for m in (await run.state()).messages]
