@@ -4,7 +4,8 @@ The provider hands each delta to a `ReplyStream` (ratchet/models/provider.py, `D
 coalesces them and publishes batches through temporalio.contrib.workflow_streams (a signal per
 batch, deduplicated per publisher). Batches go out `FIRST_INTERVAL_S` apart, the interval doubling
 every `FLUSHES_PER_DOUBLING` batches: a call adds a number of history events that grows with the
-logarithm of its duration, whatever the number of tokens (a 60 s reply: about 50 batches).
+logarithm of its duration, whatever the number of tokens (a 60 s reply: about 50 batches); a
+batch goes out an interval after its first delta, so a reply written within 0.1 s is one batch.
 
 Every attempt opens with `AttemptStarted`; an attempt after the first says the earlier ones are
 superseded (their publisher died with the worker, or the endpoint failed mid-stream). Streaming
@@ -47,6 +48,8 @@ class ReplyStream:
         """Per tool call of the reply: its name, and its arguments not yet sent."""
         self._calls_at: dict[int, int] = {}
         self._wake = asyncio.Event()
+        self.closing = asyncio.Event()
+        """The call is over: send what is left (one batch with the last one in flight, if any)."""
         self.flushes = 0
         self.failed = False
 
@@ -90,6 +93,10 @@ class ReplyStream:
         batch = self._batch()
         if self.failed or not batch:
             return
+        now = time.time()
+        for event in batch:
+            if isinstance(event, TextDelta):
+                event.sent_s = now
         for event in batch:
             topic = self._topics.get(event.topic)
             if topic is None:
@@ -105,14 +112,19 @@ class ReplyStream:
         self.flushes += 1
 
     async def run(self) -> None:
-        """Flush as deltas arrive, at most once per interval (which doubles as the call goes on)."""
-        while not self.failed:
+        """A batch is what arrives within an interval of its first delta (the interval doubling as
+        the call goes on): a reply written within the first interval is one batch. Once `closing`
+        is set, what is left goes out at once, and the task ends."""
+        while not self.failed and not self.closing.is_set():
             await self._wake.wait()
-            started = time.monotonic()
+            interval = FIRST_INTERVAL_S * 2 ** (self.flushes // FLUSHES_PER_DOUBLING)
+            try:
+                await asyncio.wait_for(self.closing.wait(), interval)
+            except TimeoutError:
+                pass
             self._wake.clear()
             await self.flush()
-            interval = FIRST_INTERVAL_S * 2 ** (self.flushes // FLUSHES_PER_DOUBLING)
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        await self.flush()
 
 
 @asynccontextmanager
@@ -127,9 +139,6 @@ async def reply_stream(step: int, enabled: bool) -> AsyncIterator[ReplyStream | 
     try:
         yield stream
     finally:
-        flusher.cancel()
-        try:
-            await flusher
-        except asyncio.CancelledError:
-            pass
-        await stream.flush()
+        stream.closing.set()
+        stream._wake.set()
+        await flusher

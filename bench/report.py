@@ -9,6 +9,7 @@ from bench.findings import findings
 from bench.harness import VARIANTS
 from bench.history import PHASES
 from bench.mcp_calls import mcp_figures, mcp_rows
+from bench.streaming import stream_figures, stream_rows
 from bench.sandbox import sandbox_figures, sandbox_rows
 from bench.scale import knee
 from bench.scaleout import LABELS, scaleout_figures, store_call_rows
@@ -35,6 +36,13 @@ TARGETS = {
     "scaleout_worker_cpu_ratio_ledger": ("<=", 1.2, "same, the compensable tool (ledger) workload"),
     "sandbox_step_ratio": ("<=", 1.2, "ms/step, run_command `sleep 0.01` in the nsjail sandbox / RATCHET_SANDBOX=off, same run"),
     "mcp_call_ratio": ("<=", 1.3, "ms/call, bench_echo on a lean stdio MCP server / as a @tool, taking turns in one run"),
+    "stream_step_time_ratio": ("<=", 1.1, "ms/step, model calls streamed / not (scripted at a fixed rate), same worker"),
+    "stream_history_bytes_ratio": ("<=", 1.3, "history bytes/step, streamed / not"),
+    "stream_worker_cpu_ratio": ("<=", 1.2, "worker CPU/step, streamed / not"),
+    "stream_latency_subscriber_p50_ms": ("<=", 150, "a delta's send in the activity -> a ratchet.client subscriber, 20 runs"),
+    "stream_latency_subscriber_p99_ms": ("<=", 500, "same, p99"),
+    "stream_latency_sse_p50_ms": ("<=", 150, "a delta's send in the activity -> an SSE client of ratchet serve, 20 runs"),
+    "stream_latency_sse_p99_ms": ("<=", 500, "same, p99"),
     "cached_rss_mib": ("<=", 250, "worker RSS with 1,000 cached runs"),
     "replay_ratio": (">=", 1.0, "Replayer, 1,000-step history: Ratchet's events/s over the raw-SDK floor's, same run"),
     "long_rss_ratio": ("<=", 1.1, "worker RSS, last quarter / first quarter"),
@@ -54,6 +62,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(sandbox_figures(results["sandbox"]))
     if results.get("mcp"):
         figures.update(mcp_figures(results["mcp"]))
+    if results.get("stream"):
+        figures.update(stream_figures(results["stream"]))
     pair = results.get("throughput") or []
     floor = [c["steps_per_s"] for c in pair if c["variant"] == "floor"]
     ratchet = [c["steps_per_s"] for c in pair if c["variant"] == "ratchet"]
@@ -169,6 +179,10 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
                 "MCP servers: a lean one (what Ratchet adds) and the Python SDK's `MCPServer` (what such a server adds "
                 "on top); per call the activity's scheduled -> completed time, medians (bench/mcp_calls.py).", "",
                 *_table(*mcp_rows(results["mcp"])), ""]
+    if results.get("stream"):
+        out += ["## Streaming", "", "Model calls streamed to the run's stream against not, runs alternating in one worker; "
+                "the scripted provider writes at a fixed rate either way (bench/streaming.py).", "",
+                *_table(*stream_rows(results["stream"])), ""]
     out += _scaleout_section(results) + _scale_section(results) + _long_section(results) + _profile_section(results) + _micro_section(results)
     out += ["## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(out)

@@ -43,6 +43,7 @@ async def ratchet_worker(address: str, queue: str, root: Path):
         ledger_path=root / "ledger.sqlite3", tracker_path=root / "tracker.sqlite3",
         search_attributes=os.environ.get("BENCH_SEARCH_ATTRIBUTES", "1") == "1",
         local_tools=os.environ.get("BENCH_LOCAL_TOOLS", "1") == "1",
+        scripted_chars_per_s=float(os.environ.get("BENCH_SCRIPTED_CHARS_PER_S", "0")),
     )
     configure_logging(settings)
     load_plugins(settings)

@@ -57,6 +57,8 @@ class TextDelta(_Event):
     topic: ClassVar[Topic] = Topic.TOKENS
     at: int
     text: str
+    sent_s: float = 0.0
+    """When its batch was sent, by the worker's clock (Unix seconds): how late it arrives."""
 
 
 class ToolCallDelta(_Event):

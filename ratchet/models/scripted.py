@@ -3,9 +3,9 @@
 The reply for a call is chosen by how many assistant turns the conversation already has, so a
 retried call gets the same reply and a rolled-back run replays its script from the checkpoint.
 The script is an artifact (`ModelSettings.script_ref`, written when the run is planned), read
-once per worker. A run that streams gets the reply in chunks of `CHUNK_CHARS` characters,
-`chars_per_s` of them a second (RATCHET_SCRIPTED_CHARS_PER_S; 0: all at once), as a model would
-write it.
+once per worker. A reply takes as long as writing it at `chars_per_s` characters a second
+(RATCHET_SCRIPTED_CHARS_PER_S; 0: no time), as a model's would; a run that streams gets it in
+chunks of `CHUNK_CHARS` characters meanwhile.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ class ScriptedProvider:
         message, usage = scripted_reply(self._script(call.settings.script_ref), call.turn, call.messages, call.step)
         if call.deltas is not None:
             await self._write(message, call.deltas)
+        elif self.chars_per_s > 0:  # as long as writing it takes, streamed or not
+            await asyncio.sleep(_chars(message) / self.chars_per_s)
         return Completion(message=message, usage=usage)
 
     async def _write(self, message: Message, deltas: Deltas) -> None:
@@ -88,6 +90,10 @@ def scripted_reply(
     ]
     message = Message(role="assistant", content=reply.get("content"), tool_calls=calls)
     return message, _usage(transcript, message)
+
+
+def _chars(message: Message) -> int:
+    return len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls)
 
 
 def _arguments(value: Any) -> str:
