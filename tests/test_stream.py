@@ -144,3 +144,17 @@ async def test_the_stream_never_carries_a_secret_the_redaction_layer_hides(clien
     assert text.startswith("The key is [REDACTED]") and secret not in text and secret[::-1] not in text
     assert all(secret not in e.model_dump_json() for e in live)
     assert text == (await run.result()).answer  # as the recorded reply, redacted the same way
+
+
+async def test_a_run_that_fails_while_planned_or_is_cancelled_ends_its_stream_saying_so(client, settings, worker):
+    rc = ratchet_client(client, settings)
+    unplanned = await rc.start({"agent": "probe", "objective": "o", "model": {"provider": "nope"}})
+    ends = [e for e in await asyncio.wait_for(read_all(unplanned), 60) if isinstance(e, RunEnded)]
+    assert [e.phase for e in ends] == [Phase.FAILED] and "nope" in ends[0].error
+    waiting = await rc.start(scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 600}}]}]))
+    seen = []
+    async for event in waiting.stream(topics=["steps", "answer"]):
+        seen.append(event)
+        if isinstance(event, ToolCallStarted):
+            await waiting.cancel()
+    assert isinstance(seen[-1], RunEnded) and seen[-1].phase == Phase.CANCELLED
