@@ -83,7 +83,8 @@ async def serve(settings: Settings) -> None:
     if settings.metrics_port is not None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     print(
-        f"ratchet worker ready: task queue {settings.task_queue!r} at {address}, host queue {settings.host_task_queue!r}",
+        f"ratchet worker ready: task queue {settings.task_queue!r} at {address},"
+        f" host queue {settings.host_task_queue!r}",
         flush=True,
     )
     await _first_of(running, first.wait())

@@ -344,7 +344,7 @@ async def _await_approval(
     timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
     try:
         await workflow.wait_condition(lambda: call_id in state.decisions, timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         state.decisions[call_id] = approvals.on_timeout(plan)
     state.pending_approvals = [p for p in state.pending_approvals if p.call_id != call_id]
     if not state.pending_approvals:

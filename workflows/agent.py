@@ -12,8 +12,9 @@ This class holds the handlers, the start, the loop and the finish. What a step d
 functions over state and plan: acting.py (tool calls, approvals, timers, sub-agents),
 checkpoints.py (verification, checkpoints, rollback, fork, failure policy), saga.py (undo),
 failover.py and hosts.py (the host holding the workspace; failing over when it is lost),
-interrupts.py (the deadline, a rollback or a pause cutting the step in flight short), errors.py. Deterministic and free of I/O: every model call, tool call, undo and verification is
-an activity; all state is an `AgentState`, queryable at any moment.
+interrupts.py (the deadline, a rollback or a pause cutting the step in flight short), errors.py.
+Deterministic and free of I/O: every model call, tool call, undo and verification is an activity;
+all state is an `AgentState`, queryable at any moment.
 """
 
 from __future__ import annotations

@@ -125,6 +125,7 @@ def check_names(tools: list[McpTool], taken: set[str]) -> None:
     for tool in tools:
         if tool.name in seen:
             raise McpConfigError(
-                f"tool name {tool.name!r} (MCP server {tool.server!r}, tool {tool.tool!r}) is taken twice in the profile"
+                f"tool name {tool.name!r} (MCP server {tool.server!r}, tool {tool.tool!r})"
+                " is taken twice in the profile"
             )
         seen.add(tool.name)

@@ -335,6 +335,6 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         try:
             await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
     log.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)

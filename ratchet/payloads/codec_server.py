@@ -101,7 +101,8 @@ class CodecServer:
         if action == "encode" and not self.encode:
             return (
                 "encoding is off: it would seal anything it is sent with the workers' key; "
-                "start `ratchet codec-server --encode` to encode inputs (e.g. `temporal workflow start --codec-endpoint`)"
+                "start `ratchet codec-server --encode` to encode inputs"
+                " (e.g. `temporal workflow start --codec-endpoint`)"
             )
         if namespace and self.namespace and namespace != self.namespace:
             return f"this codec server holds keys for namespace {self.namespace!r}, not {namespace!r}"
@@ -245,7 +246,8 @@ def main(args: argparse.Namespace) -> int:
         print(
             f"ratchet codec server on {server.url} for namespace {settings.temporal_namespace!r} "
             f"({keys}; {offload}; offloaded payloads from {mask_url(settings.artifact_store_url)}; "
-            f"CORS {', '.join(sorted(guard.allowed_origins)) or 'off'}; hosts {', '.join(sorted(guard.allowed_hosts))}; "
+            f"CORS {', '.join(sorted(guard.allowed_origins)) or 'off'}; "
+            f"hosts {', '.join(sorted(guard.allowed_hosts))}; "
             f"token {'required' if guard.token else 'off'}; encode {'on' if server.encode else 'off'})",
             flush=True,
         )

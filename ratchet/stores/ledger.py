@@ -174,7 +174,8 @@ class SqliteLedger:
                 " started_at REAL NOT NULL, completed_at REAL)"
             )
             conn.execute(
-                "CREATE TABLE IF NOT EXISTS chains (workflow_id TEXT PRIMARY KEY, chain TEXT NOT NULL, claimed_at REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS chains"
+                " (workflow_id TEXT PRIMARY KEY, chain TEXT NOT NULL, claimed_at REAL NOT NULL)"
             )
 
     def _conn(self) -> sqlite3.Connection:
@@ -279,7 +280,8 @@ class SqliteLedger:
             existing: LedgerRecord = entry_record(row)
         else:
             inserted = conn.execute(
-                "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?) ON CONFLICT (workflow_id) DO NOTHING",
+                "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (workflow_id) DO NOTHING",
                 (record.workflow_id, record.chain, record.claimed_at),
             ).rowcount
             row = conn.execute(

@@ -264,7 +264,7 @@ class S3Client:
         frozen = self.credentials.get_frozen_credentials()  # refreshed first if about to expire
         if not frozen.access_key or not frozen.secret_key:
             raise NoCredentials("the AWS credentials found have no access key or secret key")
-        amz_date = amz_date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        amz_date = amz_date or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         out = dict(headers)
         if frozen.token:
             out["x-amz-security-token"] = frozen.token

@@ -3,7 +3,8 @@
 Serves scripted chat-completion replies, records every request and injects
 programmable or random faults. As strict as the real servers where they are strict: every
 historical tool call's `arguments` must parse as JSON (llama.cpp answers 500 "Failed to parse tool
-call arguments as JSON", vLLM 400), and a reply may say finish_reason "length". Standard library only; runs in its own thread.
+call arguments as JSON", vLLM 400), and a reply may say finish_reason "length". Standard library
+only; runs in its own thread.
 
 Reply forms (a "script" is a list of these)::
 

@@ -30,7 +30,8 @@ import random
 import time
 import traceback
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ratchet.contracts import ArtifactRef
 from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing, ArtifactStore, get_json, put_json
