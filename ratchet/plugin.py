@@ -300,7 +300,7 @@ class RatchetPlugin(SimplePlugin):
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        client = _with_converter(config["client"], self.options.data_converter)  # type: ignore[typeddict-item]
+        client = _with_converter(config["client"], self.options.data_converter)
         config["client"] = client
         config = super().configure_worker(config)
         # The worker runs its client's interceptors first, then these; ours go outermost first:
@@ -336,7 +336,7 @@ class RatchetPlugin(SimplePlugin):
         if host is None:
             return await next(worker)
         self.host_workers[worker] = host
-        main = asyncio.create_task(next(worker))
+        main = asyncio.ensure_future(next(worker))  # the plugin chain's `next` is typed as an Awaitable
         side = asyncio.create_task(host.run())
         try:
             await asyncio.wait({main, side}, return_when=asyncio.FIRST_COMPLETED)
@@ -365,12 +365,12 @@ class RatchetPlugin(SimplePlugin):
         activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
         if not activities:
             return None
-        client = config["client"]  # type: ignore[typeddict-item]
+        client = config["client"]
         client_config = client.config(active_config=True)
         client_config["plugins"] = []  # applied already; a plugin-carrying client would nest host workers
         options: dict[str, Any] = {
             key: config[key]
-            for key in (  # type: ignore[literal-required]
+            for key in (
                 "max_concurrent_activities",
                 "graceful_shutdown_timeout",
                 "identity",

@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -36,13 +37,13 @@ log = logging.getLogger("ratchet.worker")
 DRAIN_MARGIN_S = 10.0
 
 
-def build_worker(client: Client, settings: Settings, activities: Activities | None = None, **overrides) -> Worker:
+def build_worker(client: Client, settings: Settings, activities: Activities | None = None, **overrides: Any) -> Worker:
     """A worker on settings' task queue with settings' slots, cache and shutdown grace, running
     Ratchet through `RatchetPlugin`: the one the client was connected with, else one over
     `RatchetOptions.from_settings(settings)` that keeps the client's data converter.
     `activities`: prebuilt activity objects (tests reach in for hooks). `overrides`: `Worker`
     arguments; workflows or activities given there replace Ratchet's of the same name."""
-    options = dict(
+    options: dict[str, Any] = dict(
         task_queue=settings.task_queue,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,

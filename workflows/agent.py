@@ -97,7 +97,7 @@ class AgentWorkflow:
         self._deadline: asyncio.Task[None] | None = None
 
     @workflow.run
-    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
+    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]  # None: no input
         parsed = parse_run(raw)
         if isinstance(parsed, Continuation):
             self._state = state = parsed.continuation
@@ -108,9 +108,9 @@ class AgentWorkflow:
                 workflow_id=workflow.info().workflow_id, run=parsed, started_at=workflow.now().isoformat()
             )
             self._take_early_signals(state)
-            state.plan = plan = await self._prepare(parsed)
+            state.plan = await self._prepare(parsed)
             state.messages = [
-                Message(role="system", content=plan.system_prompt),
+                Message(role="system", content=state.plan.system_prompt),
                 Message(role="user", content=parsed.objective),
             ]
         plan = state.plan
@@ -218,6 +218,7 @@ class AgentWorkflow:
     def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """Dry run: the effects a rollback to `checkpoint_id` would undo, newest first."""
         state = self._require_state()
+        assert state.plan is not None  # _require_state refuses a run without one
         return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
 
     @workflow.update(name=RunMessages.ROLLBACK)

@@ -104,7 +104,7 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
         sandbox=plan.sandbox,
     )
 
-    def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[VerifyResult]:
+    def schedule(host: str | None, options: hosts.HostOptions) -> Awaitable[VerifyResult]:
         return calls.call(
             VERIFY,
             request.model_copy(update={"host": host}) if host else request,

@@ -212,10 +212,10 @@ def render(state: AgentState) -> str:
             f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
             f" ({pending.reason})"
         )
-    for pending in state.pending_decisions:
+    for undecided in state.pending_decisions:
         lines.append(
-            f"  awaiting decision: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
-            f" (outcome unknown; `ratchet decide {state.workflow_id} {pending.call_id} retry|assume_done|skip|fail`)"
+            f"  awaiting decision: {undecided.call_id} {undecided.tool} {json.dumps(undecided.arguments)[:80]}"
+            f" (outcome unknown; `ratchet decide {state.workflow_id} {undecided.call_id} retry|assume_done|skip|fail`)"
         )
     for cp in state.checkpoints:
         lines.append(f"  checkpoint {cp.id}: {cp.summary}")

@@ -380,9 +380,12 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
         try:
-            return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
+            boundary = checkpoints.boundary(state, checkpoint_id)
         except ValueError as exc:
             raise Refused("rollback", str(exc)) from None
+        if state.plan is None:  # the run failed while being planned: it never acted
+            return []
+        return saga.rollback_plan(state, state.plan, boundary)
 
     async def _rollback_closed(self, checkpoint_id: str, dry_run: bool) -> RollbackOutcome:
         """Start (or join) the closed run's RollbackWorkflow under the id derived from the request."""

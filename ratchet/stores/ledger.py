@@ -340,7 +340,8 @@ def entry_row(record: EntryRecord) -> tuple[Any, ...]:
 def import_outcome(record: LedgerRecord, existing: LedgerRecord, *, inserted: bool) -> ImportOutcome:
     if inserted:
         return ImportOutcome.COPIED
-    return ImportOutcome.PRESENT if record.same_as(existing) else ImportOutcome.CONFLICT  # type: ignore[arg-type]
+    same = record.same_as(existing)  # type: ignore[arg-type]  # `existing`: the stored record of its kind and name
+    return ImportOutcome.PRESENT if same else ImportOutcome.CONFLICT
 
 
 def _loads(text: str | None) -> dict[str, Any] | None:

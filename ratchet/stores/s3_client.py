@@ -193,7 +193,7 @@ class S3Client:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) endpoint URL: {self.endpoint!r}")
         self._scheme, self._netloc, self._path = parts.scheme, parts.netloc, parts.path.rstrip("/")
-        tls = {"ca_certs": ca_bundle or _default_ca_bundle()} if parts.scheme == "https" else {}
+        tls: dict[str, Any] = {"ca_certs": ca_bundle or _default_ca_bundle()} if parts.scheme == "https" else {}
         self._pools = urllib3.PoolManager(
             num_pools=8,
             maxsize=POOL_SIZE,

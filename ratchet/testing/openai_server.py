@@ -195,14 +195,20 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "ratchet-openai-test/1.0"
     sys_version = ""
 
+    @property
+    def owner(self) -> OpenAIServer:
+        server = self.server
+        assert isinstance(server, _HTTPServer)
+        return server.owner
+
     def do_GET(self) -> None:  # noqa: N802
-        self.server.owner._handle(self)  # type: ignore[attr-defined]
+        self.owner._handle(self)
 
     def do_POST(self) -> None:  # noqa: N802
-        self.server.owner._handle(self)  # type: ignore[attr-defined]
+        self.owner._handle(self)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        if self.server.owner.verbose:  # type: ignore[attr-defined]
+        if self.owner.verbose:
             super().log_message(format, *args)
 
     def read_json(self) -> Any:
