@@ -379,6 +379,8 @@ class RunHandle:
         state = await self.state()
         store = open_artifacts(self.client.settings.artifact_store_url)
         state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
+        if state.plan is None:  # the run failed while being planned: it never acted
+            return []
         try:
             return rollback.plan_of(state, checkpoint_id)
         except ValueError as exc:
