@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import MODEL_CALL
+from . import caller
 from .heartbeat import heartbeating
 from .streaming import reply_stream
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
@@ -46,7 +47,7 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_CALL.name)
     async def call(self, req: ModelRequest) -> ModelReply:
-        key = keys.model_key(activity.info().workflow_id, req.step)
+        key = keys.model_key(caller.workflow_id(), req.step)
         cached = self._cached(req)
         entry, config, base = await asyncio.to_thread(self._begin, key, req, *cached)
         if entry is not None and entry.status == EntryStatus.COMPLETED:

@@ -114,7 +114,8 @@ def create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput:
     """Create a ticket in the team's tracker."""
     with open_tracker(ctx.settings, TICKETS) as conn:
         conn.execute(
-            "INSERT INTO tickets (idempotency_key, title, body) VALUES (?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+            "INSERT INTO tickets (idempotency_key, title, body) VALUES (?, ?, ?)"
+            " ON CONFLICT (idempotency_key) DO NOTHING",
             (ctx.key, args.title, args.body),
         )
         (ticket_id,) = conn.execute("SELECT id FROM tickets WHERE idempotency_key = ?", (ctx.key,)).fetchone()

@@ -1,13 +1,15 @@
 """`RatchetPlugin`: the one place a Temporal client and worker get Ratchet.
 
 A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers
-`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback) and Ratchet's activities (model calls, run preparation, tools and their undos,
-checkpoints, workspaces), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics,
-secret redaction and the start guard (a start with the wrong number of inputs fails as
-InvalidInput, ratchet/start_guard.py), in that order, outermost first. Beside every such worker it runs a second
-one on this host's queue `{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's
-workspace (`run_worker`, `host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's data converter
-(pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over RATCHET_CLAIM_CHECK_BYTES) and tracing.
+`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback) and Ratchet's activities (model
+calls, run preparation, tools and their undos, checkpoints, workspaces), and the worker
+interceptors: tracing (RATCHET_OTEL), log context, metrics, secret redaction and the start guard
+(a start with the wrong number of inputs fails as InvalidInput, ratchet/start_guard.py), in that
+order, outermost first. Beside every such worker it runs a second one on this host's queue
+`{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's workspace (`run_worker`,
+`host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's
+data converter (pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over
+RATCHET_CLAIM_CHECK_BYTES) and tracing.
 A client or worker that already has a TracingInterceptor keeps it and gets no second one.
 
 Everything it wires comes from `RatchetOptions`: backends (ledger, artifact store), registries
@@ -298,7 +300,7 @@ class RatchetPlugin(SimplePlugin):
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        client = _with_converter(config["client"], self.options.data_converter)  # type: ignore[typeddict-item]
+        client = _with_converter(config["client"], self.options.data_converter)
         config["client"] = client
         config = super().configure_worker(config)
         # The worker runs its client's interceptors first, then these; ours go outermost first:
@@ -334,7 +336,7 @@ class RatchetPlugin(SimplePlugin):
         if host is None:
             return await next(worker)
         self.host_workers[worker] = host
-        main = asyncio.create_task(next(worker))
+        main = asyncio.ensure_future(next(worker))  # the plugin chain's `next` is typed as an Awaitable
         side = asyncio.create_task(host.run())
         try:
             await asyncio.wait({main, side}, return_when=asyncio.FIRST_COMPLETED)
@@ -363,12 +365,12 @@ class RatchetPlugin(SimplePlugin):
         activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
         if not activities:
             return None
-        client = config["client"]  # type: ignore[typeddict-item]
+        client = config["client"]
         client_config = client.config(active_config=True)
         client_config["plugins"] = []  # applied already; a plugin-carrying client would nest host workers
         options: dict[str, Any] = {
             key: config[key]
-            for key in (  # type: ignore[literal-required]
+            for key in (
                 "max_concurrent_activities",
                 "graceful_shutdown_timeout",
                 "identity",

@@ -1,7 +1,7 @@
 """The run's stream, workflow side: one `WorkflowStream` (temporalio.contrib.workflow_streams) per
 run, and the step events (ratchet/contracts/events.py) read off the state as it changes.
 
-`RunStream.follow` waits for the state to change and publishes what changed: tool calls finished,
+`RunStream` waits (a task of its own) for the state to change and publishes what changed: tool calls finished,
 approvals asked and decided, decisions asked, checkpoints, rollbacks, failovers, phases, the end.
 So the state machine publishes nothing itself; only `tool_started` (a call begins to run, which
 the state does not show) is called from acting.py. Publishing from the workflow adds nothing to
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -53,7 +54,7 @@ def prior_state(raw: RawValue | None) -> WorkflowStreamState | None:
     if raw is None:
         return None
     try:
-        value = workflow.payload_converter().from_payload(raw.payload, None)
+        value = workflow.payload_converter().from_payload(raw.payload)
         stream = value.get("stream") if isinstance(value, dict) and "continuation" in value else None
         return _STATE.validate_python(stream) if stream is not None else None
     except Exception:  # decoded again, and reported, by parse_run
@@ -73,12 +74,14 @@ def tool_started(state: AgentState, call_id: str, tool: str, arguments: str) -> 
 
 
 class RunStream:
-    def __init__(self, prior: WorkflowStreamState | None) -> None:
-        """Call from the workflow's `__init__` (the SDK registers the stream's handlers there)."""
+    def __init__(self, prior: WorkflowStreamState | None, state: Callable[[], AgentState | None]) -> None:
+        """Call from the workflow's `__init__` (the SDK registers the stream's handlers there);
+        `state`: the run's state, once it has one. From then on its changes are published as they
+        happen (a continuation's from what its predecessor published)."""
         self.stream = WorkflowStream(prior)
         self._topics = {t: self.stream.topic(t.value) for t in Topic}
         self._seen: _Seen | None = None
-        self._follower: asyncio.Task[None] | None = None
+        self._follower = asyncio.create_task(self._follow(state))
 
     def publish(self, event: _Event) -> None:
         self._topics[event.topic].publish(event.model_dump(mode="json", exclude={"offset"}))
@@ -86,23 +89,20 @@ class RunStream:
         if end - self.stream._base_offset >= 2 * RETAINED:
             self.stream.truncate(end - RETAINED)
 
-    def start(self, state: AgentState) -> None:
-        """Publish the state's changes as they happen, from now on (a continuation starts from
-        what its predecessor published)."""
-        self._seen = _Seen(state)
-        self._follower = asyncio.create_task(self._follow(state))
-
-    async def _follow(self, state: AgentState) -> None:
-        seen = self._seen
-        assert seen is not None
+    async def _follow(self, current: Callable[[], AgentState | None]) -> None:
+        """Changes are seen after every activation, the last one of the run included (the workflow
+        checks conditions until nothing is ready, also once its run has returned)."""
+        await workflow.wait_condition(lambda: current() is not None)
+        state = current()
+        assert state is not None
+        self._seen = seen = _Seen(state)
         while True:
             key = seen.key
             await workflow.wait_condition(lambda: _key(state) != key)
             self.observe(state)
 
     def observe(self, state: AgentState) -> None:
-        """Publish what changed since the last look (also called at the run's end: the run may
-        finish in the task that made the change)."""
+        """Publish what changed since the last look."""
         if self._seen is None:
             self._seen = _Seen(state, fresh=True)
         for event in self._seen.changes(state):
@@ -118,8 +118,7 @@ class RunStream:
         """The stream's state for the continuation's input, with what changed last."""
         self.observe(state)
         self.detach()
-        if self._follower is not None:
-            self._follower.cancel()
+        self._follower.cancel()
         return _STATE.dump_python(self.stream.get_state(), mode="json")
 
 
@@ -193,11 +192,13 @@ class _Seen:
                         step=step, call=call_id, approved=decision.approved, reason=decision.reason, by=decision.by
                     )
                 )
-        for pending in state.pending_decisions:
-            if pending.call_id not in self.pending_decisions:
-                self.pending_decisions.add(pending.call_id)
+        for undecided in state.pending_decisions:
+            if undecided.call_id not in self.pending_decisions:
+                self.pending_decisions.add(undecided.call_id)
                 out.append(
-                    DecisionRequested(step=pending.step, call=pending.call_id, tool=pending.tool, error=pending.error)
+                    DecisionRequested(
+                        step=undecided.step, call=undecided.call_id, tool=undecided.tool, error=undecided.error
+                    )
                 )
         self.pending_decisions &= {p.call_id for p in state.pending_decisions}  # a retried call may ask again
         for cp in state.checkpoints:

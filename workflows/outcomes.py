@@ -15,7 +15,6 @@ findable by `RatchetPhase="AWAITING_DECISION"`) for the `decide` update or the p
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import (
     AgentState,
+    DecideRequest,
     ErrorType,
     OutcomeChoice,
     OutcomeDecision,
@@ -70,7 +70,7 @@ async def ask(
     timeout = timedelta(seconds=plan.decision_timeout_s) if plan.decision_timeout_s else None
     try:
         await workflow.wait_condition(lambda: call_id in state.outcome_decisions, timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         state.outcome_decisions[call_id] = OutcomeDecision(
             choice=OutcomeChoice(plan.on_decision_timeout),
             reason="no decision before the decision timeout",
@@ -91,6 +91,13 @@ def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
         output=f"this {spec.name} call was interrupted and whether it took effect is unknown; it was skipped{why}. "
         "Check before repeating it.",
     )
+
+
+def decide(state: AgentState, request: DecideRequest) -> str:
+    """A person's decision on a call whose outcome is unknown (the `decide` update)."""
+    decision = OutcomeDecision(choice=request.choice, result=request.result, reason=request.reason)
+    state.outcome_decisions[request.call_id] = decision
+    return f"{request.choice} {request.call_id}"
 
 
 def validate(state: AgentState, call_id: str) -> None:

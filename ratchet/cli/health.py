@@ -69,7 +69,7 @@ async def _check(name: str, settings: Settings, timeout: float) -> bool:
             where = await asyncio.wait_for(check(settings), timeout)
         else:  # the stores' clients block: in a thread, so the timeout still holds
             where = await asyncio.wait_for(asyncio.to_thread(check, settings), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         print(f"FAIL {name}: no answer in {timeout:g}s", flush=True)
         return False
     except Exception as exc:  # any failure is the answer: say which check and why

@@ -105,7 +105,8 @@ def parser() -> argparse.ArgumentParser:
         sub,
         "replay",
         "replay histories against today's workflow code (the deploy gate)",
-        "ratchet replay tests/histories\n         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0",
+        "ratchet replay tests/histories\n"
+        "         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0",
     )
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)

@@ -37,7 +37,8 @@ async def checkpoints(args: argparse.Namespace) -> int:
         if ev and ev.tests_run is not None:
             evidence += f", {ev.tests_run} tests"
         print(
-            f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}"
+            f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} "
+            f"{cp.patch_ref.digest[:12] if cp.patch_ref else '-'}"
         )
     return 0
 
@@ -119,9 +120,7 @@ def register(sub) -> None:
         f"{ROLLBACK_WORKFLOW} with id RUN/rollback/CHECKPOINT.",
     )
     workflow_id(cmd)
-    cmd.add_argument(
-        "checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`); for a closed run also {TO_START!r}: every effect"
-    )
+    cmd.add_argument("checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`), or {TO_START!r}: every effect")
     cmd.add_argument(
         "--then",
         choices=["continue", "stop"],

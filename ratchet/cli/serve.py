@@ -35,7 +35,6 @@ async def _serve(settings, guard, host: str, port: int) -> int:
 
     client = await RatchetClient.connect(settings)
     server = uvicorn.Server(uvicorn.Config(build_app(client, guard), host=host, port=port, log_level="warning"))
-    server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
     started = asyncio.create_task(server.serve())
     while not server.started and not started.done():
         await asyncio.sleep(0.05)

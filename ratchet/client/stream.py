@@ -83,7 +83,7 @@ async def _read(
     except WorkflowUpdateFailedError as exc:
         raise Refused("stream", str(exc.cause or exc)) from None
     finally:
-        await items.aclose()
+        await items.aclose()  # type: ignore[attr-defined]  # an async generator: its polls stop now
 
 
 @dataclass

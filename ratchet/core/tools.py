@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from ratchet.contracts import UNDO_DESCRIPTION, ArtifactRef, EffectClass, SandboxPolicy, ToolSpec
+from ratchet.contracts.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from ratchet.ops.settings import Settings
-    from ratchet.sandbox import Sandbox
 
 
 class Blobs(Protocol):
@@ -110,6 +110,7 @@ def undo_record(description: str, **info: Any) -> dict[str, Any]:
 
 
 ToolFn = Callable[[ToolContext, Any], Awaitable[Any] | Any]
+UndoFn = Callable[[ToolContext, Any, dict[str, Any] | None], Awaitable[Any] | Any]
 
 
 @dataclass
@@ -132,7 +133,7 @@ class Tool:
     runs_code: bool = False
     """Runs programs (implies `workspace`): gets `ctx.sandbox`, and is left out of a worker whose
     sandbox cannot run (docs/SECURITY.md). Any tool that starts a process must say so."""
-    undo: ToolFn | None = None
+    undo: UndoFn | None = None
     reconcile: ToolFn | None = None
     """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
 
@@ -305,10 +306,10 @@ class ToolRegistry:
 
         return register
 
-    def undo_for(self, name: str) -> Callable[[ToolFn], ToolFn]:
+    def undo_for(self, name: str) -> Callable[[UndoFn], UndoFn]:
         """Decorator: `undo(ctx, args, undo_info: dict)` compensates a call of tool `name`."""
 
-        def register(fn: ToolFn) -> ToolFn:
+        def register(fn: UndoFn) -> UndoFn:
             self.tools[name].undo = fn
             return fn
 

@@ -12,9 +12,10 @@ retried as a dropped connection is.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import Message, ModelSettings, ToolCallRequest, Usage
@@ -146,7 +147,7 @@ class _Assembly:
         )
 
 
-def to_openai(message: Message) -> dict[str, Any]:
+def to_openai(message: Message) -> ChatCompletionMessageParam:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [
@@ -155,7 +156,7 @@ def to_openai(message: Message) -> dict[str, Any]:
         ]
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
-    return out
+    return cast("ChatCompletionMessageParam", out)  # the shape of the message's role
 
 
 INVALID_ARGUMENTS = "invalid_json_arguments"

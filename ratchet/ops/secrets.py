@@ -59,7 +59,7 @@ def _url_password(name: str, value: str) -> list[Secret]:
     except ValueError:
         found = []
     found += [p.strip("'") for p in _PASSWORD_PARAMETER.findall(value)]
-    return [p for p in found if p] + [unquote(p) for p in found if p]
+    return [*(p for p in found if p), *(unquote(p) for p in found if p)]
 
 
 def _codec_keys(name: str, value: str) -> list[Secret]:

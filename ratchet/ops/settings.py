@@ -141,15 +141,16 @@ class Settings(BaseSettings):
         gt=0,
         le=3600,
         validation_alias=_env("RATCHET_MODEL_TIMEOUT_S"),
-        description="One model call's timeout; a profile's `model_timeout_s` or a run's `model.timeout_s` overrides it.",
+        description="One model call's timeout; a profile's `model_timeout_s` or a run's `model.timeout_s`"
+        " overrides it.",
     )
     model_max_attempts: int = Field(
         8,
         ge=1,
         le=100,
         validation_alias=_env("RATCHET_MODEL_MAX_ATTEMPTS"),
-        description="Attempts of a model call on retryable failures (429, 5xx, timeouts), 1 s apart doubling up to 60 s; "
-        "a profile's `model_max_attempts` overrides it.",
+        description="Attempts of a model call on retryable failures (429, 5xx, timeouts), 1 s apart doubling up to"
+        " 60 s; a profile's `model_max_attempts` overrides it.",
     )
     scripted_chars_per_s: float = Field(
         0.0,
@@ -207,14 +208,16 @@ class Settings(BaseSettings):
     search_attributes: bool = Field(
         True,
         validation_alias=_env("RATCHET_SEARCH_ATTRIBUTES"),
-        description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval; they must be registered on the namespace.",
+        description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval; they must be registered on the"
+        " namespace.",
     )
     tracker_path: Path = Field(Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH"))
     tracker_url: SecretStr | None = Field(
         None,
         validation_alias=_env("RATCHET_TRACKER_URL"),
-        description="The example tracker's database (activities/tracker_tools.py): postgresql://USER:PASSWORD@HOST:PORT/DB "
-        "(shared by many hosts). Unset: the SQLite file RATCHET_TRACKER_PATH. A secret: `ratchet config` masks it.",
+        description="The example tracker's database (activities/tracker_tools.py):"
+        " postgresql://USER:PASSWORD@HOST:PORT/DB (shared by many hosts). Unset: the SQLite file"
+        " RATCHET_TRACKER_PATH. A secret: `ratchet config` masks it.",
     )
 
     @field_validator("temporal_address")

@@ -193,8 +193,8 @@ async def _translated(run: RunHandle, stream: AsyncIterator[RunEvent], translati
     for event in translation.started(snapshot):
         yield event
     ended = False
-    async for event in stream:
-        for out in translation.events(event):
+    async for change in stream:
+        for out in translation.events(change):
             yield out
             ended = ended or out.type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
         if ended:

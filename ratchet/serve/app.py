@@ -73,7 +73,7 @@ def build_app(client: RatchetClient, guard: HttpGuard) -> Starlette:
             body = RunAgentInput.model_validate_json(await request.body())
         except ValidationError as exc:
             raise InvalidInput.of("AG-UI input", exc) from None
-        encoder = EventEncoder(accept=request.headers.get("accept"))
+        encoder = EventEncoder(accept=request.headers.get("accept", ""))
         events = await agui.run_events(client, body)
         return StreamingResponse(
             (encoder.encode(event) async for event in events), media_type=encoder.get_content_type()

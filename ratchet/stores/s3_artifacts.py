@@ -199,7 +199,10 @@ class S3ArtifactStore:
         except NoCredentials as exc:
             problem = f"{exc}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
         except Unreachable as exc:
-            problem = f"cannot reach {self.endpoint} ({exc}); is AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL right, and is the server up?"
+            problem = (
+                f"cannot reach {self.endpoint} ({exc}); is AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL right,"
+                " and is the server up?"
+            )
         else:
             code, status = response.code, response.status
             if status == 200 or code == "NoSuchKey":

@@ -193,7 +193,7 @@ class S3Client:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) endpoint URL: {self.endpoint!r}")
         self._scheme, self._netloc, self._path = parts.scheme, parts.netloc, parts.path.rstrip("/")
-        tls = {"ca_certs": ca_bundle or _default_ca_bundle()} if parts.scheme == "https" else {}
+        tls: dict[str, Any] = {"ca_certs": ca_bundle or _default_ca_bundle()} if parts.scheme == "https" else {}
         self._pools = urllib3.PoolManager(
             num_pools=8,
             maxsize=POOL_SIZE,
@@ -264,7 +264,7 @@ class S3Client:
         frozen = self.credentials.get_frozen_credentials()  # refreshed first if about to expire
         if not frozen.access_key or not frozen.secret_key:
             raise NoCredentials("the AWS credentials found have no access key or secret key")
-        amz_date = amz_date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        amz_date = amz_date or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         out = dict(headers)
         if frozen.token:
             out["x-amz-security-token"] = frozen.token

@@ -1,11 +1,14 @@
 """The stores behind RATCHET_LEDGER_URL and RATCHET_ARTIFACT_URL: a URL's scheme picks the backend.
 
-| variable | URL | store |
-| --- | --- | --- |
-| RATCHET_LEDGER_URL | `sqlite:///rel/path`, `sqlite:////abs/path` | `SqliteLedger` (one host; SQLAlchemy's form: three slashes and a relative path, four and an absolute one) |
-| RATCHET_LEDGER_URL | `postgresql://user:password@host:port/db` (or `postgres://`) | `PostgresLedger` (many hosts; the `postgres` extra) |
-| RATCHET_ARTIFACT_URL | `file:///abs/dir`, `file:rel/dir` | `DirectoryArtifactStore` (RFC 8089: `file:///srv/x` is `/srv/x`) |
-| RATCHET_ARTIFACT_URL | `s3://bucket[/prefix]` | `S3ArtifactStore` (the `s3` extra; endpoint and credentials from AWS_*) |
+RATCHET_LEDGER_URL:
+- `sqlite:///rel/path`, `sqlite:////abs/path`: `SqliteLedger` (one host; SQLAlchemy's form: three
+  slashes and a relative path, four and an absolute one);
+- `postgresql://user:password@host:port/db` (or `postgres://`): `PostgresLedger` (many hosts; the
+  `postgres` extra).
+
+RATCHET_ARTIFACT_URL:
+- `file:///abs/dir`, `file:rel/dir`: `DirectoryArtifactStore` (RFC 8089: `file:///srv/x` is `/srv/x`);
+- `s3://bucket[/prefix]`: `S3ArtifactStore` (the `s3` extra; endpoint and credentials from AWS_*).
 
 Unset, the URLs come from RATCHET_LEDGER_PATH and RATCHET_ARTIFACT_DIR (`Settings.ledger_store_url`,
 `Settings.artifact_store_url`), so a setup without them works as before. Paths are percent-decoded
