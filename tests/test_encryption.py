@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from email.message import Message
 import json
 import logging
 import os
@@ -147,14 +148,15 @@ async def test_secrets_in_input_tool_results_and_failures_never_reach_the_server
 # ---- the codec server ----------------------------------------------------------------------
 
 
-def post(url: str, body: dict | None = None, method: str = "POST", **headers: str) -> tuple[int, dict, bytes]:
+def post(url: str, body: dict | None = None, method: str = "POST", **headers: str) -> tuple[int, Message, bytes]:
+    """Status, headers (an email.message.Message: names case-insensitive, as HTTP's are) and body."""
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers})
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, dict(response.headers), response.read()
+            return response.status, response.headers, response.read()
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
+        return err.code, err.headers, err.read()
 
 
 def b64(raw: bytes) -> str:

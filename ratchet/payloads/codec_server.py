@@ -20,25 +20,29 @@ external-storage references, ratchet/payloads/offload.py) from the artifact stor
 RATCHET_ARTIFACT_DIR, then decrypts, so the UI shows a large tool output or state, not its
 reference; encoding encrypts, then offloads what is large.
 
-Anyone who can reach this server and passes those rules can decrypt.
+Anyone who can reach this server and passes those rules can decrypt. It runs on the same HTTP
+stack as `ratchet serve` (Starlette on uvicorn, in a thread of its own).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import signal
-import socketserver
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
 
+import uvicorn
 from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DataConverter
 
 from ratchet.payloads.codec import CodecKeyError, EncryptionCodec
-from ratchet.ops.http_guard import GuardSettingsError, HttpGuard, Refusal
+from ratchet.ops.http_guard import GuardSettingsError, HttpGuard
 from ratchet.payloads.converter import decode_payloads, encode_payloads
 from ratchet.payloads.offload import OffloadedPayloadError
 
@@ -46,10 +50,12 @@ log = logging.getLogger("ratchet.payloads.codec_server")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 ALLOWED_HEADERS = "X-Namespace, Content-Type, Authorization"
 TOKEN_SETTING = "RATCHET_CODEC_TOKEN"
+USAGE = "POST .../encode or .../decode\n"
 
 
 class CodecServer:
-    """The codec HTTP server in a daemon thread; `with CodecServer(...) as server:`.
+    """The codec HTTP server (Starlette on uvicorn, as `ratchet serve`) in a daemon thread;
+    `with CodecServer(...) as server:`.
 
     `converter`: the workers' data converter (`ratchet.payloads.converter.data_converter`); its
     payload codec and external storage are applied, never its payload converter. `allowed_hosts`,
@@ -70,26 +76,36 @@ class CodecServer:
         self.converter, self.host, self.port = converter, host, port
         self.guard = HttpGuard.for_server(host, cors_origins, allowed_hosts, token, TOKEN_SETTING)
         self.namespace, self.encode = namespace, encode
-        self._httpd: _Server | None = None
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> CodecServer:
-        self._httpd = _Server((self.host, self.port), _Handler)
-        self._httpd.owner = self
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="codec-server", daemon=True)
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "OPTIONS"])])
+
+    def start(self, timeout_s: float = 30) -> CodecServer:
+        config = uvicorn.Config(
+            self.app(), host=self.host, port=self.port, log_level="warning", access_log=False, lifespan="off"
+        )
+        self._server = server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=server.run, name="codec-server", daemon=True)
         self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the codec server did not start on {self.host}:{self.port}")
+            time.sleep(0.01)
+        self.port = server.servers[0].sockets[0].getsockname()[1]
         return self
 
     def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
+        server, self._server = self._server, None
+        if server is not None and self._thread is not None:
+            server.should_exit = True
+            self._thread.join(timeout=10)
 
     def __enter__(self) -> CodecServer:
         return self.start()
@@ -108,11 +124,11 @@ class CodecServer:
             return f"this codec server holds keys for namespace {self.namespace!r}, not {namespace!r}"
         return None
 
-    def transform(self, action: str, body: bytes) -> bytes:
+    async def transform(self, action: str, body: bytes) -> bytes:
         """Encode or decode a Payloads JSON body; ValueError for anything the client sent wrong."""
         payloads = list(json_format.Parse(body, Payloads()).payloads)
         step = self._encode if action == "encode" else self._decode
-        result = Payloads(payloads=asyncio.run(step(payloads)))  # a request thread: no loop runs here
+        result = Payloads(payloads=await step(payloads))
         return json_format.MessageToJson(result, indent=None).encode()
 
     async def _encode(self, payloads: list[Payload]) -> list[Payload]:
@@ -132,83 +148,43 @@ class CodecServer:
             return payload
         return decoded
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: CodecServer
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # skip HTTPServer's getfqdn(), slow without DNS
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "ratchet-codec/1.0"
-    sys_version = ""
-    protocol_version = "HTTP/1.1"
-
-    @property
-    def owner(self) -> CodecServer:
-        server = self.server
-        assert isinstance(server, _Server)
-        return server.owner
-
-    def do_OPTIONS(self) -> None:  # noqa: N802  (CORS preflight from the Web UI)
-        refused = self.owner.guard.check("OPTIONS", self.headers)
+    async def _handle(self, request: Request) -> Response:
+        log.debug("%s %s", request.method, request.url.path)  # the request line: never a header
+        refused = self.guard.check(request.method, request.headers)
         if refused:
-            return self._refuse(refused)
-        self._reply(204, b"", preflight=True)
-
-    def do_GET(self) -> None:  # noqa: N802
-        refused = self.owner.guard.check("GET", self.headers)
-        self._refuse(refused) if refused else self._reply(405, b"POST .../encode or .../decode\n")
-
-    def do_POST(self) -> None:  # noqa: N802
-        refused = self.owner.guard.check("POST", self.headers)
-        if refused:
-            return self._refuse(refused)
-        segments = [s for s in self.path.split("?")[0].split("/") if s]
+            return self._reply(request, refused.status, refused.reason.encode() + b"\n")
+        if request.method == "OPTIONS":  # CORS preflight from the Web UI
+            return self._reply(request, 204, b"", preflight=True)
+        if request.method != "POST":
+            return self._reply(request, 405, USAGE.encode())
+        segments = [s for s in request.url.path.split("/") if s]
         action = segments[-1] if segments else ""
         if action not in ("encode", "decode"):
-            return self._reply(404, b"POST .../encode or .../decode\n")
-        namespace = self.headers.get("X-Namespace") or (segments[-2] if len(segments) > 1 else None)
-        refusal = self.owner.refusal(action, namespace)
+            return self._reply(request, 404, USAGE.encode())
+        namespace = request.headers.get("X-Namespace") or (segments[-2] if len(segments) > 1 else None)
+        refusal = self.refusal(action, namespace)
         if refusal:
-            return self._reply(403, refusal.encode() + b"\n")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            return self._reply(413, f"body over {MAX_BODY_BYTES} bytes\n".encode())
+            return self._reply(request, 403, refusal.encode() + b"\n")
+        if int(request.headers.get("Content-Length") or 0) > MAX_BODY_BYTES:
+            return self._reply(request, 413, f"body over {MAX_BODY_BYTES} bytes\n".encode())
         try:
-            body = self.owner.transform(action, self.rfile.read(length))
+            body = await self.transform(action, await request.body())
         except (json_format.ParseError, CodecKeyError, ValueError) as exc:
-            return self._reply(400, f"{action} failed: {exc}\n".encode())
-        self._reply(200, body, content_type="application/json")
+            return self._reply(request, 400, f"{action} failed: {exc}\n".encode())
+        return self._reply(request, 200, body, content_type="application/json")
 
-    def _refuse(self, refused: Refusal) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if 0 < length <= MAX_BODY_BYTES:
-            self.rfile.read(length)  # unread, it would reset the connection under a client still sending it
-        else:
-            self.close_connection = True
-        self._reply(refused.status, refused.reason.encode() + b"\n")
-
-    def _reply(self, status: int, body: bytes, content_type: str = "text/plain", preflight: bool = False) -> None:
-        self.send_response(status)
-        origin = self.headers.get("Origin")
-        if origin is not None and self.owner.guard.allows_origin(origin):
-            self.send_header("Access-Control-Allow-Origin", origin)
-            self.send_header("Access-Control-Allow-Credentials", "true")
-            self.send_header("Vary", "Origin")
+    def _reply(
+        self, request: Request, status: int, body: bytes, content_type: str = "text/plain", preflight: bool = False
+    ) -> Response:
+        headers = {}
+        origin = request.headers.get("Origin")
+        if origin is not None and self.guard.allows_origin(origin):
+            headers.update({"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true"})
+            headers["Vary"] = "Origin"
             if preflight:
-                self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
-                self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
-        if body:
-            self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002  (the request line: never a header)
-        log.debug("%s " + format, self.address_string(), *args)
+                headers["Access-Control-Allow-Methods"] = "POST, OPTIONS"
+                headers["Access-Control-Allow-Headers"] = ALLOWED_HEADERS
+        return Response(body, status_code=status, headers=headers, media_type=content_type if body else None)
 
 
 def main(args: argparse.Namespace) -> int:
