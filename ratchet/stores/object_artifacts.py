@@ -8,8 +8,11 @@ server (MinIO, SeaweedFS, Ceph RGW, R2, ...), Google Cloud Storage or Azure Blob
 | `az://CONTAINER[/PREFIX]` | Azure | AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN, a client secret (AZURE_CLIENT_ID, AZURE_CLIENT_SECRET, AZURE_TENANT_ID) or a managed identity; AZURE_STORAGE_ENDPOINT, AZURE_STORAGE_USE_EMULATOR |
 
 Requests go through obstore (Python bindings of the Rust `object_store` crate, the Arrow project's):
-it signs them, refreshes credentials, follows HTTPS_PROXY / NO_PROXY, and retries. Its CPU per
-request is below that of the SigV4 client Ratchet had written itself, and a third of boto3's.
+it signs them, refreshes credentials, follows HTTPS_PROXY / NO_PROXY, and retries. A put of 1.5 KB
+costs 0.4 ms of process CPU back to back and 0.8 ms at a step's pace (50 ms apart), against 0.9 /
+1.2 ms for the SigV4 client Ratchet had written itself, 0.9 / 1.5 ms for botocore's SigV4Auth over
+urllib3 and 2.4 / 2.9 ms for boto3 (SeaweedFS on loopback; its network work runs on obstore's own
+threads, so a calling thread's clock sees only part of it).
 Needs the `s3` (or `gcs`, `azure`) extra: `pip install 'ratchet-agents[s3]'`.
 
 Blobs live at `{prefix}/{digest[:2]}/{digest}`, the layout of `DirectoryArtifactStore`. Round trips:
@@ -53,6 +56,7 @@ from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, NotSupportedError, PermissionDeniedError, UnauthenticatedError
+from obstore.store import AzureStore, GCSStore, S3Store
 
 from ratchet.contracts import ArtifactRef
 from ratchet.core.settings_errors import SettingsError, mask_url
@@ -178,7 +182,7 @@ def parse_url(url: str) -> Location:
     if "@" in parts.netloc or ":" in parts.netloc:
         raise bad(f"no credentials or port in the URL (they come from {service.name}'s variables)")
     if not service.names.fullmatch(parts.netloc):
-        raise bad(f"{parts.netloc!r} is not {service.name} {service.bucket} name")
+        raise bad(f"{parts.netloc!r} is not a valid {service.name} {service.bucket} name")
     prefix = parts.path.strip("/")
     if prefix:
         segments = prefix.split("/")
@@ -194,8 +198,6 @@ def open_object_store(
     module docstring), `config` (obstore's S3Config, GCSConfig or AzureConfig keys) overriding it;
     requests without a usable answer asked again up to `max_retries` times within `retry_timeout_s`.
     An http:// endpoint is used as given (obstore refuses one unless told)."""
-    from obstore.store import AzureStore, GCSStore, S3Store
-
     client: dict[str, Any] = {
         "allow_http": True,
         "connect_timeout": CONNECT_TIMEOUT,
