@@ -10,6 +10,7 @@ Use the session fixture `azurite_server` (`pytest_plugins = ("tests.azurite_serv
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -38,10 +39,13 @@ def azurite_binary() -> Path:
     if npm is None or shutil.which("node") is None:
         pytest.skip("Azurite is not installed and there is no npm to install it (Node.js 18 or later)")
     root.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([npm, "install", "--prefix", str(root), "--no-audit", "--no-fund", f"azurite@{VERSION}"],
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not binary.exists():
-        raise RuntimeError(f"npm install azurite failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    with open(root / ".install.lock", "w") as lock:  # pytest-xdist's workers install it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not binary.exists():
+            done = subprocess.run([npm, "install", "--prefix", str(root), "--no-audit", "--no-fund",
+                                   f"azurite@{VERSION}"], capture_output=True, text=True, timeout=600)
+            if done.returncode != 0 or not binary.exists():
+                raise RuntimeError(f"npm install azurite failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return binary
 
 
