@@ -218,6 +218,16 @@ def test_from_url_missing_bucket(s3: SeaweedS3):
     _from_url_fails("s3://ratchet-no-such-bucket/p", "bucket 'ratchet-no-such-bucket' does not exist", s3.endpoint)
 
 
+def test_a_bucket_gone_after_start_is_named(s3: SeaweedS3):
+    """A put is a retryable ObjectStoreError, a get an ArtifactMissing, each naming the bucket."""
+    location = Location("s3", "ratchet-gone-bucket", "p")
+    store = ObjectArtifactStore(location, open_object_store(location))
+    with pytest.raises(ObjectStoreError, match=r"S3 put of s3://ratchet-gone-bucket/p/.* failed: NoSuchBucket \(HTTP 404\)"):
+        store.put(b"nowhere")
+    with pytest.raises(ArtifactMissing, match="bucket 'ratchet-gone-bucket' does not exist"):
+        store.get(ArtifactRef(digest=hashlib.sha256(b"nowhere").hexdigest()))
+
+
 def test_from_url_wrong_secret_key(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     _from_url_fails(_url(s3, "p"), "rejected the credentials (SignatureDoesNotMatch)", "AWS_SECRET_ACCESS_KEY")

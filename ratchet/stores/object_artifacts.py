@@ -97,7 +97,8 @@ SCHEMES = {
         "S3",
         "bucket",
         _BUCKET,
-        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run with a web identity, container or instance role",
+        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run with a web identity, container or instance role "
+        "(AWS_PROFILE and ~/.aws are not read: export a profile's keys)",
         "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL",
         "s3:GetObject, s3:PutObject and s3:ListBucket",
         "s3",
@@ -325,7 +326,7 @@ class ObjectArtifactStore:
             if _code(exc) not in _MISSING_BUCKET_CODES:
                 return
             problem = f"{self._bucket()} does not exist ({_request(exc)})"
-        except Exception as exc:  # obstore's errors: the message says what was answered
+        except obstore.exceptions.BaseError as exc:  # the message says what was answered
             code, where = _code(exc), _request(exc)
             if _EMPTY not in where:  # not the bucket's answer: the credentials' source (a metadata service, STS)
                 problem = f"no {service.name} credentials ({_summary(exc)}): {service.credentials}"
@@ -350,14 +351,15 @@ class ObjectArtifactStore:
         return True
 
     def _call(self, op: str, key: str, call: Callable[[], _T]) -> _T:
-        """`call()`, its obstore errors other than a missing blob, an existing one, an unsupported
-        mode or a HEAD's 403 raised as `ObjectStoreError` naming `op` and `key`."""
+        """`call()`, its obstore errors raised as `ObjectStoreError` naming `op` and `key`, but for
+        those its caller decides on: an existing blob or an unsupported mode (put), a missing one
+        (get, head), a forbidden one (head)."""
         try:
             return call()
-        except (FileNotFoundError, AlreadyExistsError, NotSupportedError):
+        except (AlreadyExistsError, NotSupportedError):
             raise
-        except PermissionDeniedError as exc:
-            if op == "head":
+        except (FileNotFoundError, PermissionDeniedError) as exc:
+            if op == "head" or (op == "get" and isinstance(exc, FileNotFoundError)):
                 raise
             raise self._error(op, key, exc) from None
         except obstore.exceptions.BaseError as exc:
