@@ -333,7 +333,10 @@ class ObjectArtifactStore:
             elif code in _CREDENTIAL_CODES or isinstance(exc, UnauthenticatedError):
                 problem = f"{where} rejected the credentials ({code}): {service.credentials}"
             elif isinstance(exc, PermissionDeniedError):
-                problem = f"access to {self._bucket()} is denied ({code}, {where}): the credentials need {service.permissions}"
+                problem = (
+                    f"access to {self._bucket()} is denied ({code}, {where}): "
+                    f"the credentials need {service.permissions}"
+                )
             elif _status(exc) is None:
                 problem = f"cannot reach {where} ({_reason(exc)}); is {service.endpoint} right, and is the server up?"
             else:

@@ -65,7 +65,8 @@ def open_artifacts(url: str) -> ArtifactStore:
     if scheme == "file":
         return DirectoryArtifactStore(artifact_dir(url))
     if scheme in OBJECT_STORE_EXTRAS:
-        needs = f"a {scheme}:// URL needs `pip install 'ratchet-agents[{OBJECT_STORE_EXTRAS[scheme]}]'` for the object artifact store"
+        extra = OBJECT_STORE_EXTRAS[scheme]
+        needs = f"a {scheme}:// URL needs `pip install 'ratchet-agents[{extra}]'` for the object artifact store"
         backend = _backend(url, ARTIFACT_SETTING, needs, "object_artifacts", "ObjectArtifactStore")
         return backend.from_url(url)
     raise _bad(url, ARTIFACT_SETTING, f"unknown scheme {scheme!r}", ARTIFACT_FORMS)
