@@ -46,7 +46,7 @@ from devtools.workers import WorkerProcess
 from ratchet.activities.checkpoints import restore
 from ratchet.contracts import AgentState
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.stores.s3_artifacts import S3ArtifactStore, parse_url
+from ratchet.stores.object_artifacts import ObjectArtifactStore
 from ratchet.workflows.agent import AgentWorkflow
 from tests.s3_server import SeaweedS3
 from tests.servers import LocalPostgres
@@ -202,7 +202,7 @@ async def run_hosts(opts: HostsOptions, log: Callable[[str], None] = print) -> H
                           lambda: f"killed {figures.killed_host or '-'}, outages {len(figures.outages)}")
         for task in (starter, killer, outages):
             await task
-        artifacts = S3ArtifactStore(*parse_url(stack.artifact_url or ""), client=servers.s3.store_client())
+        artifacts = ObjectArtifactStore.from_url(stack.artifact_url or "", **servers.s3.store_config())
         audits, retry_causes = await _audit_all(client, hosts, runs, figures, artifacts, base)
         figures.restarted_calls = len(restarted_calls(stack.ledger_url or stack.ledger_path))
     finally:

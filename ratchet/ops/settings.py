@@ -160,7 +160,8 @@ class Settings(BaseSettings):
         None,
         validation_alias=_env("RATCHET_ARTIFACT_URL"),
         description="Where the artifact store is (ratchet/stores/urls.py): file:///ABS/DIR or file:REL/DIR (a "
-        "directory), s3://BUCKET[/PREFIX] (the `s3` extra). Unset: the directory RATCHET_ARTIFACT_DIR.",
+        "directory), s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or az://CONTAINER[/PREFIX] (the `s3`, `gcs` or "
+        "`azure` extra). Unset: the directory RATCHET_ARTIFACT_DIR.",
     )
     ledger_url: SecretStr | None = Field(
         None,
