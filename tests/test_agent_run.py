@@ -12,7 +12,7 @@ from temporalio.client import WorkflowFailureError
 
 from ratchet.contracts import AgentResult, Phase
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, scripted, start
 from ratchet.contracts import AGENT_WORKFLOW
 
 
@@ -26,7 +26,7 @@ async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, setti
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
     assert "tests pass" in result.answer
-    state = await state_of(handle)
+    state = await handle.state()
     assert [r.result.output.splitlines()[0] for r in state.tool_calls if r.tool == "run_command"] == ["exit code 1"]
     # the good patch became a checkpoint with its diff and test evidence ...
     [checkpoint] = state.checkpoints
@@ -93,7 +93,7 @@ async def test_bad_api_key_fails_the_run_at_once(client, settings, worker, opena
         await handle.result()
     assert "401" in str(failure.value.cause) and "OPENAI_API_KEY" in str(failure.value.cause)
     assert len(openai_server.chat_requests(key=key)) == 1
-    assert (await state_of(handle)).phase == Phase.FAILED
+    assert (await handle.state()).phase == Phase.FAILED
 
 
 async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings, worker, openai_server):
@@ -105,7 +105,7 @@ async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings,
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "recovered"
-    state = await state_of(handle)
+    state = await handle.state()
     tool_messages = [m.content for m in state.messages if m.role == "tool"]
     assert tool_messages[0].startswith("ERROR: tool arguments are not valid JSON")
     assert state.bad_tool_calls == 1
@@ -150,14 +150,14 @@ async def test_a_final_answer_is_verified_and_cannot_end_done_on_a_failing_check
     failing = await start(client, settings, scripted("saga", answers, workspace="unverified", budget={"max_steps": 2}))
     result = await failing.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED, result
-    state = await state_of(failing)
+    state = await failing.state()
     assert [m.content.split("`")[0] for m in state.messages if m.content and "Verification failed" in m.content] == [
         "Verification failed: ", "Verification failed: "]
     assert not state.checkpoints
     # the same answer on a workspace that passes ends DONE, with the check as its checkpoint
     passing = await start(client, settings, scripted("saga", answers[:1], workspace="verified"))
     assert (await passing.result()).phase == Phase.DONE
-    [checkpoint] = (await state_of(passing)).checkpoints
+    [checkpoint] = (await passing.state()).checkpoints
     assert checkpoint.evidence.passed
 
 
@@ -185,7 +185,7 @@ async def test_calls_of_one_reply_are_recorded_in_the_replys_order(client, setti
     ]
     handle = await start(client, settings, scripted("saga", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
+    state = await handle.state()
     assert [r.tool for r in state.tool_calls] == ["probe_wait", "read_file"]
     assert [m.tool_call_id for m in state.messages if m.role == "tool"] == ["call_1_0", "call_1_1"]
 
@@ -232,7 +232,7 @@ async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_w
     )
     await messaged.signal("send_message", "second note")
     assert (await messaged.result()).phase == Phase.DONE
-    notes = [m.content for m in (await state_of(messaged)).messages if m.role == "user" and "note" in (m.content or "")]
+    notes = [m.content for m in (await messaged.state()).messages if m.role == "user" and "note" in (m.content or "")]
     assert notes == ["first note", "second note"]
 
 
@@ -242,7 +242,7 @@ async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
     result = await handle.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED
     assert "step budget exhausted: 3 of 3" in result.last_error
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.BUDGET_EXHAUSTED
     assert [r.step for r in state.tool_calls] == [1, 2, 3]
     assert state.used.model_calls == 3
@@ -254,7 +254,7 @@ async def test_unknown_tool_and_invalid_arguments_are_bounded(client, settings, 
     with pytest.raises(WorkflowFailureError) as failure:
         await handle.result()
     assert "invalid tool calls (limit 5)" in str(failure.value.cause)
-    state = await state_of(handle)
+    state = await handle.state()
     errors = [m.content for m in state.messages if m.role == "tool"][:2]
     assert errors[0].startswith("ERROR: unknown tool 'rm_rf'")
     assert "label: Field required" in errors[1]
@@ -268,7 +268,7 @@ async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, w
     script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": p, "content": "x"}} for p in attempts]}]
     handle = await start(client, settings, scripted("probe", script + [{"content": "done"}], workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
+    state = await handle.state()
     assert [r.result.ok for r in state.tool_calls] == [False, False, False]
     assert "contains '..'" in state.tool_calls[0].result.output
     assert "absolute" in state.tool_calls[1].result.output
@@ -285,7 +285,7 @@ async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(clien
     (settings.workspace_root / "env" / "calc.py").write_text(FIXED_CALC)  # "ok" is verified: the tests pass
     handle = await start(client, settings, scripted("coder", script, workspace="env"))
     assert (await handle.result()).phase == Phase.DONE
-    output = (await state_of(handle)).tool_calls[0].result.output
+    output = (await handle.state()).tool_calls[0].result.output
     assert output.startswith("exit code 0") and "OPENAI_API_KEY" not in output and "RATCHET_CODEC_KEYS" not in output
 
 
@@ -298,7 +298,7 @@ async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(clien
     second = await second_handle.result()
     assert first.phase == second.phase == Phase.DONE
     assert second.workspace == f"team_x-{suffix}" and first.workspace.startswith(f"team_x-{suffix}-")
-    [call] = (await state_of(second_handle)).tool_calls
+    [call] = (await second_handle.state()).tool_calls
     assert "team/x's" not in call.result.output and "no such file" in call.result.output.lower(), call.result.output
 
 
@@ -328,6 +328,6 @@ async def test_the_operator_sets_the_model_calls_attempts(client, settings, open
         handle = await start(client, two, {"agent": "probe", "objective": "x"})
         with pytest.raises(WorkflowFailureError):
             await handle.result()
-        plan = (await state_of(handle)).plan
+        plan = (await handle.state()).plan
     assert plan.model.max_attempts == 2 and await activity_attempts(handle, "model.call") == [2]
     assert openai_server.pending_faults(key=key) == 0

@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 from ratchet.contracts import AgentResult, Phase
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from tests.test_cli_and_crash import temporal_cli
 from tests.test_rollback import wait_for
 from ratchet.contracts import AGENT_WORKFLOW
@@ -33,7 +33,7 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
     handle = await start(client, settings, scripted("approver", TWO_PROD_TICKETS, workspace="appr"))
     idle = await start(client, settings, scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 60}}]}]))
     await wait_for(handle, lambda s: len(s.pending_approvals) == 2)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.AWAITING_APPROVAL
     restart, drop = (p.call_id for p in state.pending_approvals)
 
@@ -95,7 +95,7 @@ async def test_ratchet_approve_send_and_watch(client, settings, worker):
     assert code == 0 and "approved call_1_0" in out, out
     code, out = await ratchet(settings, "watch", handle.id, "--interval", "0.2")
     assert code == 0 and "[DONE]" in out and "answer: paged" in out, out
-    assert "thanks" in [m.content for m in (await state_of(handle)).messages]
+    assert "thanks" in [m.content for m in (await handle.state()).messages]
 
 
 async def test_a_temporal_schedule_starts_recurring_agents(client, settings, worker, dev_server):

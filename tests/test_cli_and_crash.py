@@ -11,7 +11,7 @@ from ratchet.contracts import AgentResult, Phase
 from devtools.devserver import temporal_binary
 from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from ratchet.contracts import AGENT_WORKFLOW
 
 
@@ -64,9 +64,9 @@ async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(clie
     steps = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": f"s{i}", "sleep_s": 0.4}}]} for i in range(6)]
     first = await start_worker(settings)
     handle = await start(client, settings, scripted("probe", steps + [{"content": "all done"}], workspace="crash"))
-    while len((await state_of(handle)).tool_calls) < 2:
+    while len((await handle.state()).tool_calls) < 2:
         await asyncio.sleep(0.1)
-    completed_before_kill = {r.key for r in (await state_of(handle)).tool_calls}
+    completed_before_kill = {r.key for r in (await handle.state()).tool_calls}
     await first.stop(signal.SIGKILL)
     second = await start_worker(settings)
     try:

@@ -12,16 +12,12 @@ from temporalio.client import WorkflowFailureError
 
 from ratchet.contracts import ErrorType, Phase, RollbackReport, RollbackRequest
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import scripted, start, state_of
+from tests.runs import call, scripted, start
 from tests.test_rollback import wait_for
 
 PROMPT_S = 10.0
 """Well over what serving takes (a tool's cancellation reaches it within 0.8 of its 5 s heartbeat
 timeout), well under the 30 s to 1 h the interrupted things would have taken."""
-
-
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
 
 
 FIRST_CHECKPOINT = {"tool_calls": [call("write_file", path="a.txt", content="v1")]}
@@ -62,7 +58,7 @@ async def test_a_cancel_stops_a_running_tool_before_undoing_it(client, settings,
     with pytest.raises(WorkflowFailureError):
         await handle.result()
     assert time.monotonic() - started < PROMPT_S
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.CANCELLED and state.rollbacks[-1].clean
     assert log(settings, "ctl-cancel") == ["start", "stopped", "undone"]
 
@@ -74,7 +70,7 @@ async def test_a_rollback_interrupts_an_approval_wait(client, settings, worker):
     report, took = await rollback_now(handle)
     assert took < PROMPT_S and report.clean
     assert (await handle.result()).phase == Phase.ROLLED_BACK
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.pending_approvals == [] and state.effects[-1].tool == "write_file"
 
 
@@ -87,7 +83,7 @@ async def test_a_pause_interrupts_a_wait_and_the_model_is_told(client, settings,
     await handle.signal("resume")
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "resumed"
-    state = await state_of(handle)
+    state = await handle.state()
     [wait] = state.tool_calls
     assert wait.result.error_type == ErrorType.INTERRUPTED
     assert [m.content for m in state.messages if m.role == "tool"] == [f"ERROR: {wait.result.output}"]

@@ -9,7 +9,7 @@ import json
 from ratchet.activities.archive import Archive, load_archived
 from ratchet.contracts import ArchiveEffects, Effect, Phase, RollbackReport
 from ratchet.stores.artifacts import DirectoryArtifactStore
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from tests.test_run_commands import ratchet
 
 STEPS, CALLS = 10, 20  # 200 compensable writes, a checkpoint after each step
@@ -39,7 +39,7 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
 ):
     handle = await start(client, settings, scripted("archivist", script(), workspace="archive"))
     for _ in range(600):
-        state = await state_of(handle)
+        state = await handle.state()
         if state.pending_approvals or (state.step == STEPS + 1 and len(state.checkpoints) == STEPS):
             break
         await asyncio.sleep(0.1)
@@ -63,7 +63,7 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     assert report.clean and len(report.undone) == CALLS, report
     root = settings.workspace_root / "archive"
     assert sorted(p.parent.name for p in root.rglob("f0.txt")) == [f"s{s}" for s in range(STEPS - 1)]
-    after = await state_of(handle)
+    after = await handle.state()
     assert after.effects_base == 0 and after.effects_archive is None and len(after.effects) == (STEPS - 1) * CALLS
     assert after.message_count == after.checkpoints[-1].messages_len, "the conversation is back at cp-9"
     # a fork from a checkpoint older than the handover kept reads its messages from the transcript
@@ -74,7 +74,7 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
         "resume_from": {"workflow_id": handle.id, "checkpoint_id": "cp-2"},
     })
     assert (await fork.result()).phase == Phase.DONE
-    forked = await state_of(fork)
+    forked = await fork.state()
     assert forked.messages_base == source_cp2.unsent and forked.message_count == source_cp2.messages_len + 2
     assert sorted(p.parent.name for p in (settings.workspace_root / forked.plan.workspace).rglob("f0.txt")) == ["s0", "s1"]
 
@@ -102,7 +102,7 @@ async def test_a_closed_runs_rollback_brings_its_archived_effects_back(client, s
                              for c in range(2)]} for s in range(4)]
     handle = await start(client, settings, scripted("archivist", steps + [{"content": "done"}], workspace="closed-archive"))
     assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.continued >= 1 and state.effects_base >= 4, (state.continued, state.effects_base)  # step 2's archived
 
     code, out = await ratchet(settings, "rollback", handle.id, "cp-1")  # the worker reads the archive

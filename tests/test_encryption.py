@@ -29,7 +29,7 @@ from ratchet.contracts import AGENT_WORKFLOW, AgentResult, Phase
 from ratchet.payloads.converter import data_converter, payload_codec
 from devtools.devserver import temporal_binary
 from ratchet.ops.settings import Settings, SettingsError, load_settings
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
 
 
@@ -123,7 +123,7 @@ async def test_secrets_in_input_tool_results_and_failures_never_reach_the_server
     handle = await start(enc_client, keyed, secret_run(marker))
     result = await handle.result()
     assert result.phase == Phase.DONE and marker in result.answer
-    outputs = [r.result.output for r in (await state_of(handle)).tool_calls]
+    outputs = [r.result.output for r in (await handle.state()).tool_calls]
     assert outputs[1] == f"pin {marker}" and f"gone-{marker}.txt: no such file" in outputs[2]
 
     api_key = keyed.openai_api_key.get_secret_value()

@@ -22,7 +22,7 @@ from devtools.workers import WorkerProcess
 from ratchet.contracts import AgentState, EffectStatus, Phase
 from ratchet.ops.settings import Settings
 from tests.ops_workers import start_worker
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, scripted, start
 
 WORKSPACE = "shared-name"
 WAIT_S = 2
@@ -100,7 +100,7 @@ async def kill_owner_during_the_wait(handle: WorkflowHandle, hosts: list[Host]) 
     in flight on any worker), SIGKILL the host holding the workspace; it never comes back."""
     async with asyncio.timeout(30):
         while True:
-            state = await state_of(handle)
+            state = await handle.state()
             if any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in state.effects):
                 break
             await asyncio.sleep(0.05)
@@ -118,7 +118,7 @@ async def test_every_workspace_call_lands_on_the_host_that_opened_the_workspace(
     ]
     handle = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
     result = await asyncio.wait_for(handle.result(), 30)
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
     owner, other = owner_and_other(state, hosts)
     assert result.workspace_host == owner.queue and not state.failovers
@@ -148,7 +148,7 @@ async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings,
     handle = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
     owner, other = await kill_owner_during_the_wait(handle, hosts)
     result = await asyncio.wait_for(handle.result(), 60)
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
 
     [failover] = state.failovers
@@ -181,7 +181,7 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     handle = await start(client, settings, scripted("hosts_plain", script, workspace=WORKSPACE))
     owner, other = await kill_owner_during_the_wait(handle, hosts)
     result = await asyncio.wait_for(handle.result(), 60)
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
 
     [failover] = state.failovers
@@ -213,7 +213,7 @@ async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_ano
     owner, other = await kill_owner_during_the_wait(handle, hosts)
     with pytest.raises(WorkflowFailureError):
         await asyncio.wait_for(handle.result(), 60)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.FAILED, (state.phase, state.last_error)
     assert state.workspace_host == other.queue and "a.txt" not in other.files()
     [moved] = state.failovers  # recorded as any failover: what the restore reverted, what was undone

@@ -18,7 +18,7 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Replayer
 
 from ratchet.contracts import ErrorType, Phase
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
 
@@ -81,7 +81,7 @@ async def run_probe(client, settings) -> tuple[WorkflowHandle, list[str], int]:
     handle = await start(client, settings, scripted("probe", SCRIPT, workspace="w"))
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
-    tools = {r.call_id: r.result for r in (await state_of(handle)).tool_calls}
+    tools = {r.call_id: r.result for r in (await handle.state()).tool_calls}
     assert tools["call_2_0"].ok and tools["call_2_0"].output == "hello"
     assert not tools["call_2_1"].ok and "no such file" in tools["call_2_1"].output
     assert "a.txt" in tools["call_2_2"].output
@@ -93,7 +93,7 @@ async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, s
     cached = settings.model_copy(update={"max_cached_workflows": 10})
     async with build_worker(client, cached, graceful_shutdown_timeout=timedelta(0)):
         handle, scheduled, markers = await run_probe(client, cached)
-        plan = (await state_of(handle)).plan
+        plan = (await handle.state()).plan
     # the write goes to the run's own queue (the worker that scheduled it takes it eagerly), not the host's
     assert ("tool.write_file", settings.task_queue) in await scheduled_queues(handle)
     assert "tool.write_file" in scheduled, "a side effect is never local"
@@ -122,7 +122,7 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
                                      runtime=Runtime(telemetry=TelemetryConfig()))  # one worker per queue and runtime
         async with build_worker(other, host_b, graceful_shutdown_timeout=timedelta(0)):
             result = await handle.result()
-        tools = {r.call_id: r.result for r in (await state_of(handle)).tool_calls}
+        tools = {r.call_id: r.result for r in (await handle.state()).tool_calls}
     assert result.phase == Phase.DONE and result.workspace_host == b_queue, result.last_error
     assert tools["call_2_0"].output == "hello" and "a.txt" in tools["call_2_2"].output
     assert (tmp_path / "b" / "w" / "a.txt").read_text() == "hello" and not (tmp_path / "a" / "w" / "a.txt").exists()

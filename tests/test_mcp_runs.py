@@ -29,14 +29,10 @@ from ratchet.workflows.agent import AgentWorkflow
 from tests.conftest import REPLAY_EVERY_TASK
 import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
 from tests.mcp_servers import HOSTILE, PYTHON, TRACKER, http_tracker, running
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, call, scripted, start
 
 TOKEN_VARIABLE = "RATCHET_TEST_MCP_TOKEN"
 TOKEN = f"mcp-token-{uuid.uuid4().hex}"
-
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
-
 
 @pytest.fixture(scope="module")
 def mcp_dir(tmp_path_factory):
@@ -103,7 +99,7 @@ def issue_open(mcp_dir, title: str) -> bool:
 
 async def wait_for(handle, predicate, timeout: float = 30):
     async with asyncio.timeout(timeout):
-        while not predicate(state := await state_of(handle)):
+        while not predicate(state := await handle.state()):
             await asyncio.sleep(0.1)
     return state
 
@@ -151,7 +147,7 @@ async def test_irreversible_tool_waits_for_approval_over_http_and_secrets_stay_o
     await handle.execute_update("approve", ApproveRequest(call_id=state.pending_approvals[0].call_id))
     assert (await handle.result()).phase == Phase.DONE
     assert effects(mcp_dir, "send_email", to) == [(to, f"{handle.id}/1/call_1_1")]
-    whoami = (await state_of(handle)).tool_calls[0].result
+    whoami = (await handle.state()).tool_calls[0].result
     assert whoami.ok and "[REDACTED]" in whoami.output and TOKEN not in whoami.output
     history = str(await handle.fetch_history())
     assert TOKEN not in history and TOKEN_VARIABLE not in history
@@ -163,7 +159,7 @@ async def test_results_images_errors_invalid_20_mb_and_a_minimal_environment(cli
               {"content": "seen"}]
     handle = await start(client, mcp_settings, scripted("mcp_hostile", script))
     assert (await handle.result()).phase == Phase.DONE
-    picture, fail, bad, big, environment = (r.result for r in (await state_of(handle)).tool_calls)
+    picture, fail, bad, big, environment = (r.result for r in (await handle.state()).tool_calls)
     assert "HOSTILE_LIST" in environment.output and TOKEN_VARIABLE not in environment.output, "a minimal environment"
     digest = picture.output.split("artifact sha256:")[1].rstrip("]")
     assert picture.ok and "a red pixel" in picture.output
@@ -179,7 +175,7 @@ async def test_a_crash_mid_call_restarts_the_server_and_repeats_only_idempotent_
     starts = pool.starts.get("hostile", 0)
     handle = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__crash_once")]}, {"content": "ok"}]))
     assert (await handle.result()).phase == Phase.DONE
-    assert (await state_of(handle)).tool_calls[0].result.output == "survived"
+    assert (await handle.state()).tool_calls[0].result.output == "survived"
     assert await activity_attempts(handle, "mcp.hostile") == [2], "the second attempt answered"
     assert pool.starts["hostile"] >= starts + 1
 
@@ -199,7 +195,7 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
     assert (await second.result()).phase == Phase.DONE
     await first.execute_update("approve", ApproveRequest(call_id=state.pending_approvals[0].call_id))
     assert (await first.result()).phase == Phase.DONE
-    first_state, second_state = await state_of(first), await state_of(second)
+    first_state, second_state = await first.state(), await second.state()
     assert first_state.tool_calls[0].result.output == "old_tool ran"
     names = [{t.name for t in s.plan.tools} for s in (first_state, second_state)]
     assert "hostile__old_tool" in names[0] and "hostile__new_tool" not in names[0]
@@ -209,7 +205,7 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
     (mcp_dir / "list").write_text("v2many")  # now 500 more
     third = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("hostile__extra_499")]}, {"content": "c"}]))
     assert (await third.result()).phase == Phase.DONE
-    third_state = await state_of(third)
+    third_state = await third.state()
     assert len([t for t in third_state.plan.tools if t.mcp == "hostile"]) == 9 + 500  # v2's tools and 500 more
     assert third_state.tool_calls[0].result.output == "extra_499 ran"
 

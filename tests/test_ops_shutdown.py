@@ -12,7 +12,7 @@ from temporalio.api.enums.v1 import EventType
 
 from ratchet.contracts import AgentResult, Phase
 from tests.ops_workers import start_worker, wait_for_running_activity
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, scripted, start
 from ratchet.worker.main import build_worker
 
 
@@ -43,7 +43,7 @@ async def test_sigterm_lets_the_running_activity_finish_takes_no_new_task_and_ex
 
     async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
         result: AgentResult = await asyncio.wait_for(handle.result(), 20)
-        state = await state_of(handle)
+        state = await handle.state()
     assert result.phase == Phase.DONE and result.answer == "waited"
     assert state.tool_calls[0].result.output == "waited 2.5s"
     assert await activity_attempts(handle, "tool.probe_wait") == [1], "finished once, not retried"

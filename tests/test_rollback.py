@@ -12,7 +12,7 @@ from temporalio.exceptions import CancelledError
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
 from ratchet.contracts import AgentResult, EffectStatus, Phase, RollbackReport, RollbackRequest
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import scripted, start, state_of
+from tests.runs import call, scripted, start
 from ratchet.workflows.agent import AgentWorkflow
 
 
@@ -24,10 +24,6 @@ def ticket(title: str) -> dict:
     return {"name": "create_ticket", "arguments": {"title": title}}
 
 
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
-
-
 def tickets(settings) -> list[str]:
     if not settings.tracker_path.exists():
         return []
@@ -37,7 +33,7 @@ def tickets(settings) -> list[str]:
 
 async def wait_for(handle, predicate, timeout: float = 20) -> None:
     async with asyncio.timeout(timeout):
-        while not predicate(await state_of(handle)):
+        while not predicate(await handle.state()):
             await asyncio.sleep(0.1)
 
 
@@ -67,7 +63,7 @@ async def test_rollback_restores_files_and_tracker_newest_first(client, settings
     assert (ws / "a.txt").read_bytes() == b"v1\n"
     assert not (ws / "b.txt").exists()
     assert tickets(settings) == ["t1"]
-    state = await state_of(handle)
+    state = await handle.state()
     assert [c.id for c in state.checkpoints] == ["cp-1"]
     assert len(state.messages) == state.checkpoints[0].messages_len
     assert len(state.effects) == state.checkpoints[0].effects_len == 2
@@ -83,7 +79,7 @@ async def test_rollback_all_restores_bytes_that_existed_before_the_run(client, s
         await handle.result()
     assert "boom" in str(failure.value.cause)
     assert (ws / "a.txt").read_bytes() == b"\xff\xfeoriginal"
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.FAILED and state.rollbacks[-1].clean and state.effects == []
 
 
@@ -92,7 +88,7 @@ async def test_undo_that_fails_once_is_retried_and_runs_once(client, settings, w
     handle = await start(client, settings, scripted("saga", script, workspace="fu", on_failure="rollback_all"))
     with pytest.raises(WorkflowFailureError):
         await handle.result()
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.FAILED and state.rollbacks[-1].clean
     key = f"{handle.id}/1/call_1_0"
     lines = (settings.workspace_root / "fu" / PROBE_LOG).read_text().splitlines()
@@ -117,7 +113,7 @@ async def test_tool_retried_after_recording_does_not_act_twice(client, settings)
     async with build_worker(client, settings, activities):
         handle = await start(client, settings, scripted("saga", script, workspace="once"))
         assert (await handle.result()).phase == Phase.DONE
-        state = await state_of(handle)
+        state = await handle.state()
     assert len(crashed) == 2
     assert tickets(settings) == ["only once"]
     assert [r.result.ok for r in state.tool_calls] == [True, True]
@@ -137,7 +133,7 @@ async def test_cancel_compensates_to_the_last_checkpoint(client, settings, worke
     with pytest.raises(WorkflowFailureError) as failure:
         await handle.result()
     assert isinstance(failure.value.cause, CancelledError)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.CANCELLED
     report = state.rollbacks[-1]
     assert report.checkpoint_id == "cp-1" and len(report.undone) == 3 and report.clean
@@ -156,7 +152,7 @@ async def test_undo_that_always_fails_ends_in_compensation_failed(client, settin
     with pytest.raises(WorkflowFailureError) as failure:
         await handle.result()
     assert "compensation failed" in str(failure.value.cause) and "doomed_note" in str(failure.value.cause)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.COMPENSATION_FAILED
     statuses = {e.tool: (e.status, e.error) for e in state.effects}
     assert statuses["doomed_note"][0] == EffectStatus.UNDO_FAILED
@@ -168,7 +164,7 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
     source = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="src"))
     assert (await source.result()).phase == Phase.DONE
     events_before = len((await source.fetch_history()).events)
-    source_state = await state_of(source)
+    source_state = await source.state()
     cp1 = source_state.checkpoints[0]
 
     fork_script = [{"content": "unused: the fork continues at the checkpoint's turn"}, {"content": "forked and done"}]
@@ -179,14 +175,14 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
     )
     result = await fork.result()
     assert result.phase == Phase.DONE and result.answer == "forked and done"
-    forked = await state_of(fork)
+    forked = await fork.state()
     assert forked.messages[: cp1.messages_len] == source_state.messages[: cp1.messages_len]
     assert forked.messages[cp1.messages_len].content == "continue from cp-1" and forked.messages[cp1.messages_len].pinned
     assert forked.checkpoints[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
     assert (settings.workspace_root / "fork" / "a.txt").read_text() == "v1\n"
     assert not (settings.workspace_root / "fork" / "b.txt").exists()
     assert len((await source.fetch_history()).events) == events_before
-    assert (await state_of(source)) == source_state
+    assert (await source.state()) == source_state
 
 
 async def test_fork_from_an_unknown_checkpoint_fails_clearly(client, settings, worker):
@@ -201,12 +197,12 @@ async def test_fork_from_an_unknown_checkpoint_fails_clearly(client, settings, w
 async def test_unknown_checkpoint_in_rollback_is_rejected_and_changes_nothing(client, settings, worker):
     handle = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="uk"))
     await wait_for(handle, lambda s: len(s.checkpoints) == 2)
-    before = await state_of(handle)
+    before = await handle.state()
     with pytest.raises(WorkflowUpdateFailedError) as failure:
         await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-9"), result_type=RollbackReport)
     assert "unknown checkpoint 'cp-9'; this run has: cp-1, cp-2" in str(failure.value.cause)
     assert (await handle.result()).phase == Phase.DONE
-    after = await state_of(handle)
+    after = await handle.state()
     assert after.rollbacks == [] and after.effects == before.effects
     history = await handle.fetch_history()
     assert not any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events)
@@ -224,5 +220,5 @@ async def test_cancel_during_a_model_call_is_a_cancellation_not_a_failure(client
     with pytest.raises(WorkflowFailureError) as failure:
         await handle.result()
     assert isinstance(failure.value.cause, CancelledError)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.CANCELLED

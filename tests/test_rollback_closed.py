@@ -11,7 +11,7 @@ from temporalio.client import WorkflowFailureError
 from ratchet.contracts import ROLLBACK_WORKFLOW, ClosedRollback, Phase, rollback_id
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
 from ratchet.workflows.agent import AgentWorkflow
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from tests.test_cli_and_crash import temporal_cli
 from tests.test_rollback import call, tickets, ticket, wait_for, write
 from tests.test_run_commands import ratchet
@@ -95,7 +95,7 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
     assert result.status == "TERMINATED" and result.report.clean
     assert [(i.action, i.description) for i in result.plan] == [("undo", "delete ticket #1 (t)"), ("undo", "delete c.txt")]
     assert not (ws / "c.txt").exists() and tickets(settings) == []
-    closed = await state_of(handle)  # the closed run itself is only read
+    closed = await handle.state()  # the closed run itself is only read
     assert closed.rollbacks == [] and len(closed.effects) == 2
 
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ratchet.contracts import AgentResult, Phase
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from tests.test_cli_and_crash import temporal_cli
 from tests.test_rollback import TWO_CHECKPOINTS, wait_for
 
@@ -54,4 +54,4 @@ async def test_checkpoints_rollback_and_fork_from_the_command_line(client, setti
     assert code == 0, out
     forked = client.get_workflow_handle(f"{handle.id}-f", result_type=AgentResult)
     assert (await forked.result()).phase == Phase.DONE
-    assert (await state_of(forked)).messages[-1].content == "finished"
+    assert (await forked.state()).messages[-1].content == "finished"

@@ -10,7 +10,7 @@ from temporalio.client import WorkflowFailureError
 
 from ratchet.contracts import AgentResult, ErrorType, Phase
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 from tests.test_background_cli import listed
 from tests.test_run_commands import ratchet
 
@@ -21,7 +21,7 @@ def charge(label: str, **flags) -> dict:
 
 async def wait_for_decision(handle, timeout_s: float = 20, other_than: str | None = None):
     for _ in range(int(timeout_s / 0.1)):
-        state = await state_of(handle)
+        state = await handle.state()
         if state.pending_decisions and state.pending_decisions[0].call_id != other_than:
             return state
         assert not state.phase.terminal, f"run ended without asking: {state.phase} {state.last_error}"
@@ -52,7 +52,7 @@ async def test_assume_done_records_the_call_once_and_the_run_goes_on(client, set
     result: AgentResult = await handle.result()
     assert result.phase == Phase.DONE
     assert charges(settings, "decide-1") == ["charged order-1 attempt 1"], "assume_done must not call again"
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.tool_calls[0].result.output == "receipt R-1" and state.tool_calls[0].result.ok
     assert state.outcome_decisions[pending.call_id].choice == "assume_done"
     entry = SqliteLedger(settings.ledger_path).get(pending.key)
@@ -81,7 +81,7 @@ async def test_the_timeout_policy_skips_and_the_model_is_told(client, settings, 
     handle = await start(client, settings, scripted("decider_skips", [charge("c", crash_after_acting=True), {"content": "ok"}],
                                                   workspace="decide-3"))
     result: AgentResult = await handle.result()
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE
     skipped = state.tool_calls[0].result
     assert not skipped.ok and skipped.error_type == ErrorType.SKIPPED and "whether it took effect is unknown" in skipped.output
@@ -93,5 +93,5 @@ async def test_a_tool_that_did_not_start_is_retried_like_any_transient_error(cli
     handle = await start(client, settings, scripted("decider", [charge("d", not_started_first=True), {"content": "ok"}],
                                                   workspace="decide-4"))
     result: AgentResult = await handle.result()
-    assert result.phase == Phase.DONE and not (await state_of(handle)).outcome_decisions
+    assert result.phase == Phase.DONE and not (await handle.state()).outcome_decisions
     assert charges(settings, "decide-4") == ["charged d attempt 2"]

@@ -1,6 +1,6 @@
 """`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py)."""
 
-from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
+from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunCancelled, RunFailed, RunNotFound
 from ratchet.client.runs import RatchetClient, RollbackOutcome, RunHandle, RunSummary, TranscriptSlice, validated_run
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "NotStartedYet",
     "InvalidInput",
     "RunFailed",
+    "RunCancelled",
 ]

@@ -53,3 +53,8 @@ class RunFailed(RatchetError):
     def __init__(self, workflow_id: str, reason: str) -> None:
         super().__init__(f"{workflow_id}: {reason}")
         self.workflow_id, self.reason = workflow_id, reason
+
+
+class RunCancelled(RunFailed):
+    """`result()` of a run that was cancelled (`cancel()`, or its parent's cancellation): it ended
+    under its failure policy, its rollback done."""

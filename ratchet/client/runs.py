@@ -27,17 +27,19 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowHistory,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
+from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunCancelled, RunFailed, RunNotFound
 from ratchet.contracts import (
     AGENT_WORKFLOW,
     ROLLBACK_WORKFLOW,
@@ -219,15 +221,27 @@ class RunHandle:
         return state
 
     async def running(self) -> bool:
-        description = await self._ask("describe", self._handle.describe())
+        description = await self.describe()
         return description.status == WorkflowExecutionStatus.RUNNING
 
     async def result(self) -> AgentResult:
-        """Wait for the run's result; RunFailed if it ended failed, cancelled or terminated."""
+        """Wait for the run's result; RunFailed if it ended failed or terminated, RunCancelled if
+        it was cancelled."""
         try:
             return await self._ask("result", self._handle.result())
         except WorkflowFailureError as exc:
-            raise RunFailed(self.workflow_id, str(exc.cause or exc)) from None
+            failed = RunCancelled if isinstance(exc.cause, CancelledError) else RunFailed
+            raise failed(self.workflow_id, str(exc.cause or exc)) from None
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        """What Temporal knows of the execution: status, times, pending activities (in
+        `raw_description`), search attributes."""
+        return await self._ask("describe", self._handle.describe())
+
+    async def history(self) -> WorkflowHistory:
+        """The run's event history as Temporal recorded it (of its latest run after a
+        continue-as-new): for replay, audits and timings read from the events."""
+        return await self._ask("history", self._handle.fetch_history())
 
     async def checkpoints(self) -> list[Checkpoint]:
         return (await self.state()).checkpoints
@@ -279,6 +293,11 @@ class RunHandle:
     async def cancel(self) -> None:
         """The running step is cancelled and the run ends under its failure policy."""
         await self._ask("cancel", self._handle.cancel())
+
+    async def terminate(self, reason: str) -> None:
+        """End the run at once: no step boundary, no failure policy, no rollback (`cancel` does
+        those). For runs that are stuck or no longer wanted at any price."""
+        await self._ask("terminate", self._handle.terminate(reason=reason))
 
     async def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """What a rollback to the checkpoint would undo, newest first, archived effects included;
