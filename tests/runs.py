@@ -100,3 +100,15 @@ async def activity_attempts(run: RunHandle, activity_type: str) -> list[int]:
             if scheduled.get(attrs.scheduled_event_id) == activity_type:
                 attempts.append(attrs.attempt)
     return attempts
+
+
+async def until(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    """`condition()`'s value once it is true (a file written, a request received: what no run
+    state shows); fails naming `what` after `timeout` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not (value := condition()):
+                await asyncio.sleep(0.05)
+            return value
+    except TimeoutError:
+        raise AssertionError(f"not seen in {timeout} s: {what}") from None

@@ -85,7 +85,7 @@ async def test_a_retrying_model_call_shows_why_it_retried(client, settings, work
     assert (await handle.result()).phase == Phase.DONE
     assert (await handle.state()).answer == "recovered"
     started = [
-        e.activity_task_started_event_attributes for e in (await handle.fetch_history()).events
+        e.activity_task_started_event_attributes for e in (await handle.history()).events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     ]
     retried = [attrs.last_failure.message for attrs in started if attrs.attempt > 1]

@@ -392,7 +392,7 @@ async def test_a_program_printing_secrets_in_every_encoding_leaves_none_in_histo
         assert await worker.stop() == 0, worker.tail()
     assert result.phase == Phase.DONE, result
 
-    history = await history_text(dev_server.address, handle.id)
+    history = await history_text(dev_server.address, handle.workflow_id)
     assert history.count(b"printed 3") >= 2, "both programs ran and their output is in history"
     assert history.count(MASK.encode()) >= 3 * 16, "every printed form was masked"
     assert leaks(history, values) == []
