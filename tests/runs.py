@@ -1,16 +1,20 @@
 """Helpers for tests that drive agent runs, all through `ratchet.client`: start a scripted run,
-wait until its state or its history shows something (never a fixed sleep), read its activities."""
+wait until its state or its history shows something (never a fixed sleep), read its activities;
+and the two command lines a user drives runs with, `ratchet` and `temporal`, as subprocesses."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from ratchet.client import NotStartedYet, RatchetClient, RunHandle
+from devtools.devserver import temporal_binary
+from ratchet.client import NotStartedYet, RatchetClient, RunHandle, RunNotFound
 from ratchet.contracts import AgentState
 from ratchet.ops.settings import Settings
 
@@ -33,16 +37,16 @@ async def start(client: Client, settings: Settings, run: dict, workflow_id: str 
     return await runs(client, settings).start(run, workflow_id)
 
 
-
 async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeout: float = 30) -> AgentState:
-    """The run's state once `predicate` holds of it; fails if the run ends first or `timeout` passes."""
+    """The run's state once `predicate` holds of it; fails if the run ends first or `timeout` passes.
+    A run that is not there yet (a child about to be started) is waited for too."""
     state = None
     try:
         async with asyncio.timeout(timeout):
             while True:
                 try:
                     state = await run.state()
-                except NotStartedYet:
+                except (NotStartedYet, RunNotFound):
                     state = None
                 if state is not None:
                     if predicate(state):
@@ -112,3 +116,25 @@ async def until(condition: Callable[[], Any], what: str, timeout: float = 30) ->
             return value
     except TimeoutError:
         raise AssertionError(f"not seen in {timeout} s: {what}") from None
+
+
+async def ratchet(settings: Settings, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`ratchet ARGS` against the test's server and task queue: its exit code and output."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue,
+               **(extra_env or {}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode, out.decode()
+
+
+async def temporal_cli(address: str, *args: str) -> tuple[int, str]:
+    """The `temporal` CLI against the dev server at `address`: its exit code and output."""
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(), *args, "--address", address,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode, out.decode()

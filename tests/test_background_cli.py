@@ -7,9 +7,7 @@ import json
 import sqlite3
 
 from ratchet.contracts import AgentResult, Phase
-from tests.runs import scripted, start
-from tests.test_cli_and_crash import temporal_cli
-from tests.test_rollback import wait_for
+from tests.runs import scripted, start, temporal_cli, wait_for
 from ratchet.contracts import AGENT_WORKFLOW
 
 TWO_PROD_TICKETS = [
@@ -80,7 +78,7 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
 
 
 async def test_ratchet_approve_send_and_watch(client, settings, worker):
-    from tests.test_run_commands import ratchet
+    from tests.runs import ratchet
 
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: page on-call"}}]}, {"content": "paged"}]
     handle = await start(client, settings, scripted("approver", script, workspace="appr2"))

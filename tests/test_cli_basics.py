@@ -7,8 +7,7 @@ import json
 
 from temporalio.client import WorkflowExecutionStatus
 
-from tests.runs import scripted
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted
 
 WRITE_AND_FINISH = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},

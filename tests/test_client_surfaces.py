@@ -17,7 +17,7 @@ from mcp import Client as McpClient, StdioServerParameters
 
 from ratchet.client import RatchetClient
 from tests.test_mcp_control import until, use
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet
 
 
 def ops_run(title: str) -> dict:

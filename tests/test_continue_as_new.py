@@ -15,8 +15,7 @@ from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import AgentResult, AgentState, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
 from devtools.devserver import DevServer
-from tests.runs import scripted
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted
 from ratchet.worker.main import build_worker
 from ratchet.workflows.handover import KEEP_TOOL_CALLS
 from ratchet.contracts import AGENT_WORKFLOW

@@ -9,8 +9,7 @@ import json
 from ratchet.activities.archive import Archive, load_archived
 from ratchet.contracts import ArchiveEffects, Effect, Phase, RollbackReport
 from ratchet.stores.artifacts import DirectoryArtifactStore
-from tests.runs import scripted, start
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted, start
 
 STEPS, CALLS = 10, 20  # 200 compensable writes, a checkpoint after each step
 

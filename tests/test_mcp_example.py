@@ -10,8 +10,7 @@ import sys
 
 from ratchet.contracts import Phase
 from tests.ops_workers import PLUGINS, ROOT, start_worker
-from tests.runs import scripted, start
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted, start
 
 OPEN_ISSUE = [
     {"tool_calls": [{"name": "tracker__create_issue", "arguments": {"title": "printer on fire"}}]},

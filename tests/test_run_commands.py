@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 
 from ratchet.contracts import AgentResult, Phase
-from tests.runs import runs, scripted, start, wait_for
-from tests.test_cli_and_crash import temporal_cli
+from tests.runs import ratchet, runs, scripted, start, temporal_cli, wait_for
 from tests.test_rollback import TWO_CHECKPOINTS
 
 SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 3}}]}] + [
     {"content": "finished"}
 ]
-
-
-async def ratchet(settings, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
-    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue,
-               **(extra_env or {}))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    return proc.returncode, out.decode()
 
 
 async def test_checkpoints_rollback_and_fork_from_the_command_line(client, settings, worker, dev_server):

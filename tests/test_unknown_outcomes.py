@@ -10,9 +10,8 @@ from temporalio.client import WorkflowFailureError
 
 from ratchet.contracts import AgentResult, ErrorType, Phase
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
-from tests.runs import scripted, start
+from tests.runs import ratchet, scripted, start
 from tests.test_background_cli import listed
-from tests.test_run_commands import ratchet
 
 
 def charge(label: str, **flags) -> dict:
