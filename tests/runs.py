@@ -5,6 +5,7 @@ and the two command lines a user drives runs with, `ratchet` and `temporal`, as 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -107,13 +108,17 @@ async def activity_attempts(run: RunHandle, activity_type: str) -> list[int]:
 
 
 async def until(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    """`condition()`'s value once it is true (a file written, a request received: what no run
-    state shows); fails naming `what` after `timeout` seconds."""
+    """`condition()`'s value (awaited if it is a coroutine) once it is true: a file written, a
+    request received, a run listed, what no run state shows. Fails naming `what` after `timeout` s."""
     try:
         async with asyncio.timeout(timeout):
-            while not (value := condition()):
+            while True:
+                value = condition()
+                if inspect.isawaitable(value):
+                    value = await value
+                if value:
+                    return value
                 await asyncio.sleep(0.05)
-            return value
     except TimeoutError:
         raise AssertionError(f"not seen in {timeout} s: {what}") from None
 
