@@ -55,7 +55,8 @@ async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeo
                     assert not state.phase.terminal, f"run ended first: {state.phase} {state.last_error}"
                 await asyncio.sleep(0.05)
     except TimeoutError:
-        raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; last state: {state}") from None
+        last = "no state yet" if state is None else f"{state.phase} at step {state.step}, last error {state.last_error}"
+        raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; {last}") from None
 
 
 async def wait_for_event(
