@@ -51,5 +51,5 @@ async def test_a_sigkilled_worker_leaves_each_mcp_side_effect_done_once(client, 
         finally:
             assert await survivor.stop() == 0, survivor.output
     assert result.phase == Phase.DONE and result.answer == "both open"
-    assert created(db, first) == [f"{handle.id}/1/call_1_0"] and created(db, second) == [f"{handle.id}/2/call_2_0"]
+    assert created(db, first) == [f"{handle.workflow_id}/1/call_1_0"] and created(db, second) == [f"{handle.workflow_id}/2/call_2_0"]
     assert await activity_attempts(handle, "mcp.tracker") == [2, 1], "the first call was retried after the kill, once"

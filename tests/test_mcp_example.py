@@ -36,7 +36,7 @@ async def test_the_readme_mcp_example_opens_an_issue_and_its_rollback_closes_it(
         handle = await start(client, settings, scripted("triage", OPEN_ISSUE, objective="open an issue"))
         assert (await handle.result()).phase == Phase.DONE
         assert issues(tmp_path / "tracker.db") == [("printer on fire", 1)]
-        code, out = await ratchet(settings, "rollback", handle.id, "start")
+        code, out = await ratchet(settings, "rollback", handle.workflow_id, "start")
         assert code == 0 and "undo" in out, out
         assert issues(tmp_path / "tracker.db") == [("printer on fire", 0)]
     finally:

@@ -1,6 +1,14 @@
 """`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py)."""
 
-from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunCancelled, RunFailed, RunNotFound
+from ratchet.client.errors import (
+    InvalidInput,
+    NotStartedYet,
+    RatchetError,
+    Refused,
+    RunCancelled,
+    RunFailed,
+    RunNotFound,
+)
 from ratchet.client.runs import RatchetClient, RollbackOutcome, RunHandle, RunSummary, TranscriptSlice, validated_run
 
 __all__ = [

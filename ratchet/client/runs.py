@@ -39,7 +39,15 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunCancelled, RunFailed, RunNotFound
+from ratchet.client.errors import (
+    InvalidInput,
+    NotStartedYet,
+    RatchetError,
+    Refused,
+    RunCancelled,
+    RunFailed,
+    RunNotFound,
+)
 from ratchet.contracts import (
     AGENT_WORKFLOW,
     ROLLBACK_WORKFLOW,
@@ -149,17 +157,18 @@ class RatchetClient:
         checked = validated_run(run)
         workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
         try:
-            await self.temporal.start_workflow(
+            started = await self.temporal.start_workflow(
                 AGENT_WORKFLOW,
                 checked.model_dump(exclude_none=True, mode="json"),
                 id=workflow_id,
                 task_queue=self.settings.task_queue,
+                result_type=AgentResult,
             )
         except WorkflowAlreadyStartedError:
             raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
         except RPCError as exc:
             raise RatchetError(f"cannot start {workflow_id}: {exc}") from None
-        return self.get(workflow_id)
+        return RunHandle(self, workflow_id, started)
 
     def get(self, workflow_id: str) -> RunHandle:
         """A handle on the run `workflow_id` (nothing is asked of the server yet)."""
@@ -205,11 +214,15 @@ class RatchetClient:
 
 
 class RunHandle:
-    """One run. Every method asks the server; errors are ratchet.client.errors."""
+    """One run. Every method asks the server; errors are ratchet.client.errors. A handle from
+    `start` waits in `result()` for the execution it started (and its continuations), one from
+    `get` for the latest execution under the id."""
 
-    def __init__(self, client: RatchetClient, workflow_id: str) -> None:
+    def __init__(
+        self, client: RatchetClient, workflow_id: str, started: WorkflowHandle[Any, AgentResult] | None = None
+    ) -> None:
         self.client, self.workflow_id = client, workflow_id
-        self._handle: WorkflowHandle[Any, AgentResult] = client.temporal.get_workflow_handle(
+        self._handle: WorkflowHandle[Any, AgentResult] = started or client.temporal.get_workflow_handle(
             workflow_id,
             result_type=AgentResult,
         )
