@@ -27,7 +27,7 @@ from ratchet.payloads.converter import data_converter
 from devtools.histories.scenarios import SCENARIOS, recorded_id, workflow_id
 from ratchet.replay.gate import DEFAULT_QUERY, exit_code, replay_paths, table
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK
-from tests.runs import scripted, start
+from tests.runs import scripted, start, until
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
 from ratchet.workflows.closed_rollback import RollbackWorkflow
@@ -159,10 +159,10 @@ async def ratchet_replay(*args: str, address: str = "127.0.0.1:1", **extra_env: 
 
 
 async def visible(client: Client, query: str, count: int) -> None:
-    for _ in range(50):  # visibility is eventually consistent
-        if (await client.count_workflows(query)).count == count:
-            return
-        await asyncio.sleep(0.1)
+    async def counted() -> bool:  # visibility is eventually consistent
+        return (await client.count_workflows(query)).count == count
+
+    await until(counted, f"{count} runs match {query}")
 
 
 async def test_replay_server_finds_and_replays_the_runs(client, dev_server, settings, worker):
