@@ -57,3 +57,22 @@ async def test_history_describe_and_terminate_of_a_missing_run_are_run_not_found
     for call in (missing.history, missing.describe, lambda: missing.terminate("x")):
         with pytest.raises(RunNotFound):
             await call()
+
+
+async def test_a_service_that_stopped_answering_is_unavailable(settings, tmp_path):
+    from temporalio.client import Client
+
+    from devtools.devserver import DevServer
+    from ratchet.client import RatchetClient, Unavailable
+
+    server = DevServer(db_file=tmp_path / "temporal.db", log_file=tmp_path / "server.log")
+    server.start()
+    try:
+        run = RatchetClient(await Client.connect(server.address), settings).get("any")
+        with pytest.raises(RunNotFound):
+            await run.describe()
+    finally:
+        server.stop()
+    with pytest.raises(Unavailable) as unavailable:
+        await run.describe()
+    assert "the Temporal service is unavailable" in str(unavailable.value)

@@ -8,6 +8,7 @@ from ratchet.client.errors import (
     RunCancelled,
     RunFailed,
     RunNotFound,
+    Unavailable,
 )
 from ratchet.client.runs import RatchetClient, RollbackOutcome, RunHandle, RunSummary, TranscriptSlice, validated_run
 
@@ -25,4 +26,5 @@ __all__ = [
     "InvalidInput",
     "RunFailed",
     "RunCancelled",
+    "Unavailable",
 ]

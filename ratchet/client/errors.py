@@ -11,6 +11,11 @@ class RatchetError(Exception):
     """Talking to a run failed (the base of the errors below; also Temporal being unreachable)."""
 
 
+class Unavailable(RatchetError):
+    """The Temporal service did not answer (down, restarting, out of reach): the same request may
+    succeed later."""
+
+
 class RunNotFound(RatchetError):
     """No run (workflow execution) with this id in the namespace."""
 

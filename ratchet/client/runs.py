@@ -47,6 +47,7 @@ from ratchet.client.errors import (
     RunCancelled,
     RunFailed,
     RunNotFound,
+    Unavailable,
 )
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -167,7 +168,7 @@ class RatchetClient:
         except WorkflowAlreadyStartedError:
             raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
         except RPCError as exc:
-            raise RatchetError(f"cannot start {workflow_id}: {exc}") from None
+            raise rpc_error(f"cannot start {workflow_id}", exc) from None
         return RunHandle(self, workflow_id, started)
 
     def get(self, workflow_id: str) -> RunHandle:
@@ -209,7 +210,7 @@ class RatchetClient:
                     )
                 )
         except RPCError as exc:
-            raise RatchetError(f"cannot list runs: {exc}") from None
+            raise rpc_error("cannot list runs", exc) from None
         return found
 
 
@@ -385,7 +386,7 @@ class RunHandle:
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise RunNotFound(self.workflow_id) from None
-            raise RatchetError(f"{self.workflow_id}: {exc}") from None
+            raise rpc_error(self.workflow_id, exc) from None
 
     async def _update(self, name: str, request: BaseModel, result_type: type[T]) -> T:
         try:
@@ -439,7 +440,7 @@ class RunHandle:
         except WorkflowAlreadyStartedError:
             handle, earlier = temporal.get_workflow_handle(rollback_workflow, result_type=ClosedRollback), True
         except RPCError as exc:
-            raise RatchetError(f"cannot roll back {self.workflow_id}: {exc}") from None
+            raise rpc_error(f"cannot roll back {self.workflow_id}", exc) from None
         try:
             closed = await handle.result()
         except WorkflowFailureError as exc:
@@ -465,6 +466,13 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+def rpc_error(doing: str, exc: RPCError) -> RatchetError:
+    """The error to raise for an RPC that failed: Unavailable when the service did not answer."""
+    if exc.status == RPCStatusCode.UNAVAILABLE:
+        return Unavailable(f"{doing}: the Temporal service is unavailable ({exc})")
+    return RatchetError(f"{doing}: {exc}")
 
 
 def validated_run(run: AgentRun | Mapping[str, Any] | str) -> AgentRun:
