@@ -11,7 +11,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from devtools.devserver import temporal_binary
@@ -57,21 +56,6 @@ async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeo
     except TimeoutError:
         last = "no state yet" if state is None else f"{state.phase} at step {state.step}, last error {state.last_error}"
         raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; {last}") from None
-
-
-async def wait_for_event(
-    run: RunHandle, predicate: Callable[[HistoryEvent], bool], timeout: float = 30
-) -> HistoryEvent:
-    """The first event of the run's history for which `predicate` holds, once it is recorded."""
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                for event in (await run.history()).events:
-                    if predicate(event):
-                        return event
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"{run.workflow_id}: no such event in {timeout} s") from None
 
 
 async def wait_for_running_activity(run: RunHandle, activity_type: str, timeout: float = 30) -> None:
