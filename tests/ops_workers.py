@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import WorkflowHandle
 
 from devtools.workers import WorkerProcess
 from ratchet.ops.settings import Settings, worker_environment
@@ -45,15 +43,3 @@ async def run_command(
         raise
     return proc.returncode, out.decode(errors="replace")
 
-
-async def wait_for_running_activity(handle: WorkflowHandle, activity_type: str, timeout: float = 20.0) -> None:
-    """Wait until a worker has started an activity of this type (history records the start only
-    when the activity ends, so ask for the pending activities)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        description = await handle.describe()
-        for pending in description.raw_description.pending_activities:
-            if pending.activity_type.name == activity_type and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
-                return
-        assert asyncio.get_running_loop().time() < deadline, f"{activity_type} never started"
-        await asyncio.sleep(0.1)

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError
 
 from devtools.workers import WorkerProcess
+from ratchet.client import Unavailable
 from ratchet.activities.tracker_tools import open_tracker
 from ratchet.ops.settings import Settings, worker_environment
 from ratchet.stores.urls import POSTGRES_SCHEMES, ledger_path
@@ -166,22 +167,22 @@ def tree(root: Path) -> dict[str, bytes | str]:
 
 
 async def retrying(fn: Callable[[], Awaitable[T]], timeout_s: float = 120, what: str = "call") -> T:
-    """Retry `fn` while the Temporal server is unreachable (a restart in progress)."""
+    """Retry `fn` while the Temporal server is unreachable (a restart in progress): a raw SDK call's
+    RPCError, `ratchet.client`'s Unavailable."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     delay = 0.2
     while True:
         try:
             return await fn()
-        except RPCError as err:
+        except (RPCError, Unavailable) as err:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"{what}: the server stayed unavailable ({err})") from err
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
 
-async def task_failures(handle: WorkflowHandle) -> list[str]:
+def task_failures(history: WorkflowHistory) -> list[str]:
     """Messages of every WorkflowTaskFailed event: a run stuck retrying a task shows here."""
-    history = await handle.fetch_history()
     return [
         e.workflow_task_failed_event_attributes.failure.message
         for e in history.events

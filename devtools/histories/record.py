@@ -36,6 +36,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from ratchet.client import RatchetClient
 from ratchet.payloads.converter import data_converter
 from devtools.devserver import DevServer, temporal_binary
 from devtools.histories.scenarios import SCENARIOS, TASK_QUEUE, Recorder, recorded_id
@@ -96,7 +97,7 @@ async def record(names: list[str], out: Path) -> None:
             settings = recording_settings(server.address, state, openai.base_url)
             load_plugins(settings)
             client = await Client.connect(server.address, identity=IDENTITY, data_converter=data_converter(settings))
-            recorder = Recorder(client, settings, openai, API_KEY)
+            recorder = Recorder(RatchetClient(client, settings), settings, openai, API_KEY)
             async with build_worker(client, settings):
                 for name in names:
                     await SCENARIOS[name](recorder)
