@@ -200,14 +200,6 @@ class Settings(BaseSettings):
         description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval; they must be registered on the"
         " namespace.",
     )
-    tracker_path: Path = Field(Path(".ratchet/tracker.sqlite3"), validation_alias=_env("RATCHET_TRACKER_PATH"))
-    tracker_url: SecretStr | None = Field(
-        None,
-        validation_alias=_env("RATCHET_TRACKER_URL"),
-        description="The example tracker's database (activities/tracker_tools.py):"
-        " postgresql://USER:PASSWORD@HOST:PORT/DB (shared by many hosts). Unset: the SQLite file"
-        " RATCHET_TRACKER_PATH. A secret: `ratchet config` masks it.",
-    )
 
     @field_validator("temporal_address")
     @classmethod
@@ -439,7 +431,6 @@ WORKER_PROCESS_FIELDS = (
     "workspace_root",
     "artifact_dir",
     "ledger_path",
-    "tracker_path",
     "max_cached_workflows",
     "plugins",
 )
