@@ -135,8 +135,8 @@ class RatchetOptions:
     """Content-addressed blob store for transcripts, tool outputs, snapshots and offloaded large
     payloads (`ratchet.stores.artifacts.ArtifactStore`); default: the store at
     RATCHET_ARTIFACT_URL (`ratchet.stores.urls.open_artifacts`: `DirectoryArtifactStore` at
-    RATCHET_ARTIFACT_DIR when unset, `S3ArtifactStore` for s3://). Every worker, and every client
-    that reads large results, must reach it."""
+    RATCHET_ARTIFACT_DIR when unset, `ObjectArtifactStore` for s3://, gs:// and az://). Every
+    worker, and every client that reads large results, must reach it."""
     profiles: ProfileRegistry
     """Agent profiles a run can name; default: `builtin_profiles()` (with RATCHET_PLUGINS' profiles)."""
     tools: ToolRegistry

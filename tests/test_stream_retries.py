@@ -13,7 +13,7 @@ from ratchet.contracts import Phase
 from ratchet.contracts.events import AttemptStarted, RunEnded, TextDelta
 from tests.ops_workers import start_worker
 from tests.runs import scripted
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet
 
 REPLY = "".join(f"sentence {i} of a long reply that the model writes slowly. " for i in range(12))  # ~650 chars
 

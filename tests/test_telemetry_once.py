@@ -27,7 +27,7 @@ SCRIPT = [
 
 
 async def activities_in_history(handle) -> Counter:
-    history = await handle.fetch_history()
+    history = await handle.history()
     return Counter(
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events
