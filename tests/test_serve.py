@@ -21,6 +21,7 @@ from devtools.workers import WorkerProcess
 from ratchet.client import RatchetClient
 from tests.ops_workers import ROOT
 from tests.runs import scripted
+from tests.test_encryption import encrypted  # noqa: F401  (the fixture: an encrypting client and worker)
 
 AGUI_CLIENT = "@ag-ui/client@1.0.0"
 NPM_CACHE = Path.home() / ".cache" / "ratchet" / "ag-ui-client-1.0.0"
@@ -198,3 +199,22 @@ async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, s
     assert "ratchet.approval_decided" in customs and "ratchet.approval_requested" not in customs  # only what came next
     assert seen["result"] == {"answer": "ticket filed"}
     assert "also page on-call" in [m.content for m in (await run.state()).messages]
+
+
+async def test_an_encrypted_runs_stream_is_served_decoded_with_the_workers_keys(encrypted, tmp_path):
+    enc_client, keyed = encrypted
+    marker = f"plain-{uuid.uuid4().hex}"
+    run = await RatchetClient(enc_client, keyed).start(scripted("probe", [{"content": f"the answer is {marker}"}]))
+    await run.result()
+    history = await run.history()
+    assert marker.encode() not in history.to_json().encode(), "the stream's items are encrypted in history"
+    port = free_port()
+    env = dict(os.environ, TEMPORAL_ADDRESS=keyed.temporal_address, RATCHET_TASK_QUEUE=keyed.task_queue,
+               RATCHET_CODEC_KEYS=keyed.codec_keys.get_secret_value(), RATCHET_ARTIFACT_DIR=str(keyed.artifact_dir))
+    async with WorkerProcess(
+        [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", str(port)],
+        env=env, cwd=ROOT, ready="ratchet serve on", name="ratchet serve",
+    ):
+        records = await asyncio.wait_for(sse(f"http://127.0.0.1:{port}/runs/{run.workflow_id}/events"), 60)
+    text = "".join(json.loads(r["data"])["text"] for r in records if r["event"] == "text")
+    assert text == f"the answer is {marker}"
