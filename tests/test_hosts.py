@@ -163,6 +163,12 @@ async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings,
     assert [c.id for c in state.checkpoints] == ["cp-1", "cp-2", "cp-3"]
     note = next(m.content for m in state.messages if m.role == "user" and "was lost" in (m.content or ""))
     assert "host-" in note and "cp-1" in note and "create_ticket" in note
+    # the run's stream, on the workflow, outlives the host: it says what moved and goes on to the end
+    events = [e async for e in handle.stream(topics=["steps", "answer"])]
+    [moved] = [e for e in events if e.kind == "failover"]
+    assert (moved.from_host, moved.to_host, moved.checkpoint_id) == (owner.queue, other.queue, "cp-1")
+    assert [e.checkpoint_id for e in events if e.kind == "checkpoint"] == ["cp-1", "cp-2", "cp-3"]
+    assert events[-1].kind == "end" and events[-1].answer == "done"
 
 
 async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(client, settings, hosts):
