@@ -104,8 +104,9 @@ SCHEMES = {
         "S3",
         "bucket",
         _BUCKET,
-        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run with a web identity, container or instance role "
-        "(AWS_PROFILE and ~/.aws are not read: export a profile's keys)",
+        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile of ~/.aws/config or ~/.aws/credentials "
+        "with AWS_PROFILE (`aws sso login` first for an SSO one), or run with a web identity, container or "
+        "instance role",
         "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL",
         "s3:GetObject, s3:PutObject and s3:ListBucket",
         "s3",
@@ -130,6 +131,11 @@ SCHEMES = {
         "azure",
     ),
 }
+_AWS_ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+"""The variables obstore takes an S3 endpoint from."""
+_HOST_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
+"""A bucket name that can be the first label of `BUCKET.s3.REGION.amazonaws.com`: no dot (which
+the certificate's wildcard would not match), no capital."""
 _CREDENTIAL_CODES = frozenset(
     {
         "InvalidAccessKeyId",
@@ -219,11 +225,7 @@ def open_object_store(
     }
     try:
         if location.scheme == "s3":
-            if os.environ.get("AWS_CA_BUNDLE"):
-                client["root_certificate"] = Path(os.environ["AWS_CA_BUNDLE"]).read_bytes()
-            return S3Store(
-                location.bucket, client_options=client, retry_config=retry, **{"checksum_algorithm": "SHA256", **config}
-            )
+            return _s3_store(location, client, retry, config)
         if location.scheme == "gs":
             return GCSStore(location.bucket, client_options=client, retry_config=retry, **config)
         return AzureStore(location.bucket, client_options=client, retry_config=retry, **config)
@@ -232,6 +234,25 @@ def open_object_store(
             f"{SETTING}={location.url()!r}: {location.service.name} is not configured ({_summary(exc)}): "
             f"{location.service.credentials}"
         ) from None
+
+
+def _s3_store(location: Location, client: ClientConfig, retry: RetryConfig, config: dict[str, Any]) -> S3Store:
+    """S3Store with botocore's credential chain (ratchet/stores/aws_credentials.py); on AWS (no
+    endpoint set) virtual-hosted-style requests for a bucket whose name can be a host name, as AWS
+    recommends, else path-style; AWS_VIRTUAL_HOSTED_STYLE_REQUEST or `config` decide over both."""
+    try:
+        from ratchet.stores.aws_credentials import AwsCredentials
+    except ImportError as exc:
+        raise ValueError(f"{exc.name} is missing: pip install 'ratchet-agents[s3]'") from None
+    if os.environ.get("AWS_CA_BUNDLE"):
+        client["root_certificate"] = Path(os.environ["AWS_CA_BUNDLE"]).read_bytes()
+    credentials = AwsCredentials.from_chain()
+    options: dict[str, Any] = {"checksum_algorithm": "SHA256", **(credentials.config if credentials else {}), **config}
+    endpoint = any(os.environ.get(name) for name in _AWS_ENDPOINTS) or any("endpoint" in key for key in config)
+    if not endpoint and "AWS_VIRTUAL_HOSTED_STYLE_REQUEST" not in os.environ and _HOST_NAME.fullmatch(location.bucket):
+        options.setdefault("virtual_hosted_style_request", True)
+    provider = {"credential_provider": credentials}
+    return S3Store(location.bucket, client_options=client, retry_config=retry, **provider, **options)
 
 
 class ObjectArtifactStore:
@@ -342,7 +363,8 @@ class ObjectArtifactStore:
             if _EMPTY not in where:  # not the bucket's answer: the credentials' source (a metadata service, STS)
                 problem = f"no {service.name} credentials ({_summary(exc)}): {service.credentials}"
             elif code in _CREDENTIAL_CODES or isinstance(exc, UnauthenticatedError):
-                problem = f"{where} rejected the credentials ({code}): {service.credentials}"
+                source = getattr(self.store.credential_provider, "source", "the credentials")
+                problem = f"{where} rejected {source} ({code}): {service.credentials}"
             elif isinstance(exc, PermissionDeniedError):
                 problem = (
                     f"access to {self._bucket()} is denied ({code}, {where}): "

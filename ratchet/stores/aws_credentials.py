@@ -1,0 +1,94 @@
+"""S3 credentials from botocore's chain, the one the AWS CLI and boto3 use, for obstore's S3Store
+(whose own chain reads only AWS_* variables, a web identity and container or instance roles).
+
+The chain, first found wins: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN); the
+profile AWS_PROFILE names (else `default`) in AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials) and
+AWS_CONFIG_FILE (~/.aws/config): its keys, an assumed role, SSO (after `aws sso login`), a
+credential_process; a web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN); a container role;
+the instance role. The profile's `region` is used when AWS_REGION is not set.
+
+obstore caches what the provider hands out until its `expires_at`, so botocore is asked once for
+static keys and every `TTL` (5 minutes) for credentials that expire, never per request. botocore
+refreshes those 10 to 15 minutes before they expire, so what obstore holds is always valid.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import botocore.credentials
+import botocore.exceptions
+import botocore.session
+
+if TYPE_CHECKING:
+    from obstore.store import S3Config, S3Credential
+
+__all__ = ["TTL", "AwsCredentials", "AwsCredentialsError"]
+
+TTL = timedelta(minutes=5)
+"""How long obstore keeps credentials that expire before asking again; under botocore's 10 minutes
+of mandatory refresh, so they are never used past their expiry."""
+_PROFILE_METHODS = frozenset(
+    {"shared-credentials-file", "config-file", "assume-role", "sso", "custom-process", "login"}
+)
+"""botocore's names for credentials that come from a profile."""
+
+
+class AwsCredentialsError(ValueError):
+    """botocore could not get credentials (a missing profile, an expired SSO login, a failing
+    credential_process); the message names the profile and what botocore said."""
+
+
+@dataclass
+class AwsCredentials:
+    """obstore's `credential_provider` for S3Store over botocore `credentials`; `source` says where
+    they came from (a profile and its file, the environment, a role), for error messages."""
+
+    credentials: Any
+    source: str
+    config: S3Config = field(default_factory=lambda: {})
+    """Settings of the profile for the store (its region)."""
+
+    @classmethod
+    def from_chain(cls) -> AwsCredentials | None:
+        """The chain's credentials, fetched once now (so a bad profile fails at start), None when
+        it finds none; the profile's region (or AWS_DEFAULT_REGION) in `config` unless AWS_REGION
+        is set (obstore reads that). AwsCredentialsError when a source it found fails."""
+        session = botocore.session.Session()
+        profile = session.get_config_variable("profile")
+        try:
+            credentials = session.get_credentials()
+            if credentials is None:
+                return None
+            credentials.get_frozen_credentials()
+        except botocore.exceptions.BotoCoreError as exc:
+            raise AwsCredentialsError(f"{exc} (AWS profile {profile or 'default'!r})") from None
+        provider = cls(credentials, _source(session, credentials.method, profile))
+        if not os.environ.get("AWS_REGION") and (region := session.get_config_variable("region")):
+            provider.config["region"] = region
+        return provider
+
+    def __call__(self) -> S3Credential:
+        frozen = self.credentials.get_frozen_credentials()  # refreshed by botocore when near expiry
+        expires = isinstance(self.credentials, botocore.credentials.RefreshableCredentials)
+        return {
+            "access_key_id": frozen.access_key,
+            "secret_access_key": frozen.secret_key,
+            "token": frozen.token,
+            "expires_at": datetime.now(UTC) + TTL if expires else None,
+        }
+
+    def __repr__(self) -> str:
+        return f"AwsCredentials({self.source})"
+
+
+def _source(session: Any, method: str, profile: str | None) -> str:
+    if method == "env":
+        return "the credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+    if method not in _PROFILE_METHODS:
+        return f"the {method} credentials"
+    file = session.get_config_variable("credentials_file" if method == "shared-credentials-file" else "config_file")
+    return f"the credentials of AWS profile {profile or 'default'!r} ({method}, {file})"
