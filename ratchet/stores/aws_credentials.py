@@ -7,9 +7,11 @@ AWS_CONFIG_FILE (~/.aws/config): its keys, an assumed role, SSO (after `aws sso 
 credential_process; a web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN); a container role;
 the instance role. The profile's `region` is used when AWS_REGION is not set.
 
-obstore caches what the provider hands out until its `expires_at`, so botocore is asked once for
-static keys and every `TTL` (5 minutes) for credentials that expire, never per request. botocore
-refreshes those 10 to 15 minutes before they expire, so what obstore holds is always valid.
+obstore caches what the provider hands out and asks again 5 minutes before its `expires_at`: once
+for static keys (no expiry), every 5 minutes for credentials that expire (`TTL`, 10 minutes, as
+their expiry), never per request. botocore hands those out with at least 10 minutes left (it
+refreshes them 15 minutes before they expire, and must 10 minutes before), so what obstore uses
+still has 5 minutes left when obstore asks again.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TTL", "AwsCredentials", "AwsCredentialsError"]
 
-TTL = timedelta(minutes=5)
-"""How long obstore keeps credentials that expire before asking again; under botocore's 10 minutes
-of mandatory refresh, so they are never used past their expiry."""
+TTL = timedelta(minutes=10)
+"""The expiry given to obstore for credentials that expire: it asks again after 5 minutes (5 before
+the expiry), while botocore's have at least 10 left. Under 5 minutes, obstore would ask every 0.1 s."""
 _PROFILE_METHODS = frozenset(
     {"shared-credentials-file", "config-file", "assume-role", "sso", "custom-process", "login"}
 )
@@ -65,7 +67,7 @@ class AwsCredentials:
                 return None
             credentials.get_frozen_credentials()
         except botocore.exceptions.BotoCoreError as exc:
-            raise AwsCredentialsError(f"{exc} (AWS profile {profile or 'default'!r})") from None
+            raise AwsCredentialsError(f"AWS profile {profile or 'default'!r}: {str(exc).strip()}") from None
         provider = cls(credentials, _source(session, credentials.method, profile))
         if not os.environ.get("AWS_REGION") and (region := session.get_config_variable("region")):
             provider.config["region"] = region
