@@ -17,7 +17,7 @@ still has 5 minutes left when obstore asks again.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ import botocore.exceptions
 import botocore.session
 
 if TYPE_CHECKING:
-    from obstore.store import S3Config, S3Credential
+    from obstore.store import S3Credential
 
 __all__ = ["TTL", "AwsCredentials", "AwsCredentialsError"]
 
@@ -51,14 +51,13 @@ class AwsCredentials:
 
     credentials: Any
     source: str
-    config: S3Config = field(default_factory=lambda: {})
-    """Settings of the profile for the store (its region)."""
+    region: str | None = None
+    """The profile's region (or AWS_DEFAULT_REGION) when AWS_REGION is not set."""
 
     @classmethod
     def from_chain(cls) -> AwsCredentials | None:
         """The chain's credentials, fetched once now (so a bad profile fails at start), None when
-        it finds none; the profile's region (or AWS_DEFAULT_REGION) in `config` unless AWS_REGION
-        is set (obstore reads that). AwsCredentialsError when a source it found fails."""
+        it finds none; AwsCredentialsError when a source it found fails."""
         session = botocore.session.Session()
         profile = session.get_config_variable("profile")
         try:
@@ -68,10 +67,8 @@ class AwsCredentials:
             credentials.get_frozen_credentials()
         except botocore.exceptions.BotoCoreError as exc:
             raise AwsCredentialsError(f"AWS profile {profile or 'default'!r}: {str(exc).strip()}") from None
-        provider = cls(credentials, _source(session, credentials.method, profile))
-        if not os.environ.get("AWS_REGION") and (region := session.get_config_variable("region")):
-            provider.config["region"] = region
-        return provider
+        region = None if os.environ.get("AWS_REGION") else session.get_config_variable("region")
+        return cls(credentials, _source(session, credentials.method, profile), region)
 
     def __call__(self) -> S3Credential:
         frozen = self.credentials.get_frozen_credentials()  # refreshed by botocore when near expiry
