@@ -137,6 +137,16 @@ def test_a_failing_credential_process_is_named(s3: SeaweedS3, tmp_path: Path, mo
         ObjectArtifactStore.from_url(_url(s3))
 
 
+def test_keys_given_in_the_config_are_used_instead_of_the_chain(
+    s3: SeaweedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    _profile(tmp_path, monkeypatch, "ratchet-other",
+             "[ratchet-other]\naws_access_key_id = nobody\naws_secret_access_key = wrong\n", "")
+    store = ObjectArtifactStore.from_url(_url(s3), **s3.store_config())
+    _round_trips(store, 1)
+    assert store.store.credential_provider is None
+
+
 # --- addressing: virtual-hosted-style on AWS, path-style for an endpoint ---------------------------
 
 
