@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 from devtools.workers import WorkerProcess
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.ops.settings import Settings, worker_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,8 +18,9 @@ PLUGINS = "tests.plugins.probe,tests.plugins.ops"
 
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment of a test worker process: no workflow cache (every task replays), test plugins."""
+    tracker = TrackerSettings().environment()  # the example tracker's own settings, as the test set them
     return worker_environment(
-        settings.model_copy(update={"max_cached_workflows": 0, "plugins": PLUGINS}), **extra
+        settings.model_copy(update={"max_cached_workflows": 0, "plugins": PLUGINS}), **{**tracker, **extra}
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.contracts import AgentResult, Phase
 from tests.runs import ratchet, scripted, start, temporal_cli, until, wait_for
 from ratchet.contracts import AGENT_WORKFLOW
@@ -58,7 +59,7 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
 
     result: AgentResult = await handle.result()
     assert result.phase == Phase.DONE
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         titles = {t for (t,) in conn.execute("SELECT title FROM tickets")}
     assert titles == {"prod: restart api", "staging: warm cache"}
 

@@ -8,6 +8,7 @@ import sqlite3
 import uuid
 from datetime import timedelta
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.contracts import AgentResult, ErrorType, Phase
 from ratchet.worker.main import build_worker
 from tests.runs import scripted, start
@@ -79,7 +80,7 @@ async def run_for(env, settings, run: dict):  # noqa: F811
 
 
 def tickets(settings) -> list[str]:
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return [t for (t,) in conn.execute("SELECT title FROM tickets")]
 
 

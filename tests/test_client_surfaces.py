@@ -15,6 +15,7 @@ import uuid
 
 from mcp import Client as McpClient, StdioServerParameters
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RatchetClient
 from tests.test_mcp_control import mcp_state_until, use
 from tests.runs import ratchet, until, wait_for
@@ -26,7 +27,7 @@ def ops_run(title: str) -> dict:
 
 
 def ticket_exists(settings, title: str) -> bool:
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return conn.execute("SELECT count(*) FROM tickets WHERE title = ?", (title,)).fetchone()[0] == 1
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from devtools.workers import WorkerProcess
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RunFailed, RunHandle
 from ratchet.contracts import AgentState, EffectStatus, Phase
 from ratchet.ops.settings import Settings
@@ -89,7 +90,7 @@ async def scheduled_on(handle: RunHandle) -> list[tuple[str, str, str]]:
 
 def tracker(settings: Settings) -> tuple[list[tuple[int, str]], int]:
     """The tickets (id, title) and how many were ever created (AUTOINCREMENT's sequence)."""
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         rows = conn.execute("SELECT id, title FROM tickets ORDER BY id").fetchall()
         (created,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tickets'").fetchone()
     return rows, created

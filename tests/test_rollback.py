@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import Refused, RunCancelled, RunFailed
 from ratchet.contracts import AgentResult, EffectStatus, Phase
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
@@ -22,9 +23,9 @@ def ticket(title: str) -> dict:
 
 
 def tickets(settings) -> list[str]:
-    if not settings.tracker_path.exists():
+    if not TrackerSettings().path.exists():
         return []
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return [t for (t,) in conn.execute("SELECT title FROM tickets ORDER BY id")]
 
 

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RunCancelled
 from ratchet.contracts import AgentResult, Phase
 from tests.runs import runs, scripted, start, wait_for
@@ -22,7 +23,7 @@ def delegate(**arguments) -> dict:
 
 
 def tickets(settings) -> list[str]:
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return [t for (t,) in conn.execute("SELECT title FROM tickets")]
 
 

@@ -13,6 +13,7 @@ the undo functions really act again): the world must not change.
 from __future__ import annotations
 
 import asyncio
+import os
 import logging
 import tempfile
 from dataclasses import dataclass, field
@@ -114,6 +115,7 @@ async def sweep(client: Client, stack: Stack) -> list[StepResult]:
     from ratchet.worker.main import build_worker
 
     settings = stack.settings()
+    os.environ.update(stack.tracker().environment())  # the tracker tools of this in-process worker read them
     async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
         runs = RatchetClient(client, settings)
         return list(await asyncio.gather(*(_one(runs, stack, k) for k in [None, *range(1, len(STEPS) + 1)])))

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 
 from devtools.workers import WorkerProcess
 from ratchet.client import Unavailable
-from ratchet.activities.tracker_tools import open_tracker
+from ratchet.activities.tracker_tools import TrackerSettings, open_tracker
 from ratchet.ops.settings import Settings, worker_environment
 from ratchet.stores.urls import POSTGRES_SCHEMES, ledger_path
 
@@ -90,18 +90,23 @@ class Stack:
         stores = {
             name: value for name, value in (
                 ("RATCHET_HOST_ID", self.host_id), ("RATCHET_LEDGER_URL", self.ledger_url),
-                ("RATCHET_ARTIFACT_URL", self.artifact_url), ("RATCHET_TRACKER_URL", self.tracker_url),
+                ("RATCHET_ARTIFACT_URL", self.artifact_url),
             ) if value is not None
         }
-        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **stores, **self.env})
+        tracker = self.tracker().environment()
+        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **stores, **tracker, **self.env})
+
+    def tracker(self) -> TrackerSettings:
+        """The example tracker's settings (its tools read them from the environment)."""
+        return TrackerSettings(path=self.tracker_path, url=self.tracker_url)
 
     def settings(self, **overrides: object) -> Settings:
         """The same configuration as Settings, for in-process workers and direct activity calls."""
         values: dict[str, object] = dict(
             temporal_address=self.address, task_queue=self.task_queue, workspace_root=self.workspace_root,
-            artifact_dir=self.artifact_dir, ledger_path=self.ledger_path, tracker_path=self.tracker_path,
+            artifact_dir=self.artifact_dir, ledger_path=self.ledger_path,
             max_cached_workflows=self.cached_workflows, plugins=PLUGINS, codec_keys=None,
-            ledger_url=self.ledger_url, artifact_url=self.artifact_url, tracker_url=self.tracker_url,
+            ledger_url=self.ledger_url, artifact_url=self.artifact_url,
         )
         if self.host_id is not None:
             values["host_id"] = self.host_id
@@ -116,13 +121,13 @@ class Stack:
         return WorkerProcess(self.worker_command(), env=self.worker_env(), cwd=ROOT, log=log, ready_timeout=ready_timeout)
 
 
-def rows(where: Path | Settings, table: str, prefix: str = "") -> list[tuple[str, str, str]]:
+def rows(where: Path | TrackerSettings, table: str, prefix: str = "") -> list[tuple[str, str, str]]:
     """(idempotency_key, title/recipient, body) of a tracker table, keys starting with `prefix`:
-    the SQLite file `where`, or the tracker of settings `where` (its file or RATCHET_TRACKER_URL)."""
-    settings = where if isinstance(where, Settings) else Settings(tracker_path=where, tracker_url=None)
-    if settings.tracker_url is None and not Path(settings.tracker_path).exists():
+    the SQLite file `where`, or the tracker `where` (its file or RATCHET_TRACKER_URL)."""
+    settings = where if isinstance(where, TrackerSettings) else TrackerSettings(path=where, url=None)
+    if settings.url is None and not settings.path.exists():
         return []
-    exists = ("SELECT to_regclass(?) IS NOT NULL" if settings.tracker_url is not None
+    exists = ("SELECT to_regclass(?) IS NOT NULL" if settings.url is not None
               else "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?")
     column = "title" if table == "tickets" else "recipient"
     query = (f"SELECT idempotency_key, {column}, body FROM {table}"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import json
 import logging
 import subprocess
@@ -69,7 +70,6 @@ def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
     return Settings(
         temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=100,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
-        tracker_path=state / "tracker.sqlite3",
         openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
         plugins="tests.plugins.probe,examples.mcp_tracker.profiles", codec_keys=None, claim_check_bytes=0,
         host_id=HOST_ID,  # the host queue `histories@histories-host` is in the history: not the machine's name
@@ -95,6 +95,7 @@ async def record(names: list[str], out: Path) -> None:
         state = Path(tmp)
         with DevServer(db_file=state / "temporal.db", log_file=state / "server.log") as server:
             settings = recording_settings(server.address, state, openai.base_url)
+            os.environ["RATCHET_TRACKER_PATH"] = str(state / "tracker.sqlite3")  # the tracker tools read it
             load_plugins(settings)
             client = await Client.connect(server.address, identity=IDENTITY, data_converter=data_converter(settings))
             recorder = Recorder(RatchetClient(client, settings), settings, openai, API_KEY)

@@ -115,7 +115,7 @@ def parser() -> argparse.ArgumentParser:
     health = verb(
         sub,
         "health",
-        "check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
+        "check that Temporal, the ledger and the artifact store answer (exit 0/1)",
         "ratchet health --timeout 3",
         description="Connect to what a worker needs, with the worker's settings, one line per check; "
         "exit 0 if every check passes, else 1. The compose worker's healthcheck.",

@@ -97,6 +97,7 @@ SECRET_VARIABLES: dict[str, Callable[[str, str], list[Secret]]] = {
     "RATCHET_CODEC_KEYS": _codec_keys,
     "RATCHET_CODEC_TOKEN": _whole,
     "RATCHET_LEDGER_URL": _url_password,
+    "RATCHET_TRACKER_URL": _url_password,  # the example tracker's database (activities/tracker_tools.py)
     "AWS_SECRET_ACCESS_KEY": _whole,
     "AWS_SESSION_TOKEN": _whole,
 }
