@@ -46,13 +46,11 @@ from . import (
     events,
     inbox,
     planning,
-    effects_archive,
     failover,
     handover,
     interrupts,
     outcomes,
     rollback,
-    saga,
 )
 from .errors import RunFailed
 from .hosts import HostLost
@@ -190,14 +188,8 @@ class AgentWorkflow:
                 if reason:
                     return await self._out_of_budget(state, plan, reason, cut_short)
                 if handover.due(plan):
-                    self.events.detach()  # its readers' long polls are handlers too
-                    await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self._rollbacks))
-                    if self._rollbacks:
-                        continue  # a rollback's handler waits for the loop: serve it first
-                    inbox.deliver(state)
-                    await effects_archive.archive(state, lambda effect: saga.undoable(plan, effect))
-                    stream = self.events.handover(state)
-                    workflow.continue_as_new(Continuation(continuation=handover.trimmed(state), stream=stream))
+                    await handover.hand_over(state, plan, self.events, lambda: bool(self._rollbacks))
+                    continue  # a rollback came in first: serve it
                 state.step += 1
                 answer = await interrupts.race(step(state, plan, self._visibility), stop, state)
             except interrupts.Interrupted:

@@ -17,9 +17,13 @@ The run input itself (`run`, with a scripted model's script) is kept as it came:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from temporalio import workflow
 
-from ratchet.contracts import AgentState, RunPlan, Transcript, TranscriptPage
+from ratchet.contracts import AgentState, Continuation, RunPlan, Transcript, TranscriptPage
+from . import effects_archive, inbox, saga
+from .events import RunStream
 
 
 KEEP_TOOL_CALLS = 50
@@ -49,3 +53,17 @@ def page(state: AgentState, page: TranscriptPage) -> Transcript:
     offset = max(page.offset, state.messages_base)
     start = offset - state.messages_base
     return Transcript(total=state.message_count, offset=offset, messages=state.messages[start : start + page.limit])
+
+
+async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interrupted: Callable[[], bool]) -> None:
+    """Continue as new once every handler has finished (the stream's readers released first: their
+    long polls are handlers too): messages delivered, older effects archived, the trimmed state and
+    the stream handed over. Returns only if `interrupted()` turned true first (a rollback's handler
+    waits for the loop: it is served first)."""
+    stream.detach()
+    await workflow.wait_condition(lambda: workflow.all_handlers_finished() or interrupted())
+    if interrupted():
+        return
+    inbox.deliver(state)
+    await effects_archive.archive(state, lambda effect: saga.undoable(plan, effect))
+    workflow.continue_as_new(Continuation(continuation=trimmed(state), stream=stream.handover(state)))
