@@ -185,7 +185,7 @@ def _within_budget(req: ModelRequest, config: ModelCallConfig, messages: list[Me
     BUDGET_EXHAUSTED without paying for it)."""
     if req.max_tokens is None and req.max_cost_usd is None:
         return config.settings
-    chars = len(json.dumps(config.tools)) + sum(
+    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in config.tools) + sum(
         len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages
     )
     prompt = budget.prompt_estimate(chars, len(messages))

@@ -6,7 +6,6 @@ import asyncio
 
 import hashlib
 
-from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -26,12 +25,10 @@ from ratchet.contracts import (
     PlanRun,
     PrepareRun,
     RunPlan,
-    ScriptedReply,
     ToolSpec,
-    problems,
 )
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
-from ratchet.models.provider import ProviderRegistry
+from ratchet.models.provider import PlanContext, ProviderOptionsError, ProviderRegistry
 from ratchet.ops.settings import Settings
 from ratchet.core.tools import Tool, ToolError, ToolRegistry, runs_locally
 
@@ -134,7 +131,7 @@ class RunPreparer:
                 )
         local_ok = self._local_tools
         mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
-        call = ModelCallConfig(settings=model, tools=[t.openai_schema() for t in tools] + mcp.schemas)
+        call = ModelCallConfig(settings=model, tools=[t.tool_schema() for t in tools] + mcp.schemas)
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
@@ -156,9 +153,23 @@ class RunPreparer:
         return self.settings.local_tools and self.settings.max_cached_workflows > 0
 
     def _model_settings(self, profile: AgentProfile, req: PrepareRun) -> ModelSettings:
+        """The run's provider and model (the run's, else the profile's, else the worker's default
+        provider and that provider's default model), the provider's options resolved by it."""
         override = req.run.model
+        named = profile.provider or self.settings.provider
+        name = override.provider if override is not None and override.provider else named
+        provider = self.providers.get(name)
+        if provider is None:
+            known = ", ".join(sorted(self.providers.providers))
+            where = (
+                "model.provider"
+                if name != named
+                else ("profile's provider" if profile.provider else "RATCHET_PROVIDER")
+            )
+            raise _invalid(f"model: unknown provider {name!r} ({where}); this worker has: {known}")
         settings = ModelSettings(
-            model=profile.model or self.settings.model,
+            provider=name,
+            model=(profile.model if name == named else None) or provider.default_model,
             timeout_s=profile.model_timeout_s or self.settings.model_timeout_s,
             max_attempts=profile.model_max_attempts or self.settings.model_max_attempts,
             temperature=profile.temperature,
@@ -167,58 +178,44 @@ class RunPreparer:
             usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
         )
+        options: dict = {}
         if override is not None:
-            changes = override.model_dump(exclude_none=True, exclude={"script", "script_file"})
-            settings = settings.model_copy(update=changes)
-            script = override.script or (self._script_file(req, override.script_file) if override.script_file else None)
-            if script:
-                settings.provider = "scripted"
-                settings.script_ref = put_json(self.artifacts, [r.model_dump(exclude_none=True) for r in script])
-        provider = self.providers.get(settings.provider)
-        problem = (
-            f"unknown provider {settings.provider!r}; this worker has: {', '.join(sorted(self.providers.providers))}"
-            if provider is None
-            else provider.unavailable(settings)
+            options = override.options or {}
+            settings = settings.model_copy(
+                update=override.model_dump(exclude_none=True, exclude={"provider", "options"})
+            )
+        context = PlanContext(
+            artifacts=self.artifacts, read_workspace_file=lambda path, limit: self._read(req, path, limit)
         )
+        try:
+            settings = provider.plan(settings, options, context)
+        except ProviderOptionsError as exc:
+            raise _invalid(f"model.options.{exc}" if exc.option else f"model.options: {exc}") from None
+        problem = provider.unavailable(settings)
         if problem is not None:
-            raise ApplicationError(f"model: {problem}", type=ErrorType.INVALID_INPUT, non_retryable=True)
+            raise _invalid(f"model: {problem}")
         return settings
 
-    def _script_file(self, req: PrepareRun, relative: str) -> list[ScriptedReply]:
-        """A scripted model's replies from a JSON file in the run's workspace (a long script need
-        not travel in the run input: the plan names it by digest)."""
-
-        def invalid(why: str) -> ApplicationError:
-            return ApplicationError(f"model.script_file: {why}", type=ErrorType.INVALID_INPUT, non_retryable=True)
-
+    def _read(self, req: PrepareRun, relative: str, limit: int) -> str:
+        """A file in the run's workspace, for a provider's options (the scripted provider's script_file)."""
         try:
             workspace = open_workspace(
                 self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id)
             )
             path = confine(workspace, relative)
-            if path.stat().st_size > MAX_SCRIPT_FILE_BYTES:
-                raise invalid(f"{relative!r} is over {MAX_SCRIPT_FILE_BYTES:,} bytes")
-            text = path.read_text(encoding="utf-8")
+            if path.stat().st_size > limit:
+                raise ProviderOptionsError(None, f"{relative!r} is over {limit:,} bytes")
+            return path.read_text(encoding="utf-8")
         except ToolError as err:
-            raise invalid(str(err)) from None
+            raise ProviderOptionsError(None, str(err)) from None
         except FileNotFoundError:
-            raise invalid(f"{relative!r} is not in the run's workspace") from None
+            raise ProviderOptionsError(None, f"{relative!r} is not in the run's workspace") from None
         except (OSError, UnicodeDecodeError) as err:
-            raise invalid(f"cannot read {relative!r}: {err}") from None
-        try:
-            script = _SCRIPT.validate_json(text)
-        except ValidationError as err:
-            [first] = problems(err, "the file", limit=1)
-            raise invalid(f"{relative!r} is not a list of scripted replies: at {first}") from None
-        if not script or len(script) > MAX_SCRIPT_REPLIES:
-            raise invalid(f"{relative!r} has {len(script)} replies; give 1 to {MAX_SCRIPT_REPLIES:,}")
-        return script
+            raise ProviderOptionsError(None, f"cannot read {relative!r}: {err}") from None
 
 
-_SCRIPT = TypeAdapter(list[ScriptedReply])
-MAX_SCRIPT_REPLIES = 100_000
-"""As for an inline `model.script`."""
-MAX_SCRIPT_FILE_BYTES = 64 * 1024 * 1024
+def _invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)
 
 
 def _spec(tool: Tool, local_ok: bool) -> ToolSpec:

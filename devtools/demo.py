@@ -22,7 +22,8 @@ from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.contracts import AgentState
 from devtools.devserver import DevServer, free_port, temporal_binary
 from devtools.workers import stop_worker
-from ratchet.ops.settings import load_settings
+from ratchet.models.openai import OpenAISettings
+from ratchet.models.settings import load
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.workflows.agent import AgentWorkflow
 
@@ -51,14 +52,14 @@ def demo_input(workspace: str, real_model: bool) -> dict:
         "workspace": workspace,
     }
     if not real_model:
-        run["model"] = {"provider": "scripted", "script": demo_script()}
+        run["model"] = {"provider": "scripted", "options": {"script": demo_script()}}
     return run
 
 
 def main() -> int:
     state_dir = Path(os.environ.get("RATCHET_DEMO_DIR") or ROOT / ".ratchet" / "demo")
     state_dir.mkdir(parents=True, exist_ok=True)
-    real_model = load_settings().model_endpoint_configured
+    real_model = load(OpenAISettings).configured
     server = DevServer(db_file=state_dir / "temporal.db", ui_port=free_port(), log_file=state_dir / "server.log")
     worker: subprocess.Popen | None = None
     print("starting the Temporal dev server ...", flush=True)

@@ -123,8 +123,9 @@ class RatchetOptions:
     """What `RatchetPlugin` wires. Build it with `from_settings`, giving the fields you replace."""
 
     settings: Settings
-    """Worker settings: model endpoint, workspace root, local tools, search attributes, secrets to
-    redact, tracing (`ratchet.ops.settings`; RATCHET_*, OPENAI_* and TEMPORAL_* variables)."""
+    """Worker settings: the default model provider, workspace root, local tools, search attributes,
+    secrets to redact, tracing (`ratchet.ops.settings`; RATCHET_* and TEMPORAL_* variables). Each model
+    provider reads its own (OPENAI_*, ANTHROPIC_*: `ratchet.models.settings`)."""
     ledger: Ledger
     """Idempotency ledger of side effects (`ratchet.stores.ledger.Ledger`); default: the store at
     RATCHET_LEDGER_URL (`ratchet.stores.urls.open_ledger`: `SqliteLedger` at RATCHET_LEDGER_PATH when
@@ -140,8 +141,10 @@ class RatchetOptions:
     tools: ToolRegistry
     """Tools the profiles can use; default: `builtin_tools()` (with RATCHET_PLUGINS' tools)."""
     providers: ProviderRegistry
-    """Model providers a run's `model.provider` can name; default: `builtin_providers(settings,
-    artifacts)`: `openai` (OPENAI_API_KEY / OPENAI_BASE_URL) and `scripted`."""
+    """Model providers a run's `model.provider` (or its profile's `provider`, or RATCHET_PROVIDER) can
+    name; default: `builtin_providers(artifacts)`: `openai` (OPENAI_API_KEY / OPENAI_BASE_URL, ...) and
+    `scripted`, each with its settings from the environment. The secrets of a provider's `settings`
+    are redacted like the worker's own."""
     data_converter: DataConverter
     """Converter of every payload: Ratchet's pydantic JSON, then encryption (RATCHET_CODEC_KEYS)
     and offload of large payloads to `artifacts` (RATCHET_CLAIM_CHECK_BYTES); default:
@@ -188,7 +191,7 @@ class RatchetOptions:
             profiles=profiles if profiles is not None else builtin_profiles(),
             tools=tools,
             sandbox=sandbox,
-            providers=providers if providers is not None else builtin_providers(settings, artifacts),
+            providers=providers if providers is not None else builtin_providers(artifacts),
             data_converter=data_converter if data_converter is not None else converter_for(settings, artifacts),
             mcp=mcp_pool(settings, mcp),
         )
@@ -305,7 +308,7 @@ class RatchetPlugin(SimplePlugin):
         # tracing, logs and metrics see errors after secrets were redacted.
         own = list(config.get("interceptors") or [])
         present = [*(client.config(active_config=True).get("interceptors") or []), *own]
-        secrets = secret_values(self.options.settings)
+        secrets = secret_values(self.options.settings, more=self.options.providers.secrets())
         if client.api_key and len(client.api_key) >= MIN_SECRET_CHARS and client.api_key not in secrets:
             secrets = sorted([*secrets, client.api_key], key=len, reverse=True)  # e.g. from a config file
         ours = [LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secrets), StartGuard(WORKFLOWS)]

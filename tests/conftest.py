@@ -46,7 +46,17 @@ def openai_server():
 
 
 @pytest.fixture
-def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer) -> Settings:
+def openai_key(monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer) -> str:
+    """The openai provider's settings, as a worker reads them (from its environment): the test
+    server, and a key of this test's own (the server picks a test's script by its key)."""
+    key = f"key-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    return key
+
+
+@pytest.fixture
+def settings(tmp_path: Path, dev_server: DevServer, openai_key: str) -> Settings:
     return Settings(
         temporal_address=dev_server.address,
         task_queue=f"test-{uuid.uuid4().hex[:12]}",
@@ -54,8 +64,6 @@ def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer)
         artifact_dir=tmp_path / "artifacts",
         ledger_path=tmp_path / "ledger.sqlite3",
         tracker_path=tmp_path / "tracker.sqlite3",
-        openai_base_url=openai_server.base_url,
-        openai_api_key=f"key-{uuid.uuid4().hex[:12]}",
         max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
     )
 

@@ -14,7 +14,7 @@ from ratchet.workflows.agent import AgentWorkflow
 
 
 def scripted(agent: str, script: list[dict], objective: str = "do the task", **extra: Any) -> dict:
-    return {"agent": agent, "objective": objective, "model": {"provider": "scripted", "script": script}, **extra}
+    return {"agent": agent, "objective": objective, "model": {"provider": "scripted", "options": {"script": script}}, **extra}
 
 
 async def start(client: Client, settings: Settings, run: dict, workflow_id: str | None = None) -> WorkflowHandle:

@@ -126,7 +126,7 @@ async def _one(client: Client, stack: Stack, k: int | None) -> StepResult:
     for name, data in SEED.items():
         (stack.workspace(wid) / name).write_bytes(data)
     run = {"agent": "chaos", "objective": f"saga sweep k={k}", "workspace": wid,
-           "model": {"provider": "scripted", "script": script_failing_at(k)}}
+           "model": {"provider": "scripted", "options": {"script": script_failing_at(k)}}}
     handle = await client.start_workflow(AGENT_WORKFLOW, run, id=wid, task_queue=stack.task_queue)
     try:
         await asyncio.wait_for(handle.result(), timeout=120)

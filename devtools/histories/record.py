@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import json
 import logging
 import subprocess
@@ -65,11 +66,11 @@ async def export(address: str, name: str, out: Path) -> Path:
 
 
 def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
+    os.environ.update(OPENAI_BASE_URL=openai_url, OPENAI_API_KEY=API_KEY, OPENAI_MODEL="gpt-4o-mini")  # the provider's own
     return Settings(
         temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=100,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
         tracker_path=state / "tracker.sqlite3",
-        openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
         plugins="tests.plugins.probe,examples.mcp_tracker.profiles", codec_keys=None, claim_check_bytes=0,
         host_id=HOST_ID,  # the host queue `histories@histories-host` is in the history: not the machine's name
         mcp_servers=mcp_servers(state),

@@ -82,7 +82,7 @@ def expect(ok: bool, what: str, got: object) -> None:
 
 
 def scripted(agent: str, script: list[dict], **extra: object) -> dict:
-    return {"agent": agent, "objective": "do the task", "model": {"provider": "scripted", "script": script}, **extra}
+    return {"agent": agent, "objective": "do the task", "model": {"provider": "scripted", "options": {"script": script}}, **extra}
 
 
 def probe_call(**arguments: object) -> dict:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ratchet.contracts.base import ArtifactRef, EffectClass, FailurePolicy
+from ratchet.contracts.base import EffectClass, FailurePolicy
 from ratchet.contracts.run import AgentRun
 from ratchet.contracts.sandbox import SandboxPolicy
 
@@ -20,10 +20,22 @@ class Budget(BaseModel):
     max_duration_s: float | None = None
 
 
+class ToolSchema(BaseModel):
+    """A tool as the model is told of it, in no vendor's format: each provider renders its own wire
+    format (OpenAI's function tools, Anthropic's `input_schema`, ...) from it."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The arguments' JSON Schema (an object), its properties in the author's order: a reply cut
+    off mid-call keeps the first ones (`path` before `content`)."""
+
+
 class ModelSettings(BaseModel):
-    provider: str = "openai"
+    provider: str
     """A `ModelProvider` registered on the worker, by name."""
-    model: str = "gpt-4o-mini"
+    model: str
+    """The provider's model name (the run's, else the profile's, else the provider's default)."""
     temperature: float | None = None
     max_output_tokens: int | None = None
     timeout_s: float = 120.0
@@ -34,7 +46,9 @@ class ModelSettings(BaseModel):
     retry_max_interval_s: float = Field(60.0, gt=0)
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
-    script_ref: ArtifactRef | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The provider's own options as it resolved them when the run was planned (`ModelProvider.plan`):
+    the scripted provider's script artifact, the anthropic provider's prompt caching."""
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation). The transcript keeps every message either way."""
@@ -146,7 +160,7 @@ class ModelCallConfig(BaseModel):
     """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""
 
     settings: ModelSettings
-    tools: list[dict[str, Any]]
+    tools: list[ToolSchema]
 
 
 class PlanRun(BaseModel):

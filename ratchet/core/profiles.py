@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field, ValidationError
 
-from ratchet.contracts import ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier, problems
+from ratchet.contracts import NAME_PATTERN, ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier, problems
 from ratchet.contracts.mcp import McpToolset
 
 TOOL_OUTPUT_CHARS = 32_000
@@ -22,8 +22,12 @@ class AgentProfile(RunPolicy):
     name: str
     system_prompt: str
     tools: list[str]
+    provider: str | None = Field(None, pattern=NAME_PATTERN)
+    """The model provider (`openai`, `anthropic`, or one registered on the worker); None: the worker's
+    RATCHET_PROVIDER. A run's `model.provider` overrides it."""
     model: str | None = None
-    """Model name; None means the worker's RATCHET_MODEL."""
+    """The provider's model name; None: the provider's default (OPENAI_MODEL, ANTHROPIC_MODEL). A run's
+    `model.model` overrides it; a run that names another provider does not get it."""
     model_timeout_s: float | None = Field(None, gt=0, le=3600)
     """One model call's timeout; None: the worker's RATCHET_MODEL_TIMEOUT_S (120 s)."""
     model_max_attempts: int | None = Field(None, ge=1, le=100)

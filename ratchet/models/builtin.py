@@ -1,16 +1,23 @@
-"""The providers a worker has unless its plugin options say otherwise: `openai` and `scripted`."""
+"""The providers a worker has unless its plugin options say otherwise: `openai` and `scripted`,
+each reading its own settings from the environment (`ratchet.models.settings`)."""
 
 from __future__ import annotations
 
-from ratchet.models.openai import OpenAIProvider
+from ratchet.models.openai import OpenAIProvider, OpenAISettings
 from ratchet.models.provider import ProviderRegistry
 from ratchet.models.scripted import ScriptedProvider
-from ratchet.ops.settings import Settings
+from ratchet.models.settings import ProviderSettings, load
 from ratchet.stores.artifacts import ArtifactStore
 
 
-def builtin_providers(settings: Settings, artifacts: ArtifactStore) -> ProviderRegistry:
+def builtin_providers(artifacts: ArtifactStore) -> ProviderRegistry:
+    """Raises SettingsError naming the variable when a provider's settings are bad."""
     registry = ProviderRegistry()
-    registry.register(OpenAIProvider(settings))
+    registry.register(OpenAIProvider())
     registry.register(ScriptedProvider(artifacts))
     return registry
+
+
+def provider_settings() -> dict[str, ProviderSettings]:
+    """Each built-in provider's settings as this environment gives them (`ratchet config`)."""
+    return {"openai": load(OpenAISettings)}

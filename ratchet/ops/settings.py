@@ -1,8 +1,9 @@
 """Worker and CLI settings, read from the environment (and an optional .env-style file).
 
 Names follow the tools users already know: TEMPORAL_* as Temporal's CLI and SDKs (the client
-connection is Temporal's environment configuration, `temporal_connection`), OPENAI_API_KEY /
-OPENAI_BASE_URL as the openai client; the rest are RATCHET_*.
+connection is Temporal's environment configuration, `temporal_connection`); the rest are RATCHET_*.
+A model provider's endpoint and key are the provider's own settings (OPENAI_*, ANTHROPIC_*:
+ratchet/models/settings.py).
 """
 
 from __future__ import annotations
@@ -133,9 +134,13 @@ class Settings(BaseSettings):
         "(ratchet/mcp/config.py); `${NAME}` in their env or headers reads the worker's variable NAME, a secret.",
     )
 
-    openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
-    openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
-    model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("RATCHET_MODEL"))
+    provider: str = Field(
+        "openai",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+        validation_alias=_env("RATCHET_PROVIDER"),
+        description="The model provider of a run whose profile and input name none; its model is the "
+        "provider's default (OPENAI_MODEL, ANTHROPIC_MODEL) unless the profile or run names one.",
+    )
     model_timeout_s: float = Field(
         120.0,
         gt=0,
@@ -237,10 +242,6 @@ class Settings(BaseSettings):
     @property
     def plugin_modules(self) -> list[str]:
         return [name.strip() for name in self.plugins.split(",") if name.strip()]
-
-    @property
-    def model_endpoint_configured(self) -> bool:
-        return self.openai_api_key is not None or self.openai_base_url is not None
 
     def masked(self) -> dict[str, object]:
         """Effective settings for display, secrets masked. The temporal_* entries are the effective
@@ -443,9 +444,9 @@ WORKER_PROCESS_FIELDS = (
 
 def worker_environment(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment of a `python -m ratchet.worker` process serving `settings`' server, queue, paths,
-    cache size and plugins. Inherited TEMPORAL_*, RATCHET_* and OPENAI_* variables are left out, so
-    the process sees only what is given here (and in `extra`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_"))}
+    cache size and plugins. Inherited TEMPORAL_*, RATCHET_* and model providers' OPENAI_* and ANTHROPIC_*
+    variables are left out, so the process sees only what is given here (and in `extra`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_", "ANTHROPIC_"))}
     for name in WORKER_PROCESS_FIELDS:
         alias = Settings.model_fields[name].validation_alias
         assert isinstance(alias, AliasChoices)
