@@ -177,6 +177,8 @@ class RunPreparer:
             tool_output_chars=profile.tool_output_chars,
             usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
+            usd_per_1k_cache_read_tokens=profile.usd_per_1k_cache_read_tokens,
+            usd_per_1k_cache_write_tokens=profile.usd_per_1k_cache_write_tokens,
         )
         options: dict = {}
         if override is not None:

@@ -45,6 +45,24 @@ def openai_server():
         yield server
 
 
+@pytest.fixture(scope="session")
+def anthropic_server():
+    from ratchet.testing.anthropic_server import AnthropicServer
+
+    with AnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_key(monkeypatch: pytest.MonkeyPatch, anthropic_server) -> str:
+    """As `openai_key`, for the anthropic provider and the local Anthropic server (set before the
+    worker is built: a provider reads its settings when it is made)."""
+    key = f"sk-ant-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    return key
+
+
 @pytest.fixture
 def openai_key(monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer) -> str:
     """The openai provider's settings, as a worker reads them (from its environment): the test

@@ -89,7 +89,13 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
             raise outcome
     for call, result in zip(calls, results):
         state.messages.append(
-            Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
+            Message(
+                role="tool",
+                tool_call_id=call.id,
+                content=_tool_message(result),
+                content_ref=result.output_ref,
+                is_error=not result.ok,
+            )
         )
     if state.bad_tool_calls > plan.max_bad_tool_calls:
         raise RunFailed(
@@ -169,7 +175,13 @@ def _answer_interrupted(
                 )
             )
         state.messages.append(
-            Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
+            Message(
+                role="tool",
+                tool_call_id=call.id,
+                content=_tool_message(result),
+                content_ref=result.output_ref,
+                is_error=not result.ok,
+            )
         )
     ids = set(call_ids)
     state.pending_approvals = [p for p in state.pending_approvals if p.call_id not in ids]

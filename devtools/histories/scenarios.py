@@ -22,6 +22,7 @@ from ratchet.contracts import (
 )
 from devtools.demo import SAMPLE, demo_script
 from ratchet.ops.settings import Settings
+from ratchet.testing.anthropic_server import AnthropicServer
 from ratchet.testing.openai_server import OpenAIServer
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.workflows.agent import AgentWorkflow
@@ -35,6 +36,8 @@ class Recorder:
     settings: Settings
     openai: OpenAIServer
     api_key: str
+    anthropic: AnthropicServer
+    """Serves the anthropic provider of the recording worker under `api_key` too."""
 
     async def run(self, name: str, run: dict, seed: Path | None = None) -> AgentResult | str:
         """Run to its end: the result, or the failure message of a failed run. `seed` is copied
@@ -144,6 +147,17 @@ async def model_401(rec: Recorder) -> None:
     rec.openai.enqueue_faults([{"status": 401}], key=rec.api_key)
     result = await rec.run("model-401", {"agent": "probe", "objective": "x", "workspace": "auth"})
     expect(isinstance(result, str) and "401" in result, "a 401 failure", result)
+
+
+@scenario("anthropic")
+async def anthropic_run(rec: Recorder) -> None:
+    """The coder agent on the anthropic provider (local Anthropic server): a fix, a checkpoint, a
+    failed verification rolled back, prompt cache reads counted."""
+    rec.anthropic.set_script(demo_script(), key=rec.api_key)
+    run = {"agent": "coder", "objective": "fix it", "workspace": "claude", "model": {"provider": "anthropic"}}
+    result = await rec.run("anthropic", run, seed=SAMPLE)
+    done = isinstance(result, AgentResult) and result.phase == Phase.DONE and result.used.cache_read_tokens > 0
+    expect(done, "DONE with cache reads", result)
 
 
 async def _start(rec: Recorder, name: str, run: dict, task_queue: str = TASK_QUEUE):

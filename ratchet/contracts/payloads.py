@@ -24,6 +24,9 @@ class Message(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     tool_call_id: str | None = None
+    is_error: bool = False
+    """A tool message whose call failed (its content says why); providers that mark errors apart
+    (Anthropic's `tool_result.is_error`) use it."""
     content_ref: ArtifactRef | None = None
     """Full content in the artifact store when `content` is a shortened preview."""
     pinned: bool = False
@@ -33,7 +36,12 @@ class Message(BaseModel):
 
 class Usage(BaseModel):
     prompt_tokens: int = 0
+    """Every input token billed, cached or not."""
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of `prompt_tokens`, read from the provider's prompt cache (billed at its discount)."""
+    cache_write_tokens: int = 0
+    """Of `prompt_tokens`, written to the provider's prompt cache (billed at its surcharge)."""
 
     @property
     def total_tokens(self) -> int:

@@ -46,6 +46,10 @@ class ModelSettings(BaseModel):
     retry_max_interval_s: float = Field(60.0, gt=0)
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
+    usd_per_1k_cache_read_tokens: float | None = None
+    """The price of prompt tokens read from the provider's cache (None: the prompt price)."""
+    usd_per_1k_cache_write_tokens: float | None = None
+    """The price of prompt tokens written to the provider's cache (None: the prompt price)."""
     options: dict[str, Any] = Field(default_factory=dict)
     """The provider's own options as it resolved them when the run was planned (`ModelProvider.plan`):
     the scripted provider's script artifact, the anthropic provider's prompt caching."""

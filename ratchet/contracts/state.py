@@ -159,6 +159,10 @@ class BudgetUsed(BaseModel):
     steps: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of `prompt_tokens`, read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `prompt_tokens`, written to the provider's prompt cache."""
     cost_usd: float = 0.0
     model_calls: int = 0
     tool_calls: int = 0
