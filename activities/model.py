@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from ratchet.contracts.activities import MODEL_CALL
 from .heartbeat import heartbeating
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
-from ratchet.core import budget, keys
+from ratchet.core import budget, keys, outputs
 from ratchet.models.provider import Completion, ModelCall, ModelProvider, ProviderRegistry
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
@@ -115,6 +115,7 @@ class ModelActivities:
                 key=key,
                 settings=_within_budget(req, config, messages),
                 tools=config.tools,
+                output=config.output,
                 messages=messages,
                 turn=base.turns + _turns(new),
                 step=req.step,
@@ -142,6 +143,8 @@ class ModelActivities:
             finish_reason=None if done.finish_reason in (None, natural) else done.finish_reason,
             model="" if done.model in ("", config.settings.model) else done.model,
         )
+        if config.output is not None and not done.message.tool_calls and done.finish_reason != "length":
+            reply.output, reply.output_error = outputs.check(config.output, done.message.content)
         if self.ledger is not None:
             self.ledger.complete(key, reply.model_dump(mode="json"))
         return reply, base.extended(added, ref.digest, ref.size or 0, config.settings.context_messages)

@@ -22,11 +22,14 @@ from ratchet.contracts import (
     ErrorType,
     ModelCallConfig,
     ModelSettings,
+    OutputSpec,
     PlanRun,
     PrepareRun,
     RunPlan,
     ToolSpec,
 )
+from ratchet.core import outputs
+from ratchet.core.outputs import OutputTypes, default_output_types
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
 from ratchet.models.provider import PlanContext, ProviderOptionsError, ProviderRegistry
 from ratchet.ops.settings import Settings
@@ -44,7 +47,10 @@ class RunPreparer:
         ledger: Ledger | None = None,
         mcp: McpActivities | None = None,
         client: Client | None = None,
+        output_types: OutputTypes = default_output_types,
     ) -> None:
+        self.output_types = output_types
+        """The pydantic models a run's or profile's `output_schema` may name."""
         self.client = client
         self.mcp = mcp
         """Lists the MCP servers a profile uses (ratchet/mcp); None: this worker has none."""
@@ -131,7 +137,9 @@ class RunPreparer:
                 )
         local_ok = self._local_tools
         mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
-        call = ModelCallConfig(settings=model, tools=[t.tool_schema() for t in tools] + mcp.schemas)
+        call = ModelCallConfig(
+            settings=model, tools=[t.tool_schema() for t in tools] + mcp.schemas, output=self._output(profile, req)
+        )
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
@@ -197,6 +205,24 @@ class RunPreparer:
         if problem is not None:
             raise _invalid(f"model: {problem}")
         return settings
+
+    def _output(self, profile: AgentProfile, req: PrepareRun) -> OutputSpec | None:
+        """The run's output schema (the run's, else the profile's), resolved and checked."""
+        given, field = (
+            (req.run.output_schema, "output_schema")
+            if req.run.output_schema is not None
+            else (
+                profile.output_schema,
+                f"profile {profile.name!r}: output_schema",
+            )
+        )
+        if given is None:
+            return None
+        try:
+            return outputs.resolve(given, self.output_types)
+        except ValueError as exc:
+            kind = ErrorType.INVALID_INPUT if field == "output_schema" else ErrorType.INVALID_PROFILE
+            raise ApplicationError(f"{field}: {exc}", type=kind, non_retryable=True) from None
 
     def _read(self, req: PrepareRun, relative: str, limit: int) -> str:
         """A file in the run's workspace, for a provider's options (the scripted provider's script_file)."""

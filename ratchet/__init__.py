@@ -33,6 +33,7 @@ _EXPORTS = {
     "undo_record": "ratchet.core.tools",
     "AgentProfile": "ratchet.core.profiles",
     "register_profile": "ratchet.core.profiles",
+    "register_output_type": "ratchet.core.outputs",
     "RatchetPlugin": "ratchet.plugin",
     "RatchetOptions": "ratchet.plugin",
     "AgentRun": "ratchet.contracts",
@@ -59,6 +60,7 @@ __all__ = [
     "ToolError",
     "reconcile_for",
     "register_profile",
+    "register_output_type",
     "tool",
     "undo_for",
     "undo_record",
@@ -68,6 +70,7 @@ assert sorted(__all__) == sorted(_EXPORTS)
 if TYPE_CHECKING:
     from ratchet.client import RatchetClient, RunHandle
     from ratchet.contracts import AgentResult, AgentRun, AgentState
+    from ratchet.core.outputs import register_output_type
     from ratchet.core.profiles import AgentProfile, register_profile
     from ratchet.core.tools import (
         FatalToolError,

@@ -426,6 +426,20 @@ def _register_effect(
     return effect
 
 
+def refuse_answer(state: AgentState, plan: RunPlan, problem: str) -> None:
+    """A final answer that does not match the run's output schema goes back to the model, counted
+    with the bad tool calls (the same limit, `max_bad_tool_calls`)."""
+    _count_bad_call(state, f"the final answer does not match the output schema: {problem}")
+    state.messages.append(
+        Message(role="user", content=f"{state.last_error}. Give your final answer again, matching it.")
+    )
+    if state.bad_tool_calls > plan.max_bad_tool_calls:
+        raise RunFailed(
+            f"the model made {state.bad_tool_calls} invalid tool calls or answers "
+            f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
+        )
+
+
 def _bad_call(state: AgentState, problem: str) -> ToolResult:
     """A call the model got wrong, before anything ran: it goes back to the model."""
     _count_bad_call(state, problem)

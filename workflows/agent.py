@@ -306,6 +306,10 @@ class AgentWorkflow:
             if reply.finish_reason == "length":
                 state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
                 return None
+            if reply.output_error is not None:  # the answer does not match the output schema: back to the model
+                acting.refuse_answer(state, plan, reply.output_error)
+                return None
+            state.output = reply.output
             # under a verifier the workspace as it stands must pass; a failing check goes back to
             # the model (it cannot end DONE)
             if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
@@ -453,6 +457,7 @@ class AgentWorkflow:
             workflow_id=state.workflow_id,
             phase=phase,
             answer=state.answer,
+            output=state.output,
             steps=state.step,
             used=state.used,
             last_error=state.last_error,

@@ -160,6 +160,16 @@ async def anthropic_run(rec: Recorder) -> None:
     expect(done, "DONE with cache reads", result)
 
 
+@scenario("typed-output")
+async def typed_output(rec: Recorder) -> None:
+    """A run with an output schema: an answer that does not match goes back to the model, the next
+    one is the result's output."""
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}}, "required": ["verdict"]}
+    script = [{"tool_calls": [{"name": "final_answer", "arguments": {"verdict": v}}]} for v in ("maybe", "pass")]
+    result = await rec.run("typed-output", {**scripted("probe", script, workspace="typed"), "output_schema": schema})
+    expect(isinstance(result, AgentResult) and result.output == {"verdict": "pass"}, "DONE with the output", result)
+
+
 async def _start(rec: Recorder, name: str, run: dict, task_queue: str = TASK_QUEUE):
     return await rec.client.start_workflow(
         AGENT_WORKFLOW, run, id=workflow_id(name), task_queue=task_queue, result_type=AgentResult

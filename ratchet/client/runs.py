@@ -64,6 +64,7 @@ from ratchet.contracts import (
 from ratchet.ops.settings import Settings
 
 T = TypeVar("T")
+Output = TypeVar("Output", bound=BaseModel)
 
 
 class RunSummary(BaseModel):
@@ -228,6 +229,18 @@ class RunHandle:
             return await self._ask("result", self._handle.result())
         except WorkflowFailureError as exc:
             raise RunFailed(self.workflow_id, str(exc.cause or exc)) from None
+
+    async def output(self, model: type[Output]) -> Output:
+        """The run's typed final answer as `model` (a run started with an `output_schema`, or of a
+        profile with one: the answer was checked against it). RunFailed if the run failed or ended
+        without one (BUDGET_EXHAUSTED); InvalidInput if the answer is not a valid `model`."""
+        result = await self.result()
+        if result.output is None:
+            raise RunFailed(self.workflow_id, f"the run ended {result.phase} without a typed output")
+        try:
+            return model.model_validate(result.output)
+        except ValidationError as exc:
+            raise InvalidInput.of(f"output as {model.__name__}", exc) from None
 
     async def checkpoints(self) -> list[Checkpoint]:
         return (await self.state()).checkpoints

@@ -51,6 +51,7 @@ from ratchet.contracts.plan import (
     RunPolicy,
     RunPlan,
     ModelCallConfig,
+    OutputSpec,
     PlanRun,
     PrepareRun,
 )
@@ -136,6 +137,7 @@ __all__ = [
     "RunPolicy",
     "RunPlan",
     "ModelCallConfig",
+    "OutputSpec",
     "PlanRun",
     "PrepareRun",
     "ToolCallRequest",

@@ -75,6 +75,10 @@ class ModelReply(BaseModel):
     "tool_calls" or "stop"."""
     model: str = ""
     """Only when the provider names another model than the run's settings (e.g. a dated snapshot)."""
+    output: Any = None
+    """A final answer of a run with an output schema, parsed and matching it."""
+    output_error: str | None = None
+    """A final answer that does not match the run's output schema: what is wrong, for the model."""
 
 
 class ToolInvocation(BaseModel):

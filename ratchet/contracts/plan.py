@@ -160,11 +160,22 @@ class RunPlan(RunPolicy):
         return next((t for t in self.tools if t.name == name), None)
 
 
+class OutputSpec(BaseModel):
+    """A run's output schema, resolved (`ratchet.core.outputs.resolve`): its final answer must be JSON
+    matching `json_schema`."""
+
+    name: str
+    """The registered output type's name, or the schema's title (`output`)."""
+    json_schema: dict[str, Any]
+
+
 class ModelCallConfig(BaseModel):
     """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""
 
     settings: ModelSettings
     tools: list[ToolSchema]
+    output: OutputSpec | None = None
+    """The run's output schema: each final answer is checked against it (activities/model.py)."""
 
 
 class PlanRun(BaseModel):

@@ -87,6 +87,11 @@ class AgentRun(Strict):
     )
     model: ModelOverride | None = None
     budget: BudgetOverride | None = None
+    output_schema: dict[str, Any] | str | None = Field(
+        default=None,
+        description="The final answer's type: a JSON Schema (an object at the top), or the name of a pydantic "
+        "model registered on the worker; overrides the profile's. The result's `output` holds the answer.",
+    )
     on_failure: FailurePolicy | None = Field(default=None, description="Overrides the profile's failure policy.")
     resume_from: ResumeFrom | None = Field(
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."

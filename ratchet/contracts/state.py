@@ -218,6 +218,8 @@ class AgentState(BaseModel):
     """How many times this run has continued as new."""
     bad_tool_calls: int = 0
     answer: str | None = None
+    output: Any = None
+    """The final answer as JSON, for a run with an output schema (`ModelReply.output`)."""
     last_error: str | None = None
 
     def unarchive(self, archived: list[Effect]) -> None:
@@ -257,6 +259,9 @@ class AgentResult(BaseModel):
     workflow_id: str
     phase: Phase
     answer: str | None
+    output: Any = None
+    """The final answer as JSON matching the run's output schema (None without one); the client's
+    `RunHandle.output(Model)` returns it as the model type."""
     steps: int
     used: BudgetUsed
     last_error: str | None = None

@@ -5,6 +5,7 @@ the run (`run.prepare`), into the run's `RunPlan`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field, ValidationError
 
@@ -46,6 +47,9 @@ class AgentProfile(RunPolicy):
     tools the model gets and their effects and compensations. Listed when a run is planned and
     pinned for the run; the model sees them as `<server>__<tool>`."""
     budget: Budget = Field(default_factory=Budget)
+    output_schema: dict[str, Any] | str | None = None
+    """The final answer's type: a JSON Schema (an object at the top) or the name of a pydantic model
+    registered with `register_output_type`; a run's `output_schema` overrides it. None: free text."""
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
     usd_per_1k_cache_read_tokens: float | None = None

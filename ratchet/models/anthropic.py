@@ -24,7 +24,14 @@ from pydantic import Field, SecretStr
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import Message, ModelSettings, Strict, ToolCallRequest, ToolSchema, Usage
-from ratchet.models.provider import Completion, ModelCall, PlanContext, check_options
+from ratchet.models.provider import (
+    Completion,
+    ModelCall,
+    PlanContext,
+    answer_from_tool,
+    check_options,
+    final_answer_tool,
+)
 from ratchet.models.settings import Headers, ProviderSettings, env, load
 
 MAX_CONTINUATIONS = 3
@@ -144,8 +151,9 @@ class AnthropicProvider:
                 type="ModelRefused",
                 non_retryable=True,
             )
+        message = from_anthropic(content)
         return Completion(
-            message=from_anthropic(content),
+            message=answer_from_tool(message) if call.output else message,
             usage=usage_of(reply.usage),
             finish_reason="length" if reply.stop_reason == "max_tokens" else None,
             model=reply.model or "",
@@ -157,7 +165,8 @@ def render(call: ModelCall, default_max_tokens: int, caching: bool) -> dict[str,
     settings = call.settings
     system = [{"type": "text", "text": m.content} for m in call.messages if m.role == "system" and m.content]
     messages = to_anthropic([m for m in call.messages if m.role != "system"])
-    tools = [to_anthropic_tool(t) for t in call.tools]
+    offered = [*call.tools, final_answer_tool(call.output)] if call.output else call.tools
+    tools = [to_anthropic_tool(t) for t in offered]
     if caching:
         for blocks in (tools, system, messages[-1]["content"] if messages else []):
             if blocks:

@@ -90,6 +90,15 @@ class OpenAIProvider:
             kwargs["max_tokens"] = settings.max_output_tokens
         if call.tools:
             kwargs["tools"] = [to_openai_tool(t) for t in call.tools]
+        if call.output is not None:  # structured outputs: the final answer is JSON matching the schema
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(call.output.name),
+                    "schema": call.output.json_schema,
+                    "strict": True,
+                },
+            }
         try:
             completion = await self.client().chat.completions.create(
                 model=settings.model,
@@ -113,6 +122,11 @@ class OpenAIProvider:
             finish_reason=choice.finish_reason,
             model=completion.model or "",
         )
+
+
+def _schema_name(name: str) -> str:
+    """`response_format`'s name: letters, digits, `_` and `-`, at most 64."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "output"
 
 
 def to_openai_tool(tool: ToolSchema) -> dict[str, Any]:

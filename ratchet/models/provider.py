@@ -21,7 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from ratchet.contracts import Message, ModelSettings, ToolSchema, Usage
+from ratchet.contracts import Message, ModelSettings, OutputSpec, ToolSchema, Usage
+from ratchet.core.outputs import FINAL_ANSWER
 from ratchet.stores.artifacts import ArtifactStore
 
 __all__ = [
@@ -51,6 +52,31 @@ class ModelCall:
     turn: int
     """Assistant messages in the whole conversation before this call."""
     step: int
+    output: OutputSpec | None = None
+    """The run's output schema: the final answer must be JSON matching it. A provider uses its native
+    mechanism (OpenAI: `response_format` json_schema), else offers the `final_answer_tool` and turns
+    its call into the answer (`answer_from_tool`)."""
+
+
+def final_answer_tool(output: OutputSpec) -> ToolSchema:
+    """The tool a provider without a structured-output mode offers for a typed final answer."""
+    return ToolSchema(
+        name=FINAL_ANSWER,
+        description=f"Give your final answer ({output.name}) when you are done: its arguments are the answer.",
+        parameters=output.json_schema,
+    )
+
+
+def answer_from_tool(message: Message) -> Message:
+    """A reply whose only tool call is `final_answer`: the answer, its arguments as the content. Next
+    to other calls it is premature (the model answers before seeing their results): dropped."""
+    answers = [c for c in message.tool_calls if c.name == FINAL_ANSWER]
+    if not answers:
+        return message
+    others = [c for c in message.tool_calls if c.name != FINAL_ANSWER]
+    if others:
+        return message.model_copy(update={"tool_calls": others})
+    return message.model_copy(update={"content": answers[0].arguments, "tool_calls": []})
 
 
 @dataclass(frozen=True)

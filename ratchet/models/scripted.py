@@ -17,7 +17,14 @@ from typing import Any
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from ratchet.contracts import ArtifactRef, Message, ModelSettings, Strict, ToolCallRequest, Usage, problems
-from ratchet.models.provider import Completion, ModelCall, PlanContext, ProviderOptionsError, check_options
+from ratchet.models.provider import (
+    Completion,
+    ModelCall,
+    PlanContext,
+    ProviderOptionsError,
+    answer_from_tool,
+    check_options,
+)
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
 
 SCRIPTS_CACHED = 64
@@ -90,7 +97,7 @@ class ScriptedProvider:
     async def complete(self, call: ModelCall) -> Completion:
         ref = ArtifactRef.model_validate(call.settings.options["script_ref"])
         message, usage = scripted_reply(self._script(ref), call.turn, call.messages, call.step)
-        return Completion(message=message, usage=usage)
+        return Completion(message=answer_from_tool(message) if call.output else message, usage=usage)
 
     def _script(self, ref: ArtifactRef) -> list:
         """A run's replies, read once per worker (a 5,000-reply script: 12 ms a call)."""
