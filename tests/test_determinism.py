@@ -53,6 +53,8 @@ def _ratchet_source(module: str) -> str | None:
     inside a module). open() and os.listdir are allowed while the sandbox imports a module."""
     parent, _, leaf = module.rpartition(".")
     package = __import__(parent, fromlist=["__name__"])
+    if not hasattr(package, "__path__"):  # `parent` is a module: `leaf` is a name in it
+        return None
     directory = os.path.dirname(package.__file__)
     if f"{leaf}.py" not in os.listdir(directory):
         return None
@@ -151,6 +153,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "(asyncio.sleep, asyncio.wait and asyncio.as_completed are banned below)",
     "collections.abc": "abstract types for annotations (Awaitable, Callable, Coroutine)",
     "json": "pure parsing and serialization",
+    "dataclasses": "plain data classes (rollback.Target) and replace() (saga's undo activity definition)",
     "datetime": "types and parsing only (datetime.now, utcnow, today, date.today are banned below)",
     "typing": "annotations",
     "re": "pure pattern matching",
@@ -165,7 +168,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
 }
 ALLOWED_PACKAGES = ("ratchet.contracts", "ratchet.workflows")
 # Vetted as deterministic and I/O-free, not allowed until something needs them (add them to
-# ALLOWED_IMPORTS then): dataclasses, collections, enum, itertools, functools, math.
+# ALLOWED_IMPORTS then): collections, enum, itertools, functools, math.
 
 NOW = "workflow.now() (deterministic, the workflow task's time)"
 SLEEP = "await workflow.sleep() (a durable timer)"

@@ -19,9 +19,9 @@ RULES = {
 }
 """Layer -> the only other layers it may import (contracts: pydantic and the standard library;
 workflows: deterministic code, no I/O layer)."""
-KNOWN = {("ratchet.core", "ratchet.ops"), ("ratchet.core", "ratchet.sandbox")}
-"""Upward arrows that exist and are to go (issue 21): core must import only contracts. These two
-are the types of `ToolContext.settings` and `ToolContext.sandbox`, imported for type checking only."""
+KNOWN = {("ratchet.core", "ratchet.ops")}
+"""Upward arrows that exist and are to go: core must import only contracts. This one is the type
+of `ToolContext.settings` (the worker's `Settings`), imported for type checking only."""
 
 
 def layer(module: str) -> str:

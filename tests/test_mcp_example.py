@@ -42,3 +42,5 @@ async def test_the_readme_mcp_example_opens_an_issue_and_its_rollback_closes_it(
         assert issues(tmp_path / "tracker.db") == [("printer on fire", 0)]
     finally:
         await worker.stop()
+    # at its start the worker listed the server's tools once and said how many (ratchet/mcp/pool.py)
+    assert "mcp server tracker (stdio): 5 tools: search_issues, create_issue, close_issue" in worker.output, worker.output

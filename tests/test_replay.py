@@ -29,6 +29,7 @@ from ratchet.replay.gate import DEFAULT_QUERY, exit_code, replay_paths, table
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK
 from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
+from ratchet.workflows import step as step_module
 from ratchet.workflows.agent import AgentWorkflow
 from ratchet.workflows.closed_rollback import RollbackWorkflow
 
@@ -49,46 +50,30 @@ class AuditedAgentWorkflow(AgentWorkflow):
         return await super().run(raw)
 
 
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class ModeratedAgentWorkflow(AgentWorkflow):
-    """Today's workflow plus an activity before every model call after the first."""
-
-    @workflow.run
-    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        return await super().run(raw)
-
-    async def _think(self, state, plan):  # noqa: ANN001  (AgentWorkflow's own signature)
-        if state.step >= 2:
-            await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
-        return await super()._think(state, plan)
+# A change inside a step: the model call of every step (workflows/step.py `think`) replaced, as a
+# developer's edit of that module would, for the duration of one replay.
+_think = step_module.think
 
 
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class PatchedModeratedAgentWorkflow(AgentWorkflow):
+async def _moderated_think(state, plan):  # noqa: ANN001  (think's own signature)
+    """Today's model call plus an activity before every one after the first."""
+    if state.step >= 2:
+        await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
+    return await _think(state, plan)
+
+
+async def _patched_moderated_think(state, plan):  # noqa: ANN001
     """The same change behind workflow.patched(): old runs keep the old path (docs/REPLAY.md)."""
-
-    @workflow.run
-    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        return await super().run(raw)
-
-    async def _think(self, state, plan):  # noqa: ANN001
-        if state.step >= 2 and workflow.patched("moderate-model-calls"):
-            await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
-        return await super()._think(state, plan)
+    if state.step >= 2 and workflow.patched("moderate-model-calls"):
+        await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
+    return await _think(state, plan)
 
 
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class BrokenAgentWorkflow(AgentWorkflow):
-    """Today's workflow with a bug that raises before the second model call."""
-
-    @workflow.run
-    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
-        return await super().run(raw)
-
-    async def _think(self, state, plan):  # noqa: ANN001
-        if state.step >= 2:
-            raise RuntimeError("a bug in the new code")
-        return await super()._think(state, plan)
+async def _broken_think(state, plan):  # noqa: ANN001
+    """Today's model call with a bug that raises before the second one."""
+    if state.step >= 2:
+        raise RuntimeError("a bug in the new code")
+    return await _think(state, plan)
 
 
 SCRIPT = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
@@ -122,9 +107,9 @@ async def test_an_extra_activity_at_the_start_is_nondeterministic_everywhere():
     assert exit_code(outcomes) == 1
 
 
-async def test_an_extra_activity_before_later_model_calls_is_located_at_step_2():
-    assert hasattr(AgentWorkflow, "_think"), "ModeratedAgentWorkflow overrides AgentWorkflow._think"
-    outcomes = await replay_paths([HISTORIES], workflows=[ModeratedAgentWorkflow, RollbackWorkflow], progress=quiet)
+async def test_an_extra_activity_before_later_model_calls_is_located_at_step_2(monkeypatch):
+    monkeypatch.setattr(step_module, "think", _moderated_think)
+    outcomes = await replay_paths([HISTORIES], workflows=[AgentWorkflow, RollbackWorkflow], progress=quiet)
     by_id = {o.workflow_id: o for o in outcomes}
     for single_step in ("invalid-input", "model-401"):  # no second model call to diverge at
         assert by_id[workflow_id(single_step)].result == OK, table(outcomes)
@@ -135,15 +120,17 @@ async def test_an_extra_activity_before_later_model_calls_is_located_at_step_2()
     assert exit_code(outcomes) == 1
 
 
-async def test_code_that_raises_in_replay_is_a_failure_located_in_agent_terms():
-    [outcome] = await replay_paths([HISTORIES / "tool-retry.json"], workflows=[BrokenAgentWorkflow], progress=quiet)
+async def test_code_that_raises_in_replay_is_a_failure_located_in_agent_terms(monkeypatch):
+    monkeypatch.setattr(step_module, "think", _broken_think)
+    [outcome] = await replay_paths([HISTORIES / "tool-retry.json"], workflows=[AgentWorkflow], progress=quiet)
     assert (outcome.result, outcome.divergence) == (FAILED, "step 2, model call"), table([outcome])
     assert "a bug in the new code" in outcome.detail
     assert exit_code([outcome]) == 1
 
 
-async def test_the_same_change_behind_a_patch_replays_clean():
-    outcomes = await replay_paths([HISTORIES], workflows=[PatchedModeratedAgentWorkflow, RollbackWorkflow], progress=quiet)
+async def test_the_same_change_behind_a_patch_replays_clean(monkeypatch):
+    monkeypatch.setattr(step_module, "think", _patched_moderated_think)
+    outcomes = await replay_paths([HISTORIES], workflows=[AgentWorkflow, RollbackWorkflow], progress=quiet)
     assert {o.result for o in outcomes} == {OK}, table(outcomes)
 
 

@@ -82,11 +82,13 @@ async def serve(settings: Settings) -> None:
     log.info("workspace activities of runs whose workspace is on this host: task queue %r", settings.host_task_queue)
     if settings.metrics_port is not None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    announced = asyncio.create_task(plugin.options.mcp.announce(log))  # each MCP server's tool count
     print(
         f"ratchet worker ready: task queue {settings.task_queue!r} at {address}, host queue {settings.host_task_queue!r}",
         flush=True,
     )
     await _first_of(running, first.wait())
+    announced.cancel()
     if running.done():
         return await running  # the worker stopped on its own: raise its error
     log.info("draining: polling stopped; running activities have %gs to finish", settings.shutdown_grace_s)

@@ -27,6 +27,12 @@ def needs_approval(plan: RunPlan, spec: ToolSpec, args: dict[str, Any]) -> str |
     return None
 
 
+def decide(state: AgentState, call_id: str, decision: Decision) -> str:
+    """A person's approval or rejection of a pending call (the `approve` and `reject` updates)."""
+    state.decisions[call_id] = decision
+    return f"{'approved' if decision.approved else 'rejected'} {call_id}"
+
+
 def validate_decision(state: AgentState, call_id: str) -> None:
     if any(p.call_id == call_id for p in state.pending_approvals):
         return

@@ -1,10 +1,9 @@
-"""Checkpoints, rollback, fork and the failure policy (deterministic, no I/O).
+"""Verification, checkpoints and fork (deterministic, no I/O).
 
 After a step that changed something, the profile's verifier runs (`checkpoint.verify`): a pass
 records a `Checkpoint` (test evidence, the patch, a file manifest), a failure goes back to the
-model and, with `revert_on_failed_verification`, the step's effects are undone. A rollback undoes
-the effects above a checkpoint newest first (workflows/saga.py) and restores the conversation to
-it. A fork (`AgentRun.resume_from`) starts a new run from another run's checkpoint.
+model and, with `revert_on_failed_verification`, the step's effects are undone (workflows/rollback.py,
+where every rollback goes back to a checkpoint). A fork (`AgentRun.resume_from`) starts a new run from another run's checkpoint.
 """
 
 from __future__ import annotations
@@ -20,30 +19,17 @@ from ratchet.contracts import (
     Checkpoint,
     Effect,
     EffectStatus,
-    FailurePolicy,
     LoadCheckpoint,
     Message,
-    Phase,
-    RollbackReport,
     RunPlan,
-    TranscriptSlice,
     VerifyRequest,
     VerifyResult,
 )
-from ratchet.contracts.activities import FORK, TRANSCRIPT_MESSAGES, VERIFY
+from ratchet.contracts.activities import FORK, VERIFY
 from ratchet.core import keys
-from . import calls, effects_archive, hosts, saga
+from . import calls, effects_archive, hosts, rollback
 from .errors import RunFailed, cause, invalid_input, raise_if_cancelled
 from .hosts import HostLost
-
-
-def boundary(state: AgentState, checkpoint_id: str) -> int:
-    """How many effects the run had at the checkpoint; an unknown id is the caller's mistake."""
-    for checkpoint in state.checkpoints:
-        if checkpoint.id == checkpoint_id:
-            return checkpoint.effects_len
-    known = ", ".join(c.id for c in state.checkpoints) or "none yet"
-    raise ValueError(f"unknown checkpoint {checkpoint_id!r}; this run has: {known}")
 
 
 async def fork(state: AgentState, plan: RunPlan) -> None:
@@ -126,82 +112,11 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
         return True
     note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
     if plan.revert_on_failed_verification:
-        last = state.checkpoints[-1].id if state.checkpoints else None
-        report = await rollback_effects(state, plan, since, last, "verification failed", fail_over=True)
-        if not report.clean:
-            raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
-        note += f"\nYour changes since {last or 'the start'} were reverted ({len(report.undone)} undone)."
+        report = await rollback.revert_step(state, plan)
+        last = report.checkpoint_id or "the start"
+        note += f"\nYour changes since {last} were reverted ({len(report.undone)} undone)."
     state.messages.append(Message(role="user", content=note))
     return False
-
-
-async def rollback_to(
-    state: AgentState,
-    plan: RunPlan,
-    checkpoint_id: str | None,
-    reason: str,
-    restored: str | None = None,
-    fail_over: bool = False,
-) -> RollbackReport:
-    """Undo every effect above the checkpoint (all, without one) and restore its conversation.
-    `restored`: the workspace was restored to the checkpoint already (a failover; saga.compensate).
-    `fail_over`: a workspace host found gone raises `HostLost` (saga.compensate)."""
-    since = boundary(state, checkpoint_id) if checkpoint_id else 0
-    report = await rollback_effects(state, plan, since, checkpoint_id, reason, restored=restored, fail_over=fail_over)
-    if report.clean:
-        checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
-        if checkpoint is not None:
-            await _messages_back_to(state, checkpoint)
-            del state.messages[checkpoint.messages_len - state.messages_base :]
-            state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
-            state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
-    return report
-
-
-async def _messages_back_to(state: AgentState, checkpoint: Checkpoint) -> None:
-    """A checkpoint older than what the last handover kept (workflows/handover.py): its messages
-    from `unsent` on come back from the transcript artifact, where the model's later calls put them."""
-    if checkpoint.unsent >= state.messages_base or state.transcript is None:
-        return
-    state.messages = await calls.call(
-        TRANSCRIPT_MESSAGES,
-        TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
-        summary=f"read messages back to {checkpoint.id}",
-    )
-    state.messages_base = checkpoint.unsent
-
-
-async def rollback_effects(
-    state: AgentState,
-    plan: RunPlan,
-    since: int,
-    checkpoint_id: str | None,
-    reason: str,
-    restored: str | None = None,
-    fail_over: bool = False,
-) -> RollbackReport:
-    """Undo the effects above `since` (saga.compensate: `restored` and `fail_over` as there)."""
-    previous_phase = state.phase
-    state.phase = Phase.ROLLING_BACK
-    await effects_archive.restore(state, since)
-    report = RollbackReport(checkpoint_id=checkpoint_id, reason=reason)
-    try:
-        await saga.compensate(state, plan, since, report, restored, fail_over)
-    finally:  # cut short by a lost host (HostLost), the report still says what was undone
-        state.rollbacks.append(report)
-    state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
-    return report
-
-
-def failure_target(state: AgentState, plan: RunPlan) -> tuple[FailurePolicy | None, Checkpoint | None]:
-    """What a failed or cancelled run's policy (the run's `on_failure`, else the profile's) undoes:
-    (the policy, None when there is nothing to undo; the checkpoint it goes back to, None: every effect)."""
-    policy = state.run.on_failure or plan.failure_policy
-    if policy == FailurePolicy.KEEP or not effects_archive.count(state):
-        return None, None
-    if state.checkpoints and policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT:
-        return policy, state.checkpoints[-1]
-    return policy, None
 
 
 def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:

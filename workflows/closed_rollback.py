@@ -25,7 +25,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from ratchet.contracts import (
     ROLLBACK_WORKFLOW,
-    TO_START,
     ClosedRollback,
     ClosedRun,
     ErrorType,
@@ -35,8 +34,9 @@ from ratchet.contracts import (
     rollback_id,
 )
 from ratchet.contracts.activities import ROLLBACK_LOAD
-from . import calls, checkpoints, saga
+from . import calls, rollback, saga
 from .errors import invalid_input, raise_if_cancelled
+from .hosts import HostLost
 from .input import decoded, describe, invalid
 
 EXAMPLE = '{"workflow_id": "fix-42", "checkpoint_id": "cp-1"}'
@@ -60,15 +60,18 @@ class RollbackWorkflow:
         if state is None or state.plan is None:
             return result  # it failed before it was planned: it did nothing
         try:
-            since = 0 if request.checkpoint_id == TO_START else checkpoints.boundary(state, request.checkpoint_id)
+            since = rollback.resolve(state, request.checkpoint_id).since
         except ValueError as exc:
-            raise invalid(f"checkpoint_id: {exc} (or {TO_START!r}: every effect)") from None
+            raise invalid(f"checkpoint_id: {exc}") from None
         result.plan = saga.rollback_plan(state, state.plan, since)
         if request.dry_run:
             return result
         reason = f"rollback of closed run {request.workflow_id} ({closed.status}, {state.phase})"
-        report = RollbackReport(checkpoint_id=request.checkpoint_id, reason=reason)
-        result.report = await saga.compensate(state, state.plan, since, report)
+        result.report = report = RollbackReport(checkpoint_id=request.checkpoint_id, reason=reason)
+        try:
+            await saga.compensate(state, state.plan, since, report)
+        except HostLost as lost:  # the closed run's workspace host is gone: nothing here can restore it
+            report.errors.append(str(lost))
         if not result.report.clean:
             raise ApplicationError(
                 f"rollback did not complete: {'; '.join(result.report.errors)}; not undone: "

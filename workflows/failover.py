@@ -9,18 +9,19 @@ and returns its host queue; every other workspace activity then goes there (work
 A fork is bound by `checkpoint.fork` instead, a sub-agent first tries its parent's host.
 
 Failover. A workspace activity the host did not take within `host_timeout_s` raises `HostLost`;
-the loop calls `fail_over`:
-  (a) `workspace.rehydrate` on the shared queue: the taking host empties the run's workspace and
-      restores the last checkpoint's file manifest (no checkpoint: the initial snapshot);
+the loop fails the run over (`rollback.fail_over`, as a rollback to the newest checkpoint with a
+file manifest; the failure policy does the same when it finds the host gone):
+  (a) `rehydrate`: `workspace.rehydrate` on the shared queue: the taking host empties the run's
+      workspace and restores the checkpoint's file manifest (no checkpoint: the initial snapshot);
   (b) the effects after the checkpoint: workspace effects were reverted by the restore (marked
       undone), every other compensable one is undone by its undo activity on the shared queue
       (saga.compensate, newest first, at most once per key through the ledger), irreversible ones
       are left and reported;
   (c) the conversation goes back to the checkpoint, as a rollback's does, plus a message telling
       the model what happened;
-  (d) a `Failover` record goes to `state.failovers`.
-A failover that cannot complete, or one more than `MAX_FAILOVERS`, fails the run (its failure
-policy applies).
+  (d) `record`: a `Failover` record goes to `state.failovers`.
+A failover that cannot complete, or one more than `rollback.MAX_FAILOVERS`, fails the run (its
+failure policy applies).
 """
 
 from __future__ import annotations
@@ -30,23 +31,17 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from ratchet.contracts import (
     AgentState,
-    Checkpoint,
     Failover,
-    Message,
     OpenWorkspace,
-    Phase,
     RehydrateWorkspace,
     RollbackReport,
     RunPlan,
     WorkspaceBinding,
 )
 from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
-from . import calls, checkpoints, hosts
+from . import calls, hosts
 from .errors import RunFailed, cause, raise_if_cancelled
 from .hosts import HostLost, host_name
-
-MAX_FAILOVERS = 5
-"""Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
 
 
 async def bind(state: AgentState, plan: RunPlan) -> None:
@@ -78,35 +73,7 @@ async def _open(state: AgentState, plan: RunPlan, host: str | None) -> Workspace
         raise RunFailed(f"opening the workspace {plan.workspace} failed: {cause(err)}") from None
 
 
-async def apply_failure_policy(state: AgentState, plan: RunPlan | None, reason: str) -> None:
-    """A failed or cancelled run's policy (`checkpoints.failure_target`). If the workspace's host is
-    found gone while undoing, the workspace is restored on another host to the policy's target (its
-    checkpoint's files, or the initial snapshot) and the rest undone there: workspace effects are
-    then reverted by the restore, others undone once through the ledger. A restore that cannot be
-    done leaves the run COMPENSATION_FAILED with every effect's status, for a person to act on."""
-    if plan is None:
-        return
-    policy, checkpoint = checkpoints.failure_target(state, plan)
-    if policy is None:
-        return
-    checkpoint_id = checkpoint.id if checkpoint is not None else None
-    try:
-        await checkpoints.rollback_to(state, plan, checkpoint_id, f"{policy}: {reason}", fail_over=True)
-        return
-    except HostLost as lost:
-        why, from_host = f"{policy}: {reason} ({lost})", state.workspace_host
-        manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
-        try:
-            restored = await _rehydrate(state, plan, manifest, checkpoint_id or "the initial snapshot", lost)
-        except RunFailed as failed:
-            state.last_error = str(failed)
-            state.phase = Phase.COMPENSATION_FAILED
-            return
-    report = await checkpoints.rollback_to(state, plan, checkpoint_id, why, restored=restored)
-    _record(state, from_host, checkpoint_id, why, restored, report)
-
-
-async def _rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lost: HostLost) -> str:
+async def rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lost: HostLost) -> str:
     """The workspace restored from `manifest` on another host, which now holds it: the note for
     the effects the restore reverted."""
     workflow.logger.warning("%s; restoring %s on another host", lost, target)
@@ -123,41 +90,7 @@ async def _rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lo
     return f"restored from {target} on host {host_name(binding.host_queue)}"
 
 
-async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
-    """Move the run's workspace to another host, back to the last checkpoint (see the module)."""
-    if len(state.failovers) >= MAX_FAILOVERS:
-        raise RunFailed(f"{lost}; the run lost its workspace host {len(state.failovers)} times already, giving up")
-    from_host = state.workspace_host
-    checkpoint = _restore_point(state)
-    target = checkpoint.id if checkpoint is not None else "the initial snapshot"
-    manifest = checkpoint.workspace_ref if checkpoint is not None else state.workspace_snapshot
-    restored = await _rehydrate(state, plan, manifest, target, lost)
-    # effects and conversation back to the checkpoint, as a rollback (without one: to the start)
-    report = await checkpoints.rollback_to(
-        state,
-        plan,
-        checkpoint.id if checkpoint is not None else None,
-        f"failover: {lost}",
-        restored=restored,
-    )
-    if not report.clean:
-        raise RunFailed(f"{lost}; undoing the effects after {target} did not complete: {report.errors}")
-    if checkpoint is None:
-        _restart_conversation(state, plan)
-    undone = _record(state, from_host, checkpoint.id if checkpoint is not None else None, str(lost), restored, report)
-    note = (
-        f"The host that held your workspace ({host_name(from_host)}) was lost. The workspace was {restored}, "
-        f"and the conversation went back to that point: redo any work after it."
-    )
-    if undone:
-        note += f" Undone: {'; '.join(undone)}."
-    if report.irreversible:
-        note += f" Left in place (irreversible): {'; '.join(report.irreversible)}."
-    state.messages.append(Message(role="user", content=note))
-    state.phase = Phase.ACTING
-
-
-def _record(
+def record(
     state: AgentState,
     from_host: str | None,
     checkpoint_id: str | None,
@@ -181,18 +114,3 @@ def _record(
         )
     )
     return undone
-
-
-def _restore_point(state: AgentState) -> Checkpoint | None:
-    """The newest checkpoint with a file manifest (None: the run's start)."""
-    return next((c for c in reversed(state.checkpoints) if c.workspace_ref is not None), None)
-
-
-def _restart_conversation(state: AgentState, plan: RunPlan) -> None:
-    """Back to the run's start: the system prompt and the objective, nothing the model has seen
-    (a continue-as-new may have handed the first messages over, so they are made anew)."""
-    state.messages = [
-        Message(role="system", content=plan.system_prompt),
-        Message(role="user", content=state.run.objective),
-    ]
-    state.messages_base, state.transcript, state.unsent = 0, None, 0

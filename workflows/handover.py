@@ -6,7 +6,7 @@ Kept elsewhere, so dropped here:
 
 - messages the model has already seen, up to the last checkpoint (its unsent messages stay): they
   are in the transcript artifact (`transcript`); a rollback to an older checkpoint reads its
-  messages back from there (`checkpoints.rollback_to`, activity `transcript.messages`);
+  messages back from there (`rollback.rewind`, activity `transcript.messages`);
 - tool call records but the last `KEEP_TOOL_CALLS`: their outputs are in the transcript, their
   side effects in `effects`;
 - effects below the last checkpoint: they went to the artifact store just before
@@ -17,7 +17,9 @@ The run input itself (`run`, with a scripted model's script) is kept as it came:
 
 from __future__ import annotations
 
-from ratchet.contracts import AgentState
+from temporalio import workflow
+
+from ratchet.contracts import AgentState, RunPlan, Transcript, TranscriptPage
 
 
 KEEP_TOOL_CALLS = 50
@@ -33,3 +35,17 @@ def trimmed(state: AgentState) -> AgentState:
         state.tool_calls_archived += len(state.tool_calls) - KEEP_TOOL_CALLS
         del state.tool_calls[:-KEEP_TOOL_CALLS]
     return state
+
+
+def due(plan: RunPlan) -> bool:
+    """Time to continue as new: the server suggests it, or the history reached the plan's limit."""
+    info = workflow.info()
+    return info.is_continue_as_new_suggested() or info.get_current_history_length() >= plan.continue_as_new_events
+
+
+def page(state: AgentState, page: TranscriptPage) -> Transcript:
+    """A page of the conversation (the `transcript` query); messages before the last handover are
+    in the transcript artifact (`ratchet.client` reads them from there)."""
+    offset = max(page.offset, state.messages_base)
+    start = offset - state.messages_base
+    return Transcript(total=state.message_count, offset=offset, messages=state.messages[start : start + page.limit])

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
 
-from ratchet.contracts import AgentState, Phase
+from ratchet.contracts import AgentState, Phase, RunPlan
 
 T = TypeVar("T")
 
@@ -64,3 +65,35 @@ async def _cancel(task: asyncio.Task[Any], state: AgentState) -> None:
 
 def _interruptible(state: AgentState) -> bool:
     return state.phase != Phase.ROLLING_BACK
+
+
+class Deadline:
+    """The time budget (`budget.max_duration_s`) as a durable timer: one per run, restarted by a
+    continuation with what is left. Once it fired, the step in flight is interrupted."""
+
+    def __init__(self) -> None:
+        self.passed = False
+        self._timer: asyncio.Task[None] | None = None
+
+    def start(self, state: AgentState, plan: RunPlan) -> None:
+        limit = plan.budget.max_duration_s
+        if limit is None:
+            return
+        left = limit - self.elapsed_s(state, plan)
+        if left <= 0:
+            self.passed = True
+            return
+
+        async def deadline() -> None:
+            await workflow.sleep(timedelta(seconds=left), summary=f"deadline: budget.max_duration_s {limit:g}s")
+            self.passed = True
+
+        self._timer = asyncio.create_task(deadline())
+
+    def elapsed_s(self, state: AgentState, plan: RunPlan) -> float:
+        """The run's age (since its first start); once the timer fired, at least the budget."""
+        started = datetime.fromisoformat(state.started_at) if state.started_at else workflow.now()
+        elapsed = (workflow.now() - started).total_seconds()
+        if self.passed and plan.budget.max_duration_s is not None:  # the timer is the authority
+            return max(elapsed, plan.budget.max_duration_s)
+        return elapsed

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import (
     AgentState,
+    DecideRequest,
     ErrorType,
     OutcomeChoice,
     OutcomeDecision,
@@ -91,6 +92,13 @@ def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
         output=f"this {spec.name} call was interrupted and whether it took effect is unknown; it was skipped{why}. "
         "Check before repeating it.",
     )
+
+
+def decide(state: AgentState, request: DecideRequest) -> str:
+    """A person's decision on a call whose outcome is unknown (the `decide` update)."""
+    decision = OutcomeDecision(choice=request.choice, result=request.result, reason=request.reason)
+    state.outcome_decisions[request.call_id] = decision
+    return f"{request.choice} {request.call_id}"
 
 
 def validate(state: AgentState, call_id: str) -> None:

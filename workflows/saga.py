@@ -9,10 +9,8 @@ still in place could corrupt the target.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
 
-from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import (
@@ -25,18 +23,10 @@ from ratchet.contracts import (
     RunPlan,
     UndoInvocation,
 )
-from . import hosts
+from ratchet.contracts.activities import UNDO
+from . import calls, effects_archive, hosts
 from .errors import cause
 from .hosts import HostLost
-
-UNDO_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=10,
-)
-"""About a minute of attempts: an outage of the ledger or the artifact store (a file's old bytes) is
-waited out, not turned into COMPENSATION_FAILED."""
 
 
 def undoable(plan: RunPlan, effect: Effect) -> bool:
@@ -93,31 +83,31 @@ def _is_child(plan: RunPlan, effect: Effect) -> bool:
     return spec is not None and spec.kind == "child"
 
 
-async def compensate(
-    state: AgentState,
-    plan: RunPlan,
-    boundary: int,
-    report: RollbackReport,
-    restored: str | None = None,
-    fail_over: bool = False,
-) -> RollbackReport:
+def mark_restored(state: AgentState, plan: RunPlan, boundary: int, restored: str, report: RollbackReport) -> None:
+    """The workspace was restored to the boundary (a failover, workflows/failover.py): the
+    compensable workspace effects above it, a sub-agent's among them, are reverted already. Marked
+    undone (with the note `restored`), `compensate` runs no undo for them."""
+    for effect in reversed(state.effects[effects_archive.local(state, boundary) :]):
+        if effect.status == EffectStatus.UNDONE:
+            continue
+        if _restored_by_files(effect):
+            effect.status = EffectStatus.UNDONE
+            report.undone.append(f"{_label(effect)}: {restored}")
+        elif _is_child(plan, effect):
+            for child_effect in (effect.undo or {}).get("effects", []):
+                if _restored_by_files(Effect.model_validate(child_effect)):
+                    child_effect["status"] = EffectStatus.UNDONE.value
+
+
+async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: RollbackReport) -> RollbackReport:
     """Undo the run's effects from number `boundary` on (none of them archived: the caller
     restores them first, workflows/effects_archive.py), newest first. On a clean run the effects above the
-    boundary are removed from the stack (the report keeps what was done).
-
-    `restored`: the workspace was restored to the boundary (a failover, workflows/failover.py), so
-    compensable workspace effects are reverted already: marked undone with this note, no undo runs.
-    `fail_over`: an undo whose workspace host is gone raises `HostLost` (the caller fails over; the
-    effects keep their status) instead of counting as an undo that failed."""
-    assert boundary >= state.effects_base, "restore archived effects before compensating them"
-    boundary -= state.effects_base  # where effect number `boundary` is in state.effects
+    boundary are removed from the stack (the report keeps what was done). An undo whose workspace
+    host is gone raises HostLost (the effects keep their status; the caller fails over or gives up)."""
+    boundary = effects_archive.local(state, boundary)  # where effect number `boundary` is in state.effects
     pending = list(reversed(state.effects[boundary:]))
     for index, effect in enumerate(pending):
         if effect.status == EffectStatus.UNDONE:
-            continue
-        if restored is not None and effect.workspace and effect.effect == EffectClass.COMPENSABLE:
-            effect.status = EffectStatus.UNDONE
-            report.undone.append(f"{_label(effect)}: {restored}")
             continue
         if not undoable(plan, effect):
             effect.status = EffectStatus.NOT_UNDONE
@@ -125,9 +115,9 @@ async def compensate(
             report.irreversible.append(_label(effect))
             continue
         try:
-            await _undo(state, plan, effect, restored=restored)
+            await _undo(state, plan, effect)
         except ActivityError as err:
-            if fail_over and hosts.host_gone(err):  # only workspace activities have a schedule-to-start timeout
+            if hosts.host_gone(err):  # only workspace activities have a schedule-to-start timeout
                 raise HostLost(state.workspace_host, f"undo step {effect.step} {effect.tool}") from None
             effect.status = EffectStatus.UNDO_FAILED
             effect.error = cause(err)
@@ -146,20 +136,15 @@ async def compensate(
 
 
 async def _undo(
-    state: AgentState,
-    plan: RunPlan,
-    effect: Effect,
-    workspace: str | None = None,
-    host: str | None = None,
-    restored: str | None = None,
+    state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None, host: str | None = None
 ) -> None:
     spec = plan.tool(effect.tool)
     if spec is not None and spec.kind == "child":
-        await _undo_child(state, plan, effect, restored)
+        await _undo_child(state, plan, effect)
         return
     host = host or state.workspace_host
-    await workflow.execute_activity(
-        f"undo.{effect.tool}",
+    await calls.call(
+        replace(UNDO, name=f"undo.{effect.tool}"),
         UndoInvocation(
             key=effect.key,
             workflow_id=state.workflow_id,
@@ -170,27 +155,25 @@ async def _undo(
             workspace=workspace or plan.workspace,
             undo=effect.undo,
         ),
-        result_type=str,
-        start_to_close_timeout=timedelta(seconds=60),
-        retry_policy=UNDO_RETRY,
-        heartbeat_timeout=timedelta(seconds=20),
         summary=f"undo step {effect.step}: {effect.tool}",
         **hosts.on_host(host if effect.workspace else None, plan),  # a workspace undo: on its host
     )
 
 
-async def _undo_child(state: AgentState, plan: RunPlan, effect: Effect, restored: str | None = None) -> None:
+async def _undo_child(state: AgentState, plan: RunPlan, effect: Effect) -> None:
     """Undo what a finished sub-agent left in place, newest first, in its workspace (the parent's
     directory, on the host the child last held it). A child that did not finish (failed or
-    cancelled) compensated its own effects by its failure policy. After a failover (`restored`)
-    the child's workspace effects were reverted with the parent's workspace."""
+    cancelled) compensated its own effects by its failure policy. After a failover its workspace
+    effects were reverted with the parent's workspace (`mark_restored`)."""
     info = effect.undo or {}
     for child_effect in reversed([Effect.model_validate(e) for e in info.get("effects", [])]):
         if child_effect.status == EffectStatus.UNDONE:
             continue
-        if restored is not None and child_effect.workspace and child_effect.effect == EffectClass.COMPENSABLE:
-            continue
         await _undo(state, plan, child_effect, workspace=info.get("workspace"), host=info.get("workspace_host"))
+
+
+def _restored_by_files(effect: Effect) -> bool:
+    return effect.workspace and effect.effect == EffectClass.COMPENSABLE
 
 
 def _label(effect: Effect) -> str:

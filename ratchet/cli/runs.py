@@ -119,9 +119,7 @@ def register(sub) -> None:
         f"{ROLLBACK_WORKFLOW} with id RUN/rollback/CHECKPOINT.",
     )
     workflow_id(cmd)
-    cmd.add_argument(
-        "checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`); for a closed run also {TO_START!r}: every effect"
-    )
+    cmd.add_argument("checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`), or {TO_START!r}: every effect")
     cmd.add_argument(
         "--then",
         choices=["continue", "stop"],

@@ -387,13 +387,13 @@ class RunHandle:
         store (workflows/effects_archive.py), as the rollback itself will load them."""
         from ratchet.activities.archive import load_archived
         from ratchet.stores.urls import open_artifacts
-        from ratchet.workflows import checkpoints, saga
+        from ratchet.workflows import rollback
 
         state = await self.state()
         store = open_artifacts(self.client.settings.artifact_store_url)
         state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
         try:
-            return saga.rollback_plan(state, state.plan, checkpoints.boundary(state, checkpoint_id))
+            return rollback.plan_of(state, checkpoint_id)
         except ValueError as exc:
             raise Refused("rollback", str(exc)) from None
 

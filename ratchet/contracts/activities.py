@@ -19,6 +19,7 @@ from ratchet.contracts.payloads import (
     ModelRequest,
     OpenWorkspace,
     RehydrateWorkspace,
+    UndoInvocation,
     VerifyRequest,
     VerifyResult,
     WorkspaceBinding,
@@ -104,6 +105,17 @@ TRANSCRIPT_MESSAGES = ActivityDef[TranscriptSlice, list[Message]](
     ABOUT_A_MINUTE,
 )
 ROLLBACK_LOAD = ActivityDef[LoadClosedRun, ClosedRun]("rollback.load", LoadClosedRun, ClosedRun, 60.0, ABOUT_A_MINUTE)
+UNDO = ActivityDef[UndoInvocation, str](
+    "undo.<tool>",
+    UndoInvocation,
+    str,
+    60.0,
+    Retry(initial_s=0.5, maximum_s=10.0, maximum_attempts=10),
+    HEARTBEAT_S,
+)
+"""The options of every `undo.<tool>` activity (the workflow names it by its tool): about a minute
+of attempts, so an outage of the ledger or the artifact store (a file's old bytes) is waited out,
+not turned into COMPENSATION_FAILED."""
 
 ACTIVITIES = (
     PREPARE,

@@ -1,5 +1,6 @@
 """What a run's programs may do: the `SandboxPolicy` a profile sets and `run_command` and the
-verifier run under (ratchet/sandbox/, docs/SECURITY.md).
+verifier run under, and the `Sandbox` protocol every backend implements (ratchet/sandbox/,
+docs/SECURITY.md).
 
 It travels in the run's plan and in the inputs of the activities that run programs, so it holds
 no secrets: environment variables are passed by *name*, their values read on the worker.
@@ -7,7 +8,10 @@ no secrets: environment variables are passed by *name*, their values read on the
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -51,3 +55,30 @@ class SandboxPolicy(BaseModel):
         if timeout_s is None or timeout_s >= self.wall_time_s:
             return self
         return self.model_copy(update={"wall_time_s": timeout_s})
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    exit_code: int
+    """The program's exit code; 128 + N when signal N killed it (as a shell reports it)."""
+    output: str
+    """stdout and stderr interleaved, at most `max_output_bytes` of it (plus a note of the cut)."""
+    dropped_bytes: int = 0
+    """Output bytes cut from the middle to keep within `max_output_bytes`."""
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Runs one program in a workspace under a policy; async; safe to call concurrently.
+
+    `run` returns when the program has exited and every process it started is gone (killed if
+    need be), with the exit code and capped output. It raises `ProgramNotFound`, `WallTimeExceeded`
+    (the whole tree killed), `DiskQuotaExceeded`, or `SandboxUnavailable` when the backend itself
+    cannot work. Cancelling the call kills the tree too. `probe` checks, once at worker start,
+    that the backend works here (it raises `SandboxUnavailable` saying why not)."""
+
+    name: str
+
+    def probe(self) -> None: ...
+
+    async def run(self, argv: Sequence[str], workspace: Path, policy: SandboxPolicy) -> SandboxResult: ...

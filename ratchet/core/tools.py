@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from ratchet.contracts import UNDO_DESCRIPTION, ArtifactRef, EffectClass, SandboxPolicy, ToolSchema, ToolSpec
+from ratchet.contracts.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from ratchet.ops.settings import Settings
-    from ratchet.sandbox import Sandbox
 
 
 class Blobs(Protocol):

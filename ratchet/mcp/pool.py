@@ -79,6 +79,25 @@ class McpPool:
         async with self.session(name) as session:
             return await session.list_tools()
 
+    async def announce(self, log: logging.Logger, timeout_s: float = 30.0) -> dict[str, int | None]:
+        """List every server's tools once and log how many (a worker's start): name -> count, None
+        where the server could not list them (a WARNING with the reason; runs that need it fail
+        then, naming it). The connections stay open for the runs."""
+
+        async def count(name: str) -> int | None:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    tools = await self.list_tools(name)
+            except Exception as exc:  # any failure is reported, none stops the worker
+                log.warning("mcp server %s: could not list its tools: %s", name, str(exc) or type(exc).__name__)
+                return None
+            names = ", ".join(str(t.get("name")) for t in tools[:20]) + (", ..." if len(tools) > 20 else "")
+            log.info("mcp server %s (%s): %d tools: %s", name, self.servers[name].transport, len(tools), names)
+            return len(tools)
+
+        counts = await asyncio.gather(*(count(name) for name in self.servers))
+        return dict(zip(self.servers, counts))
+
     async def aclose(self) -> None:
         """End every connection (stdio servers are stopped); later uses start them again."""
         connections, self._connections = list(self._connections.values()), {}

@@ -9,13 +9,11 @@ The conformance suite every backend must pass is `ratchet.testing.sandbox`; docs
 what each backend enforces and what it does not.
 """
 
-from ratchet.contracts.sandbox import SandboxPolicy
+from ratchet.contracts.sandbox import Sandbox, SandboxPolicy, SandboxResult
 from ratchet.sandbox.base import (
     DiskQuotaExceeded,
     ProgramNotFound,
-    Sandbox,
     SandboxError,
-    SandboxResult,
     SandboxUnavailable,
     UnavailableSandbox,
     WallTimeExceeded,

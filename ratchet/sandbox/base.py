@@ -1,5 +1,6 @@
-"""The `Sandbox` protocol, its result and errors, and the process supervision the local backends
-share: capped output, the wall-time limit, killing what is left."""
+"""The sandbox errors, the backend of a worker without a working sandbox, and the process
+supervision the local backends share: capped output, the wall-time limit, killing what is left.
+(The `Sandbox` protocol and its result are contracts: ratchet/contracts/sandbox.py.)"""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO
 
-from ratchet.contracts.sandbox import SandboxPolicy
+from ratchet.contracts.sandbox import SandboxPolicy, SandboxResult
 
 SANDBOX_UNAVAILABLE = "SandboxUnavailable"
 """The error type (Temporal `ApplicationError.type`) of a program that could not run because the
@@ -40,33 +41,6 @@ class WallTimeExceeded(SandboxError):
 
 class DiskQuotaExceeded(SandboxError):
     """After the call, the workspace held more than the policy's `disk_bytes`."""
-
-
-@dataclass(frozen=True)
-class SandboxResult:
-    exit_code: int
-    """The program's exit code; 128 + N when signal N killed it (as a shell reports it)."""
-    output: str
-    """stdout and stderr interleaved, at most `max_output_bytes` of it (plus a note of the cut)."""
-    dropped_bytes: int = 0
-    """Output bytes cut from the middle to keep within `max_output_bytes`."""
-
-
-@runtime_checkable
-class Sandbox(Protocol):
-    """Runs one program in a workspace under a policy; async; safe to call concurrently.
-
-    `run` returns when the program has exited and every process it started is gone (killed if
-    need be), with the exit code and capped output. It raises `ProgramNotFound`, `WallTimeExceeded`
-    (the whole tree killed), `DiskQuotaExceeded`, or `SandboxUnavailable` when the backend itself
-    cannot work. Cancelling the call kills the tree too. `probe` checks, once at worker start,
-    that the backend works here (it raises `SandboxUnavailable` saying why not)."""
-
-    name: str
-
-    def probe(self) -> None: ...
-
-    async def run(self, argv: Sequence[str], workspace: Path, policy: SandboxPolicy) -> SandboxResult: ...
 
 
 class UnavailableSandbox:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ratchet.sandbox.base import Sandbox
+from ratchet.contracts.sandbox import Sandbox
 
 log = logging.getLogger("ratchet.sandbox")
 

@@ -39,13 +39,12 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ratchet.contracts.sandbox import MIB, SandboxPolicy
+from ratchet.contracts.sandbox import MIB, SandboxPolicy, SandboxResult
 from ratchet.ops.secrets import child_environment
 from ratchet.sandbox.base import (
     DiskQuotaExceeded,
     Launch,
     ProgramNotFound,
-    SandboxResult,
     SandboxUnavailable,
     supervise,
 )

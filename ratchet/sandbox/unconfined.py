@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.ops.secrets import child_environment
-from ratchet.sandbox.base import Launch, SandboxResult, supervise
+from ratchet.contracts.sandbox import SandboxResult
+from ratchet.sandbox.base import Launch, supervise
 
 
 class UnconfinedSandbox:

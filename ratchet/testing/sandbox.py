@@ -36,7 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ratchet.contracts.sandbox import MIB, SandboxPolicy
-from ratchet.sandbox.base import DiskQuotaExceeded, ProgramNotFound, Sandbox, SandboxResult, WallTimeExceeded
+from ratchet.contracts.sandbox import Sandbox, SandboxResult
+from ratchet.sandbox.base import DiskQuotaExceeded, ProgramNotFound, WallTimeExceeded
 
 __all__ = ["ESCAPES", "SandboxConformance", "main"]
 

@@ -1,0 +1,270 @@
+"""Going back: rollbacks and the failure policy, in one place (deterministic, no I/O).
+
+Every way a run goes back to a boundary runs through here:
+- a person's `rollback` update (`Requests`: the handler queues it, the loop serves it between steps;
+  the step in flight is interrupted for it, workflows/interrupts.py);
+- the revert of a step whose verification failed (workflows/checkpoints.py);
+- a failover to another host when the workspace's host is lost (`fail_over`; the host side is
+  workflows/failover.py);
+- a failed or cancelled run's failure policy (`on_failure`), decided and applied here.
+
+A rollback's target (a checkpoint, or the run's start, and the effect boundary it implies) is
+resolved once (`resolve`); `undo_above` undoes the effects above it newest first (workflows/saga.py)
+and `rewind` takes the conversation and the checkpoints back to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from ratchet.contracts import (
+    TO_START,
+    AgentState,
+    Checkpoint,
+    EffectStatus,
+    ErrorType,
+    FailurePolicy,
+    Message,
+    Phase,
+    RollbackPlanItem,
+    RollbackReport,
+    RollbackRequest,
+    RunPlan,
+    TranscriptSlice,
+)
+from ratchet.contracts.activities import TRANSCRIPT_MESSAGES
+from . import calls, effects_archive, failover, saga
+from .errors import RunFailed
+from .hosts import HostLost, host_name
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a rollback goes back to: a checkpoint, or None for the run's start (every effect)."""
+
+    checkpoint: Checkpoint | None
+
+    @property
+    def id(self) -> str | None:
+        return self.checkpoint.id if self.checkpoint is not None else None
+
+    @property
+    def since(self) -> int:
+        """The effect boundary: how many effects the run had at the target."""
+        return self.checkpoint.effects_len if self.checkpoint is not None else 0
+
+    @property
+    def name(self) -> str:
+        return self.checkpoint.id if self.checkpoint is not None else "the start"
+
+
+START = Target(None)
+
+
+def resolve(state: AgentState, checkpoint_id: str) -> Target:
+    """The checkpoint `checkpoint_id` of the run (`start`: the run's start); an unknown id is the
+    caller's mistake (ValueError naming the ones there are)."""
+    if checkpoint_id == TO_START:
+        return START
+    for checkpoint in state.checkpoints:
+        if checkpoint.id == checkpoint_id:
+            return Target(checkpoint)
+    known = ", ".join(c.id for c in state.checkpoints) or "none yet"
+    raise ValueError(f"unknown checkpoint {checkpoint_id!r}; this run has: {known} (or {TO_START!r}: every effect)")
+
+
+def plan_of(state: AgentState, checkpoint_id: str) -> list[RollbackPlanItem]:
+    """The dry run: what a rollback to `checkpoint_id` would undo, newest first."""
+    assert state.plan is not None, "a run is planned before it has effects"
+    return saga.rollback_plan(state, state.plan, resolve(state, checkpoint_id).since)
+
+
+async def undo_above(
+    state: AgentState, plan: RunPlan, target: Target, reason: str, restored: str | None = None
+) -> RollbackReport:
+    """Undo every effect above `target`, newest first (archived ones brought back first), recorded
+    in `state.rollbacks`. `restored`: the workspace was restored to the target already (a
+    failover), so its workspace effects are reverted: marked undone with this note. A workspace
+    host found gone raises HostLost; the report still says what was undone."""
+    previous_phase, state.phase = state.phase, Phase.ROLLING_BACK
+    await effects_archive.restore(state, target.since)
+    report = RollbackReport(checkpoint_id=target.id, reason=reason)
+    try:
+        if restored is not None:
+            saga.mark_restored(state, plan, target.since, restored, report)
+        await saga.compensate(state, plan, target.since, report)
+    except HostLost:
+        state.phase = previous_phase
+        raise
+    finally:
+        state.rollbacks.append(report)
+    state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
+    return report
+
+
+async def rewind(state: AgentState, plan: RunPlan, target: Target) -> None:
+    """The conversation and the checkpoints back to `target` (the start: the system prompt and
+    the objective, nothing the model has seen)."""
+    checkpoint = target.checkpoint
+    if checkpoint is None:
+        state.messages = [
+            Message(role="system", content=plan.system_prompt),
+            Message(role="user", content=state.run.objective),
+        ]
+        state.messages_base, state.transcript, state.unsent = 0, None, 0
+        state.checkpoints = []
+        return
+    if checkpoint.unsent < state.messages_base and state.transcript is not None:
+        # older than what the last handover kept (workflows/handover.py): its messages from
+        # `unsent` on come back from the transcript artifact, where the model's later calls put them
+        state.messages = await calls.call(
+            TRANSCRIPT_MESSAGES,
+            TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
+            summary=f"read messages back to {checkpoint.id}",
+        )
+        state.messages_base = checkpoint.unsent
+    del state.messages[checkpoint.messages_len - state.messages_base :]
+    state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
+    state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
+
+
+class Requests:
+    """The rollbacks people asked for (the `rollback` update), served by the loop in order."""
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[int, RollbackRequest]] = []
+        self._done: dict[int, RollbackReport | str] = {}
+        self._next = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._queue)
+
+    async def submit(self, request: RollbackRequest) -> RollbackReport:
+        """The update's body: queued, then the report once the loop served it. A target an
+        earlier rollback removed fails the update (not the run)."""
+        request_id, self._next = self._next, self._next + 1
+        self._queue.append((request_id, request))
+        await workflow.wait_condition(lambda: request_id in self._done)
+        outcome = self._done.pop(request_id)
+        if isinstance(outcome, str):
+            raise ApplicationError(outcome, type=ErrorType.INVALID_INPUT, non_retryable=True)
+        return outcome
+
+    async def serve(self, state: AgentState, plan: RunPlan) -> bool:
+        """Serve the queued rollbacks; True if one asked the run to stop. A request stays queued
+        until it is done: a lost host (HostLost) fails the run over, then it is served there."""
+        stop = False
+        while self._queue:
+            request_id, request = self._queue[0]
+            try:
+                target = resolve(state, request.checkpoint_id)
+            except ValueError as exc:  # accepted, but an earlier rollback went back beyond it
+                self._queue.pop(0)
+                self._done[request_id] = f"{exc}: an earlier rollback went back before it"
+                continue
+            report = await undo_above(state, plan, target, "rollback requested")
+            if report.clean:
+                await rewind(state, plan, target)
+            self._queue.pop(0)
+            self._done[request_id] = report
+            if not report.clean:
+                raise RunFailed(f"rollback to {target.name} did not complete")
+            stop = stop or request.then == "stop"
+        return stop
+
+
+async def revert_step(state: AgentState, plan: RunPlan) -> RollbackReport:
+    """A step whose verification failed: its effects undone, back to the last checkpoint's
+    workspace (the conversation stays: the model is told what failed)."""
+    target = Target(state.checkpoints[-1]) if state.checkpoints else START
+    report = await undo_above(state, plan, target, "verification failed")
+    if not report.clean:
+        raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
+    return report
+
+
+async def on_failure(state: AgentState, plan: RunPlan | None, reason: str) -> None:
+    """A failed or cancelled run's failure policy (the run's `on_failure`, else the profile's):
+    keep, roll back to the last checkpoint (its conversation too), or roll back every effect
+    (the conversation stays as it failed, for a person to read). If the workspace's host is found
+    gone while undoing, the workspace is restored on another host to the target (its checkpoint's
+    files, or the initial snapshot) and the rest undone there. A restore that cannot be done
+    leaves the run COMPENSATION_FAILED with every effect's status, for a person to act on."""
+    if plan is None:
+        return
+    policy = state.run.on_failure or plan.failure_policy
+    if policy == FailurePolicy.KEEP or not effects_archive.count(state):
+        return
+    last = policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT and bool(state.checkpoints)
+    target = Target(state.checkpoints[-1]) if last else START
+    why = f"{policy}: {reason}"
+    try:
+        try:
+            report = await undo_above(state, plan, target, why)
+        except HostLost as lost:
+            why = f"{why} ({lost})"
+            report, _ = await _restore_elsewhere(state, plan, target, why, lost)
+    except (HostLost, RunFailed) as failed:
+        state.last_error, state.phase = str(failed), Phase.COMPENSATION_FAILED
+        return
+    if report.clean and target.checkpoint is not None:
+        await rewind(state, plan, target)
+
+
+MAX_FAILOVERS = 5
+"""Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
+
+
+async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
+    """The workspace's host is lost: on another host from the newest checkpoint with a file
+    manifest (none: the start), as a rollback to it, and the model told (workflows/failover.py)."""
+    if len(state.failovers) >= MAX_FAILOVERS:
+        raise RunFailed(f"{lost}; the run lost its workspace host {len(state.failovers)} times already, giving up")
+    from_host = state.workspace_host
+    restore_point = next((c for c in reversed(state.checkpoints) if c.workspace_ref is not None), None)
+    target = Target(restore_point)
+    report, restored = await _restore_elsewhere(state, plan, target, f"failover: {lost}", lost)
+    if not report.clean:
+        raise RunFailed(f"{lost}; undoing the effects after {target.name} did not complete: {report.errors}")
+    await rewind(state, plan, target)
+    moved = state.failovers[-1]
+    note = (
+        f"The host that held your workspace ({host_name(from_host)}) was lost. The workspace was "
+        f"{restored}, and the conversation went back to that point: redo any work after it."
+    )
+    if moved.undone:
+        note += f" Undone: {'; '.join(moved.undone)}."
+    if moved.irreversible:
+        note += f" Left in place (irreversible): {'; '.join(moved.irreversible)}."
+    state.messages.append(Message(role="user", content=note))
+    state.phase = Phase.ACTING
+
+
+async def _restore_elsewhere(
+    state: AgentState, plan: RunPlan, target: Target, reason: str, lost: HostLost
+) -> tuple[RollbackReport, str]:
+    """The workspace restored to `target` on another host (which now holds it), the other effects
+    above it undone there, the move recorded in `state.failovers`: the report, and how the
+    workspace was restored (for people)."""
+    from_host = state.workspace_host
+    manifest = target.checkpoint.workspace_ref if target.checkpoint is not None else state.workspace_snapshot
+    target_name = target.id or "the initial snapshot"
+    restored = await failover.rehydrate(state, plan, manifest, target_name, lost)
+    report = await undo_above(state, plan, target, reason, restored=restored)
+    failover.record(state, from_host, target.id, reason, restored, report)
+    return report, restored
+
+
+def failure_message(state: AgentState, reason: str) -> str:
+    """The run's failure for its caller: after a compensation that failed, the effects left."""
+    if state.phase != Phase.COMPENSATION_FAILED:
+        return reason
+    left = [
+        f"step {e.step} {e.tool}: {e.error}"
+        for e in state.effects
+        if e.status in (EffectStatus.UNDO_FAILED, EffectStatus.NOT_UNDONE)
+    ]
+    return f"{reason}; compensation failed, effects not undone: {'; '.join(left)}"

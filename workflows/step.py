@@ -1,0 +1,93 @@
+"""One step of the loop: THINK, ACT, VERIFY (deterministic, no I/O).
+
+THINKING is one model call (activity `model.call`): it gets only the messages the model has not
+seen (`state.unsent` on) and the digest of the transcript it keeps in the artifact store, and
+refuses or caps a call that would not fit in what is left of the token or cost budget. ACTING runs
+the reply's tool calls (workflows/acting.py). A step that changed something is verified
+(workflows/checkpoints.py); a final answer is taken only when it is whole and, under a verifier,
+when the workspace as it stands passed it.
+"""
+
+from __future__ import annotations
+
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from ratchet.contracts import AgentState, EffectClass, ErrorType, Message, ModelReply, ModelRequest, Phase, RunPlan
+from ratchet.contracts.activities import MODEL_CALL, Retry
+from ratchet.core import budget as budgets
+from . import acting, calls, checkpoints
+from .errors import RunFailed, cause, raise_if_cancelled, root
+from .visibility import Visibility
+
+CUT_OFF = (
+    "Your last reply was cut off at the output token limit, so it is not taken as your final answer. "
+    "Continue, more briefly: give the final answer in a shorter reply, or call a tool."
+)
+
+
+class OutOfBudget(Exception):
+    """The next model call cannot fit in what is left of the token or cost budget (the model
+    activity refused it before calling the model)."""
+
+
+async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str | None:
+    """The final answer, or None to go on. The loop races it against what may stop it."""
+    reply = await think(state, plan)
+    if not reply.message.tool_calls:
+        if reply.finish_reason == "length":
+            state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
+            return None
+        if reply.output_error is not None:  # the answer does not match the output schema: back to the model
+            acting.refuse_answer(state, plan, reply.output_error)
+            return None
+        state.output = reply.output
+        # under a verifier the workspace as it stands must pass; a failing check goes back to the
+        # model (it cannot end DONE)
+        if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
+            return reply.message.content or ""
+        return None
+    effects_before = len(state.effects)
+    await acting.act(state, plan, reply.message.tool_calls, visibility)
+    changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
+    if plan.verifier is not None and changed:
+        await checkpoints.verify(state, plan)
+    return None
+
+
+async def think(state: AgentState, plan: RunPlan) -> ModelReply:
+    """The model's reply to the conversation so far, added to it and charged to the budget."""
+    state.phase = Phase.THINKING
+    unsent = state.messages[state.unsent - state.messages_base :]
+    tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
+    request = ModelRequest(
+        step=state.step,
+        call_ref=plan.call_ref,
+        transcript=state.transcript,
+        new_messages=unsent,
+        max_tokens=tokens_left,
+        max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
+    )
+    try:
+        reply = await calls.call(
+            MODEL_CALL,
+            request,
+            summary=f"step {state.step}: model call",
+            start_to_close_s=plan.model.timeout_s + 30,
+            retry=Retry(
+                initial_s=MODEL_CALL.retry.initial_s,
+                maximum_s=plan.model.retry_max_interval_s,
+                maximum_attempts=plan.model.max_attempts,
+            ),
+        )
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        failure = root(err)
+        if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
+            raise OutOfBudget(failure.message) from None
+        raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
+    state.used.steps += 1
+    budgets.charge(state.used, reply.usage, plan.model)
+    state.messages.append(reply.message)
+    state.transcript = reply.transcript
+    state.unsent = state.message_count
+    return reply
