@@ -21,6 +21,7 @@ from ratchet.contracts import (
     Budget,
     ErrorType,
     ModelCallConfig,
+    ModelChoice,
     ModelSettings,
     OutputSpec,
     PlanRun,
@@ -127,6 +128,7 @@ class RunPreparer:
             )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
+        fallbacks = [self._fallback(profile, req, model, i, choice) for i, choice in enumerate(profile.fallbacks)]
         if self.ledger is not None and req.chain:
             previous = self.ledger.claim(req.workflow_id, req.chain)
             if previous is not None:
@@ -138,12 +140,16 @@ class RunPreparer:
         local_ok = self._local_tools
         mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
         call = ModelCallConfig(
-            settings=model, tools=[t.tool_schema() for t in tools] + mcp.schemas, output=self._output(profile, req)
+            settings=model,
+            tools=[t.tool_schema() for t in tools] + mcp.schemas,
+            output=self._output(profile, req),
+            fallbacks=fallbacks,
         )
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
             model=model,
+            fallbacks=fallbacks,
             tools=[_spec(t, local_ok) for t in tools] + mcp.specs,
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             mcp_ref=mcp.ref,
@@ -204,6 +210,40 @@ class RunPreparer:
         problem = provider.unavailable(settings)
         if problem is not None:
             raise _invalid(f"model: {problem}")
+        return settings
+
+    def _fallback(
+        self, profile: AgentProfile, req: PrepareRun, primary: ModelSettings, index: int, choice: ModelChoice
+    ) -> ModelSettings:
+        """A fallback's settings: the run's, with its provider, model, options and prices."""
+        where = f"profile {profile.name!r}: fallbacks.{index}"
+        provider = self.providers.get(choice.provider)
+        if provider is None:
+            known = ", ".join(sorted(self.providers.providers))
+            raise _invalid(f"{where}.provider: unknown provider {choice.provider!r}; this worker has: {known}")
+        prices = {
+            name: getattr(choice, name)
+            for name in ("usd_per_1k_prompt_tokens", "usd_per_1k_completion_tokens")
+            if getattr(choice, name) is not None
+        }
+        settings = primary.model_copy(
+            update={
+                "provider": choice.provider,
+                "model": choice.model or provider.default_model,
+                "options": {},
+                **prices,
+            }
+        )
+        context = PlanContext(
+            artifacts=self.artifacts, read_workspace_file=lambda path, limit: self._read(req, path, limit)
+        )
+        try:
+            settings = provider.plan(settings, choice.options, context)
+        except ProviderOptionsError as exc:
+            raise _invalid(f"{where}.options.{exc}" if exc.option else f"{where}.options: {exc}") from None
+        problem = provider.unavailable(settings)
+        if problem is not None:
+            raise _invalid(f"{where}: {problem}")
         return settings
 
     def _output(self, profile: AgentProfile, req: PrepareRun) -> OutputSpec | None:

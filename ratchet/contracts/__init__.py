@@ -44,6 +44,7 @@ from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.contracts.plan import (
     Budget,
     ModelSettings,
+    ModelChoice,
     ToolSchema,
     ApprovalRule,
     ToolSpec,
@@ -129,6 +130,7 @@ __all__ = [
     "TranscriptPage",
     "Budget",
     "ModelSettings",
+    "ModelChoice",
     "ToolSchema",
     "ApprovalRule",
     "ToolSpec",

@@ -29,6 +29,8 @@ class Message(BaseModel):
     (Anthropic's `tool_result.is_error`) use it."""
     content_ref: ArtifactRef | None = None
     """Full content in the artifact store when `content` is a shortened preview."""
+    answered_by: str = ""
+    """An assistant message a fallback model wrote: `provider/model` ("": the run's own model)."""
     pinned: bool = False
     """Sent to the model whatever its context window (a fork's objective; the system prompt and the
     run's objective, the first two messages, always are)."""
@@ -63,6 +65,8 @@ class ModelRequest(BaseModel):
     (`ratchet.core.budget.output_cap`). None: no limit."""
     max_cost_usd: float | None = None
     """The run's cost budget left, at the model's prices (None: the run has no cost budget)."""
+    choice: int = 0
+    """Which of the run's models to call: 0 the run's own, N its Nth fallback (`RunPlan.fallbacks`)."""
 
 
 class ModelReply(BaseModel):

@@ -61,6 +61,18 @@ class ModelSettings(BaseModel):
     naming the artifact that holds all of it (None: all of it)."""
 
 
+class ModelChoice(BaseModel):
+    """A fallback model of a profile: a provider registered on the worker, its model (None: the
+    provider's default) and the provider's options."""
+
+    provider: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+    model: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    usd_per_1k_prompt_tokens: float | None = None
+    """Its prices (None: the profile's)."""
+    usd_per_1k_completion_tokens: float | None = None
+
+
 class ApprovalRule(BaseModel):
     """Ask a person before `tool` runs when argument `argument` matches regex `pattern`
     (no argument: always)."""
@@ -133,6 +145,9 @@ class RunPolicy(BaseModel):
     host counts as lost and the run fails over (workflows/failover.py)."""
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """Limits, environment and network of the programs the run's tools and verifier run."""
+    fallback_after_attempts: int = Field(3, ge=1, le=100)
+    """Attempts of a step's model call on a model with a fallback after it (retryable failures: 429,
+    5xx, timeouts) before the call moves to the next model (`AgentProfile.fallbacks`)."""
 
 
 class RunPlan(RunPolicy):
@@ -141,6 +156,9 @@ class RunPlan(RunPolicy):
     agent: str
     system_prompt: str
     model: ModelSettings
+    fallbacks: list[ModelSettings] = Field(default_factory=list)
+    """The profile's fallback models, in order: a step whose call keeps failing with retryable errors
+    on one (`fallback_after_attempts`) moves to the next, under the same idempotency key."""
     tools: list[ToolSpec]
     budget: Budget
     workspace: str
@@ -176,6 +194,8 @@ class ModelCallConfig(BaseModel):
     tools: list[ToolSchema]
     output: OutputSpec | None = None
     """The run's output schema: each final answer is checked against it (activities/model.py)."""
+    fallbacks: list[ModelSettings] = Field(default_factory=list)
+    """As `RunPlan.fallbacks`: `ModelRequest.choice` 1 is the first."""
 
 
 class PlanRun(BaseModel):

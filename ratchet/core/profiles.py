@@ -9,7 +9,16 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from ratchet.contracts import NAME_PATTERN, ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier, problems
+from ratchet.contracts import (
+    NAME_PATTERN,
+    ApprovalRule,
+    ModelChoice,
+    Budget,
+    BudgetOverride,
+    RunPolicy,
+    Verifier,
+    problems,
+)
 from ratchet.contracts.mcp import McpToolset
 
 TOOL_OUTPUT_CHARS = 32_000
@@ -29,6 +38,10 @@ class AgentProfile(RunPolicy):
     model: str | None = None
     """The provider's model name; None: the provider's default (OPENAI_MODEL, ANTHROPIC_MODEL). A run's
     `model.model` overrides it; a run that names another provider does not get it."""
+    fallbacks: list[ModelChoice] = Field(default_factory=list)
+    """Models to move a step's call to, in order, when the one before keeps failing with retryable
+    errors (`fallback_after_attempts` attempts); a non-retryable error (a bad request) does not
+    fall through. Each must be a provider the worker has and can serve."""
     model_timeout_s: float | None = Field(None, gt=0, le=3600)
     """One model call's timeout; None: the worker's RATCHET_MODEL_TIMEOUT_S (120 s)."""
     model_max_attempts: int | None = Field(None, ge=1, le=100)
