@@ -210,7 +210,7 @@ class RunPreparer:
         problem = provider.unavailable(settings)
         if problem is not None:
             raise _invalid(f"model: {problem}")
-        return settings
+        return settings.model_copy(update={"task_queue": self.settings.model_task_queue(name)})
 
     def _fallback(
         self, profile: AgentProfile, req: PrepareRun, primary: ModelSettings, index: int, choice: ModelChoice
@@ -244,7 +244,7 @@ class RunPreparer:
         problem = provider.unavailable(settings)
         if problem is not None:
             raise _invalid(f"{where}: {problem}")
-        return settings
+        return settings.model_copy(update={"task_queue": self.settings.model_task_queue(choice.provider)})
 
     def _output(self, profile: AgentProfile, req: PrepareRun) -> OutputSpec | None:
         """The run's output schema (the run's, else the profile's), resolved and checked."""

@@ -50,6 +50,8 @@ class ModelSettings(BaseModel):
     """The price of prompt tokens read from the provider's cache (None: the prompt price)."""
     usd_per_1k_cache_write_tokens: float | None = None
     """The price of prompt tokens written to the provider's cache (None: the prompt price)."""
+    task_queue: str | None = None
+    """The provider's own task queue (RATCHET_MODEL_QUEUES: rate-limited by Temporal); None: the run's."""
     options: dict[str, Any] = Field(default_factory=dict)
     """The provider's own options as it resolved them when the run was planned (`ModelProvider.plan`):
     the scripted provider's script artifact, the anthropic provider's prompt caching."""

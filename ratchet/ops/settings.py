@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  (settings' own errors; re-exported)
@@ -23,6 +23,15 @@ from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
+
+
+class ModelQueue(BaseModel):
+    """A provider's own task queue (`RATCHET_MODEL_QUEUES`)."""
+
+    per_second: float | None = Field(None, gt=0)
+    """Temporal's rate limit of the queue's activities, shared by every worker polling it."""
+    concurrency: int | None = Field(None, ge=1, le=10_000)
+    """Model calls of this provider one worker runs at once (default: RATCHET_MAX_CONCURRENT_ACTIVITIES)."""
 
 
 class Settings(BaseSettings):
@@ -141,6 +150,14 @@ class Settings(BaseSettings):
         description="The model provider of a run whose profile and input name none; its model is the "
         "provider's default (OPENAI_MODEL, ANTHROPIC_MODEL) unless the profile or run names one.",
     )
+    model_queues: dict[str, ModelQueue] = Field(
+        default_factory=dict,
+        validation_alias=_env("RATCHET_MODEL_QUEUES"),
+        description='Providers whose model calls run on a task queue of their own, `{"openai": {"per_second": 5, '
+        '"concurrency": 8}}`: Temporal limits that queue to `per_second` activities across every worker '
+        "(max_task_queue_activities_per_second), each worker runs at most `concurrency` at once. Every worker "
+        'of the task queue must say the same (docs/OPERATIONS.md, "Provider rate limits").',
+    )
     model_timeout_s: float = Field(
         120.0,
         gt=0,
@@ -216,6 +233,10 @@ class Settings(BaseSettings):
         if not _is_host_port(value):
             raise ValueError("must be HOST:PORT, e.g. localhost:7233")
         return value
+
+    def model_task_queue(self, provider: str) -> str | None:
+        """The task queue of `provider`'s model calls, if it has its own (`{task_queue}/model/{provider}`)."""
+        return model_queue(self.task_queue, provider) if provider in self.model_queues else None
 
     @property
     def host_task_queue(self) -> str:
@@ -414,6 +435,11 @@ class TemporalConnection:
             "temporal_config_file": self.config_file,
             "temporal_profile": self.profile,
         }
+
+
+def model_queue(task_queue: str, provider: str) -> str:
+    """The task queue of a provider's model calls (RATCHET_MODEL_QUEUES): `{task_queue}/model/{provider}`."""
+    return f"{task_queue}/model/{provider}"
 
 
 def load_settings() -> Settings:
