@@ -22,8 +22,8 @@ from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.contracts import AgentState
 from devtools.devserver import DevServer, free_port, temporal_binary
 from devtools.workers import stop_worker
-from ratchet.models.openai import OpenAISettings
-from ratchet.models.settings import load
+from ratchet.models.builtin import provider_settings
+from ratchet.ops.settings import load_settings
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.workflows.agent import AgentWorkflow
 
@@ -56,10 +56,17 @@ def demo_input(workspace: str, real_model: bool) -> dict:
     return run
 
 
+def endpoint_configured() -> bool:
+    """Whether the worker's default provider (RATCHET_PROVIDER) has a key or endpoint: then the demo
+    uses it instead of the scripted provider."""
+    found = provider_settings().get(load_settings().provider)
+    return bool(found is not None and found.configured)
+
+
 def main() -> int:
     state_dir = Path(os.environ.get("RATCHET_DEMO_DIR") or ROOT / ".ratchet" / "demo")
     state_dir.mkdir(parents=True, exist_ok=True)
-    real_model = load(OpenAISettings).configured
+    real_model = endpoint_configured()
     server = DevServer(db_file=state_dir / "temporal.db", ui_port=free_port(), log_file=state_dir / "server.log")
     worker: subprocess.Popen | None = None
     print("starting the Temporal dev server ...", flush=True)
@@ -98,7 +105,7 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
     print(f"\n$ temporal workflow start --type AgentWorkflow --task-queue ratchet --workflow-id {workflow_id} "
           f"--input '{shown}'", flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    print(f"model: {'your endpoint' if real_model else 'scripted provider (set OPENAI_API_KEY for a real model)'}\n")
+    print(f"model: {'your endpoint' if real_model else 'scripted provider (set OPENAI_API_KEY, or RATCHET_PROVIDER=anthropic and ANTHROPIC_API_KEY, for a real model)'}\n")
     final = asyncio.run(_follow(server.address, workflow_id))
     print(f"\nphase: {final.phase}   steps: {final.step}   tokens: "
           f"{final.used.prompt_tokens + final.used.completion_tokens}")

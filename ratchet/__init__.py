@@ -37,6 +37,7 @@ _EXPORTS = {
     "RatchetPlugin": "ratchet.plugin",
     "RatchetOptions": "ratchet.plugin",
     "AgentRun": "ratchet.contracts",
+    "ModelChoice": "ratchet.contracts",
     "AgentResult": "ratchet.contracts",
     "AgentState": "ratchet.contracts",
     "RatchetClient": "ratchet.client",
@@ -51,6 +52,7 @@ __all__ = [
     "AgentRun",
     "AgentState",
     "FatalToolError",
+    "ModelChoice",
     "NotStarted",
     "RatchetClient",
     "RatchetOptions",
@@ -69,7 +71,7 @@ assert sorted(__all__) == sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from ratchet.client import RatchetClient, RunHandle
-    from ratchet.contracts import AgentResult, AgentRun, AgentState
+    from ratchet.contracts import AgentResult, AgentRun, AgentState, ModelChoice
     from ratchet.core.outputs import register_output_type
     from ratchet.core.profiles import AgentProfile, register_profile
     from ratchet.core.tools import (

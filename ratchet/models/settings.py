@@ -45,6 +45,11 @@ class ProviderSettings(BaseSettings):
             return {name.strip(): rest.strip() for name, _, rest in lines}
         return value
 
+    @property
+    def configured(self) -> bool:
+        """Whether the provider has what it needs to call its endpoint (a key, or a base URL of its own)."""
+        return False
+
     def header_values(self) -> dict[str, str]:
         return {name: value.get_secret_value() for name, value in self.headers.items()}
 
