@@ -163,3 +163,12 @@ def test_cache_reads_and_writes_are_priced_apart():
     usage = Usage(prompt_tokens=3500, completion_tokens=100, cache_read_tokens=2000, cache_write_tokens=500)
     assert budget.cost(usage, settings) == pytest.approx((1000 * 3 + 2000 * 0.3 + 500 * 3.75 + 100 * 15) / 1000)
     assert budget.cost(usage, ModelSettings(provider="openai", model="m", **prices)) == pytest.approx(3.5 * 3 + 1.5)
+
+
+async def test_a_paused_turn_is_continued_within_the_call(anthropic_server, anthropic_key):
+    anthropic_server.set_script([{}, {"content": "half, ", "stop_reason": "pause_turn"}, {"content": "whole"}],
+                                key=anthropic_key)
+    done = await provider(anthropic_server, anthropic_key).complete(call(CONVERSATION))
+    assert done.message.content == "half, whole"
+    first, second = anthropic_server.requests_of(anthropic_key)
+    assert second.status == 200 and second.json["messages"][-1]["role"] == "assistant"
