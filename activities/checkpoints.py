@@ -102,7 +102,7 @@ class CheckpointActivities:
         return self._patch(workspace, changed), snapshot(workspace, self.artifacts)
 
     def _patch(self, workspace: Path, changed: dict[str, ArtifactRef | None]) -> ArtifactRef | None:
-        chunks = []
+        chunks: list[str] = []
         for rel, before_ref in sorted(changed.items()):
             before = self.artifacts.get(before_ref).decode(errors="replace") if before_ref else ""
             path = confine(workspace, rel)
@@ -192,8 +192,8 @@ def count_tests(output: str) -> tuple[int | None, int | None]:
         bad = sum(int(n) for n in failed.groups() if n) if failed else 0
         return int(match.group(1)), bad
     if match := _PYTEST.search(output):
-        failed, passed = int(match.group(1) or 0), int(match.group(2))
-        return failed + passed, failed
+        bad, passed = int(match.group(1) or 0), int(match.group(2))
+        return bad + passed, bad
     return None, None
 
 

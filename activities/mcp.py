@@ -29,6 +29,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from . import caller
 from .heartbeat import INTERVAL_S, heartbeating
 from .tools import INLINE_OUTPUT_CHARS, assumed_done, offload, person_decision
 from ratchet.contracts import (
@@ -146,7 +147,7 @@ class McpActivities:
     # --- calls ------------------------------------------------------------------------------
 
     async def call(self, inv: ToolInvocation) -> ToolResult:
-        key = inv.key or call_key(activity.info().workflow_id, inv.step, inv.call_id)
+        key = inv.key or call_key(caller.workflow_id(), inv.step, inv.call_id)
         tool = await self._pinned(inv.catalog, inv.tool)
         problem = arguments_problem(tool, inv.arguments)
         if problem is not None:

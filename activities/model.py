@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import MODEL_CALL
+from . import caller
 from .heartbeat import heartbeating
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
 from ratchet.core import budget, keys, outputs
@@ -46,7 +47,7 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_CALL.name)
     async def call(self, req: ModelRequest) -> ModelReply:
-        key = keys.model_key(activity.info().workflow_id, req.step)
+        key = keys.model_key(caller.workflow_id(), req.step)
         entry, config, base = await asyncio.to_thread(self._begin, key, req, *self._cached(req))
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             return ModelReply.model_validate(entry.result)

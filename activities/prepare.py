@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import PREPARE
 from ratchet.stores.ledger import Ledger
+from . import caller
 from .mcp import McpActivities, PinnedTools
 from ratchet.mcp.catalog import McpTool
 from .workspace import confine, open_workspace
@@ -81,7 +82,7 @@ class RunPreparer:
     async def _start_input(self) -> AgentRun:
         assert self.client is not None, "run.prepare needs a Temporal client (to read the run's start input)"
         info = activity.info()
-        handle = self.client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+        handle = self.client.get_workflow_handle(caller.workflow_id(), run_id=info.workflow_run_id)
         async for event in handle.fetch_history_events(page_size=1):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             [run] = await self.client.data_converter.decode(payloads[:1], [AgentRun])

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from . import caller
 from .heartbeat import INTERVAL_S, heartbeating, progress
 from ratchet.stores.ledger import EntryStatus, Ledger
 from .workspace import open_workspace, require_host
@@ -220,7 +221,7 @@ def _with_identity(inv: ToolInvocation, tool_name: str) -> ToolInvocation:
     activity's info, the key as the workflow computed it for the effect record."""
     if inv.key and inv.workflow_id and inv.tool:
         return inv
-    workflow_id = inv.workflow_id or activity.info().workflow_id
+    workflow_id = inv.workflow_id or caller.workflow_id()
     return inv.model_copy(
         update={
             "workflow_id": workflow_id,

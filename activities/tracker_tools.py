@@ -5,26 +5,29 @@ the call's idempotency key under a UNIQUE constraint, written in the same statem
 ticket (`INSERT ... ON CONFLICT DO NOTHING`), so a repeated call can never create a second ticket,
 and `reconcile` can ask the tracker whether an interrupted call took effect.
 
-Where the tickets are: a SQLite file (RATCHET_TRACKER_PATH, the default: one host), or PostgreSQL
-when RATCHET_TRACKER_URL is a postgresql:// URL (workers on several hosts share it; the `postgres`
-extra). The statements are the same on both; only the id column's type differs. A database that
-cannot be reached raises, and the activity retries (Temporal's policy, not a loop here).
+Where the tickets are, the tracker's own settings (`TrackerSettings`, read from the environment
+as a tool's own configuration is, not part of the worker's): a SQLite file (RATCHET_TRACKER_PATH,
+the default: one host), or PostgreSQL when RATCHET_TRACKER_URL is a postgresql:// URL (workers on
+several hosts share it; the `postgres` extra). The statements are the same on both; only the id
+column's type differs. A database that cannot be reached raises, and the activity retries
+(Temporal's policy, not a loop here).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ratchet.core.settings_errors import SettingsError, mask_url
 from ratchet.core.tools import ToolContext, ToolOutput, reconcile_for, tool, undo_for, undo_record
-from ratchet.ops.settings import Settings, SettingsError, mask_url
 
-DEFAULT_TRACKER = Path(".ratchet/tracker.sqlite3")
 TRACKER_SETTING = "RATCHET_TRACKER_URL"
 CONNECT_TIMEOUT_S = 5
 ID_COLUMN = {"sqlite": "id INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "id BIGSERIAL PRIMARY KEY"}
@@ -43,18 +46,39 @@ class CreateTicketArgs(BaseModel):
     body: str = Field("", max_length=20_000)
 
 
-def tracker_path(ctx: ToolContext) -> Path:
-    return Path(ctx.settings.tracker_path if ctx.settings is not None else DEFAULT_TRACKER)
+class TrackerSettings(BaseSettings):
+    """The example tracker's database, read from the environment (and RATCHET_ENV_FILE) when a
+    tracker tool runs: its own settings, not the worker's."""
 
+    model_config = SettingsConfigDict(
+        env_file=os.environ.get("RATCHET_ENV_FILE"), extra="ignore", populate_by_name=True, env_ignore_empty=True
+    )
 
-def tracker_url(settings: Settings | None) -> str | None:
-    """RATCHET_TRACKER_URL (a postgresql:// URL), or None: the SQLite file."""
-    if settings is None or settings.tracker_url is None:
-        return None
-    url = settings.tracker_url.get_secret_value()
-    if not url.lower().startswith(("postgresql://", "postgres://")):
-        raise SettingsError(f"{TRACKER_SETTING}={mask_url(url)!r}: expected postgresql://USER:PASSWORD@HOST:PORT/DB")
-    return url
+    path: Path = Field(Path(".ratchet/tracker.sqlite3"), validation_alias=AliasChoices("RATCHET_TRACKER_PATH"))
+    url: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices(TRACKER_SETTING),
+        description="postgresql://USER:PASSWORD@HOST:PORT/DB (shared by many hosts). Unset: the SQLite file "
+        "RATCHET_TRACKER_PATH. A secret: redacted as RATCHET_LEDGER_URL is.",
+    )
+
+    def database_url(self) -> str | None:
+        """RATCHET_TRACKER_URL (a postgresql:// URL), or None: the SQLite file."""
+        if self.url is None:
+            return None
+        url = self.url.get_secret_value()
+        if not url.lower().startswith(("postgresql://", "postgres://")):
+            raise SettingsError(
+                f"{TRACKER_SETTING}={mask_url(url)!r}: expected postgresql://USER:PASSWORD@HOST:PORT/DB"
+            )
+        return url
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the variables a worker process reads them from."""
+        env = {"RATCHET_TRACKER_PATH": str(self.path)}
+        if self.url is not None:
+            env[TRACKER_SETTING] = self.url.get_secret_value()
+        return env
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -83,13 +107,13 @@ class _Postgres:
 
 
 @contextmanager
-def open_tracker(settings: Settings | None, *tables: str) -> Iterator[Any]:
-    """A connection to the tracker of `settings` (autocommit: each statement is its own
-    transaction), `tables` (DDL, see TICKETS) created if absent; closed on exit."""
-    url = tracker_url(settings)
+def open_tracker(tracker: TrackerSettings | None, *tables: str) -> Iterator[Any]:
+    """A connection to the tracker (`tracker`, None: the environment's; autocommit: each statement
+    is its own transaction), `tables` (DDL, see TICKETS) created if absent; closed on exit."""
+    tracker = tracker if tracker is not None else TrackerSettings()
+    url = tracker.database_url()
     if url is None:
-        path = Path(settings.tracker_path if settings is not None else DEFAULT_TRACKER)
-        with closing(sqlite_tracker(path, *tables)) as conn:
+        with closing(sqlite_tracker(tracker.path, *tables)) as conn:
             yield conn
         return
     import psycopg  # the `postgres` extra, only when a URL asks for it
@@ -112,9 +136,10 @@ def _output(ticket_id: int, title: str) -> ToolOutput:
 @tool(effect="compensable", timeout_s=30, idempotent=True)
 def create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput:
     """Create a ticket in the team's tracker."""
-    with open_tracker(ctx.settings, TICKETS) as conn:
+    with open_tracker(None, TICKETS) as conn:
         conn.execute(
-            "INSERT INTO tickets (idempotency_key, title, body) VALUES (?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+            "INSERT INTO tickets (idempotency_key, title, body) VALUES (?, ?, ?)"
+            " ON CONFLICT (idempotency_key) DO NOTHING",
             (ctx.key, args.title, args.body),
         )
         (ticket_id,) = conn.execute("SELECT id FROM tickets WHERE idempotency_key = ?", (ctx.key,)).fetchone()
@@ -123,7 +148,7 @@ def create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput:
 
 @reconcile_for("create_ticket")
 def reconcile_create_ticket(ctx: ToolContext, args: CreateTicketArgs) -> ToolOutput | None:
-    with open_tracker(ctx.settings, TICKETS) as conn:
+    with open_tracker(None, TICKETS) as conn:
         row = conn.execute("SELECT id FROM tickets WHERE idempotency_key = ?", (ctx.key,)).fetchone()
     return _output(row[0], args.title) if row else None
 
@@ -133,6 +158,6 @@ def undo_create_ticket(ctx: ToolContext, args: CreateTicketArgs, undo: dict | No
     """Delete the ticket the call created (found by its idempotency key, so this is safe even
     when the forward call's result was never recorded, or when it did nothing)."""
     forward_key = ctx.key.removesuffix("/undo")
-    with open_tracker(ctx.settings, TICKETS) as conn:
+    with open_tracker(None, TICKETS) as conn:
         deleted = conn.execute("DELETE FROM tickets WHERE idempotency_key = ?", (forward_key,)).rowcount
     return "deleted the ticket" if deleted else "no ticket to delete"

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from bench.floor import FLOOR_WORKFLOW
 from bench.store_calls import counts_file, read_counts
 from bench.worker_proc import READY
 from devtools import workers
-from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.client import RatchetClient, RunHandle
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, Phase
+from ratchet.ops.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -127,14 +129,21 @@ class WorkerProcess(workers.WorkerProcess):
 
 @dataclass
 class Env:
-    """One bench session: the server's address and pid, a work dir, and the driver's clients."""
+    """One bench session: the server's address and pid, a work dir, and the driver's clients: the
+    raw SDK's for the floor, `ratchet.client` (over `ratchet`, a Temporal client with Ratchet's data
+    converter) for Ratchet's runs."""
 
     address: str
     server_pid: int | None
     root: Path
     raw: Client
     ratchet: Client
+    settings: Settings
     notes: list[str] = field(default_factory=list)
+
+    def runs(self, queue: str) -> RatchetClient:
+        """`ratchet.client` starting runs on `queue` (a worker's own task queue)."""
+        return RatchetClient(self.ratchet, self.settings.model_copy(update={"task_queue": queue}))
 
     def worker(self, variant: Variant) -> WorkerProcess:
         return WorkerProcess(variant.worker, self.address, self.root, dict(variant.env))
@@ -147,19 +156,15 @@ class Env:
             for n in range(2, variant.hosts + 1)
         ]
 
-    def client(self, variant: Variant) -> Client:
-        return self.raw if variant.worker == "floor" else self.ratchet
-
     def server_cpu_s(self) -> float:
         return read_proc(self.server_pid)["cpu_s"] if self.server_pid else 0.0
 
 
 async def connect_env(address: str, server_pid: int | None, root: Path) -> Env:
-    from ratchet.ops.settings import Settings
     from ratchet.worker.main import connect
 
     settings = Settings(temporal_address=address, artifact_dir=root / "artifacts")
-    return Env(address, server_pid, root, await Client.connect(address), await connect(settings))
+    return Env(address, server_pid, root, await Client.connect(address), await connect(settings), settings)
 
 
 def queue_host(env: dict[str, str] | None) -> str:
@@ -200,21 +205,34 @@ def workflow_input(variant: Variant, steps: int, root: Path) -> Any:
     }
 
 
-async def start_run(env: Env, variant: Variant, steps: int, queue: str, run_input: Any = None) -> WorkflowHandle:
-    return await env.client(variant).start_workflow(
-        variant.workflow, workflow_input(variant, steps, env.root) if run_input is None else run_input,
-        id=f"bench-{variant.name}-{steps}-{uuid.uuid4().hex[:10]}", task_queue=queue,
-    )
+Run = WorkflowHandle | RunHandle
+"""A started run: the floor's through the raw SDK, Ratchet's through `ratchet.client` (one start
+request and one result long poll each: the client adds no round trip to what is timed)."""
+
+
+async def start_run(env: Env, variant: Variant, steps: int, queue: str, run_input: Any = None) -> Run:
+    given = workflow_input(variant, steps, env.root) if run_input is None else run_input
+    workflow_id = f"bench-{variant.name}-{steps}-{uuid.uuid4().hex[:10]}"
+    if variant.worker == "floor":
+        return await env.raw.start_workflow(variant.workflow, given, id=workflow_id, task_queue=queue)
+    return await env.runs(queue).start(given, workflow_id)
+
+
+async def run_history(run: Run) -> WorkflowHistory:
+    return await (run.history() if isinstance(run, RunHandle) else run.fetch_history())
 
 
 def check_result(variant: Variant, steps: int, result: Any) -> None:
     """A run that did not do its N steps must not be timed as if it had."""
-    done = result == steps if variant.worker == "floor" else (result.get("phase"), result.get("steps")) == ("DONE", steps + 1)
+    if variant.worker == "floor":
+        done = result == steps
+    else:
+        done = isinstance(result, AgentResult) and (result.phase, result.steps) == (Phase.DONE, steps + 1)
     if not done:
         raise RuntimeError(f"{variant.name} run of {steps} steps ended wrongly: {result!r}")
 
 
-async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple[float, WorkflowHandle]:
+async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple[float, Run]:
     """Wall seconds from start request to result, as a caller sees it."""
     began = time.perf_counter()
     handle = await start_run(env, variant, steps, queue)

@@ -21,7 +21,8 @@ from bench.harness import VARIANTS, Env, machine_load, script_file, start_run
 from bench.replay_speed import replay_speeds
 from bench.history import analyze
 from bench.progress import Progress
-from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.client import RunHandle
+from ratchet.contracts import Phase
 
 RATCHET = VARIANTS["ratchet"]
 
@@ -31,11 +32,8 @@ def long_input(env: Env, profile: str, steps: int) -> dict[str, Any]:
             "model": {"provider": "scripted", "options": {"script_file": script_file(env.root, steps)}}, "budget": {"max_steps": steps + 1}}
 
 
-async def record(env: Env, worker_queue: str, profile: str, steps: int) -> Any:
-    return await env.ratchet.start_workflow(
-        AGENT_WORKFLOW, long_input(env, profile, steps), id=f"bench-{profile}-{steps}-{time.monotonic_ns()}",
-        task_queue=worker_queue,
-    )
+async def record(env: Env, worker_queue: str, profile: str, steps: int) -> RunHandle:
+    return await env.runs(worker_queue).start(long_input(env, profile, steps), f"bench-{profile}-{steps}-{time.monotonic_ns()}")
 
 
 async def _sample_rss(worker, samples: list[tuple[float, float]], stop: asyncio.Event) -> None:
@@ -92,12 +90,12 @@ async def long_and_replay(
         for worker in (long_worker, replay_worker, floor_worker):
             await worker.terminate()
     for result, steps in ((replay_result, replay_steps), (long_result, long_steps)):
-        if result is not None and (result.get("phase"), result.get("steps")) != ("DONE", steps + 1):
+        if result is not None and (result.phase, result.steps) != (Phase.DONE, steps + 1):
             raise RuntimeError(f"long run ended wrongly: {result!r}")
     progress.end(f"{wall:.0f} s" + ("" if long_result else " (time budget spent: long run terminated)"))
 
     progress.begin("long run: fetching every run of the chain")
-    chain = [analyze(h, "model.call") for h in await chain_histories(env, long_handle.id)]
+    chain = [analyze(h, "model.call") for h in await chain_histories(env, long_handle.workflow_id)]
     full = chain[:-1] if len(chain) > 2 else chain  # the last run is a partial one
     per_run_bytes = [s.bytes for s in full]
     per_run_input = [s.input_logical_bytes for s in full]
@@ -108,7 +106,7 @@ async def long_and_replay(
     progress.end(f"{len(chain)} runs")
 
     progress.begin(f"replay: {replay_steps}-step history")
-    replay = await replay_speeds(env, await replay_handle.fetch_history(), await floor_handle.fetch_history())
+    replay = await replay_speeds(env, await replay_handle.history(), await floor_handle.fetch_history())
     progress.end(", ".join(f"{k} {v['events']} events {v['events_per_s']:.0f}/s" for k, v in replay.items()))
     return {
         "long": {

@@ -26,7 +26,7 @@ from typing import Any
 
 from temporalio.client import WorkflowHistory
 
-from bench.harness import REPO, Env, Variant, check_result, machine_load, start_run
+from bench.harness import REPO, Env, Variant, check_result, machine_load, run_history, start_run
 from bench.progress import Progress
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.mcp.config import McpServer
@@ -89,7 +89,7 @@ async def mcp_cost(env: Env, progress: Progress, steps: int, runs: int) -> list[
             progress.begin(f"mcp: {steps} calls, @tool and two MCP servers taking turns, run {i}/{runs}{' (cold)' if i == 0 else ''}")
             handle = await start_run(env, mcp, steps, worker.queue, run_input(env.root, steps))
             check_result(mcp, steps, await handle.result())
-            ms = call_ms(await handle.fetch_history())
+            ms = call_ms(await run_history(handle))
             tool, lean, sdk = (median(ms[kind]) for kind in TOOLS)
             if i > 0:
                 trips = await round_trips()

@@ -22,11 +22,12 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.client import WorkflowHistory
 
 from bench.harness import Env, Variant, WorkerProcess, check_result, machine_load, start_run
 from bench.progress import Progress
-from ratchet.contracts import AGENT_WORKFLOW, AgentState
+from ratchet.client import RunHandle
+from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.sandbox.choose import UNCONFINED_WARNING
 
 COMMAND = ["sleep", "0.01"]
@@ -54,18 +55,18 @@ def run_input(root: Path, steps: int) -> dict[str, Any]:
             "model": {"provider": "scripted", "options": {"script_file": name}}, "budget": {"max_steps": steps + 1}}
 
 
-async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple[float, WorkflowHandle]:
+async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple[float, RunHandle]:
     began = time.perf_counter()
     handle = await start_run(env, variant, steps, queue, run_input(env.root, steps))
     check_result(variant, steps, await handle.result())
     return time.perf_counter() - began, handle
 
 
-async def check_commands(handle: WorkflowHandle, steps: int) -> None:
+async def check_commands(handle: RunHandle, steps: int) -> None:
     """Every step's command ran and exited 0: a refused or failed call must not be timed as a step."""
-    outputs = [c.result.output for c in AgentState.model_validate(await handle.query("state")).tool_calls]
+    outputs = [c.result.output for c in (await handle.state()).tool_calls]
     if len(outputs) != steps or any(not o.startswith("exit code 0") for o in outputs):
-        raise RuntimeError(f"run_command did not run cleanly in {handle.id}: {outputs[:3]}")
+        raise RuntimeError(f"run_command did not run cleanly in {handle.workflow_id}: {outputs[:3]}")
 
 
 async def started(env: Env, variant: Variant, steps: int, stack: contextlib.AsyncExitStack) -> tuple[WorkerProcess, float]:
@@ -95,7 +96,7 @@ async def sandbox_pair(env: Env, steps: int, runs: int, rep: int) -> list[dict[s
                 wall, handle = await timed_run(env, VARIANTS[name], steps, worker.queue)
                 cpu_s[name] += worker.stats()["cpu_s"] - before
                 walls[name].append(wall)
-                tool_ms[name] += activity_ms(await handle.fetch_history(), TOOL_ACTIVITY)
+                tool_ms[name] += activity_ms(await handle.history(), TOOL_ACTIVITY)
     return [{
         "variant": name, "rep": rep, "steps": steps, "cold_s": workers[name][1],
         "ms_per_step": median(walls[name]) / steps * 1000, "walls_s": walls[name],

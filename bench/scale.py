@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.harness import VARIANTS, Env, Variant, check_result, machine_load, model_activity, start_run, timed_run
+from bench.harness import VARIANTS, Env, Variant, check_result, machine_load, run_history, model_activity, start_run, timed_run
 from bench.history import analyze, percentile
 from bench.progress import Progress
 
@@ -37,7 +37,7 @@ async def concurrent_runs(env: Env, variant: Variant, agents: int, steps: int) -
             check_result(variant, steps, result)
         wall = time.perf_counter() - began
         after, server_after = worker.stats(), env.server_cpu_s()
-    histories = await _gather_limited([h.fetch_history() for h in handles])
+    histories = await _gather_limited([run_history(h) for h in handles])
     stats = [analyze(h, model_activity(variant)) for h in histories]
     latencies = [x for s in stats for x in s.step_latencies_s]
     total = agents * steps
@@ -97,8 +97,7 @@ WAIT_SCRIPT = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 600}}]}
 
 
 async def _in_timer(handle) -> bool:
-    history = await handle.fetch_history()
-    return any(e.HasField("timer_started_event_attributes") for e in history.events)
+    return any(e.HasField("timer_started_event_attributes") for e in (await run_history(handle)).events)
 
 
 async def cached_runs(

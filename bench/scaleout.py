@@ -11,7 +11,7 @@ Cells as in bench.steps (a fresh worker per cell, its cold run outside the clock
 runs; worker CPU from /proc), interleaved, for two workloads: the step-cost task (a model call and a
 fast read-only tool per step) and the same with the compensable tool (through the ledger). Each
 worker counts its store calls (bench.store_calls), so the cells also say how many ledger and
-artifact calls, hence round trips, a step makes, and how much CPU the calling threads spend in them
+artifact calls, hence round trips, a step makes, and how much CPU the worker spends in them
 (`scaleout_store_cpu_ms_per_step`, `scaleout_local_store_cpu_ms_per_step`): the part of the worker
 CPU ratio that the store drivers themselves cost.
 """
@@ -121,7 +121,7 @@ def scaleout_figures(section: dict[str, list[dict[str, Any]]]) -> dict[str, floa
 
 
 def store_cpu_ms(calls: dict[str, float]) -> float:
-    """CPU ms per step spent inside store calls (the calling threads'), from a cell's counts."""
+    """CPU ms per step spent during store calls (the worker process's), from a cell's counts."""
     return sum(v for k, v in calls.items() if k.startswith(CPU_PREFIX)) / 1000
 
 

@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack
 from statistics import median
 from typing import Any
 
-from bench.harness import VARIANTS, Env, Variant, machine_load, model_activity, timed_run
+from bench.harness import VARIANTS, Env, Variant, run_history, machine_load, model_activity, timed_run
 from bench.history import analyze, payload_fields
 from bench.progress import Progress
 from bench.store_calls import COUNT_ENV
@@ -33,7 +33,7 @@ async def step_cell(env: Env, variant: Variant, steps: int, warm_runs: int) -> d
             walls.append(wall)
         after, server_after = worker.stats(), env.server_cpu_s()
         calls_after = worker.store_calls() if counting else {}
-        raw = await handle.fetch_history()
+        raw = await run_history(handle)
         history = analyze(raw, model_activity(variant))
     total_steps = warm_runs * steps
     calls = {name: (n - calls_before.get(name, 0)) / total_steps for name, n in sorted(calls_after.items())}

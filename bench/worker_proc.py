@@ -40,10 +40,11 @@ async def ratchet_worker(address: str, queue: str, root: Path):
     settings = Settings(
         temporal_address=address, task_queue=queue, plugins="bench.plugin",
         workspace_root=root / "workspaces", artifact_dir=root / "artifacts",
-        ledger_path=root / "ledger.sqlite3", tracker_path=root / "tracker.sqlite3",
+        ledger_path=root / "ledger.sqlite3",
         search_attributes=os.environ.get("BENCH_SEARCH_ATTRIBUTES", "1") == "1",
         local_tools=os.environ.get("BENCH_LOCAL_TOOLS", "1") == "1",
     )
+    os.environ["RATCHET_TRACKER_PATH"] = str(root / "tracker.sqlite3")  # the example tracker's own setting
     configure_logging(settings)
     load_plugins(settings)
     if os.environ.get(COUNT_ENV) != "1":

@@ -16,16 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from temporalio.client import Client
-from ratchet.payloads.converter import BASE_CONVERTER
-
-from ratchet.contracts import AgentState
 from devtools.devserver import DevServer, free_port, temporal_binary
 from devtools.workers import stop_worker
+from ratchet.client import NotStartedYet, RatchetClient
+from ratchet.contracts import AGENT_WORKFLOW, AgentState
 from ratchet.models.builtin import provider_settings
 from ratchet.ops.settings import load_settings
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "calculator"
@@ -119,18 +115,18 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
 
 async def _follow(address: str, workflow_id: str) -> AgentState:
     """Print each tool call as it completes, until the run ends."""
-    client = await Client.connect(address, data_converter=BASE_CONVERTER)
-    handle = client.get_workflow_handle(workflow_id)
+    runs = await RatchetClient.connect(load_settings().model_copy(update={"temporal_address": address}))
+    run = runs.get(workflow_id)
     shown = [0, 0, 0]
-    state: AgentState | None = None
-    result_task = asyncio.ensure_future(handle.result())
+    result_task = asyncio.ensure_future(run.result())
     while True:
-        state = await handle.query(AgentWorkflow.state) or state
-        if state is not None:
-            _show(state, shown)
+        try:
+            _show(await run.state(), shown)
+        except NotStartedYet:
+            pass
         if result_task.done():
             result_task.exception()  # a failed run is reported from its state
-            return await handle.query(AgentWorkflow.state)
+            return await run.state()
         await asyncio.sleep(0.3)
 
 

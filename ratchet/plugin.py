@@ -1,13 +1,15 @@
 """`RatchetPlugin`: the one place a Temporal client and worker get Ratchet.
 
 A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers
-`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback) and Ratchet's activities (model calls, run preparation, tools and their undos,
-checkpoints, workspaces), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics,
-secret redaction and the start guard (a start with the wrong number of inputs fails as
-InvalidInput, ratchet/start_guard.py), in that order, outermost first. Beside every such worker it runs a second
-one on this host's queue `{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's
-workspace (`run_worker`, `host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's data converter
-(pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over RATCHET_CLAIM_CHECK_BYTES) and tracing.
+`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback) and Ratchet's activities (model
+calls, run preparation, tools and their undos, checkpoints, workspaces), and the worker
+interceptors: tracing (RATCHET_OTEL), log context, metrics, secret redaction and the start guard
+(a start with the wrong number of inputs fails as InvalidInput, ratchet/start_guard.py), in that
+order, outermost first. Beside every such worker it runs a second one on this host's queue
+`{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's workspace (`run_worker`,
+`host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's
+data converter (pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over
+RATCHET_CLAIM_CHECK_BYTES) and tracing.
 A client or worker that already has a TracingInterceptor keeps it and gets no second one.
 
 Everything it wires comes from `RatchetOptions`: backends (ledger, artifact store), registries
@@ -134,8 +136,8 @@ class RatchetOptions:
     """Content-addressed blob store for transcripts, tool outputs, snapshots and offloaded large
     payloads (`ratchet.stores.artifacts.ArtifactStore`); default: the store at
     RATCHET_ARTIFACT_URL (`ratchet.stores.urls.open_artifacts`: `DirectoryArtifactStore` at
-    RATCHET_ARTIFACT_DIR when unset, `S3ArtifactStore` for s3://). Every worker, and every client
-    that reads large results, must reach it."""
+    RATCHET_ARTIFACT_DIR when unset, `ObjectArtifactStore` for s3://, gs:// and az://). Every
+    worker, and every client that reads large results, must reach it."""
     profiles: ProfileRegistry
     """Agent profiles a run can name; default: `builtin_profiles()` (with RATCHET_PLUGINS' profiles)."""
     tools: ToolRegistry
@@ -302,7 +304,7 @@ class RatchetPlugin(SimplePlugin):
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        client = _with_converter(config["client"], self.options.data_converter)  # type: ignore[typeddict-item]
+        client = _with_converter(config["client"], self.options.data_converter)
         config["client"] = client
         config = super().configure_worker(config)
         # The worker runs its client's interceptors first, then these; ours go outermost first:
@@ -339,7 +341,7 @@ class RatchetPlugin(SimplePlugin):
         sides = self.side_workers[worker] = [w for w in (self.host_worker(worker), *self.model_workers(worker)) if w]
         if not sides:
             return await next(worker)
-        main = asyncio.create_task(next(worker))
+        main = asyncio.ensure_future(next(worker))  # the plugin chain's `next` is typed as an Awaitable
         others = [asyncio.create_task(side.run()) for side in sides]
         try:
             await asyncio.wait({main, *others}, return_when=asyncio.FIRST_COMPLETED)
@@ -416,12 +418,12 @@ def _side_worker(worker: Worker, task_queue: str, names: set[str], **limits: Any
     activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
     if not activities:
         return None
-    client = config["client"]  # type: ignore[typeddict-item]
+    client = config["client"]
     client_config = client.config(active_config=True)
     client_config["plugins"] = []  # applied already; a plugin-carrying client would nest side workers
     options: dict[str, Any] = {
         key: config[key]
-        for key in (  # type: ignore[literal-required]
+        for key in (
             "max_concurrent_activities",
             "graceful_shutdown_timeout",
             "identity",

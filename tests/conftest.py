@@ -74,14 +74,15 @@ def openai_key(monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer) -> 
 
 
 @pytest.fixture
-def settings(tmp_path: Path, dev_server: DevServer, openai_key: str) -> Settings:
+def settings(tmp_path: Path, dev_server: DevServer, openai_key: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    # the example tracker's own setting (activities/tracker_tools.py), read from the environment
+    monkeypatch.setenv("RATCHET_TRACKER_PATH", str(tmp_path / "tracker.sqlite3"))
     return Settings(
         temporal_address=dev_server.address,
         task_queue=f"test-{uuid.uuid4().hex[:12]}",
         workspace_root=tmp_path / "workspaces",
         artifact_dir=tmp_path / "artifacts",
         ledger_path=tmp_path / "ledger.sqlite3",
-        tracker_path=tmp_path / "tracker.sqlite3",
         max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
     )
 

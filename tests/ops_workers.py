@@ -7,10 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import WorkflowHandle
 
 from devtools.workers import WorkerProcess
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.ops.settings import Settings, worker_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,8 +18,9 @@ PLUGINS = "tests.plugins.probe,tests.plugins.ops"
 
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment of a test worker process: no workflow cache (every task replays), test plugins."""
+    tracker = TrackerSettings().environment()  # the example tracker's own settings, as the test set them
     return worker_environment(
-        settings.model_copy(update={"max_cached_workflows": 0, "plugins": PLUGINS}), **extra
+        settings.model_copy(update={"max_cached_workflows": 0, "plugins": PLUGINS}), **{**tracker, **extra}
     )
 
 
@@ -45,15 +45,3 @@ async def run_command(
         raise
     return proc.returncode, out.decode(errors="replace")
 
-
-async def wait_for_running_activity(handle: WorkflowHandle, activity_type: str, timeout: float = 20.0) -> None:
-    """Wait until a worker has started an activity of this type (history records the start only
-    when the activity ends, so ask for the pending activities)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        description = await handle.describe()
-        for pending in description.raw_description.pending_activities:
-            if pending.activity_type.name == activity_type and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
-                return
-        assert asyncio.get_running_loop().time() < deadline, f"{activity_type} never started"
-        await asyncio.sleep(0.1)

@@ -1,39 +1,85 @@
-"""Helpers for starting agent runs in tests."""
+"""Helpers for tests that drive agent runs, all through `ratchet.client`: start a scripted run,
+wait until its state or its history shows something (never a fixed sleep), read its activities;
+and the two command lines a user drives runs with, `ratchet` and `temporal`, as subprocesses."""
 
 from __future__ import annotations
 
-import uuid
+import asyncio
+import inspect
+import os
+import sys
+from collections.abc import Callable
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
-from ratchet.contracts import AgentResult, AgentState
+from devtools.devserver import temporal_binary
+from ratchet.client import NotStartedYet, RatchetClient, RunHandle, RunNotFound
+from ratchet.contracts import AgentState
 from ratchet.ops.settings import Settings
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
 
 
 def scripted(agent: str, script: list[dict], objective: str = "do the task", **extra: Any) -> dict:
     return {"agent": agent, "objective": objective, "model": {"provider": "scripted", "options": {"script": script}}, **extra}
 
 
-async def start(client: Client, settings: Settings, run: dict, workflow_id: str | None = None) -> WorkflowHandle:
-    return await client.start_workflow(
-        AGENT_WORKFLOW,
-        run,
-        id=workflow_id or f"run-{uuid.uuid4().hex[:10]}",
-        task_queue=settings.task_queue,
-        result_type=AgentResult,
-    )
+def call(name: str, **arguments) -> dict:
+    """One tool call of a scripted model turn."""
+    return {"name": name, "arguments": arguments}
 
 
-async def state_of(handle: WorkflowHandle) -> AgentState:
-    return await handle.query(AgentWorkflow.state)
+def runs(client: Client, settings: Settings) -> RatchetClient:
+    """The test's `ratchet.client` over its Temporal client, on its task queue."""
+    return RatchetClient(client, settings)
 
 
-async def activity_attempts(handle: WorkflowHandle, activity_type: str) -> list[int]:
+async def start(client: Client, settings: Settings, run: dict, workflow_id: str | None = None) -> RunHandle:
+    return await runs(client, settings).start(run, workflow_id)
+
+
+async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeout: float = 30) -> AgentState:
+    """The run's state once `predicate` holds of it; fails if the run ends first or `timeout` passes.
+    A run that is not there yet (a child about to be started) is waited for too."""
+    state = None
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    state = await run.state()
+                except (NotStartedYet, RunNotFound):
+                    state = None
+                if state is not None:
+                    if predicate(state):
+                        return state
+                    assert not state.phase.terminal, f"run ended first: {state.phase} {state.last_error}"
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        last = "no state yet" if state is None else f"{state.phase} at step {state.step}, last error {state.last_error}"
+        raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; {last}") from None
+
+
+async def wait_for_running_activity(run: RunHandle, activity_type: str, timeout: float = 30) -> None:
+    """Wait until a worker has started an activity of this type (history records the start only
+    when the activity ends, so ask for the pending activities)."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                for pending in (await run.describe()).raw_description.pending_activities:
+                    if (
+                        pending.activity_type.name == activity_type
+                        and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                    ):
+                        return
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"{run.workflow_id}: {activity_type} never started in {timeout} s") from None
+
+
+async def activity_attempts(run: RunHandle, activity_type: str) -> list[int]:
     """Attempt numbers of each started activity of a type, from the history."""
-    history = await handle.fetch_history()
+    history = await run.history()
     scheduled: dict[int, str] = {}
     attempts = []
     for event in history.events:
@@ -44,3 +90,41 @@ async def activity_attempts(handle: WorkflowHandle, activity_type: str) -> list[
             if scheduled.get(attrs.scheduled_event_id) == activity_type:
                 attempts.append(attrs.attempt)
     return attempts
+
+
+async def until(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    """`condition()`'s value (awaited if it is a coroutine) once it is true: a file written, a
+    request received, a run listed, what no run state shows. Fails naming `what` after `timeout` s."""
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                value = condition()
+                if inspect.isawaitable(value):
+                    value = await value
+                if value:
+                    return value
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"not seen in {timeout} s: {what}") from None
+
+
+async def ratchet(settings: Settings, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`ratchet ARGS` against the test's server and task queue: its exit code and output."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue,
+               **(extra_env or {}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode, out.decode()
+
+
+async def temporal_cli(address: str, *args: str) -> tuple[int, str]:
+    """The `temporal` CLI against the dev server at `address`: its exit code and output."""
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(), *args, "--address", address,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode, out.decode()

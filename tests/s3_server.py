@@ -76,14 +76,11 @@ class SeaweedS3:
             "AWS_EC2_METADATA_DISABLED": "true",
         }
 
-    def store_client(self) -> Any:
-        """Ratchet's own S3 client (ratchet/stores/s3_client.py) for this server, as an
-        `S3ArtifactStore` outside a worker takes it."""
-        from botocore.credentials import Credentials
-
-        from ratchet.stores.s3_client import S3Client
-
-        return S3Client(self.endpoint, self.region, Credentials(self.access_key, self.secret_key))
+    def store_config(self) -> dict[str, str]:
+        """obstore's S3 settings for this server, for `ObjectArtifactStore.from_url(url, **config)`
+        outside a process that has `env()`."""
+        return {"endpoint": self.endpoint, "access_key_id": self.access_key, "secret_access_key": self.secret_key,
+                "region": self.region}
 
     def client(self, **config: Any) -> Any:
         """A plain boto3 S3 client with the server's credentials (not Ratchet's client); without

@@ -9,11 +9,11 @@ import shutil
 import uuid
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
+from ratchet.client import RunFailed
 from ratchet.contracts import AgentResult, Phase
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, runs, scripted, start
 from ratchet.contracts import AGENT_WORKFLOW
 
 
@@ -27,7 +27,7 @@ async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, setti
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
     assert "tests pass" in result.answer
-    state = await state_of(handle)
+    state = await handle.state()
     assert [r.result.output.splitlines()[0] for r in state.tool_calls if r.tool == "run_command"] == ["exit code 1"]
     # the good patch became a checkpoint with its diff and test evidence ...
     [checkpoint] = state.checkpoints
@@ -50,7 +50,7 @@ async def test_demo_agent_through_the_openai_client(client, settings, worker, op
     requests = openai_server.chat_requests(key=os.environ["OPENAI_API_KEY"])
     assert len(requests) == 5
     assert requests[0].json["tools"][0]["function"]["name"] == "list_files"
-    assert requests[0].headers["idempotency-key"] == f"{handle.id}/1/model"
+    assert requests[0].headers["idempotency-key"] == f"{handle.workflow_id}/1/model"
     assert result.used.prompt_tokens > 0
 
 
@@ -81,20 +81,20 @@ async def test_a_scripted_model_can_read_its_replies_from_a_file_in_the_workspac
         ("bad.json", "model.options.script_file: 'bad.json' is not a list of scripted replies: at 1.tool_calls"),
     ]:
         failed = await start(client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": name}}})
-        with pytest.raises(WorkflowFailureError) as failure:
+        with pytest.raises(RunFailed) as failure:
             await failed.result()
-        assert expected in str(failure.value.cause), failure.value.cause
+        assert expected in str(failure.value.reason), failure.value.reason
 
 
 async def test_bad_api_key_fails_the_run_at_once(client, settings, worker, openai_server):
     key = os.environ["OPENAI_API_KEY"]
     openai_server.enqueue_faults([{"status": 401}], key=key)
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "401" in str(failure.value.cause) and "OPENAI_API_KEY" in str(failure.value.cause)
+    assert "401" in str(failure.value.reason) and "OPENAI_API_KEY" in str(failure.value.reason)
     assert len(openai_server.chat_requests(key=key)) == 1
-    assert (await state_of(handle)).phase == Phase.FAILED
+    assert (await handle.state()).phase == Phase.FAILED
 
 
 async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings, worker, openai_server):
@@ -106,7 +106,7 @@ async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings,
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "recovered"
-    state = await state_of(handle)
+    state = await handle.state()
     tool_messages = [m.content for m in state.messages if m.role == "tool"]
     assert tool_messages[0].startswith("ERROR: tool arguments are not valid JSON")
     assert state.bad_tool_calls == 1
@@ -121,9 +121,9 @@ async def test_an_endpoint_that_cannot_parse_the_request_fails_the_run_without_r
     said = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error at line 1"
     openai_server.enqueue_faults([{"status": 500, "message": said}], key=key)
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "cannot parse the request's content" in str(failure.value.cause) and said in str(failure.value.cause)
+    assert "cannot parse the request's content" in str(failure.value.reason) and said in str(failure.value.reason)
     assert len(openai_server.chat_requests(key=key)) == 1
 
 
@@ -138,7 +138,7 @@ async def test_a_reply_cut_off_at_the_output_limit_is_not_the_final_answer(clien
     assert second[-1]["role"] == "user" and "cut off at the output token limit" in second[-1]["content"]
     replies = [
         json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
-        async for e in handle.fetch_history_events() if e.HasField("activity_task_completed_event_attributes")
+        for e in (await handle.history()).events if e.HasField("activity_task_completed_event_attributes")
     ]
     assert [r.get("finish_reason") for r in replies if "message" in r] == ["length", None]  # said in history
     assert all("model" not in r for r in replies if "message" in r)  # the server ran the model asked for
@@ -151,14 +151,14 @@ async def test_a_final_answer_is_verified_and_cannot_end_done_on_a_failing_check
     failing = await start(client, settings, scripted("saga", answers, workspace="unverified", budget={"max_steps": 2}))
     result = await failing.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED, result
-    state = await state_of(failing)
+    state = await failing.state()
     assert [m.content.split("`")[0] for m in state.messages if m.content and "Verification failed" in m.content] == [
         "Verification failed: ", "Verification failed: "]
     assert not state.checkpoints
     # the same answer on a workspace that passes ends DONE, with the check as its checkpoint
     passing = await start(client, settings, scripted("saga", answers[:1], workspace="verified"))
     assert (await passing.result()).phase == Phase.DONE
-    [checkpoint] = (await state_of(passing)).checkpoints
+    [checkpoint] = (await passing.state()).checkpoints
     assert checkpoint.evidence.passed
 
 
@@ -168,9 +168,9 @@ async def test_a_retried_tool_sees_the_same_idempotency_key(client, settings, wo
     assert (await handle.result()).phase == Phase.DONE
     lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
     assert lines == [
-        f"attempt 1 {handle.id}/1/call_1_0",
-        f"attempt 2 {handle.id}/1/call_1_0",
-        f"done {handle.id}/1/call_1_0 a",
+        f"attempt 1 {handle.workflow_id}/1/call_1_0",
+        f"attempt 2 {handle.workflow_id}/1/call_1_0",
+        f"done {handle.workflow_id}/1/call_1_0 a",
     ]
 
 
@@ -186,7 +186,7 @@ async def test_calls_of_one_reply_are_recorded_in_the_replys_order(client, setti
     ]
     handle = await start(client, settings, scripted("saga", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
+    state = await handle.state()
     assert [r.tool for r in state.tool_calls] == ["probe_wait", "read_file"]
     assert [m.tool_call_id for m in state.messages if m.role == "tool"] == ["call_1_0", "call_1_1"]
 
@@ -199,11 +199,11 @@ async def test_a_reused_workflow_id_is_a_new_run_not_a_replay_of_the_old_one(cli
 
     first = await start(client, settings, scripted("probe", script("first"), workspace="w"))
     assert (await first.result()).answer == "first done"
-    second = await start(client, settings, scripted("probe", script("second"), workspace="w"), workflow_id=first.id)
+    second = await start(client, settings, scripted("probe", script("second"), workspace="w"), workflow_id=first.workflow_id)
     assert (await second.result()).answer == "second done"
     lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
     assert [line for line in lines if line.startswith("done ")] == [
-        f"done {first.id}/1/call_1_0 first", f"done {first.id}/1/call_1_0 second",
+        f"done {first.workflow_id}/1/call_1_0 first", f"done {first.workflow_id}/1/call_1_0 second",
     ]
 
 
@@ -218,7 +218,8 @@ async def test_a_run_with_no_cost_budget_left_makes_no_model_call(client, settin
 
 async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_wins(client, settings, worker):
     """A run paused and messaged in its first task is planned by run.prepare; signals that arrive
-    while it runs come after those of the first task, and a resume among them ends the pause."""
+    while it runs come after those of the first task, and a resume among them ends the pause.
+    Started with Temporal's signal-with-start (the raw SDK: `ratchet.client` has no such start)."""
     script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
     run = scripted("probe", script, workspace="w")
     paused = await client.start_workflow(
@@ -233,7 +234,7 @@ async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_w
     )
     await messaged.signal("send_message", "second note")
     assert (await messaged.result()).phase == Phase.DONE
-    notes = [m.content for m in (await state_of(messaged)).messages if m.role == "user" and "note" in (m.content or "")]
+    notes = [m.content for m in (await runs(client, settings).get(messaged.id).state()).messages if m.role == "user" and "note" in (m.content or "")]
     assert notes == ["first note", "second note"]
 
 
@@ -243,7 +244,7 @@ async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
     result = await handle.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED
     assert "step budget exhausted: 3 of 3" in result.last_error
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.BUDGET_EXHAUSTED
     assert [r.step for r in state.tool_calls] == [1, 2, 3]
     assert state.used.model_calls == 3
@@ -252,10 +253,10 @@ async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
 async def test_unknown_tool_and_invalid_arguments_are_bounded(client, settings, worker):
     bad = [{"tool_calls": [{"name": "rm_rf", "arguments": {}}, {"name": "probe_append", "arguments": {"nope": 1}}]}]
     handle = await start(client, settings, scripted("probe", bad * 4))
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "invalid tool calls (limit 5)" in str(failure.value.cause)
-    state = await state_of(handle)
+    assert "invalid tool calls (limit 5)" in str(failure.value.reason)
+    state = await handle.state()
     errors = [m.content for m in state.messages if m.role == "tool"][:2]
     assert errors[0].startswith("ERROR: unknown tool 'rm_rf'")
     assert "label: Field required" in errors[1]
@@ -269,7 +270,7 @@ async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, w
     script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": p, "content": "x"}} for p in attempts]}]
     handle = await start(client, settings, scripted("probe", script + [{"content": "done"}], workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
+    state = await handle.state()
     assert [r.result.ok for r in state.tool_calls] == [False, False, False]
     assert "contains '..'" in state.tool_calls[0].result.output
     assert "absolute" in state.tool_calls[1].result.output
@@ -286,7 +287,7 @@ async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(clien
     (settings.workspace_root / "env" / "calc.py").write_text(FIXED_CALC)  # "ok" is verified: the tests pass
     handle = await start(client, settings, scripted("coder", script, workspace="env"))
     assert (await handle.result()).phase == Phase.DONE
-    output = (await state_of(handle)).tool_calls[0].result.output
+    output = (await handle.state()).tool_calls[0].result.output
     assert output.startswith("exit code 0") and "OPENAI_API_KEY" not in output and "RATCHET_CODEC_KEYS" not in output
 
 
@@ -299,7 +300,7 @@ async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(clien
     second = await second_handle.result()
     assert first.phase == second.phase == Phase.DONE
     assert second.workspace == f"team_x-{suffix}" and first.workspace.startswith(f"team_x-{suffix}-")
-    [call] = (await state_of(second_handle)).tool_calls
+    [call] = (await second_handle.state()).tool_calls
     assert "team/x's" not in call.result.output and "no such file" in call.result.output.lower(), call.result.output
 
 
@@ -327,8 +328,8 @@ async def test_the_operator_sets_the_model_calls_attempts(client, settings, open
     two = settings.model_copy(update={"model_max_attempts": 2, "task_queue": f"attempts-{uuid.uuid4().hex[:8]}"})
     async with build_worker(client, two, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(client, two, {"agent": "probe", "objective": "x"})
-        with pytest.raises(WorkflowFailureError):
+        with pytest.raises(RunFailed):
             await handle.result()
-        plan = (await state_of(handle)).plan
+        plan = (await handle.state()).plan
     assert plan.model.max_attempts == 2 and await activity_attempts(handle, "model.call") == [2]
     assert openai_server.pending_faults(key=key) == 0

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.contracts import AgentResult, Phase
-from tests.runs import scripted, start, state_of
-from tests.test_cli_and_crash import temporal_cli
-from tests.test_rollback import wait_for
+from tests.runs import ratchet, scripted, start, temporal_cli, until, wait_for
 from ratchet.contracts import AGENT_WORKFLOW
 
 TWO_PROD_TICKETS = [
@@ -33,69 +31,63 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
     handle = await start(client, settings, scripted("approver", TWO_PROD_TICKETS, workspace="appr"))
     idle = await start(client, settings, scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 60}}]}]))
     await wait_for(handle, lambda s: len(s.pending_approvals) == 2)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.AWAITING_APPROVAL
     restart, drop = (p.call_id for p in state.pending_approvals)
 
     query = f'RatchetPhase="AWAITING_APPROVAL" AND TaskQueue="{settings.task_queue}"'
-    for _ in range(50):
-        if await listed(address, query) == {handle.id}:
-            break
-        await asyncio.sleep(0.2)
-    assert await listed(address, query) == {handle.id}
-    assert handle.id in await listed(address, "RatchetAwaitingApproval=true")
-    assert idle.id not in await listed(address, "RatchetAwaitingApproval=true")
+    assert await until(lambda: listed(address, query), "the waiting run listed") == {handle.workflow_id}
+    assert handle.workflow_id in await listed(address, "RatchetAwaitingApproval=true")
+    assert idle.workflow_id not in await listed(address, "RatchetAwaitingApproval=true")
 
-    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
                                    "--name", "approve", "--input", json.dumps({"call_id": "call_9_9"}))
     assert code != 0 and "no pending approval for call 'call_9_9'" in out
 
-    code, out = await temporal_cli(address, "workflow", "signal", "--workflow-id", handle.id,
+    code, out = await temporal_cli(address, "workflow", "signal", "--workflow-id", handle.workflow_id,
                                    "--name", "send_message", "--input", json.dumps("please be careful"))
     assert code == 0, out
-    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
                                    "--name", "approve", "--input", json.dumps({"call_id": restart}))
     assert code == 0, out
-    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
                                    "--name", "approve", "--input", json.dumps({"call_id": restart}))
     assert code != 0 and "already decided (approved)" in out
-    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.id,
+    code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
                                    "--name", "reject", "--input", json.dumps({"call_id": drop, "reason": "never in prod"}))
     assert code == 0, out
 
     result: AgentResult = await handle.result()
     assert result.phase == Phase.DONE
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         titles = {t for (t,) in conn.execute("SELECT title FROM tickets")}
     assert titles == {"prod: restart api", "staging: warm cache"}
 
-    code, out = await temporal_cli(address, "workflow", "query", "--workflow-id", handle.id,
+    code, out = await temporal_cli(address, "workflow", "query", "--workflow-id", handle.workflow_id,
                                    "--name", "state", "--output", "json")
     final = json.loads(out)["queryResult"][0]
     contents = [m.get("content") for m in final["messages"]]  # defaults are left out of payloads
     assert "ERROR: a person rejected this call: never in prod" in contents
     assert contents.count("please be careful") == 1
-    assert handle.id not in await listed(address, query)
-    await idle.terminate()
+    assert handle.workflow_id not in await listed(address, query)
+    await idle.terminate("test over")
 
 
 async def test_ratchet_approve_send_and_watch(client, settings, worker):
-    from tests.test_run_commands import ratchet
-
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: page on-call"}}]}, {"content": "paged"}]
     handle = await start(client, settings, scripted("approver", script, workspace="appr2"))
     await wait_for(handle, lambda s: len(s.pending_approvals) == 1)
-    code, out = await ratchet(settings, "watch", handle.id, "--once")
+    code, out = await ratchet(settings, "watch", handle.workflow_id, "--once")
     assert code == 0 and "[AWAITING_APPROVAL]" in out and "awaiting approval: call_1_0 create_ticket" in out, out
-    code, out = await ratchet(settings, "send", handle.id, "thanks")
+    code, out = await ratchet(settings, "send", handle.workflow_id, "thanks")
     assert code == 0, out
-    code, out = await ratchet(settings, "reject", handle.id, "call_9_9")
+    code, out = await ratchet(settings, "reject", handle.workflow_id, "call_9_9")
     assert code == 1 and "no pending approval for call 'call_9_9'" in out, out
-    code, out = await ratchet(settings, "approve", handle.id, "call_1_0")
+    code, out = await ratchet(settings, "approve", handle.workflow_id, "call_1_0")
     assert code == 0 and "approved call_1_0" in out, out
-    code, out = await ratchet(settings, "watch", handle.id, "--interval", "0.2")
+    code, out = await ratchet(settings, "watch", handle.workflow_id, "--interval", "0.2")
     assert code == 0 and "[DONE]" in out and "answer: paged" in out, out
-    assert "thanks" in [m.content for m in (await state_of(handle)).messages]
+    assert "thanks" in [m.content for m in (await handle.state()).messages]
 
 
 async def test_a_temporal_schedule_starts_recurring_agents(client, settings, worker, dev_server):
@@ -112,8 +104,6 @@ async def test_a_temporal_schedule_starts_recurring_agents(client, settings, wor
         code, out = await temporal_cli(address, "schedule", "trigger", "--schedule-id", schedule_id)
         assert code == 0, out
         log = settings.workspace_root / "nightly" / "probe.log"
-        async with asyncio.timeout(30):
-            while not (log.exists() and "tick" in log.read_text()):
-                await asyncio.sleep(0.2)
+        await until(lambda: log.exists() and "tick" in log.read_text(), "the scheduled run's tool call")
     finally:
         await temporal_cli(address, "schedule", "delete", "--schedule-id", schedule_id)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 import uuid
 from datetime import timedelta
 
-from ratchet.contracts import AGENT_WORKFLOW, AgentResult, ErrorType, Phase
+from ratchet.activities.tracker_tools import TrackerSettings
+from ratchet.contracts import AgentResult, ErrorType, Phase
 from ratchet.worker.main import build_worker
-from ratchet.workflows.agent import AgentWorkflow
 from tests.runs import scripted, start
 from tests.test_background_time import env, ts_settings  # noqa: F401  (fixtures)
 
@@ -74,17 +73,15 @@ async def run_for(env, settings, run: dict):  # noqa: F811
     """Run to its end: result, state, and how long it took in workflow time (from its history:
     the test server may skip on once the run has closed)."""
     async with build_worker(env.client, settings, graceful_shutdown_timeout=timedelta(0)):
-        handle = await env.client.start_workflow(
-            AGENT_WORKFLOW, run, id=f"ts-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult,
-        )
+        handle = await start(env.client, settings, run, f"ts-{uuid.uuid4().hex[:8]}")
         result = await handle.result()
-        state = await handle.query(AgentWorkflow.state)
-        events = (await handle.fetch_history()).events
+        state = await handle.state()
+        events = (await handle.history()).events
     return result, state, events[-1].event_time.ToDatetime() - events[0].event_time.ToDatetime()
 
 
 def tickets(settings) -> list[str]:
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return [t for (t,) in conn.execute("SELECT title FROM tickets")]
 
 
@@ -116,10 +113,8 @@ async def test_the_deadline_ends_an_approval_wait(env, ts_settings):  # noqa: F8
 async def test_the_deadline_cancels_a_running_tool_through_its_heartbeat(env, ts_settings):  # noqa: F811
     script = [{"tool_calls": [{"name": "long_count", "arguments": {"items": 600, "per_item_s": 0.1}}]}, {"content": "never"}]
     run = scripted("approver", script, workspace=f"lc-{uuid.uuid4().hex[:6]}", budget={"max_duration_s": 2})
-    started = time.monotonic()
     result, state, _ = await run_for(env, ts_settings, run)
     assert result.phase == Phase.BUDGET_EXHAUSTED and "time budget exhausted" in result.last_error
-    assert time.monotonic() - started < 15  # not the tool's 60 s
     assert state.tool_calls[-1].result.error_type == ErrorType.INTERRUPTED
     log = (ts_settings.workspace_root / run["workspace"] / "probe.log").read_text().splitlines()
     assert len([line for line in log if line.startswith("item")]) < 200  # it stopped, it did not count on

@@ -18,7 +18,7 @@ from ratchet.contracts import (
     AgentRun, AgentState, Effect, EffectClass, EffectStatus, Phase, ToolCallRecord, ToolResult,
 )
 from tests.plugins.chaos_tools import connect_outbox
-from tests.runs import start, state_of
+from tests.runs import start
 
 
 async def test_chaos_runs_survive_sigkills_a_server_restart_and_model_faults(tmp_path: Path):
@@ -84,9 +84,9 @@ async def test_a_retrying_model_call_shows_why_it_retried(client, settings, work
     run = {"agent": "chaos", "objective": "one model call", "model": {"provider": "openai", "timeout_s": 5}}
     handle = await start(client, settings, run)
     assert (await handle.result()).phase == Phase.DONE
-    assert (await state_of(handle)).answer == "recovered"
+    assert (await handle.state()).answer == "recovered"
     started = [
-        e.activity_task_started_event_attributes for e in (await handle.fetch_history()).events
+        e.activity_task_started_event_attributes for e in (await handle.history()).events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     ]
     retried = [attrs.last_failure.message for attrs in started if attrs.attempt > 1]

@@ -8,20 +8,10 @@ import signal
 import uuid
 
 from ratchet.contracts import AgentResult, Phase
-from devtools.devserver import temporal_binary
 from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start, temporal_cli, until, wait_for
 from ratchet.contracts import AGENT_WORKFLOW
-
-
-async def temporal_cli(address: str, *args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        temporal_binary(), *args, "--address", address,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    return proc.returncode, out.decode()
 
 
 async def test_temporal_cli_starts_queries_and_reads_a_run(dev_server, settings, worker):
@@ -64,9 +54,7 @@ async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(clie
     steps = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": f"s{i}", "sleep_s": 0.4}}]} for i in range(6)]
     first = await start_worker(settings)
     handle = await start(client, settings, scripted("probe", steps + [{"content": "all done"}], workspace="crash"))
-    while len((await state_of(handle)).tool_calls) < 2:
-        await asyncio.sleep(0.1)
-    completed_before_kill = {r.key for r in (await state_of(handle)).tool_calls}
+    completed_before_kill = {r.key for r in (await wait_for(handle, lambda s: len(s.tool_calls) >= 2)).tool_calls}
     await first.stop(signal.SIGKILL)
     second = await start_worker(settings)
     try:
@@ -89,8 +77,8 @@ async def test_a_long_tool_resumes_from_its_heartbeat_after_a_worker_kill(client
     first = await start_worker(settings)
     handle = await start(client, settings, scripted("approver", script, workspace="hb"))
     log = settings.workspace_root / "hb" / PROBE_LOG
-    while not log.exists() or sum(line.startswith("item ") for line in log.read_text().splitlines()) < 8:
-        await asyncio.sleep(0.1)
+    await until(lambda: log.exists() and sum(line.startswith("item ") for line in log.read_text().splitlines()) >= 8,
+                "8 items counted")
     await first.stop(signal.SIGKILL)
     second = await start_worker(settings)
     try:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from temporalio.client import WorkflowExecutionStatus
+import pytest
 
-from tests.runs import scripted
-from tests.test_run_commands import ratchet
+from ratchet.client import RunCancelled
+from tests.runs import ratchet, runs, scripted, until
 
 WRITE_AND_FINISH = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},
@@ -23,8 +22,8 @@ async def test_start_follow_list_result_and_transcript(client, settings, worker,
                               "--follow", "probe", "write a.txt")
     assert code == 0, out
     assert "started cli-basics-1" in out and "[DONE]" in out and "answer: wrote a.txt" in out
-    state = await client.get_workflow_handle("cli-basics-1").query("state")
-    assert state["run"]["objective"] == "write a.txt", "command-line OBJECTIVE overrides the file's"
+    state = await runs(client, settings).get("cli-basics-1").state()
+    assert state.run.objective == "write a.txt", "command-line OBJECTIVE overrides the file's"
 
     code, out = await ratchet(settings, "result", "cli-basics-1")
     assert code == 0 and json.loads(out)["answer"] == "wrote a.txt", out
@@ -35,12 +34,12 @@ async def test_start_follow_list_result_and_transcript(client, settings, worker,
     assert lines[0]["role"] == "user" and lines[0]["content"].startswith("write a.txt")
     assert lines[1]["tool_calls"][0]["name"] == "write_file"
 
-    for _ in range(50):  # visibility is eventually consistent
+    async def listed() -> tuple[int, str] | None:  # visibility is eventually consistent
         code, out = await ratchet(settings, "list", "--agent", "probe", "--phase", "DONE")
-        if "cli-basics-1" in out:
-            break
-        await asyncio.sleep(0.2)
-    assert code == 0 and "cli-basics-1" in out and "COMPLETED" in out, out
+        return (code, out) if "cli-basics-1" in out else None
+
+    code, out = await until(listed, "cli-basics-1 in `ratchet list`")
+    assert code == 0 and "COMPLETED" in out, out
 
 
 async def test_cancel_ends_a_waiting_run_and_result_says_so(client, settings, worker):
@@ -49,19 +48,13 @@ async def test_cancel_ends_a_waiting_run_and_result_says_so(client, settings, wo
                               "--file", "/dev/null")
     assert code == 2 and "ratchet start: cannot read /dev/null" in out, out
 
-    handle = await client.start_workflow(
-        "AgentWorkflow", scripted("saga", script), id="cli-basics-2", task_queue=settings.task_queue,
-    )
+    handle = await runs(client, settings).start(scripted("saga", script), "cli-basics-2")
     code, out = await ratchet(settings, "result", "cli-basics-2", "--no-wait")
     assert code == 3 and "still running" in out, out
     code, out = await ratchet(settings, "cancel", "cli-basics-2")
     assert code == 0, out
-    for _ in range(100):
-        description = await handle.describe()
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            break
-        await asyncio.sleep(0.1)
-    assert description.status != WorkflowExecutionStatus.RUNNING, "cancel ends the run within seconds"
+    with pytest.raises(RunCancelled):  # cancel ends the run
+        await handle.result()
     code, out = await ratchet(settings, "result", "cli-basics-2")
     assert code == 1, out
 

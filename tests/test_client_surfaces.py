@@ -15,9 +15,10 @@ import uuid
 
 from mcp import Client as McpClient, StdioServerParameters
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RatchetClient
-from tests.test_mcp_control import until, use
-from tests.test_run_commands import ratchet
+from tests.test_mcp_control import mcp_state_until, use
+from tests.runs import ratchet, until, wait_for
 
 
 def ops_run(title: str) -> dict:
@@ -26,16 +27,14 @@ def ops_run(title: str) -> dict:
 
 
 def ticket_exists(settings, title: str) -> bool:
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return conn.execute("SELECT count(*) FROM tickets WHERE title = ?", (title,)).fetchone()[0] == 1
 
 
 async def through_the_client(client, settings, title: str) -> tuple:
     runs = RatchetClient(client, settings)
     run = await runs.start(ops_run(title), f"surfaces-client-{uuid.uuid4().hex[:6]}")
-    async with asyncio.timeout(30):
-        while not (state := await run.state()).pending_approvals:
-            await asyncio.sleep(0.1)
+    state = await wait_for(run, lambda s: s.pending_approvals)
     await run.approve(state.pending_approvals[0].call_id)
     result = await run.result()
     opened = ticket_exists(settings, title)
@@ -50,9 +49,11 @@ async def through_the_cli(settings, tmp_path, title: str) -> tuple:
     run_file.write_text(json.dumps(ops_run(title)))
     code, out = await ratchet(settings, "start", "--file", str(run_file), "--id", workflow_id)
     assert code == 0, out
-    async with asyncio.timeout(30):
-        while not (waiting := re.search(r"awaiting approval: (\S+)", (await ratchet(settings, "watch", workflow_id, "--once"))[1])):
-            await asyncio.sleep(0.1)
+
+    async def waiting_call():
+        return re.search(r"awaiting approval: (\S+)", (await ratchet(settings, "watch", workflow_id, "--once"))[1])
+
+    waiting = await until(waiting_call, "`ratchet watch` shows the call awaiting approval")
     code, out = await ratchet(settings, "approve", workflow_id, waiting[1])
     assert code == 0, out
     code, out = await ratchet(settings, "result", workflow_id)
@@ -73,10 +74,10 @@ async def through_mcp(settings, title: str) -> tuple:
         run = ops_run(title)
         started = await use(mcp, "start_run", agent=run["agent"], objective=run["objective"], model=run["model"])
         workflow_id = started["workflow_id"]
-        waiting = await until(mcp, workflow_id, lambda s: s["pending_approvals"])
+        waiting = await mcp_state_until(mcp, workflow_id, lambda s: s["pending_approvals"])
         call_id = waiting["pending_approvals"][0]["call_id"]
         await use(mcp, "approve", workflow_id=workflow_id, call_id=call_id)
-        done = await until(mcp, workflow_id, lambda s: s["phase"] == "DONE")
+        done = await mcp_state_until(mcp, workflow_id, lambda s: s["phase"] == "DONE")
         opened = ticket_exists(settings, title)
         outcome = await use(mcp, "rollback", workflow_id=workflow_id, checkpoint_id="start")
         assert not outcome["running"]

@@ -8,7 +8,7 @@ import os
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import Phase
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 
 STEPS = 8
 
@@ -30,7 +30,7 @@ async def test_the_model_sees_the_start_and_the_latest_messages_only(client, set
         assert len(messages) <= 2 + 4 + 1, "head, the window, and the new tool result"
         assert len(messages) <= 2 or messages[2]["role"] != "tool", "no result without its call"
     assert "s7" in str(sent[-1][-2:]) and "s0" not in str(sent[-1])
-    state = await state_of(handle)
+    state = await handle.state()
     everything = transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.transcript)
     assert len(everything) == state.message_count == 2 + 2 * STEPS + 1
 

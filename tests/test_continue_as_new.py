@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections import Counter
@@ -15,12 +14,9 @@ from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import AgentResult, AgentState, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
 from devtools.devserver import DevServer
-from tests.runs import scripted
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted, start, wait_for
 from ratchet.worker.main import build_worker
 from ratchet.workflows.handover import KEEP_TOOL_CALLS
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
 
 SUGGEST_AT = 600
 STEPS = 300
@@ -51,18 +47,16 @@ async def run_long(
     client = await Client.connect(early_server.address, data_converter=BASE_CONVERTER)
     settings = settings.model_copy(update={"temporal_address": early_server.address, "max_cached_workflows": 50})
     async with build_worker(client, settings):
-        handle = await client.start_workflow(
-            AGENT_WORKFLOW, scripted(agent, steps(n), workspace="long", budget={"max_steps": n + 1, "max_tokens": 10**10}),
-            id=f"can-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue, result_type=AgentResult,
-        )
+        run = scripted(agent, steps(n), workspace="long", budget={"max_steps": n + 1, "max_tokens": 10**10})
+        handle = await start(client, settings, run, f"can-{uuid.uuid4().hex[:8]}")
         for i in range(signals):  # spread over the run, across handovers
-            await asyncio.sleep(0.15)
-            await handle.signal("send_message", f"note {i}")
+            await wait_for(handle, lambda s, i=i: s.used.steps >= i * n // (signals + 1), timeout=120)
+            await handle.send(f"note {i}")
         result = await handle.result()
         if after is not None:
             await after(handle)
-        state = await handle.query(AgentWorkflow.state)
-        history = await client.get_workflow_handle(handle.id).fetch_history()
+        state = await handle.state()
+        history = await handle.history()  # of the last run of the chain
         return result, state, history.events
 
 
@@ -97,7 +91,7 @@ async def test_the_event_bound_continues_as_new_before_the_suggestion(early_serv
 
     async def read_first_page(handle):  # `ratchet transcript`: earlier pages come from the artifact store
         env = settings.model_copy(update={"temporal_address": early_server.address})
-        pages.append(await ratchet(env, "transcript", handle.id, "--offset", "0", "--limit", "3",
+        pages.append(await ratchet(env, "transcript", handle.workflow_id, "--offset", "0", "--limit", "3",
                                    extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)}))
 
     result, state, events = await run_long(early_server, settings, "approver", 120, after=read_first_page)

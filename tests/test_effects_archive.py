@@ -3,14 +3,12 @@ rollback that needs them (workflows/effects_archive.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from ratchet.activities.archive import Archive, load_archived
-from ratchet.contracts import ArchiveEffects, Effect, Phase, RollbackReport
+from ratchet.contracts import ArchiveEffects, Effect, Phase
 from ratchet.stores.artifacts import DirectoryArtifactStore
-from tests.runs import scripted, start, state_of
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted, start, wait_for
 
 STEPS, CALLS = 10, 20  # 200 compensable writes, a checkpoint after each step
 
@@ -22,7 +20,8 @@ def script() -> list[dict]:
 
 
 async def handover_sizes(client, workflow_id: str) -> list[int]:
-    """Bytes of each continuation's input, oldest first."""
+    """Bytes of each continuation's input, oldest first: read from each run of the chain's first
+    event, with the raw Temporal client (what is measured is what Temporal stores)."""
     sizes = []
     async for run in client.list_workflows(f'WorkflowId="{workflow_id}"'):
         handle = client.get_workflow_handle(workflow_id, run_id=run.run_id)
@@ -38,32 +37,28 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     client, settings, worker,
 ):
     handle = await start(client, settings, scripted("archivist", script(), workspace="archive"))
-    for _ in range(600):
-        state = await state_of(handle)
-        if state.pending_approvals or (state.step == STEPS + 1 and len(state.checkpoints) == STEPS):
-            break
-        await asyncio.sleep(0.1)
+    state = await wait_for(handle, lambda s: s.pending_approvals or (s.step == STEPS + 1 and len(s.checkpoints) == STEPS),
+                           timeout=180)
     assert len(state.checkpoints) == STEPS and state.continued >= 3, (state.step, state.continued)
     assert state.effects_base == STEPS * CALLS and state.effects == [], (state.effects_base, len(state.effects))
 
     # a handover every step: once the last KEEP_TOOL_CALLS call records fill up (3 steps), a step's
     # 20 writes add nothing; what still grows is the checkpoint record (under 1 KB a step)
-    sizes = await handover_sizes(client, handle.id)
+    sizes = await handover_sizes(client, handle.workflow_id)
     assert len(sizes) == STEPS, sizes
     per_step = (sizes[-1] - sizes[3]) / (len(sizes) - 4)
     assert per_step < 1024, f"the handover grew {per_step:.0f} B a step: {sizes}"
 
     # cp-9 lies below the last handover's base (cp-10): its effects and messages come back from the
     # artifact store; the dry run lists the archived effects, the real rollback undoes them
-    code, out = await ratchet(settings, "rollback", handle.id, f"cp-{STEPS - 1}", "--dry-run",
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, f"cp-{STEPS - 1}", "--dry-run",
                               extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
     assert code == 0 and out.count("  undo ") == CALLS and f"write_file" in out and "archived" not in out, out
-    report = await handle.execute_update("rollback", {"checkpoint_id": f"cp-{STEPS - 1}", "then": "stop"},
-                                         result_type=RollbackReport)
+    report = (await handle.rollback(f"cp-{STEPS - 1}", then="stop")).report
     assert report.clean and len(report.undone) == CALLS, report
     root = settings.workspace_root / "archive"
     assert sorted(p.parent.name for p in root.rglob("f0.txt")) == [f"s{s}" for s in range(STEPS - 1)]
-    after = await state_of(handle)
+    after = await handle.state()
     assert after.effects_base == 0 and after.effects_archive is None and len(after.effects) == (STEPS - 1) * CALLS
     assert after.message_count == after.checkpoints[-1].messages_len, "the conversation is back at cp-9"
     # a fork from a checkpoint older than the handover kept reads its messages from the transcript
@@ -71,10 +66,10 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     fork = await start(client, settings, {
         "agent": "archivist", "objective": "go on from cp-2",
         "model": {"provider": "scripted", "options": {"script": [{"content": "forked"}]}},
-        "resume_from": {"workflow_id": handle.id, "checkpoint_id": "cp-2"},
+        "resume_from": {"workflow_id": handle.workflow_id, "checkpoint_id": "cp-2"},
     })
     assert (await fork.result()).phase == Phase.DONE
-    forked = await state_of(fork)
+    forked = await fork.state()
     assert forked.messages_base == source_cp2.unsent and forked.message_count == source_cp2.messages_len + 2
     assert sorted(p.parent.name for p in (settings.workspace_root / forked.plan.workspace).rglob("f0.txt")) == ["s0", "s1"]
 
@@ -102,10 +97,10 @@ async def test_a_closed_runs_rollback_brings_its_archived_effects_back(client, s
                              for c in range(2)]} for s in range(4)]
     handle = await start(client, settings, scripted("archivist", steps + [{"content": "done"}], workspace="closed-archive"))
     assert (await handle.result()).phase == Phase.DONE
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.continued >= 1 and state.effects_base >= 4, (state.continued, state.effects_base)  # step 2's archived
 
-    code, out = await ratchet(settings, "rollback", handle.id, "cp-1")  # the worker reads the archive
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1")  # the worker reads the archive
     assert code == 0 and out.count("  undo ") == 6, out
     root = settings.workspace_root / "closed-archive"
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*.txt")) == ["s0/f0.txt", "s0/f1.txt"]

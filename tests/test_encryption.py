@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client
 
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.converter import JSONProtoPayloadConverter
@@ -25,11 +25,12 @@ from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.payloads.codec import KEY_ID, CodecKeyError, EncryptionCodec
 from ratchet.payloads.codec_server import CodecServer
 from ratchet.payloads.offload import DRIVER_NAME
-from ratchet.contracts import AGENT_WORKFLOW, AgentResult, Phase
+from ratchet.client import RunFailed
+from ratchet.contracts import AGENT_WORKFLOW, Phase
 from ratchet.payloads.converter import data_converter, payload_codec
 from devtools.devserver import temporal_binary
 from ratchet.ops.settings import Settings, SettingsError, load_settings
-from tests.runs import scripted, start, state_of
+from tests.runs import runs, scripted, start
 from ratchet.worker.main import build_worker
 
 
@@ -123,25 +124,25 @@ async def test_secrets_in_input_tool_results_and_failures_never_reach_the_server
     handle = await start(enc_client, keyed, secret_run(marker))
     result = await handle.result()
     assert result.phase == Phase.DONE and marker in result.answer
-    outputs = [r.result.output for r in (await state_of(handle)).tool_calls]
+    outputs = [r.result.output for r in (await handle.state()).tool_calls]
     assert outputs[1] == f"pin {marker}" and f"gone-{marker}.txt: no such file" in outputs[2]
 
     api_key = os.environ["OPENAI_API_KEY"]
     openai_server.enqueue_faults([{"status": 401, "message": f"key rejected {marker}"}], key=api_key)
     failed = await start(enc_client, keyed, {"agent": "probe", "objective": "x"})
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await failed.result()
-    assert marker in str(failure.value.cause)
+    assert marker in str(failure.value.reason)
 
-    for workflow_id in (handle.id, failed.id):
+    for workflow_id in (handle.workflow_id, failed.workflow_id):
         raw, as_json = await raw_history(dev_server, workflow_id)
         assert b"binary/encrypted" in raw
         assert marker.encode() not in raw and marker not in as_json
-    assert "Encoded failure" in (await raw_history(dev_server, failed.id))[1]
+    assert "Encoded failure" in (await raw_history(dev_server, failed.workflow_id))[1]
 
     control = await start(client, settings, secret_run(marker))  # same run, no codec: it leaks
     await control.result()
-    assert marker.encode() in (await raw_history(dev_server, control.id))[0]
+    assert marker.encode() in (await raw_history(dev_server, control.workflow_id))[0]
 
 
 # ---- the codec server ----------------------------------------------------------------------
@@ -252,25 +253,25 @@ async def temporal_show(dev_server, workflow_id: str, *extra: str, status: int |
 async def test_temporal_cli_decrypts_through_the_codec_server(dev_server, encrypted):
     enc_client, keyed = encrypted
     marker = f"secret-{uuid.uuid4().hex}"
-    handle: WorkflowHandle = await start(enc_client, keyed, secret_run(marker))
+    handle = await start(enc_client, keyed, secret_run(marker))
     await handle.result()
     with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
-        assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
-    assert marker not in await temporal_show(dev_server, handle.id)
+        assert marker in await temporal_show(dev_server, handle.workflow_id, "--codec-endpoint", server.url)
+    assert marker not in await temporal_show(dev_server, handle.workflow_id)
 
 
 async def test_temporal_cli_passes_the_codec_servers_token(dev_server, encrypted):
     """`temporal --codec-auth` sends the Authorization header a token-protected codec server needs."""
     enc_client, keyed = encrypted
     marker = f"secret-{uuid.uuid4().hex}"
-    handle: WorkflowHandle = await start(enc_client, keyed, secret_run(marker))
+    handle = await start(enc_client, keyed, secret_run(marker))
     await handle.result()
     token = uuid.uuid4().hex
     with CodecServer(data_converter(keyed), port=0, namespace="default", token=token) as server:
-        shown = await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url, "--codec-auth", f"Bearer {token}")
+        shown = await temporal_show(dev_server, handle.workflow_id, "--codec-endpoint", server.url, "--codec-auth", f"Bearer {token}")
         assert marker in shown
         # refused (401), the CLI retries until its deadline, then fails: no plaintext either way
-        shown = await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url, "--codec-auth", "Bearer wrong",
+        shown = await temporal_show(dev_server, handle.workflow_id, "--codec-endpoint", server.url, "--codec-auth", "Bearer wrong",
                                     "--command-timeout", "3s", status=1)
         assert marker not in shown and "failed" in shown
 
@@ -289,11 +290,11 @@ async def test_temporal_cli_shows_offloaded_payloads_through_the_codec_server(de
     async with build_worker(enc_client, keyed):
         handle = await start(enc_client, keyed, scripted("probe", script, workspace="w"))
         assert (await handle.result()).phase == Phase.DONE
-    raw, _ = await raw_history(dev_server, handle.id)
+    raw, _ = await raw_history(dev_server, handle.workflow_id)
     assert ExternalStorageReference.DESCRIPTOR.full_name.encode() in raw and marker.encode() not in raw
     with CodecServer(data_converter(keyed), port=0, namespace="default") as server:
-        assert marker in await temporal_show(dev_server, handle.id, "--codec-endpoint", server.url)
-    assert marker not in await temporal_show(dev_server, handle.id)
+        assert marker in await temporal_show(dev_server, handle.workflow_id, "--codec-endpoint", server.url)
+    assert marker not in await temporal_show(dev_server, handle.workflow_id)
 
 
 # ---- without keys, and a start that bypasses the codec ----------------------------------------
@@ -313,7 +314,7 @@ async def test_the_cli_without_keys_says_which_setting_is_missing(dev_server, en
     enc_client, keyed = encrypted
     handle = await start(enc_client, keyed, secret_run(uuid.uuid4().hex))
     await handle.result()
-    verbs = (["watch", handle.id, "--once"], ["checkpoints", handle.id])
+    verbs = (["watch", handle.workflow_id, "--once"], ["checkpoints", handle.workflow_id])
     for code, out in await asyncio.gather(*(ratchet_cli(dev_server, *verb) for verb in verbs)):
         assert code == 2 and "Traceback" not in out, out
         [line] = out.strip().splitlines()
@@ -340,7 +341,7 @@ async def test_a_worker_with_keys_warns_of_a_start_input_in_cleartext(dev_server
         with CodecServer(data_converter(keyed), port=0, namespace="default", encode=True) as server:
             await cli_start(dev_server, keyed.task_queue, sealed, secret_run(marker[sealed]), "--codec-endpoint", server.url)
         for wid in (plain, sealed):
-            assert (await enc_client.get_workflow_handle(wid, result_type=AgentResult).result()).phase == Phase.DONE
+            assert (await runs(enc_client, keyed).get(wid).result()).phase == Phase.DONE
     warnings = [r.getMessage() for r in caplog.records if r.name == "ratchet.payloads.codec"]
     assert any(plain in w and "cleartext" in w and "--codec-endpoint" in w for w in warnings), warnings
     assert not any(sealed in w for w in warnings), warnings

@@ -21,18 +21,17 @@ async def health(env: dict[str, str]) -> tuple[int, str]:
 async def test_health_passes_when_temporal_and_the_stores_answer_and_names_what_does_not(dev_server, tmp_path):
     stores = {
         "RATCHET_LEDGER_PATH": str(tmp_path / "ledger.sqlite3"), "RATCHET_ARTIFACT_DIR": str(tmp_path / "artifacts"),
-        "RATCHET_TRACKER_PATH": str(tmp_path / "tracker" / "tracker.sqlite3"),
     }
     (tmp_path / "a-file").write_text("not a directory")
-    broken = {**stores, "TEMPORAL_ADDRESS": "127.0.0.1:1", "RATCHET_TRACKER_PATH": str(tmp_path / "a-file" / "t.sqlite3")}
+    broken = {**stores, "TEMPORAL_ADDRESS": "127.0.0.1:1", "RATCHET_ARTIFACT_DIR": str(tmp_path / "a-file" / "artifacts")}
     (good_code, good), (bad_code, bad) = await asyncio.gather(
         health({**stores, "TEMPORAL_ADDRESS": dev_server.address}), health(broken),
     )
     assert good_code == 0, good
     checks = sorted(line.split(":")[0] for line in good.splitlines())
-    assert checks == ["ok   artifacts", "ok   ledger", "ok   temporal", "ok   tracker"], good
+    assert checks == ["ok   artifacts", "ok   ledger", "ok   temporal"], good
     assert f"{dev_server.address}, namespace 'default'" in good
     assert bad_code == 1, bad
     failed = sorted(line.split(":")[0] for line in bad.splitlines() if line.startswith("FAIL"))
-    assert failed == ["FAIL temporal", "FAIL tracker"], bad
-    assert "ok   ledger" in bad and "ok   artifacts" in bad
+    assert failed == ["FAIL artifacts", "FAIL temporal"], bad
+    assert "ok   ledger" in bad

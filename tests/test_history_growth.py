@@ -28,7 +28,7 @@ async def test_bytes_per_step_stay_flat_over_100_steps(client, settings):
     async with build_worker(client, settings, max_cached_workflows=10):
         handle = await start(client, settings, run)
         assert (await handle.result()).phase == Phase.DONE
-    sizes = bytes_per_step(await handle.fetch_history())
+    sizes = bytes_per_step(await handle.history())
     assert len(sizes) == 101
     early, late = mean(sizes[5:15]), mean(sizes[85:95])
     assert late / early < 1.1, f"bytes per step grew from {early:.0f} to {late:.0f}"
@@ -41,7 +41,7 @@ async def test_a_model_call_sends_the_runs_config_once_and_replies_only_what_the
     handle = await start(client, settings, scripted("probe", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
     requests, replies, scheduled = [], [], set()
-    async for event in handle.fetch_history_events():
+    for event in (await handle.history()).events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
             if attrs.activity_type.name == "model.call":
@@ -62,7 +62,7 @@ async def test_a_large_tool_output_stays_out_of_history(client, settings, worker
     (settings.workspace_root / "big" / "big.txt").write_text("y" * 250_000)
     handle = await start(client, settings, scripted("probe", script, workspace="big"))
     assert (await handle.result()).phase == Phase.DONE
-    history = await handle.fetch_history()
+    history = await handle.history()
     completed = [e for e in history.events if e.HasField("activity_task_completed_event_attributes")]
     assert max(e.ByteSize() for e in completed) < 64 * 1024
     assert sum(e.ByteSize() for e in history.events) < 100 * 1024
@@ -75,11 +75,11 @@ async def test_the_result_of_a_top_level_run_names_its_effects_by_count_not_in_f
     handle = await start(client, settings, scripted("probe", script, workspace="many", budget={"max_steps": 50}))
     result = await handle.result()
     assert result.phase == Phase.DONE and result.effects_left == 40 and result.effects == []
-    history = await handle.fetch_history()
+    history = await handle.history()
     completed = next(e for e in history.events if e.HasField("workflow_execution_completed_event_attributes"))
     assert completed.ByteSize() < 2048, completed.ByteSize()
-    state = await handle.query("state")
-    assert len(state["effects"]) == 40
+    state = await handle.state()
+    assert len(state.effects) == 40
 
 
 async def test_a_scripted_runs_script_is_in_history_once(client, settings, worker):
@@ -88,7 +88,7 @@ async def test_a_scripted_runs_script_is_in_history_once(client, settings, worke
     script = [{"tool_calls": [{"name": "probe_echo", "arguments": {"text": marker}}]}, {"content": "done"}]
     handle = await start(client, settings, scripted("probe", script, workspace="once"))
     assert (await handle.result()).phase == Phase.DONE
-    history = await handle.fetch_history()
+    history = await handle.history()
     prepare = next(e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
                    and e.activity_task_scheduled_event_attributes.activity_type.name == "run.prepare")
     assert marker.encode() in history.events[0].SerializeToString()

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from devtools.workers import WorkerProcess
+from ratchet.activities.tracker_tools import TrackerSettings
+from ratchet.client import RunFailed, RunHandle
 from ratchet.contracts import AgentState, EffectStatus, Phase
 from ratchet.ops.settings import Settings
 from tests.ops_workers import start_worker
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, scripted, start, wait_for
 
 WORKSPACE = "shared-name"
 WAIT_S = 2
@@ -73,11 +74,11 @@ def ticket_and_wait(title: str) -> dict:
                            {"name": "wait", "arguments": {"seconds": WAIT_S}}]}
 
 
-async def scheduled_on(handle: WorkflowHandle) -> list[tuple[str, str, str]]:
+async def scheduled_on(handle: RunHandle) -> list[tuple[str, str, str]]:
     """(activity type, task queue, identity of the worker that started it) of every activity."""
     scheduled: dict[int, tuple[str, str]] = {}
     found = []
-    async for event in handle.fetch_history_events():
+    for event in (await handle.history()).events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
             scheduled[event.event_id] = (attrs.activity_type.name, attrs.task_queue.name)
@@ -89,21 +90,18 @@ async def scheduled_on(handle: WorkflowHandle) -> list[tuple[str, str, str]]:
 
 def tracker(settings: Settings) -> tuple[list[tuple[int, str]], int]:
     """The tickets (id, title) and how many were ever created (AUTOINCREMENT's sequence)."""
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         rows = conn.execute("SELECT id, title FROM tickets ORDER BY id").fetchall()
         (created,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tickets'").fetchone()
     return rows, created
 
 
-async def kill_owner_during_the_wait(handle: WorkflowHandle, hosts: list[Host]) -> tuple[Host, Host]:
+async def kill_owner_during_the_wait(handle: RunHandle, hosts: list[Host]) -> tuple[Host, Host]:
     """Once the ticket of the second step is recorded (the run is then in its `wait` timer, nothing
     in flight on any worker), SIGKILL the host holding the workspace; it never comes back."""
-    async with asyncio.timeout(30):
-        while True:
-            state = await state_of(handle)
-            if any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in state.effects):
-                break
-            await asyncio.sleep(0.05)
+    state = await wait_for(
+        handle, lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects)
+    )
     owner, other = owner_and_other(state, hosts)
     owner.worker.kill()
     return owner, other
@@ -118,7 +116,7 @@ async def test_every_workspace_call_lands_on_the_host_that_opened_the_workspace(
     ]
     handle = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
     result = await asyncio.wait_for(handle.result(), 30)
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
     owner, other = owner_and_other(state, hosts)
     assert result.workspace_host == owner.queue and not state.failovers
@@ -148,7 +146,7 @@ async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings,
     handle = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
     owner, other = await kill_owner_during_the_wait(handle, hosts)
     result = await asyncio.wait_for(handle.result(), 60)
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
 
     [failover] = state.failovers
@@ -181,7 +179,7 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     handle = await start(client, settings, scripted("hosts_plain", script, workspace=WORKSPACE))
     owner, other = await kill_owner_during_the_wait(handle, hosts)
     result = await asyncio.wait_for(handle.result(), 60)
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
 
     [failover] = state.failovers
@@ -211,9 +209,9 @@ async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_ano
     ]
     handle = await start(client, settings, scripted("hosts_plain", script, workspace=WORKSPACE))
     owner, other = await kill_owner_during_the_wait(handle, hosts)
-    with pytest.raises(WorkflowFailureError):
+    with pytest.raises(RunFailed):
         await asyncio.wait_for(handle.result(), 60)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.FAILED, (state.phase, state.last_error)
     assert state.workspace_host == other.queue and "a.txt" not in other.files()
     [moved] = state.failovers  # recorded as any failover: what the restore reverted, what was undone

@@ -280,7 +280,7 @@ def test_file_urls(url: str, path: str):
     (open_ledger, "sqlite:///l.sqlite3?mode=ro", "RATCHET_LEDGER_URL='sqlite:///l.sqlite3?mode=ro': no query"),
     (open_ledger, "", "RATCHET_LEDGER_URL='': empty"),
     (open_ledger, " sqlite:///x", "leading or trailing spaces"),
-    (open_artifacts, "gs://bucket/prefix", "RATCHET_ARTIFACT_URL='gs://bucket/prefix': unknown scheme 'gs'"),
+    (open_artifacts, "ftp://bucket/prefix", "RATCHET_ARTIFACT_URL='ftp://bucket/prefix': unknown scheme 'ftp'"),
     (open_artifacts, "file://otherhost/srv", "RATCHET_ARTIFACT_URL='file://otherhost/srv': host 'otherhost'"),
     (open_artifacts, "file:", "RATCHET_ARTIFACT_URL='file:': no path"),
     (open_artifacts, "s3://u:pw-secret@bucket/p", "RATCHET_ARTIFACT_URL='s3://"),
@@ -292,11 +292,19 @@ def test_a_bad_url_names_its_variable_and_hides_the_password(opener, url: str, s
     assert "pw-secret" not in str(failed.value)
 
 
-def test_s3_is_imported_only_for_s3_urls_and_its_absence_is_named(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(sys.modules, "ratchet.stores.s3_artifacts", None)  # as if the module were missing
-    with pytest.raises(SettingsError, match=r"RATCHET_ARTIFACT_URL='s3://bucket/p': an s3:// URL needs the S3 "
-                                            r"artifact store \(ratchet.stores.s3_artifacts\), which cannot be imported"):
-        open_artifacts("s3://bucket/p")
+@pytest.mark.parametrize(("url", "extra"), [("s3://bucket/p", "s3"), ("gs://bucket/p", "gcs"), ("az://container/p", "azure")])
+def test_the_object_store_is_imported_only_for_its_urls_and_its_absence_is_named(
+    url: str, extra: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setitem(sys.modules, "obstore", None)  # as if the extra were not installed
+    monkeypatch.delitem(sys.modules, "ratchet.stores.object_artifacts", raising=False)
+    scheme = url.partition(":")[0]
+    with pytest.raises(SettingsError) as failed:
+        open_artifacts(url)
+    assert str(failed.value).startswith(
+        f"RATCHET_ARTIFACT_URL={url!r}: a {scheme}:// URL needs `pip install 'ratchet-agents[{extra}]'` for the object "
+        "artifact store (ratchet.stores.object_artifacts), which cannot be imported: "
+    ), str(failed.value)
     assert isinstance(open_artifacts("file:///tmp/ratchet-unused-" + uuid.uuid4().hex), DirectoryArtifactStore)
 
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-import asyncio
 
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Replayer
 
+from ratchet.client import RunHandle
 from ratchet.contracts import ErrorType, Phase
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start, until
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
 
@@ -34,10 +34,10 @@ SCRIPT = [
 ]
 
 
-async def activity_kinds(handle: WorkflowHandle) -> tuple[list[str], int]:
+async def activity_kinds(handle: RunHandle) -> tuple[list[str], int]:
     """Activity types scheduled on the server, and the number of local-activity markers."""
     scheduled, markers = [], 0
-    async for event in handle.fetch_history_events():
+    for event in (await handle.history()).events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             scheduled.append(event.activity_task_scheduled_event_attributes.activity_type.name)
         if event.HasField("marker_recorded_event_attributes"):
@@ -45,29 +45,29 @@ async def activity_kinds(handle: WorkflowHandle) -> tuple[list[str], int]:
     return scheduled, markers
 
 
-async def scheduled_queues(handle: WorkflowHandle) -> list[tuple[str, str]]:
+async def scheduled_queues(handle: RunHandle) -> list[tuple[str, str]]:
     """(activity type, task queue) of every activity scheduled on the server."""
     found = []
-    async for event in handle.fetch_history_events():
+    for event in (await handle.history()).events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
             found.append((attrs.activity_type.name, attrs.task_queue.name))
     return found
 
 
-async def activity_failures(handle: WorkflowHandle) -> list[str]:
+async def activity_failures(handle: RunHandle) -> list[str]:
     """The failure types of activities that failed on the server."""
     types = []
-    async for event in handle.fetch_history_events():
+    for event in (await handle.history()).events:
         if event.HasField("activity_task_failed_event_attributes"):
             types.append(event.activity_task_failed_event_attributes.failure.application_failure_info.type)
     return types
 
 
-async def local_failures(handle: WorkflowHandle) -> list[str]:
+async def local_failures(handle: RunHandle) -> list[str]:
     """The failure types of local activities that failed (their markers carry the failure)."""
     types = []
-    async for event in handle.fetch_history_events():
+    for event in (await handle.history()).events:
         attrs = event.marker_recorded_event_attributes
         if event.HasField("marker_recorded_event_attributes") and attrs.HasField("failure"):
             failure = attrs.failure
@@ -77,11 +77,17 @@ async def local_failures(handle: WorkflowHandle) -> list[str]:
     return types
 
 
-async def run_probe(client, settings) -> tuple[WorkflowHandle, list[str], int]:
+async def waits_for(handle: RunHandle, activity_type: str) -> bool:
+    """An activity of this type is scheduled and no worker has taken it."""
+    return any(a.activity_type.name == activity_type and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+               for a in (await handle.describe()).raw_description.pending_activities)
+
+
+async def run_probe(client, settings) -> tuple[RunHandle, list[str], int]:
     handle = await start(client, settings, scripted("probe", SCRIPT, workspace="w"))
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
-    tools = {r.call_id: r.result for r in (await state_of(handle)).tool_calls}
+    tools = {r.call_id: r.result for r in (await handle.state()).tool_calls}
     assert tools["call_2_0"].ok and tools["call_2_0"].output == "hello"
     assert not tools["call_2_1"].ok and "no such file" in tools["call_2_1"].output
     assert "a.txt" in tools["call_2_2"].output
@@ -93,7 +99,7 @@ async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, s
     cached = settings.model_copy(update={"max_cached_workflows": 10})
     async with build_worker(client, cached, graceful_shutdown_timeout=timedelta(0)):
         handle, scheduled, markers = await run_probe(client, cached)
-        plan = (await state_of(handle)).plan
+        plan = (await handle.state()).plan
     # the write goes to the run's own queue (the worker that scheduled it takes it eagerly), not the host's
     assert ("tool.write_file", settings.task_queue) in await scheduled_queues(handle)
     assert "tool.write_file" in scheduled, "a side effect is never local"
@@ -114,15 +120,12 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
     run = scripted("probe", SCRIPT, workspace="w", workspace_host=b_queue)
     async with build_worker(client, host_a, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(client, settings, run)
-        async with asyncio.timeout(20):  # host A took the run (it is sticky there now); B is not up yet
-            while not any(a.activity_type.name == "workspace.open" and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-                          for a in (await handle.describe()).raw_description.pending_activities):
-                await asyncio.sleep(0.05)
+        await until(lambda: waits_for(handle, "workspace.open"), "host A took the run (it is sticky there now); B is not up yet")
         other = await Client.connect(dev_server.address, data_converter=client.data_converter,
                                      runtime=Runtime(telemetry=TelemetryConfig()))  # one worker per queue and runtime
         async with build_worker(other, host_b, graceful_shutdown_timeout=timedelta(0)):
             result = await handle.result()
-        tools = {r.call_id: r.result for r in (await state_of(handle)).tool_calls}
+        tools = {r.call_id: r.result for r in (await handle.state()).tool_calls}
     assert result.phase == Phase.DONE and result.workspace_host == b_queue, result.last_error
     assert tools["call_2_0"].output == "hello" and "a.txt" in tools["call_2_2"].output
     assert (tmp_path / "b" / "w" / "a.txt").read_text() == "hello" and not (tmp_path / "a" / "w" / "a.txt").exists()
@@ -134,7 +137,7 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
     assert ("tool.write_file", settings.task_queue) in queues and await activity_failures(handle) == [ErrorType.NOT_ON_THIS_HOST]
     # the misses are recorded: the history replays on a worker of any host
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
-    await replayer.replay_workflow(await handle.fetch_history())
+    await replayer.replay_workflow(await handle.history())
 
 
 async def test_local_tools_can_be_turned_off_and_are_off_without_a_workflow_cache(client, settings, worker):

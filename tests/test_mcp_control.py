@@ -27,7 +27,8 @@ async def use(mcp: Client, tool: str, **arguments) -> Any:
     return structured.get("result", structured) if isinstance(structured, dict) and set(structured) == {"result"} else structured
 
 
-async def until(mcp: Client, workflow_id: str, predicate, timeout: float = 30) -> dict:
+async def mcp_state_until(mcp: Client, workflow_id: str, predicate, timeout: float = 30) -> dict:
+    """The run's state, read over MCP (`run_state`), once `predicate` holds of it."""
     async with asyncio.timeout(timeout):
         while True:
             result = await mcp.call_tool("run_state", {"workflow_id": workflow_id})
@@ -47,11 +48,11 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
 
         ship = await use(mcp, "start_run", agent="approver", objective="ship it", model=scripted_model(
             tool_call("create_ticket", title="prod deploy"), {"content": "shipped"}))
-        waiting = await until(mcp, ship["workflow_id"], lambda s: s["pending_approvals"])
+        waiting = await mcp_state_until(mcp, ship["workflow_id"], lambda s: s["pending_approvals"])
         refused = await mcp.call_tool("approve", {"workflow_id": ship["workflow_id"], "call_id": "call_9_9"})
         assert refused.is_error and "approve refused" in refused.content[0].text
         await use(mcp, "approve", workflow_id=ship["workflow_id"], call_id=waiting["pending_approvals"][0]["call_id"])
-        done = await until(mcp, ship["workflow_id"], lambda s: s["phase"] == "DONE")
+        done = await mcp_state_until(mcp, ship["workflow_id"], lambda s: s["phase"] == "DONE")
         assert done["answer"] == "shipped"
         page = await use(mcp, "transcript", workflow_id=ship["workflow_id"])
         assert page["messages"][-1]["content"] == "shipped" and page["total"] == len(page["messages"])
@@ -60,13 +61,13 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
             tool_call("write_file", path="a.txt", content="v1\n"), tool_call("write_file", path="a.txt", content="v2\n"),
             tool_call("probe_wait", seconds=3), {"content": "finished"}))
         wid = saga["workflow_id"]
-        await until(mcp, wid, lambda s: len(s["checkpoints"]) == 2)
+        await mcp_state_until(mcp, wid, lambda s: len(s["checkpoints"]) == 2)
         assert "sent to" in await use(mcp, "send_message", workflow_id=wid, text="please stop soon")
         plan = await use(mcp, "rollback_plan", workflow_id=wid, checkpoint_id="cp-1")
         assert [(p["tool"], p["action"]) for p in plan] == [("write_file", "undo")]
         outcome = await use(mcp, "rollback", workflow_id=wid, checkpoint_id="cp-1", then="stop")
         assert outcome["running"] and len(outcome["report"]["undone"]) == 1
-        await until(mcp, wid, lambda s: s["phase"] == "ROLLED_BACK")
+        await mcp_state_until(mcp, wid, lambda s: s["phase"] == "ROLLED_BACK")
         assert (settings.workspace_root / "mcp-control" / "a.txt").read_text() == "v1\n"
         # the run is closed now: its plan and its rollback go through a RollbackWorkflow, as with the CLI
         plan = await use(mcp, "rollback_plan", workflow_id=wid, checkpoint_id="start")

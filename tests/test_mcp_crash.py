@@ -14,7 +14,7 @@ import uuid
 from ratchet.contracts import Phase
 from tests.mcp_servers import http_tracker
 from tests.ops_workers import start_worker
-from tests.runs import activity_attempts, scripted, start
+from tests.runs import activity_attempts, scripted, start, until
 
 PLUGINS = "tests.plugins.probe,tests.mcp_servers.profiles"
 
@@ -41,9 +41,7 @@ async def test_a_sigkilled_worker_leaves_each_mcp_side_effect_done_once(client, 
         env = {"RATCHET_MCP_SERVERS": str(servers), "RATCHET_PLUGINS": PLUGINS}
         doomed = await start_worker(settings, **env)
         handle = await start(client, settings, scripted("mcp_durable", script))
-        async with asyncio.timeout(30):
-            while not created(db, first):  # the issue is open; the call has not answered
-                await asyncio.sleep(0.1)
+        await until(lambda: created(db, first), "the issue is open; the call has not answered")
         await doomed.stop(signal.SIGKILL)
         survivor = await start_worker(settings, **env)
         try:
@@ -51,5 +49,5 @@ async def test_a_sigkilled_worker_leaves_each_mcp_side_effect_done_once(client, 
         finally:
             assert await survivor.stop() == 0, survivor.output
     assert result.phase == Phase.DONE and result.answer == "both open"
-    assert created(db, first) == [f"{handle.id}/1/call_1_0"] and created(db, second) == [f"{handle.id}/2/call_2_0"]
+    assert created(db, first) == [f"{handle.workflow_id}/1/call_1_0"] and created(db, second) == [f"{handle.workflow_id}/2/call_2_0"]
     assert await activity_attempts(handle, "mcp.tracker") == [2, 1], "the first call was retried after the kill, once"

@@ -10,8 +10,7 @@ import sys
 
 from ratchet.contracts import Phase
 from tests.ops_workers import PLUGINS, ROOT, start_worker
-from tests.runs import scripted, start
-from tests.test_run_commands import ratchet
+from tests.runs import ratchet, scripted, start
 
 OPEN_ISSUE = [
     {"tool_calls": [{"name": "tracker__create_issue", "arguments": {"title": "printer on fire"}}]},
@@ -37,7 +36,7 @@ async def test_the_readme_mcp_example_opens_an_issue_and_its_rollback_closes_it(
         handle = await start(client, settings, scripted("triage", OPEN_ISSUE, objective="open an issue"))
         assert (await handle.result()).phase == Phase.DONE
         assert issues(tmp_path / "tracker.db") == [("printer on fire", 1)]
-        code, out = await ratchet(settings, "rollback", handle.id, "start")
+        code, out = await ratchet(settings, "rollback", handle.workflow_id, "start")
         assert code == 0 and "undo" in out, out
         assert issues(tmp_path / "tracker.db") == [("printer on fire", 0)]
     finally:

@@ -7,16 +7,15 @@ The tracker counts its side effects in SQLite, so "exactly once" is checked outs
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import uuid
 from datetime import timedelta
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
-from ratchet.contracts import ApproveRequest, ArtifactRef, Phase, RollbackReport, RollbackRequest
+from ratchet.client import RunFailed
+from ratchet.contracts import ArtifactRef, Phase
 from ratchet.mcp.config import McpServer
 from ratchet.mcp.pool import McpPool
 from ratchet.ops.settings import Settings
@@ -25,18 +24,13 @@ from ratchet.plugin import RatchetOptions
 from ratchet.replay.outcomes import OK
 from ratchet.replay.replayer import Loaded, replay
 from ratchet.worker.main import Activities, build_worker
-from ratchet.workflows.agent import AgentWorkflow
 from tests.conftest import REPLAY_EVERY_TASK
 import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
 from tests.mcp_servers import HOSTILE, PYTHON, TRACKER, http_tracker, running
-from tests.runs import activity_attempts, scripted, start, state_of
+from tests.runs import activity_attempts, call, scripted, start, wait_for
 
 TOKEN_VARIABLE = "RATCHET_TEST_MCP_TOKEN"
 TOKEN = f"mcp-token-{uuid.uuid4().hex}"
-
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
-
 
 @pytest.fixture(scope="module")
 def mcp_dir(tmp_path_factory):
@@ -70,7 +64,6 @@ def mcp_settings(mcp_dir, dev_server, openai_server) -> Settings:
     return Settings(
         temporal_address=dev_server.address, task_queue=f"test-mcp-{uuid.uuid4().hex[:12]}",
         workspace_root=mcp_dir / "workspaces", artifact_dir=mcp_dir / "artifacts", ledger_path=mcp_dir / "ledger.sqlite3",
-        tracker_path=mcp_dir / "tracker.sqlite3",
         max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
     )
 
@@ -101,13 +94,6 @@ def issue_open(mcp_dir, title: str) -> bool:
         return bool(conn.execute("SELECT open FROM issues WHERE title = ?", (title,)).fetchone()[0])
 
 
-async def wait_for(handle, predicate, timeout: float = 30):
-    async with asyncio.timeout(timeout):
-        while not predicate(state := await state_of(handle)):
-            await asyncio.sleep(0.1)
-    return state
-
-
 async def test_compensable_mcp_tools_roll_back_to_a_checkpoint(client, mcp_settings, mcp_worker, mcp_dir):
     alpha, beta = f"alpha-{uuid.uuid4().hex[:6]}", f"beta-{uuid.uuid4().hex[:6]}"
     script = [
@@ -122,18 +108,18 @@ async def test_compensable_mcp_tools_roll_back_to_a_checkpoint(client, mcp_setti
     assert (search.tool, search.result.ok) == ("tracker__search_issues", True)
     assert create.result.ok and alpha in create.result.output
     assert [(e.tool, e.effect) for e in state.effects] == [("tracker__create_issue", "compensable")] * 2
-    plan = await handle.query(AgentWorkflow.rollback_plan, "cp-1")
+    plan = await handle.rollback_plan("cp-1")
     assert [(p.tool, p.action) for p in plan] == [("tracker__create_issue", "undo")]
     assert plan[0].description.startswith("close_issue(id=") and "MCP server tracker" in plan[0].description
 
-    report = await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-1", then="stop"), result_type=RollbackReport)
+    report = (await handle.rollback("cp-1", then="stop")).report
     assert [u.split()[2] for u in report.undone] == ["tracker__create_issue"]
     assert (await handle.result()).phase == Phase.ROLLED_BACK
     assert issue_open(mcp_dir, alpha) and not issue_open(mcp_dir, beta)
-    assert effects(mcp_dir, "create_issue", alpha) == [(alpha, f"{handle.id}/1/call_1_1")], "the key travels in _meta"
+    assert effects(mcp_dir, "create_issue", alpha) == [(alpha, f"{handle.workflow_id}/1/call_1_1")], "the key travels in _meta"
     assert len(effects(mcp_dir, "create_issue", beta)) == 1
-    assert len([e for e in effects(mcp_dir, "close_issue") if e[1] == f"{handle.id}/2/call_2_0/undo"]) == 1
-    history = await handle.fetch_history()
+    assert len([e for e in effects(mcp_dir, "close_issue") if e[1] == f"{handle.workflow_id}/2/call_2_0/undo"]) == 1
+    history = await handle.history()
     kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
              if e.HasField("activity_task_scheduled_event_attributes")}
     assert {"mcp.tracker", "undo.tracker__create_issue"} <= kinds
@@ -148,12 +134,12 @@ async def test_irreversible_tool_waits_for_approval_over_http_and_secrets_stay_o
     handle = await start(client, mcp_settings, scripted("mcp_http", script))
     state = await wait_for(handle, lambda s: s.pending_approvals)
     assert [p.tool for p in state.pending_approvals] == ["tracker_http__send_email"] and not effects(mcp_dir, "send_email", to)
-    await handle.execute_update("approve", ApproveRequest(call_id=state.pending_approvals[0].call_id))
+    await handle.approve(state.pending_approvals[0].call_id)
     assert (await handle.result()).phase == Phase.DONE
-    assert effects(mcp_dir, "send_email", to) == [(to, f"{handle.id}/1/call_1_1")]
-    whoami = (await state_of(handle)).tool_calls[0].result
+    assert effects(mcp_dir, "send_email", to) == [(to, f"{handle.workflow_id}/1/call_1_1")]
+    whoami = (await handle.state()).tool_calls[0].result
     assert whoami.ok and "[REDACTED]" in whoami.output and TOKEN not in whoami.output
-    history = str(await handle.fetch_history())
+    history = str(await handle.history())
     assert TOKEN not in history and TOKEN_VARIABLE not in history
 
 
@@ -163,7 +149,7 @@ async def test_results_images_errors_invalid_20_mb_and_a_minimal_environment(cli
               {"content": "seen"}]
     handle = await start(client, mcp_settings, scripted("mcp_hostile", script))
     assert (await handle.result()).phase == Phase.DONE
-    picture, fail, bad, big, environment = (r.result for r in (await state_of(handle)).tool_calls)
+    picture, fail, bad, big, environment = (r.result for r in (await handle.state()).tool_calls)
     assert "HOSTILE_LIST" in environment.output and TOKEN_VARIABLE not in environment.output, "a minimal environment"
     digest = picture.output.split("artifact sha256:")[1].rstrip("]")
     assert picture.ok and "a red pixel" in picture.output
@@ -172,14 +158,14 @@ async def test_results_images_errors_invalid_20_mb_and_a_minimal_environment(cli
     assert (bad.ok, bad.error_type) == (False, "ToolError") and "does not match the tool's output schema" in bad.output
     assert big.ok and big.output_ref is not None and len(big.output) < 4096
     assert mcp_worker.options.artifacts.get(big.output_ref) == b"x" * (20 * 1024 * 1024)
-    assert sum(e.ByteSize() for e in (await handle.fetch_history()).events) < 200_000, "history holds a preview"
+    assert sum(e.ByteSize() for e in (await handle.history()).events) < 200_000, "history holds a preview"
 
 
 async def test_a_crash_mid_call_restarts_the_server_and_repeats_only_idempotent_calls(client, mcp_settings, mcp_worker, pool):
     starts = pool.starts.get("hostile", 0)
     handle = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__crash_once")]}, {"content": "ok"}]))
     assert (await handle.result()).phase == Phase.DONE
-    assert (await state_of(handle)).tool_calls[0].result.output == "survived"
+    assert (await handle.state()).tool_calls[0].result.output == "survived"
     assert await activity_attempts(handle, "mcp.hostile") == [2], "the second attempt answered"
     assert pool.starts["hostile"] >= starts + 1
 
@@ -197,9 +183,9 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
     (mcp_dir / "list").write_text("v2")  # the server's tools change between the two runs
     second = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__new_tool")]}, {"content": "b"}]))
     assert (await second.result()).phase == Phase.DONE
-    await first.execute_update("approve", ApproveRequest(call_id=state.pending_approvals[0].call_id))
+    await first.approve(state.pending_approvals[0].call_id)
     assert (await first.result()).phase == Phase.DONE
-    first_state, second_state = await state_of(first), await state_of(second)
+    first_state, second_state = await first.state(), await second.state()
     assert first_state.tool_calls[0].result.output == "old_tool ran"
     names = [{t.name for t in s.plan.tools} for s in (first_state, second_state)]
     assert "hostile__old_tool" in names[0] and "hostile__new_tool" not in names[0]
@@ -209,7 +195,7 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
     (mcp_dir / "list").write_text("v2many")  # now 500 more
     third = await start(client, mcp_settings, scripted("mcp_many", [{"tool_calls": [call("hostile__extra_499")]}, {"content": "c"}]))
     assert (await third.result()).phase == Phase.DONE
-    third_state = await state_of(third)
+    third_state = await third.state()
     assert len([t for t in third_state.plan.tools if t.mcp == "hostile"]) == 9 + 500  # v2's tools and 500 more
     assert third_state.tool_calls[0].result.output == "extra_499 ran"
 
@@ -220,6 +206,6 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
 ])
 async def test_a_wrong_configuration_fails_the_run_naming_the_server(client, mcp_settings, mcp_worker, profile, says):
     handle = await start(client, mcp_settings, scripted(profile, [{"content": "never"}]))
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert says in str(failure.value.cause)
+    assert says in str(failure.value.reason)

@@ -20,7 +20,7 @@ from ratchet.stores import postgres_ledger
 from ratchet.stores.artifacts import DirectoryArtifactStore, put_json
 from ratchet.stores.ledger import EntryRecord, EntryStatus, LedgerRecord, SqliteLedger
 from ratchet.stores.postgres_ledger import PostgresLedger
-from ratchet.stores.s3_artifacts import S3ArtifactStore
+from ratchet.stores.object_artifacts import ObjectArtifactStore
 
 if TYPE_CHECKING:
     from tests.s3_server import SeaweedS3
@@ -196,7 +196,7 @@ def test_migrate_copies_everything_exactly_and_a_second_run_copies_nothing(
         assert ledger.claim("fix-login", "chain-2") is None, "the chain that owned the id still owns it"
 
     # the artifacts: exactly the blobs, byte for byte, and no temp file
-    store = S3ArtifactStore.from_url(destination.artifact_url)
+    store = ObjectArtifactStore.from_url(destination.artifact_url)
     assert sorted(store.digests()) == sorted(source.blobs)
     assert s3_keys(s3, destination.artifact_url) == sorted(store.key(d) for d in source.blobs)
     for digest, data in source.blobs.items():
@@ -270,4 +270,4 @@ def test_a_corrupt_source_blob_is_reported_and_the_rest_copied(source: Source, d
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert counts(result.stdout, "blobs") == (len(source.blobs) - 1, 0, 1)
     assert digest in result.stderr and "corrupt" in result.stderr and "source artifacts" in result.stderr
-    assert digest not in set(S3ArtifactStore.from_url(destination.artifact_url).digests())
+    assert digest not in set(ObjectArtifactStore.from_url(destination.artifact_url).digests())

@@ -11,16 +11,17 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from ratchet.payloads.converter import BASE_CONVERTER
 
 from ratchet.contracts import Phase
 from devtools.devserver import free_port
 from ratchet.ops.settings import SettingsError
 from ratchet.ops.tracing import tracing_interceptors
-from tests.ops_workers import start_worker, wait_for_running_activity
+from ratchet.client import RunFailed
+from tests.ops_workers import start_worker
 from tests.plugins.probe import BROKEN_MARKER
-from tests.runs import scripted, start
+from tests.runs import scripted, start, wait_for_running_activity
 from ratchet.worker.main import build_worker
 
 # step 1 passes verification (cp-1); step 2 breaks it, reads a missing file and waits (we scrape
@@ -94,7 +95,7 @@ async def test_worker_process_serves_metrics_during_a_run_logs_json_and_exports_
         assert total(during, "temporal_activity_execution_latency_count") > 0
         assert total(during, "temporal_worker_task_slots_available", worker_type="ActivityWorker") > 0
         assert total(during, "ratchet_steps") == 2
-        with pytest.raises(WorkflowFailureError):
+        with pytest.raises(RunFailed):
             await handle.result()
         after = scrape(port)
     finally:
@@ -113,10 +114,10 @@ async def test_worker_process_serves_metrics_during_a_run_logs_json_and_exports_
     assert total(after, "ratchet_verifications", passed="false") == 1
 
     records = [json.loads(line) for line in worker.lines if line.startswith("{")]
-    ours = [r for r in records if r.get("workflow_id") == handle.id]
+    ours = [r for r in records if r.get("workflow_id") == handle.workflow_id]
     first_write = [r for r in ours if r.get("activity_type") == "tool.write_file" and r.get("step") == 1]
     assert first_write and first_write[0]["call_id"] == "call_1_0", ours
-    assert first_write[0]["key"] == f"{handle.id}/1/call_1_0" and first_write[0]["level"] == "INFO"
+    assert first_write[0]["key"] == f"{handle.workflow_id}/1/call_1_0" and first_write[0]["level"] == "INFO"
     assert {"ts", "logger", "message", "run_id", "attempt", "duration_s"} <= set(first_write[0])
     assert any(r.get("activity_type") == "model.call" and r.get("step") == 3 for r in ours)
     fatal = [r for r in ours if r.get("activity_type") == "tool.probe_fatal"]

@@ -14,9 +14,10 @@ from google.protobuf import json_format
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 
 import tests.plugins.ops  # noqa: F401  (big_output tool, `bulk` profile)
+from ratchet.client import RunFailed
 from ratchet.contracts import AgentResult, ArtifactRef, Phase
 from ratchet.ops.settings import Settings
 from ratchet.payloads.codec import EncryptionCodec
@@ -24,7 +25,6 @@ from ratchet.payloads.converter import data_converter, decode_payloads, encode_p
 from ratchet.payloads.offload import DRIVER_NAME, OffloadedPayloadError
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.worker.main import build_worker
-from ratchet.workflows.agent import AgentWorkflow
 from tests.plugins.ops import big_text
 from tests.runs import scripted, start
 from ratchet.replay.replayer import payloads_in
@@ -141,7 +141,7 @@ async def test_ten_mb_tool_output_and_a_three_mb_tool_argument_keep_history_smal
     async with build_worker(big_client, settings, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(big_client, settings, scripted("bulk", script, workspace="w"))
         result: AgentResult = await handle.result()
-        state = await handle.query(AgentWorkflow.state)
+        state = await handle.state()
     assert result.phase == Phase.DONE and result.answer == "moved it"
     assert (settings.workspace_root / "w" / "big.txt").read_text() == content
     output = state.tool_calls[0].result
@@ -149,7 +149,7 @@ async def test_ten_mb_tool_output_and_a_three_mb_tool_argument_keep_history_smal
     store = DirectoryArtifactStore(settings.artifact_dir)
     assert store.get(output.output_ref).decode() == big_text(10)
 
-    events, as_json = await raw_history(dev_server, handle.id)
+    events, as_json = await raw_history(dev_server, handle.workflow_id)
     sizes = [event.ByteSize() for event in events]
     assert max(sizes) < 64 * 1024 and sum(sizes) < 256 * 1024, (max(sizes), sum(sizes))
     assert content[:1000] not in as_json
@@ -177,7 +177,7 @@ async def test_an_encrypted_run_offloads_only_ciphertext(dev_server, settings):
         assert (await handle.result()).answer == "wrote it"
     assert (keyed.workspace_root / "w" / "big.txt").read_text() == content
 
-    events, as_json = await raw_history(dev_server, handle.id)
+    events, as_json = await raw_history(dev_server, handle.workflow_id)
     assert marker not in as_json
     refs = offloaded(events)
     assert len(refs) >= 3, refs  # the run input, the model reply, the tool input
@@ -203,11 +203,11 @@ async def test_the_api_key_never_reaches_history_even_when_the_endpoint_quotes_i
 
     openai_server.enqueue_faults([{"status": 401, "message": f"Incorrect API key provided: {key}"}], key=key)
     failed = await start(client, settings, {"agent": "probe", "objective": "x"})
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await failed.result()
-    assert "Incorrect API key provided: [REDACTED]" in str(failure.value.cause)
+    assert "Incorrect API key provided: [REDACTED]" in str(failure.value.reason)
 
-    for workflow_id in (handle.id, failed.id):
+    for workflow_id in (handle.workflow_id, failed.workflow_id):
         events, as_json = await raw_history(dev_server, workflow_id)
         assert key not in as_json
         assert all(key.encode() not in event.SerializeToString() for event in events)
@@ -222,7 +222,7 @@ async def test_the_model_sees_the_start_and_end_of_a_long_tool_output(client, se
     handle = await start(client, settings, {"agent": "bulk", "objective": "read a lot"})
     assert (await handle.result()).answer == "read it"
     seen = openai_server.chat_requests(key=key)[-1].json["messages"][-1]["content"]
-    full, ref = big_text(0.5), (await handle.query(AgentWorkflow.state)).tool_calls[0].result.output_ref
+    full, ref = big_text(0.5), (await handle.state()).tool_calls[0].result.output_ref
     assert ref is not None and DirectoryArtifactStore(settings.artifact_dir).get(ref).decode() == full
     note = f"\n[... {len(full) - 32_000:,} characters left out here; the whole output ({len(full):,} characters) is artifact sha256:{ref.digest} ...]\n"
     assert seen == full[:24_000] + note + full[-8_000:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ratchet.contracts import Budget, ErrorType, Phase
 from ratchet.core.profiles import AgentProfile, register_profile
-from tests.runs import scripted, start, state_of
+from tests.runs import call, scripted, start
 
 PROFILE = "os_edges"
 register_profile(AgentProfile(
@@ -14,10 +14,6 @@ register_profile(AgentProfile(
     allow_irreversible=["run_command"],
 ))
 DEEP = ("d" * 200 + "/") * 25 + "f.txt"  # over PATH_MAX
-
-
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
 
 
 EXPECTED = [  # (call, what the model must be told)
@@ -42,7 +38,7 @@ async def test_arguments_the_os_rejects_go_back_to_the_model(client, settings, w
     handle = await start(client, settings, scripted(PROFILE, script, workspace="edges"))
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
-    calls = (await state_of(handle)).tool_calls
+    calls = (await handle.state()).tool_calls
     for (sent, told), record in zip(EXPECTED, calls[: len(EXPECTED)]):
         assert not record.result.ok and told in record.result.output, (sent["name"], record.result.output)
         assert str(settings.workspace_root) not in record.result.output  # paths as the model named them

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.worker import Worker
 
-from ratchet.contracts import AgentResult, ArtifactRef, Budget, Phase
+from ratchet.client import RatchetClient
+from ratchet.contracts import ArtifactRef, Budget, Phase
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
 from ratchet.core.tools import ToolContext
 from ratchet.ops.settings import Settings, SettingsError, load_settings
@@ -26,7 +27,6 @@ from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.stores.ledger import Entry, SqliteLedger
 from tests.ops_workers import run_command
 from tests.test_ops_settings import CLEAN_ENV
-from ratchet.contracts import AGENT_WORKFLOW
 
 
 @activity.defn
@@ -95,10 +95,7 @@ async def test_ratchet_runs_in_the_users_own_worker_on_the_backends_given_in_opt
         client, task_queue=settings.task_queue, workflows=[GreetingWorkflow], activities=[greet],
         plugins=[RatchetPlugin(options)], max_cached_workflows=0, graceful_shutdown_timeout=timedelta(0),
     ):
-        run = await client.start_workflow(
-            AGENT_WORKFLOW, HELLO, id=f"hello-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
-            result_type=AgentResult,
-        )
+        run = await RatchetClient(client, settings).start(HELLO, f"hello-{uuid.uuid4().hex[:8]}")
         greeting = await asyncio.wait_for(client.execute_workflow(
             GreetingWorkflow.run, "ratchet", id=f"greet-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
         ), 60)

@@ -27,7 +27,7 @@ from ratchet.payloads.converter import data_converter
 from devtools.histories.scenarios import SCENARIOS, recorded_id, workflow_id
 from ratchet.replay.gate import DEFAULT_QUERY, exit_code, replay_paths, table
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK
-from tests.runs import scripted, start
+from tests.runs import scripted, start, until
 from ratchet.worker.main import build_worker
 from ratchet.workflows import step as step_module
 from ratchet.workflows.agent import AgentWorkflow
@@ -146,10 +146,10 @@ async def ratchet_replay(*args: str, address: str = "127.0.0.1:1", **extra_env: 
 
 
 async def visible(client: Client, query: str, count: int) -> None:
-    for _ in range(50):  # visibility is eventually consistent
-        if (await client.count_workflows(query)).count == count:
-            return
-        await asyncio.sleep(0.1)
+    async def counted() -> bool:  # visibility is eventually consistent
+        return (await client.count_workflows(query)).count == count
+
+    await until(counted, f"{count} runs match {query}")
 
 
 async def test_replay_server_finds_and_replays_the_runs(client, dev_server, settings, worker):
@@ -164,7 +164,7 @@ async def test_replay_server_finds_and_replays_the_runs(client, dev_server, sett
     code, out = await ratchet_replay("--server", "--query", query, "--limit", "10", address=dev_server.address)
     assert code == 0, out
     for handle in handles:
-        assert any(line.startswith(handle.id) and f" {OK}" in line for line in out.splitlines()), out
+        assert any(line.startswith(handle.workflow_id) and f" {OK}" in line for line in out.splitlines()), out
 
 
 async def test_replay_reports_a_garbage_file_as_an_error(tmp_path: Path):
@@ -214,7 +214,7 @@ async def test_encrypted_runs_replay_with_the_workers_keys_and_are_an_error_with
     async with build_worker(encrypting, keyed):
         handle = await start(encrypting, keyed, scripted("probe", SCRIPT))
         assert (await handle.result()).phase == Phase.DONE
-    query = f'WorkflowId="{handle.id}"'
+    query = f'WorkflowId="{handle.workflow_id}"'
     await visible(client, query, 1)
     code, out = await ratchet_replay("--server", "--query", query, address=dev_server.address, RATCHET_CODEC_KEYS=keys)
     assert code == 0, out
@@ -231,9 +231,9 @@ async def test_runs_with_offloaded_payloads_replay_where_their_blobs_are(client,
     async with build_worker(offloading, big):
         handle = await start(offloading, big, scripted("probe", script, workspace="w"))
         assert (await handle.result()).phase == Phase.DONE
-    raw = b"".join(e.SerializeToString() for e in (await client.get_workflow_handle(handle.id).fetch_history()).events)
+    raw = b"".join(e.SerializeToString() for e in (await handle.history()).events)  # as stored: payloads not decoded
     assert b"temporal.api.sdk.v1.ExternalStorageReference" in raw and b"z" * 5000 not in raw
-    query = f'WorkflowId="{handle.id}"'
+    query = f'WorkflowId="{handle.workflow_id}"'
     await visible(client, query, 1)
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_server.address)
     monkeypatch.delenv("RATCHET_CODEC_KEYS", raising=False)

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from temporalio.client import WorkflowFailureError
 
+from ratchet.client import RunFailed
 from ratchet.contracts import Phase
-from tests.runs import scripted, start, state_of
-
-
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
+from tests.runs import call, scripted, start
 
 
 async def tool_activities(handle) -> list[dict]:
     """Each tool activity of the run in scheduling order: its type, the workflow task that
     scheduled it, and the event that closed it."""
-    history = await handle.fetch_history()
+    history = await handle.history()
     tasks_completed, acts, by_id = 0, [], {}
     for event in history.events:
         if event.HasField("workflow_task_completed_event_attributes"):
@@ -47,9 +43,9 @@ async def test_a_read_after_a_write_sees_it_and_writes_of_one_path_run_in_the_re
         {"tool_calls": [call("probe_fatal", note="stop here")]},
     ]
     handle = await start(client, settings, scripted("saga", script, workspace="order", on_failure="rollback_all"))
-    with pytest.raises(WorkflowFailureError):
+    with pytest.raises(RunFailed):
         await handle.result()
-    state = await state_of(handle)
+    state = await handle.state()
     outputs = [r.result.output for r in state.tool_calls if r.step == 1]
     assert "v1" in outputs[1] and "bee" in outputs[2], outputs
     write1, read_a, read_b, write2 = (await tool_activities(handle))[:4]

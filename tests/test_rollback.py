@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-import asyncio
 import sqlite3
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.exceptions import CancelledError
 
+from ratchet.activities.tracker_tools import TrackerSettings
+from ratchet.client import Refused, RunCancelled, RunFailed
+from ratchet.contracts import AgentResult, EffectStatus, Phase
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
-from ratchet.contracts import AgentResult, EffectStatus, Phase, RollbackReport, RollbackRequest
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import scripted, start, state_of
-from ratchet.workflows.agent import AgentWorkflow
+from tests.runs import call, scripted, start, until, wait_for
 
 
 def write(path: str, content: str) -> dict:
@@ -25,21 +23,11 @@ def ticket(title: str) -> dict:
     return {"name": "create_ticket", "arguments": {"title": title}}
 
 
-def call(name: str, **arguments) -> dict:
-    return {"name": name, "arguments": arguments}
-
-
 def tickets(settings) -> list[str]:
-    if not settings.tracker_path.exists():
+    if not TrackerSettings().path.exists():
         return []
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return [t for (t,) in conn.execute("SELECT title FROM tickets ORDER BY id")]
-
-
-async def wait_for(handle, predicate, timeout: float = 20) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate(await state_of(handle)):
-            await asyncio.sleep(0.1)
 
 
 # Two verified steps (cp-1, cp-2), then a step that pauses so the test can act on the run.
@@ -58,17 +46,17 @@ async def test_rollback_restores_files_and_tracker_newest_first(client, settings
     handle = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="rb"))
     await wait_for(handle, lambda s: len(s.checkpoints) == 2)
     assert tickets(settings) == ["t1", "t2"]
-    plan = await handle.query(AgentWorkflow.rollback_plan, "cp-1")
+    plan = await handle.rollback_plan("cp-1")
     assert [(p.tool, p.action) for p in plan] == [("create_ticket", "undo"), ("write_file", "undo"), ("write_file", "undo")]
 
-    report = await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-1", then="stop"), result_type=RollbackReport)
+    report = (await handle.rollback("cp-1", then="stop")).report
     assert [u.split()[2] for u in report.undone] == ["create_ticket", "write_file", "write_file"]
     result: AgentResult = await handle.result()
     assert result.phase == Phase.ROLLED_BACK
     assert (ws / "a.txt").read_bytes() == b"v1\n"
     assert not (ws / "b.txt").exists()
     assert tickets(settings) == ["t1"]
-    state = await state_of(handle)
+    state = await handle.state()
     assert [c.id for c in state.checkpoints] == ["cp-1"]
     assert len(state.messages) == state.checkpoints[0].messages_len
     assert len(state.effects) == state.checkpoints[0].effects_len == 2
@@ -80,22 +68,22 @@ async def test_rollback_all_restores_bytes_that_existed_before_the_run(client, s
     (ws / "a.txt").write_bytes(b"\xff\xfeoriginal")
     script = [{"tool_calls": [write("a.txt", "x")]}, {"tool_calls": [call("probe_fatal", note="boom")]}]
     handle = await start(client, settings, scripted("saga", script, workspace="rb0", on_failure="rollback_all"))
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "boom" in str(failure.value.cause)
+    assert "boom" in str(failure.value.reason)
     assert (ws / "a.txt").read_bytes() == b"\xff\xfeoriginal"
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.FAILED and state.rollbacks[-1].clean and state.effects == []
 
 
 async def test_undo_that_fails_once_is_retried_and_runs_once(client, settings, worker):
     script = [{"tool_calls": [call("flaky_undo_note", note="n")]}, {"tool_calls": [call("probe_fatal", note="stop")]}]
     handle = await start(client, settings, scripted("saga", script, workspace="fu", on_failure="rollback_all"))
-    with pytest.raises(WorkflowFailureError):
+    with pytest.raises(RunFailed):
         await handle.result()
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.FAILED and state.rollbacks[-1].clean
-    key = f"{handle.id}/1/call_1_0"
+    key = f"{handle.workflow_id}/1/call_1_0"
     lines = (settings.workspace_root / "fu" / PROBE_LOG).read_text().splitlines()
     assert lines.count(f"undone {key}/undo") == 1
     entry = SqliteLedger(settings.ledger_path).get(f"{key}/undo")
@@ -118,7 +106,7 @@ async def test_tool_retried_after_recording_does_not_act_twice(client, settings)
     async with build_worker(client, settings, activities):
         handle = await start(client, settings, scripted("saga", script, workspace="once"))
         assert (await handle.result()).phase == Phase.DONE
-        state = await state_of(handle)
+        state = await handle.state()
     assert len(crashed) == 2
     assert tickets(settings) == ["only once"]
     assert [r.result.ok for r in state.tool_calls] == [True, True]
@@ -135,10 +123,9 @@ async def test_cancel_compensates_to_the_last_checkpoint(client, settings, worke
     handle = await start(client, settings, scripted("saga", script, workspace="cx"))
     await wait_for(handle, lambda s: s.step == 3)
     await handle.cancel()
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunCancelled):
         await handle.result()
-    assert isinstance(failure.value.cause, CancelledError)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.CANCELLED
     report = state.rollbacks[-1]
     assert report.checkpoint_id == "cp-1" and len(report.undone) == 3 and report.clean
@@ -154,10 +141,10 @@ async def test_undo_that_always_fails_ends_in_compensation_failed(client, settin
         {"tool_calls": [call("probe_fatal", note="trigger rollback")]},
     ]
     handle = await start(client, settings, scripted("saga", script, workspace="cf", on_failure="rollback_all"))
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "compensation failed" in str(failure.value.cause) and "doomed_note" in str(failure.value.cause)
-    state = await state_of(handle)
+    assert "compensation failed" in str(failure.value.reason) and "doomed_note" in str(failure.value.reason)
+    state = await handle.state()
     assert state.phase == Phase.COMPENSATION_FAILED
     statuses = {e.tool: (e.status, e.error) for e in state.effects}
     assert statuses["doomed_note"][0] == EffectStatus.UNDO_FAILED
@@ -168,48 +155,48 @@ async def test_undo_that_always_fails_ends_in_compensation_failed(client, settin
 async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settings, worker):
     source = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="src"))
     assert (await source.result()).phase == Phase.DONE
-    events_before = len((await source.fetch_history()).events)
-    source_state = await state_of(source)
+    events_before = len((await source.history()).events)
+    source_state = await source.state()
     cp1 = source_state.checkpoints[0]
 
     fork_script = [{"content": "unused: the fork continues at the checkpoint's turn"}, {"content": "forked and done"}]
     fork = await start(
         client, settings,
         scripted("saga", fork_script, objective="continue from cp-1", workspace="fork",
-                 resume_from={"workflow_id": source.id, "checkpoint_id": "cp-1"}),
+                 resume_from={"workflow_id": source.workflow_id, "checkpoint_id": "cp-1"}),
     )
     result = await fork.result()
     assert result.phase == Phase.DONE and result.answer == "forked and done"
-    forked = await state_of(fork)
+    forked = await fork.state()
     assert forked.messages[: cp1.messages_len] == source_state.messages[: cp1.messages_len]
     assert forked.messages[cp1.messages_len].content == "continue from cp-1" and forked.messages[cp1.messages_len].pinned
     assert forked.checkpoints[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
     assert (settings.workspace_root / "fork" / "a.txt").read_text() == "v1\n"
     assert not (settings.workspace_root / "fork" / "b.txt").exists()
-    assert len((await source.fetch_history()).events) == events_before
-    assert (await state_of(source)) == source_state
+    assert len((await source.history()).events) == events_before
+    assert (await source.state()) == source_state
 
 
 async def test_fork_from_an_unknown_checkpoint_fails_clearly(client, settings, worker):
     source = await start(client, settings, scripted("saga", [{"content": "nothing"}], workspace="s2"))
     await source.result()
-    fork = await start(client, settings, scripted("saga", [{"content": "x"}], resume_from={"workflow_id": source.id, "checkpoint_id": "cp-7"}))
-    with pytest.raises(WorkflowFailureError) as failure:
+    fork = await start(client, settings, scripted("saga", [{"content": "x"}], resume_from={"workflow_id": source.workflow_id, "checkpoint_id": "cp-7"}))
+    with pytest.raises(RunFailed) as failure:
         await fork.result()
-    assert "has no checkpoint 'cp-7'" in str(failure.value.cause)
+    assert "has no checkpoint 'cp-7'" in str(failure.value.reason)
 
 
 async def test_unknown_checkpoint_in_rollback_is_rejected_and_changes_nothing(client, settings, worker):
     handle = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="uk"))
     await wait_for(handle, lambda s: len(s.checkpoints) == 2)
-    before = await state_of(handle)
-    with pytest.raises(WorkflowUpdateFailedError) as failure:
-        await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-9"), result_type=RollbackReport)
-    assert "unknown checkpoint 'cp-9'; this run has: cp-1, cp-2" in str(failure.value.cause)
+    before = await handle.state()
+    with pytest.raises(Refused) as failure:
+        await handle.rollback("cp-9")
+    assert "unknown checkpoint 'cp-9'; this run has: cp-1, cp-2" in str(failure.value.reason)
     assert (await handle.result()).phase == Phase.DONE
-    after = await state_of(handle)
+    after = await handle.state()
     assert after.rollbacks == [] and after.effects == before.effects
-    history = await handle.fetch_history()
+    history = await handle.history()
     assert not any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events)
 
 
@@ -220,10 +207,9 @@ async def test_cancel_during_a_model_call_is_a_cancellation_not_a_failure(client
     await wait_for(handle, lambda s: len(s.effects) == 1 and s.step == 1)
     openai_server.enqueue_faults([{"timeout": 8}], key=key)
     await wait_for(handle, lambda s: s.step == 2)
-    await asyncio.sleep(0.5)  # the second model call is waiting on the stalled endpoint
+    await until(lambda: len(openai_server.chat_requests(key=key)) == 2, "the second model call at the stalled endpoint")
     await handle.cancel()
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunCancelled):
         await handle.result()
-    assert isinstance(failure.value.cause, CancelledError)
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.phase == Phase.CANCELLED

@@ -11,10 +11,8 @@ from temporalio.client import WorkflowFailureError
 from ratchet.contracts import ROLLBACK_WORKFLOW, ClosedRollback, Phase, rollback_id
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
 from ratchet.workflows.agent import AgentWorkflow
-from tests.runs import scripted, start, state_of
-from tests.test_cli_and_crash import temporal_cli
-from tests.test_rollback import call, tickets, ticket, wait_for, write
-from tests.test_run_commands import ratchet
+from tests.runs import call, ratchet, runs, scripted, start, temporal_cli, wait_for
+from tests.test_rollback import tickets, ticket, write
 from tests.test_sub_agents import CHILD_SCRIPT, delegate
 
 # Two verified steps (cp-1, cp-2), then a final answer: the run ends DONE with every effect in place.
@@ -35,20 +33,21 @@ async def test_a_done_run_rolls_back_from_the_command_line_once(client, settings
     assert (await handle.result()).phase == Phase.DONE
     assert tickets(settings) == ["t1", "t2"]
 
-    code, out = await ratchet(settings, "rollback", handle.id, "cp-1", "--dry-run")
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1", "--dry-run")
     assert code == 0, out
     dry = plan_lines(out)
     assert [line.split()[0] for line in dry] == ["undo"] * 3, out
     assert "delete ticket #2 (t2)" in dry[0] and "delete b.txt" in dry[1] and "restore a.txt (3 bytes)" in dry[2], out
-    queried = await handle.query(AgentWorkflow.rollback_plan, "cp-1")  # the run's own dry run says the same
+    # the run's own rollback_plan query (a second implementation of the plan) says the same
+    queried = await client.get_workflow_handle(handle.workflow_id).query(AgentWorkflow.rollback_plan, "cp-1")
     assert [i.description for i in queried] == ["delete ticket #2 (t2)", "delete b.txt", "restore a.txt (3 bytes)"]
 
-    code, out = await ratchet(settings, "rollback", handle.id, "cp-1")
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1")
     assert code == 0, out
     assert plan_lines(out) == dry, "the dry run lists exactly what the rollback undid"
     assert (ws / "a.txt").read_text() == "v1\n" and not (ws / "b.txt").exists()
     assert tickets(settings) == ["t1"]
-    rolled = client.get_workflow_handle(rollback_id(handle.id, "cp-1"), result_type=ClosedRollback)
+    rolled = client.get_workflow_handle(rollback_id(handle.workflow_id, "cp-1"), result_type=ClosedRollback)
     result = await rolled.result()
     assert result.status == "COMPLETED" and result.phase == Phase.DONE and result.report.clean
     assert [u.split()[2] for u in result.report.undone] == ["create_ticket", "write_file", "write_file"]
@@ -58,13 +57,13 @@ async def test_a_done_run_rolls_back_from_the_command_line_once(client, settings
 
     (ws / "a.txt").write_text("edited by a person after the rollback\n")
     first_run = (await rolled.describe()).run_id
-    code, out = await ratchet(settings, "rollback", handle.id, "cp-1")
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1")
     assert code == 0 and "before, by workflow" in out, out
     assert (await rolled.describe()).run_id == first_run, "the second request is the same workflow"
     assert (ws / "a.txt").read_text() == "edited by a person after the rollback\n"
     assert all(ledger.get(k).starts == 1 for k in undo_keys)
 
-    code, out = await ratchet(settings, "rollback", handle.id, "cp-1", "--dry-run")
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1", "--dry-run")
     assert code == 0 and [line.split()[0] for line in plan_lines(out)] == ["already_undone"] * 3, out
 
 
@@ -73,7 +72,7 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
     script = [{"tool_calls": [write("c.txt", "x"), ticket("t")]}, {"tool_calls": [call("probe_wait", seconds=30)]}]
     handle = await start(client, settings, scripted("saga", script, workspace="term"))
     await wait_for(handle, lambda s: s.step == 2)
-    request = {"workflow_id": handle.id, "checkpoint_id": "start"}
+    request = {"workflow_id": handle.workflow_id, "checkpoint_id": "start"}
 
     async def start_rollback(workflow_id: str) -> ClosedRollback:
         code, out = await temporal_cli(
@@ -84,18 +83,18 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
         return await client.get_workflow_handle(workflow_id, result_type=ClosedRollback).result()
 
     with pytest.raises(WorkflowFailureError) as refused:
-        await start_rollback(rollback_id(handle.id, "start"))
+        await start_rollback(rollback_id(handle.workflow_id, "start"))
     assert "is still running" in str(refused.value.cause)
     with pytest.raises(WorkflowFailureError) as misnamed:
-        await start_rollback(f"{handle.id}-undo")
-    assert f"workflow id '{rollback_id(handle.id, 'start')}'" in str(misnamed.value.cause)
+        await start_rollback(f"{handle.workflow_id}-undo")
+    assert f"workflow id '{rollback_id(handle.workflow_id, 'start')}'" in str(misnamed.value.cause)
 
     await handle.terminate("stuck")
-    result = await start_rollback(rollback_id(handle.id, "start"))  # the refused one failed: allowed again
+    result = await start_rollback(rollback_id(handle.workflow_id, "start"))  # the refused one failed: allowed again
     assert result.status == "TERMINATED" and result.report.clean
     assert [(i.action, i.description) for i in result.plan] == [("undo", "delete ticket #1 (t)"), ("undo", "delete c.txt")]
     assert not (ws / "c.txt").exists() and tickets(settings) == []
-    closed = await state_of(handle)  # the closed run itself is only read
+    closed = await handle.state()  # the closed run itself is only read
     assert closed.rollbacks == [] and len(closed.effects) == 2
 
 
@@ -104,22 +103,20 @@ async def test_a_sub_agents_effects_undone_by_its_own_rollback_are_not_undone_ag
               {"content": "delegated"}]
     parent = await start(client, settings, scripted("boss", script, workspace="tree"))
     assert (await parent.result()).phase == Phase.DONE
-    child_id = f"{parent.id}/1/call_1_0/child"
+    child_id = f"{parent.workflow_id}/1/call_1_0/child"
 
     async def roll_back(workflow_id: str, dry_run: bool = False) -> ClosedRollback:
-        request = {"workflow_id": workflow_id, "checkpoint_id": "start", "dry_run": dry_run}
-        return await client.execute_workflow(
-            ROLLBACK_WORKFLOW, request, id=rollback_id(workflow_id, "start", dry_run), task_queue=settings.task_queue,
-            result_type=ClosedRollback,
-        )
+        outcome = await runs(client, settings).get(workflow_id).rollback("start", dry_run=dry_run)
+        assert not outcome.running and outcome.closed is not None
+        return outcome.closed
 
-    dry = await roll_back(parent.id, dry_run=True)
+    dry = await roll_back(parent.workflow_id, dry_run=True)
     assert [(i.action, i.description) for i in dry.plan] == [("undo", f"undo the 2 effects sub-agent {child_id} left in place")]
     child = await roll_back(child_id)  # the sub-agent's own closed run, rolled back first
     assert len(child.report.undone) == 2 and tickets(settings) == []
     assert not (settings.workspace_root / "tree" / "child.txt").exists()
 
-    result = await roll_back(parent.id)
+    result = await roll_back(parent.workflow_id)
     assert [i.action for i in result.plan] == ["already_undone"] and result.report.undone == []
     ledger = SqliteLedger(settings.ledger_path)
     assert [ledger.get(f"{child_id}/1/{call}/undo").starts for call in ("call_1_0", "call_1_1")] == [1, 1]
@@ -132,7 +129,7 @@ async def test_an_undo_that_fails_stops_the_rollback_which_may_run_again(client,
     assert (await handle.result()).phase == Phase.DONE
 
     for _ in range(2):  # a failed rollback is not a finished one: the same request runs it again
-        code, out = await ratchet(settings, "rollback", handle.id, "start")
+        code, out = await ratchet(settings, "rollback", handle.workflow_id, "start")
         assert code == 1 and "rollback failed" in out and "before, by workflow" not in out, out
         assert "the archive is read-only" in out and "not undone: step 2 doomed_note" in out and "step 1 write_file" in out, out
         assert (ws / "a.txt").read_text() == "x", "nothing older than the failed undo is touched"

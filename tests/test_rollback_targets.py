@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RatchetClient, Refused
 from ratchet.contracts import Phase
 from tests.runs import scripted
@@ -27,7 +28,7 @@ SCRIPT = [
 
 
 def tickets(settings) -> list[str]:
-    with sqlite3.connect(settings.tracker_path) as conn:
+    with sqlite3.connect(TrackerSettings().path) as conn:
         return [t for (t,) in conn.execute("SELECT title FROM tickets ORDER BY id")]
 
 

@@ -2,47 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 
 from ratchet.contracts import AgentResult, Phase
-from tests.runs import scripted, start, state_of
-from tests.test_cli_and_crash import temporal_cli
-from tests.test_rollback import TWO_CHECKPOINTS, wait_for
+from tests.runs import ratchet, runs, scripted, start, temporal_cli, wait_for
+from tests.test_rollback import TWO_CHECKPOINTS
 
 SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 3}}]}] + [
     {"content": "finished"}
 ]
 
 
-async def ratchet(settings, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
-    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue,
-               **(extra_env or {}))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    return proc.returncode, out.decode()
-
-
 async def test_checkpoints_rollback_and_fork_from_the_command_line(client, settings, worker, dev_server):
     handle = await start(client, settings, scripted("saga", SLOW, workspace="cli"))
     await wait_for(handle, lambda s: len(s.checkpoints) == 2)
-    await handle.signal("pause")  # rollback requests are served while paused
+    await handle.pause()  # rollback requests are served while paused
     await wait_for(handle, lambda s: s.phase == Phase.PAUSED)
 
-    code, out = await ratchet(settings, "checkpoints", handle.id)
+    code, out = await ratchet(settings, "checkpoints", handle.workflow_id)
     assert code == 0, out
     assert "cp-1" in out and "cp-2" in out and "exit 0" in out
 
-    code, out = await ratchet(settings, "rollback", handle.id, "cp-1", "--dry-run")
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1", "--dry-run")
     assert code == 0 and out.count("undo") == 3, out
 
     code, out = await temporal_cli(
-        dev_server.address, "workflow", "update", "execute", "--workflow-id", handle.id,
+        dev_server.address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
         "--name", "rollback", "--input", json.dumps({"checkpoint_id": "cp-1", "then": "stop"}),
     )
     assert code == 0, out
@@ -50,8 +35,8 @@ async def test_checkpoints_rollback_and_fork_from_the_command_line(client, setti
     assert result.phase == Phase.ROLLED_BACK
     assert (settings.workspace_root / "cli" / "a.txt").read_text() == "v1\n"
 
-    code, out = await ratchet(settings, "fork", handle.id, "cp-1", "--new-id", f"{handle.id}-f", "--objective", "again")
+    code, out = await ratchet(settings, "fork", handle.workflow_id, "cp-1", "--new-id", f"{handle.workflow_id}-f", "--objective", "again")
     assert code == 0, out
-    forked = client.get_workflow_handle(f"{handle.id}-f", result_type=AgentResult)
+    forked = runs(client, settings).get(f"{handle.workflow_id}-f")
     assert (await forked.result()).phase == Phase.DONE
-    assert (await state_of(forked)).messages[-1].content == "finished"
+    assert (await forked.state()).messages[-1].content == "finished"

@@ -8,6 +8,7 @@ import asyncio
 import shlex
 from datetime import timedelta
 
+import pytest
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
@@ -17,7 +18,7 @@ from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES, register_commands
 from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.worker.main import build_worker
 from ratchet.workflows.visibility import SA_AGENT, SA_APPROVAL, SA_PHASE
-from tests.runs import scripted, start
+from tests.runs import scripted, start, until, wait_for
 
 
 async def _custom(client: Client) -> dict:
@@ -58,22 +59,21 @@ async def test_the_printed_commands_register_every_attribute(tmp_path):
 
 async def test_a_cancelled_run_shows_cancelled_in_visibility(client, settings, worker):
     """`ratchet list` after `ratchet cancel`: the phase attribute tells how the run ended, not RUNNING."""
-    from ratchet.client import RatchetClient
+    from ratchet.client import RatchetClient, RunCancelled
 
     runs = RatchetClient(client, settings)
     run = await runs.start(scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 600}}]},
                                                  {"content": "never"}]))
-    async with asyncio.timeout(20):
-        while (await run.state()).phase != Phase.ACTING:
-            await asyncio.sleep(0.05)
-        await run.cancel()
-        while await run.running():
-            await asyncio.sleep(0.05)
-        while True:  # visibility is eventually consistent
-            [listed] = [r for r in await runs.list(agent="approver", query=f'WorkflowId="{run.workflow_id}"')]
-            if listed.phase == "CANCELLED":
-                break
-            await asyncio.sleep(0.1)
+    await wait_for(run, lambda s: s.phase == Phase.ACTING)
+    await run.cancel()
+    with pytest.raises(RunCancelled):
+        await run.result()
+
+    async def cancelled_listed():  # visibility is eventually consistent
+        [listed] = await runs.list(agent="approver", query=f'WorkflowId="{run.workflow_id}"')
+        return listed if listed.phase == "CANCELLED" else None
+
+    listed = await until(cancelled_listed, "the run listed CANCELLED")
     assert listed.status == "CANCELED"
 
 
@@ -90,10 +90,10 @@ async def test_a_run_that_fails_while_being_planned_shows_its_agent_and_failed(c
     except RunFailed as failed:
         assert "nobody-here" in failed.reason
     assert (await run.state()).phase == Phase.FAILED
-    async with asyncio.timeout(20):
-        while True:  # visibility is eventually consistent
-            listed = await runs.list(query=f'WorkflowId="{run.workflow_id}"')
-            if listed and listed[0].phase == "FAILED":
-                break
-            await asyncio.sleep(0.1)
+
+    async def failed_listed():  # visibility is eventually consistent
+        listed = await runs.list(query=f'WorkflowId="{run.workflow_id}"')
+        return listed if listed and listed[0].phase == "FAILED" else None
+
+    listed = await until(failed_listed, "the run listed FAILED")
     assert listed[0].agent == "nobody-here" and listed[0].status == "FAILED"

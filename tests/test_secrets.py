@@ -34,7 +34,7 @@ from ratchet.ops.secrets import child_environment, secret_values
 from ratchet.ops.settings import Settings
 from ratchet.replay.replayer import payloads_in
 from tests.ops_workers import ROOT, worker_env
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 
 KEY = "sk-proj-Zq7Xw2Lm9Pt4Rv8Ks1Hd6Jn3Bc5Fg0Ya"
 
@@ -387,12 +387,12 @@ async def test_a_program_printing_secrets_in_every_encoding_leaves_none_in_histo
         (settings.workspace_root / "secrets" / "test_leak.py").write_text(printing_script(values, repeat_after=9000))
         handle = await start(client, settings, scripted("coder", script, workspace="secrets"))
         result: AgentResult = await asyncio.wait_for(handle.result(), 60)
-        verified = [c.evidence.output for c in (await state_of(handle)).checkpoints]
+        verified = [c.evidence.output for c in (await handle.state()).checkpoints]
     finally:
         assert await worker.stop() == 0, worker.tail()
     assert result.phase == Phase.DONE, result
 
-    history = await history_text(dev_server.address, handle.id)
+    history = await history_text(dev_server.address, handle.workflow_id)
     assert history.count(b"printed 3") >= 2, "both programs ran and their output is in history"
     assert history.count(MASK.encode()) >= 3 * 16, "every printed form was masked"
     assert leaks(history, values) == []

@@ -14,8 +14,8 @@ import uuid
 import psycopg
 
 from ratchet.contracts import Phase
-from tests.ops_workers import start_worker, wait_for_running_activity
-from tests.runs import scripted, start
+from tests.ops_workers import start_worker
+from tests.runs import scripted, start, wait_for_running_activity
 
 pytest_plugins = ("tests.servers",)  # the session fixture `postgres_server`
 

@@ -14,8 +14,7 @@ from ratchet.contracts import AGENT_WORKFLOW, ErrorType
 from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.replay.outcomes import OK
 from ratchet.replay.replayer import Loaded, replay
-from tests.runs import scripted
-from tests.test_cli_and_crash import temporal_cli
+from tests.runs import scripted, temporal_cli
 
 
 async def test_two_inputs_from_the_temporal_cli_fail_the_run_as_invalid_input(client, dev_server, settings, worker):

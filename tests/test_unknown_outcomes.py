@@ -3,30 +3,21 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from temporalio.client import WorkflowFailureError
 
+from ratchet.client import RunFailed
 from ratchet.contracts import AgentResult, ErrorType, Phase
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
-from tests.runs import scripted, start, state_of
+from tests.runs import ratchet, scripted, start, wait_for
 from tests.test_background_cli import listed
-from tests.test_run_commands import ratchet
 
 
 def charge(label: str, **flags) -> dict:
     return {"tool_calls": [{"name": "probe_charge", "arguments": {"label": label, **flags}}]}
 
 
-async def wait_for_decision(handle, timeout_s: float = 20, other_than: str | None = None):
-    for _ in range(int(timeout_s / 0.1)):
-        state = await state_of(handle)
-        if state.pending_decisions and state.pending_decisions[0].call_id != other_than:
-            return state
-        assert not state.phase.terminal, f"run ended without asking: {state.phase} {state.last_error}"
-        await asyncio.sleep(0.1)
-    raise AssertionError("no decision was asked for")
+async def wait_for_decision(handle, other_than: str | None = None):
+    return await wait_for(handle, lambda s: s.pending_decisions and s.pending_decisions[0].call_id != other_than)
 
 
 def charges(settings, workspace: str) -> list[str]:
@@ -40,19 +31,19 @@ async def test_assume_done_records_the_call_once_and_the_run_goes_on(client, set
     pending = state.pending_decisions[0]
     assert state.phase == Phase.AWAITING_DECISION and pending.tool == "probe_charge"
     assert "outcome is unknown" in pending.error
-    assert handle.id in await listed(dev_server.address, 'RatchetPhase="AWAITING_DECISION"')
+    assert handle.workflow_id in await listed(dev_server.address, 'RatchetPhase="AWAITING_DECISION"')
 
-    code, out = await ratchet(settings, "watch", handle.id, "--once")
+    code, out = await ratchet(settings, "watch", handle.workflow_id, "--once")
     assert code == 0 and f"awaiting decision: {pending.call_id} probe_charge" in out, out
-    code, out = await ratchet(settings, "decide", handle.id, "call_9_9", "retry")
+    code, out = await ratchet(settings, "decide", handle.workflow_id, "call_9_9", "retry")
     assert code == 1 and "no call 'call_9_9' waits for a decision" in out, out
-    code, out = await ratchet(settings, "decide", handle.id, pending.call_id, "assume_done", "--result", "receipt R-1")
+    code, out = await ratchet(settings, "decide", handle.workflow_id, pending.call_id, "assume_done", "--result", "receipt R-1")
     assert code == 0, out
 
     result: AgentResult = await handle.result()
     assert result.phase == Phase.DONE
     assert charges(settings, "decide-1") == ["charged order-1 attempt 1"], "assume_done must not call again"
-    state = await state_of(handle)
+    state = await handle.state()
     assert state.tool_calls[0].result.output == "receipt R-1" and state.tool_calls[0].result.ok
     assert state.outcome_decisions[pending.call_id].choice == "assume_done"
     entry = SqliteLedger(settings.ledger_path).get(pending.key)
@@ -64,13 +55,13 @@ async def test_retry_calls_again_and_fail_rolls_back(client, settings, worker):
     handle = await start(client, settings, scripted("decider", script, workspace="decide-2"))
     state = await wait_for_decision(handle)
     first = state.pending_decisions[0].call_id
-    await handle.execute_update("decide", {"call_id": first, "choice": "retry"}, result_type=str)
+    await handle.decide(first, "retry")
     state = await wait_for_decision(handle, other_than=first)  # the second call is interrupted too
     assert state.tool_calls[0].result.output == "charged a"
-    await handle.execute_update("decide", {"call_id": state.pending_decisions[0].call_id, "choice": "fail"}, result_type=str)
-    with pytest.raises(WorkflowFailureError) as failed:
+    await handle.decide(state.pending_decisions[0].call_id, "fail")
+    with pytest.raises(RunFailed) as failed:
         await handle.result()
-    assert "AgentFailed" in str(failed.value.cause) and "outcome is unknown" in str(failed.value.cause)
+    assert "AgentFailed" in str(failed.value.reason) and "outcome is unknown" in str(failed.value.reason)
     assert charges(settings, "decide-2") == [
         "charged a attempt 1", "charged a attempt 1",  # retry (a new activity): a person said it did not happen
         "charged b attempt 1", "refunded b", "refunded a",  # rollback_all undoes both, newest first
@@ -81,7 +72,7 @@ async def test_the_timeout_policy_skips_and_the_model_is_told(client, settings, 
     handle = await start(client, settings, scripted("decider_skips", [charge("c", crash_after_acting=True), {"content": "ok"}],
                                                   workspace="decide-3"))
     result: AgentResult = await handle.result()
-    state = await state_of(handle)
+    state = await handle.state()
     assert result.phase == Phase.DONE
     skipped = state.tool_calls[0].result
     assert not skipped.ok and skipped.error_type == ErrorType.SKIPPED and "whether it took effect is unknown" in skipped.output
@@ -93,5 +84,5 @@ async def test_a_tool_that_did_not_start_is_retried_like_any_transient_error(cli
     handle = await start(client, settings, scripted("decider", [charge("d", not_started_first=True), {"content": "ok"}],
                                                   workspace="decide-4"))
     result: AgentResult = await handle.result()
-    assert result.phase == Phase.DONE and not (await state_of(handle)).outcome_decisions
+    assert result.phase == Phase.DONE and not (await handle.state()).outcome_decisions
     assert charges(settings, "decide-4") == ["charged d attempt 2"]

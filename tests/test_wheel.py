@@ -214,11 +214,11 @@ async def test_the_wheel_runs_a_samples_style_project(tmp_path: Path, client, se
         assert result.phase == Phase.DONE, (result.last_error, worker.output)
         assert (settings.workspace_root / "hello" / "hello.txt").read_text() == "hi\n"
 
-        history_file = tmp_path / f"{handle.id}.json"
-        history_file.write_text((await handle.fetch_history()).to_json())
+        history_file = tmp_path / f"{handle.workflow_id}.json"
+        history_file.write_text((await handle.history()).to_json())
         code, output = await run(ratchet, "replay", history_file, cwd=project, env=env)
         assert code == 0, output
-        assert any(line.startswith(handle.id) and " ok" in line for line in output.splitlines()), output
+        assert any(line.startswith(handle.workflow_id) and " ok" in line for line in output.splitlines()), output
     finally:
         status = await worker.stop(signal.SIGTERM)
     assert status == 0, worker.output

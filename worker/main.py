@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -36,13 +37,13 @@ log = logging.getLogger("ratchet.worker")
 DRAIN_MARGIN_S = 10.0
 
 
-def build_worker(client: Client, settings: Settings, activities: Activities | None = None, **overrides) -> Worker:
+def build_worker(client: Client, settings: Settings, activities: Activities | None = None, **overrides: Any) -> Worker:
     """A worker on settings' task queue with settings' slots, cache and shutdown grace, running
     Ratchet through `RatchetPlugin`: the one the client was connected with, else one over
     `RatchetOptions.from_settings(settings)` that keeps the client's data converter.
     `activities`: prebuilt activity objects (tests reach in for hooks). `overrides`: `Worker`
     arguments; workflows or activities given there replace Ratchet's of the same name."""
-    options = dict(
+    options: dict[str, Any] = dict(
         task_queue=settings.task_queue,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
@@ -84,7 +85,8 @@ async def serve(settings: Settings) -> None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     announced = asyncio.create_task(plugin.options.mcp.announce(log))  # each MCP server's tool count
     print(
-        f"ratchet worker ready: task queue {settings.task_queue!r} at {address}, host queue {settings.host_task_queue!r}",
+        f"ratchet worker ready: task queue {settings.task_queue!r} at {address},"
+        f" host queue {settings.host_task_queue!r}",
         flush=True,
     )
     await _first_of(running, first.wait())

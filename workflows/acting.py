@@ -84,10 +84,12 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
         _keep_reply_order(state, call_ids, first_record)
         raise
     _keep_reply_order(state, call_ids, first_record)
+    replies: list[ToolResult] = []
     for outcome in results:
         if isinstance(outcome, BaseException):
             raise outcome
-    for call, result in zip(calls, results):
+        replies.append(outcome)
+    for call, result in zip(calls, replies):
         state.messages.append(
             Message(
                 role="tool",
@@ -210,7 +212,7 @@ async def _call_tool(
     spec = plan.tool(call.name)
     args, problem = parse_arguments(call.arguments)
     if spec is None:
-        problem = f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}"
+        return _bad_call(state, f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}")
     if problem is not None:
         return _bad_call(state, problem)
     reason = approvals.needs_approval(plan, spec, args)
@@ -311,7 +313,7 @@ async def _execute_tool(
                 raise
             missed = True  # this worker's host does not hold the workspace (it did not act): to the host's queue
 
-    def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[ToolResult]:
+    def schedule(host: str | None, options: hosts.HostOptions) -> Awaitable[ToolResult]:
         return workflow.execute_activity(
             spec.activity_type,
             invocation.model_copy(update={"host": host}) if host else invocation,
@@ -329,7 +331,7 @@ async def _execute_tool(
         return await schedule(None, hosts.on_host(state.workspace_host, plan))
     if spec.workspace:  # on the workspace's host
         return await hosts.on_workspace_host(state, plan, schedule)
-    return await schedule(None, workflow.ActivityConfig())
+    return await schedule(None, hosts.HostOptions())
 
 
 async def _await_approval(
@@ -356,7 +358,7 @@ async def _await_approval(
     timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
     try:
         await workflow.wait_condition(lambda: call_id in state.decisions, timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         state.decisions[call_id] = approvals.on_timeout(plan)
     state.pending_approvals = [p for p in state.pending_approvals if p.call_id != call_id]
     if not state.pending_approvals:
@@ -455,8 +457,10 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     """The model's arguments as a JSON object, or why they are not one (said to the model)."""
     try:
         value = json.loads(raw or "{}")
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object"
+    except ValueError as exc:  # what json.loads raises past its parser, e.g. an integer of over 4300 digits
+        return {}, f"tool arguments are not valid JSON ({exc}); send a JSON object"
     if not isinstance(value, dict):
         return {}, "tool arguments must be a JSON object"
     if not valid_unicode(json.dumps(value, ensure_ascii=False)):

@@ -50,7 +50,8 @@ def on_timeout(plan: RunPlan) -> Decision:
 
 
 def timer_seconds(args: dict[str, Any], now: datetime) -> tuple[float, str | None]:
-    seconds, until = args.get("seconds"), args.get("until")
+    seconds: Any = args.get("seconds")  # a number, checked below
+    until = args.get("until")
     if (seconds is None) == (until is None):
         return 0, "wait needs exactly one of 'seconds' or 'until'"
     if until is not None:

@@ -2,8 +2,9 @@
 
 After a step that changed something, the profile's verifier runs (`checkpoint.verify`): a pass
 records a `Checkpoint` (test evidence, the patch, a file manifest), a failure goes back to the
-model and, with `revert_on_failed_verification`, the step's effects are undone (workflows/rollback.py,
-where every rollback goes back to a checkpoint). A fork (`AgentRun.resume_from`) starts a new run from another run's checkpoint.
+model and, with `revert_on_failed_verification`, the step's effects are undone
+(workflows/rollback.py, where every rollback goes back to a checkpoint). A fork
+(`AgentRun.resume_from`) starts a new run from another run's checkpoint.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
         sandbox=plan.sandbox,
     )
 
-    def schedule(host: str | None, options: workflow.ActivityConfig) -> Awaitable[VerifyResult]:
+    def schedule(host: str | None, options: hosts.HostOptions) -> Awaitable[VerifyResult]:
         return calls.call(
             VERIFY,
             request.model_copy(update={"host": host}) if host else request,

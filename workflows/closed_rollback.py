@@ -45,7 +45,7 @@ EXAMPLE = '{"workflow_id": "fix-42", "checkpoint_id": "cp-1"}'
 @workflow.defn(name=ROLLBACK_WORKFLOW, sandboxed=False)  # outside the SDK's sandbox, as AgentWorkflow
 class RollbackWorkflow:
     @workflow.run
-    async def run(self, raw: RawValue = None) -> ClosedRollback:  # type: ignore[assignment]
+    async def run(self, raw: RawValue = None) -> ClosedRollback:  # type: ignore[assignment]  # None: no input
         request = parse_rollback(raw)
         closed = await _load(request)
         state = closed.state

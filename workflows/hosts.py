@@ -10,17 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeout
-from temporalio.workflow import ActivityConfig
 
 from ratchet.contracts import AgentState, ErrorType, RunPlan
 from .errors import root
 
 
 T = TypeVar("T")
+
+
+class HostOptions(TypedDict, total=False):
+    """The activity options that put a workspace activity on its host's queue (`on_host`): a subset
+    of `temporalio.workflow.ActivityConfig` that a call site adds to options of its own."""
+
+    task_queue: str
+    schedule_to_start_timeout: timedelta
 
 
 class HostLost(Exception):
@@ -35,7 +42,7 @@ class HostLost(Exception):
 async def on_workspace_host(
     state: AgentState,
     plan: RunPlan,
-    schedule: Callable[[str | None, ActivityConfig], Awaitable[T]],
+    schedule: Callable[[str | None, HostOptions], Awaitable[T]],
 ) -> T:
     """Run a workspace activity: `schedule(host, options)` schedules it with those activity options,
     told (`host`) which host queue it must run on, None where the options put it there already.
@@ -48,18 +55,18 @@ async def on_workspace_host(
     host = state.workspace_host
     if host is not None and plan.local_activities:
         try:
-            return await schedule(host, ActivityConfig())
+            return await schedule(host, HostOptions())
         except ActivityError as err:
             if not elsewhere(err):
                 raise
     return await schedule(None, on_host(host, plan))
 
 
-def on_host(host: str | None, plan: RunPlan) -> ActivityConfig:
+def on_host(host: str | None, plan: RunPlan) -> HostOptions:
     """Activity options for a workspace activity on `host` (none without a host: the run's queue)."""
     if host is None:
-        return ActivityConfig()
-    return ActivityConfig(task_queue=host, schedule_to_start_timeout=timedelta(seconds=plan.host_timeout_s))
+        return HostOptions()
+    return HostOptions(task_queue=host, schedule_to_start_timeout=timedelta(seconds=plan.host_timeout_s))
 
 
 def host_gone(err: BaseException) -> bool:

@@ -28,7 +28,7 @@ def decoded(raw: RawValue | None, example: str, what: str = "run") -> Any:
     if raw is None:
         raise invalid(f"no input: start the {what} with --input '{example}'")
     try:
-        return workflow.payload_converter().from_payload(raw.payload, None)
+        return workflow.payload_converter().from_payload(raw.payload)
     except Exception as exc:  # any decode failure is the caller's input, not our bug
         raise invalid(f"input is not valid JSON: {exc}") from None
 

@@ -15,7 +15,6 @@ findable by `RatchetPhase="AWAITING_DECISION"`) for the `decide` update or the p
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -71,7 +70,7 @@ async def ask(
     timeout = timedelta(seconds=plan.decision_timeout_s) if plan.decision_timeout_s else None
     try:
         await workflow.wait_condition(lambda: call_id in state.outcome_decisions, timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         state.outcome_decisions[call_id] = OutcomeDecision(
             choice=OutcomeChoice(plan.on_decision_timeout),
             reason="no decision before the decision timeout",

@@ -103,7 +103,6 @@ async def _call_model(state: AgentState, request: ModelRequest, settings: ModelS
     most the plan's `fallback_after_attempts` for one with a fallback after it."""
     last = choice == len(plan.fallbacks)
     where = "model call" if choice == 0 else f"model call on fallback {choice} ({settings.provider}/{settings.model})"
-    queue = {"task_queue": settings.task_queue} if settings.task_queue else {}  # the provider's rate-limited queue
     return await calls.call(
         MODEL_CALL,
         request,
@@ -116,5 +115,5 @@ async def _call_model(state: AgentState, request: ModelRequest, settings: ModelS
             if last
             else min(settings.max_attempts, plan.fallback_after_attempts),
         ),
-        **queue,
+        task_queue=settings.task_queue,  # the provider's rate-limited queue, or (None) the run's
     )

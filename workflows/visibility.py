@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributeKey
 
 from ratchet.contracts import AgentState, Phase, RunPlan
 
@@ -30,11 +30,5 @@ class Visibility:
             return
         self._published = wanted
         workflow.upsert_search_attributes(
-            TypedSearchAttributes(
-                [
-                    SearchAttributePair(SA_AGENT, wanted[0]),
-                    SearchAttributePair(SA_PHASE, wanted[1]),
-                    SearchAttributePair(SA_APPROVAL, wanted[2]),
-                ]
-            )
+            [SA_AGENT.value_set(wanted[0]), SA_PHASE.value_set(wanted[1]), SA_APPROVAL.value_set(wanted[2])]
         )

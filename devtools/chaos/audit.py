@@ -71,7 +71,7 @@ def audit_world(
         elif effect.tool in keys:
             keys[effect.tool].add(effect.key)
     for tool, table in (("create_ticket", "tickets"), ("outbox_send", "outbox")):
-        found = Counter(key for key, _, _ in rows(stack.settings(), table, f"{workflow_id}/"))
+        found = Counter(key for key, _, _ in rows(stack.tracker(), table, f"{workflow_id}/"))
         audit.missing += [f"{table} {key}" for key in sorted(keys[tool] - set(found))]
         audit.extra += [f"{table} {key} x{n}" for key, n in found.items() if key not in keys[tool]]
         audit.extra += [f"{table} {key} x{n}" for key, n in found.items() if key in keys[tool] and n > 1]

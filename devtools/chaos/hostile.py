@@ -121,13 +121,13 @@ class Probe:
             desc = await handle.describe()
             if desc.status != WorkflowExecutionStatus.RUNNING:
                 break
-            failures = await task_failures(handle)
+            failures = task_failures(await handle.fetch_history())
             if failures or asyncio.get_running_loop().time() > deadline:
                 await handle.terminate(reason="hostile catalogue: stuck")
                 out.problems.append(f"run stuck retrying its workflow task: {failures[:1] or 'no progress'}")
                 return f"STUCK: {failures[0] if failures else 'no progress'}"
             await asyncio.sleep(0.25)
-        failures = await task_failures(handle)
+        failures = task_failures(await handle.fetch_history())
         if failures:
             out.problems.append(f"workflow task failed {len(failures)}x: {failures[0][:200]}")
         try:

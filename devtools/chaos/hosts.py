@@ -35,19 +35,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 
 from devtools.chaos.audit import Figures, RunAudit, audit_run
-from devtools.chaos.runner import start_all, wait_closed
+from devtools.chaos.runner import start_all, state_or_none, wait_closed
 from devtools.chaos.scenarios import ChaosRun, plan_runs
 from devtools.chaos.stack import ROOT, Stack, connect, restarted_calls, retrying
 from devtools.devserver import DevServer
 from devtools.workers import WorkerProcess
 from ratchet.activities.checkpoints import restore
+from ratchet.client import RatchetClient
 from ratchet.contracts import AgentState
 from ratchet.stores.artifacts import ArtifactStore
-from ratchet.stores.s3_artifacts import S3ArtifactStore, parse_url
-from ratchet.workflows.agent import AgentWorkflow
+from ratchet.stores.object_artifacts import ObjectArtifactStore
 from tests.s3_server import SeaweedS3
 from tests.servers import LocalPostgres
 
@@ -188,22 +188,23 @@ async def run_hosts(opts: HostsOptions, log: Callable[[str], None] = print) -> H
         started = await asyncio.gather(*(h.worker(base / "logs" / f"worker-{h.host_id}.log").start() for h in hosts))
         workers = {h.host_id: w for h, w in zip(hosts, started)}
         client = await connect(servers.temporal.address)
+        ratchet = RatchetClient(client, stack.settings())
         runs = plan_runs(opts.runs, random.Random(opts.seed), 0.0, f"hosts-{stack.task_queue[-6:]}", AGENT)
         figures = HostFigures(Figures(), outages_planned=len(opts.outages))
         t0 = time.monotonic()
         starter = asyncio.create_task(start_all(client, stack, runs, spread, opts.task_timeout_s))
         killed = asyncio.Event()
         killer = asyncio.create_task(_kill_a_host(
-            client, runs, hosts, workers, t0, opts.kill_at_s if opts.kill_at_s is not None else spread * 0.3, figures,
+            ratchet, runs, hosts, workers, t0, opts.kill_at_s if opts.kill_at_s is not None else spread * 0.3, figures,
             killed, log,
         ))
         outages = asyncio.create_task(_outages(servers, opts, spread, t0, figures, killed, log))
-        await wait_closed(client, runs, t0, opts.deadline_s, log,
+        await wait_closed(ratchet, runs, t0, opts.deadline_s, log,
                           lambda: f"killed {figures.killed_host or '-'}, outages {len(figures.outages)}")
         for task in (starter, killer, outages):
             await task
-        artifacts = S3ArtifactStore(*parse_url(stack.artifact_url or ""), client=servers.s3.store_client())
-        audits, retry_causes = await _audit_all(client, hosts, runs, figures, artifacts, base)
+        artifacts = ObjectArtifactStore.from_url(stack.artifact_url or "", **servers.s3.store_config())
+        audits, retry_causes = await _audit_all(ratchet, hosts, runs, figures, artifacts, base)
         figures.restarted_calls = len(restarted_calls(stack.ledger_url or stack.ledger_path))
     finally:
         for worker in workers.values():
@@ -217,7 +218,7 @@ async def run_hosts(opts: HostsOptions, log: Callable[[str], None] = print) -> H
 
 
 async def _kill_a_host(
-    client: Client, runs: list[ChaosRun], hosts: list[Stack], workers: dict[str, WorkerProcess], t0: float,
+    client: RatchetClient, runs: list[ChaosRun], hosts: list[Stack], workers: dict[str, WorkerProcess], t0: float,
     at_s: float, figures: HostFigures, killed: asyncio.Event, log: Callable[[str], None],
 ) -> None:
     """At `at_s`, once some open run's workspace is on a host, SIGKILL the host holding the most
@@ -236,18 +237,18 @@ async def _kill_a_host(
     log(f"chaos: {figures.kill_at_s}s SIGKILLed {victim.host_id}, which held {figures.open_runs_on_killed_host} open runs")
 
 
-async def _open_runs_by_host(client: Client, runs: list[ChaosRun], hosts: list[Stack]) -> dict[str, list[str]]:
+async def _open_runs_by_host(client: RatchetClient, runs: list[ChaosRun], hosts: list[Stack]) -> dict[str, list[str]]:
     """{host id: open runs whose workspace is on that host}, from the runs' states (a directory
     alone does not tell: a tool on the shared queue opens the run's directory wherever it runs)."""
     async def host_of(run: ChaosRun) -> str | None:
-        handle = client.get_workflow_handle(run.workflow_id)
+        handle = client.get(run.workflow_id)
         try:
-            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            if not await handle.running():
                 return None
-            state = await asyncio.wait_for(handle.query(AgentWorkflow.state), timeout=5)
+            state = await asyncio.wait_for(handle.state(), timeout=5)
         except Exception:  # not started yet, or no worker answered in time
             return None
-        return state.workspace_host if state is not None else None
+        return state.workspace_host
 
     queues = await asyncio.gather(*(host_of(run) for run in runs))
     return {
@@ -274,21 +275,21 @@ async def _outages(
 
 
 async def _audit_all(
-    client: Client, hosts: list[Stack], runs: list[ChaosRun], figures: HostFigures, artifacts: ArtifactStore,
+    client: RatchetClient, hosts: list[Stack], runs: list[ChaosRun], figures: HostFigures, artifacts: ArtifactStore,
     base: Path,
 ) -> tuple[list[RunAudit], list[str]]:
     """Each run against the shared tracker and its final workspace (see the module); with the
     failovers in the runs' states and the causes of every activity retry in their histories."""
     audits, causes = [], []
     for run in runs:
-        handle = client.get_workflow_handle(run.workflow_id)
+        handle = client.get(run.workflow_id)
         try:
             desc = await retrying(handle.describe, what="describe")
             if desc.status == WorkflowExecutionStatus.RUNNING:
                 audits.append(RunAudit(run.workflow_id, run.kind, note="still running at the deadline: lost"))
                 continue
-            state = await retrying(lambda: handle.query(AgentWorkflow.state), what="query state")
-            history = await retrying(handle.fetch_history, what="fetch history")
+            state = await retrying(lambda: state_or_none(handle), what="query state")
+            history = await retrying(handle.history, what="fetch history")
         except Exception as exc:
             audits.append(RunAudit(run.workflow_id, run.kind, note=f"cannot read the run: {exc}"))
             continue

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from devtools.chaos.audit import Figures, RunAudit, audit_run
@@ -25,9 +25,9 @@ from devtools.chaos.scenarios import MODEL_SCRIPT, ChaosRun, plan_runs
 from devtools.chaos.stack import ROOT, Stack, connect, restarted_calls, retrying
 from devtools.chaos.supervisor import Supervisor
 from devtools.devserver import DevServer
+from ratchet.client import NotStartedYet, RatchetClient, RunHandle
+from ratchet.contracts import AGENT_WORKFLOW, AgentState
 from ratchet.testing.openai_server import OpenAIServer
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
 
 
 @dataclass
@@ -90,14 +90,15 @@ async def run_chaos(opts: Options, log: Callable[[str], None] = print) -> Sessio
         killer = asyncio.create_task(supervisor.chaos(stop)) if opts.kills else None
         starter = asyncio.create_task(start_all(client, stack, runs, spread, opts.task_timeout_s))
         restarts = asyncio.create_task(_restart(server, spread / 2, log)) if opts.restart_server else None
-        await wait_closed(client, runs, started, opts.deadline_s, log, lambda: f"worker kills {supervisor.kills}")
+        ratchet = RatchetClient(client, stack.settings())
+        await wait_closed(ratchet, runs, started, opts.deadline_s, log, lambda: f"worker kills {supervisor.kills}")
         await starter
         stop.set()
         for task in (killer, restarts):
             if task is not None:
                 await task
         await supervisor.ensure_worker()  # queries on closed runs replay on a worker
-        audits = [await _audit(client, stack, run) for run in runs]
+        audits = [await _audit(ratchet, stack, run) for run in runs]
     finally:
         await supervisor.shutdown()
         model.stop()
@@ -123,6 +124,8 @@ async def start_all(
 
 
 async def _start(client: Client, stack: Stack, run: ChaosRun, task_timeout: timedelta | None) -> None:
+    """Through the raw SDK: `--task-timeout` sets the runs' workflow task timeout, a start option
+    `ratchet.client` does not offer (a chaos knob, not a user's)."""
     try:
         await client.start_workflow(
             AGENT_WORKFLOW, run.input, id=run.workflow_id, task_queue=stack.task_queue, task_timeout=task_timeout
@@ -141,7 +144,7 @@ async def _restart(server: DevServer, after_s: float, log: Callable[[str], None]
 
 
 async def wait_closed(
-    client: Client, runs: list[ChaosRun], started: float, deadline_s: float, log: Callable[[str], None],
+    client: RatchetClient, runs: list[ChaosRun], started: float, deadline_s: float, log: Callable[[str], None],
     status: Callable[[], str],
 ) -> None:
     """Until every run is closed or `deadline_s` has passed; a progress line every 15 s."""
@@ -151,10 +154,10 @@ async def wait_closed(
         await asyncio.sleep(1.0)
         for wid in sorted(open_ids):
             try:
-                desc = await asyncio.wait_for(client.get_workflow_handle(wid).describe(), timeout=10)
+                running = await asyncio.wait_for(client.get(wid).running(), timeout=10)
             except Exception:  # not started yet, or the server is restarting: ask again later
                 continue
-            if desc.status != WorkflowExecutionStatus.RUNNING:
+            if not running:
                 open_ids.discard(wid)
         elapsed = time.monotonic() - started
         if elapsed - last_note >= 15:
@@ -163,17 +166,24 @@ async def wait_closed(
             log(f"chaos: {elapsed:4.0f}s  closed {closed}/{len(runs)}  {status()}")
 
 
-async def _audit(client: Client, stack: Stack, run: ChaosRun) -> RunAudit:
-    handle = client.get_workflow_handle(run.workflow_id)
+async def _audit(client: RatchetClient, stack: Stack, run: ChaosRun) -> RunAudit:
+    handle = client.get(run.workflow_id)
     try:
-        desc = await retrying(handle.describe, what="describe")
-        if desc.status == WorkflowExecutionStatus.RUNNING:
+        if await retrying(handle.running, what="describe"):
             return RunAudit(run.workflow_id, run.kind, note="still running at the deadline: lost")
-        state = await retrying(lambda: handle.query(AgentWorkflow.state), what="query state")
-        history = await retrying(handle.fetch_history, what="fetch history")
+        state = await retrying(lambda: state_or_none(handle), what="query state")
+        history = await retrying(handle.history, what="fetch history")
     except Exception as exc:
         return RunAudit(run.workflow_id, run.kind, note=f"cannot read the run: {exc}")
     return audit_run(stack, run, state, history)
+
+
+async def state_or_none(handle: RunHandle) -> AgentState | None:
+    """The run's state, None if it never ran its first workflow task."""
+    try:
+        return await handle.state()
+    except NotStartedYet:
+        return None
 
 
 def _report(session: Session) -> dict:

@@ -13,6 +13,7 @@ the undo functions really act again): the world must not change.
 from __future__ import annotations
 
 import asyncio
+import os
 import logging
 import tempfile
 from dataclasses import dataclass, field
@@ -20,16 +21,15 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from ratchet.payloads.converter import BASE_CONVERTER
 from temporalio.testing import ActivityEnvironment
 
 from devtools.chaos.audit import TMP_SUFFIX
 from devtools.chaos.scenarios import BROKEN, fail, send, ticket, write
 from devtools.chaos.stack import Stack, connect, rows, task_failures, tree
+from ratchet.client import RatchetClient, RunFailed, RunHandle
 from ratchet.contracts import AgentState, Phase, UndoInvocation
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
 
 SEED = {"a.txt": b"bytes from before the run \x00\xff\r\n"}
 STEPS: list[list[dict]] = [
@@ -115,11 +115,13 @@ async def sweep(client: Client, stack: Stack) -> list[StepResult]:
     from ratchet.worker.main import build_worker
 
     settings = stack.settings()
+    os.environ.update(stack.tracker().environment())  # the tracker tools of this in-process worker read them
     async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
-        return list(await asyncio.gather(*(_one(client, stack, k) for k in [None, *range(1, len(STEPS) + 1)])))
+        runs = RatchetClient(client, settings)
+        return list(await asyncio.gather(*(_one(runs, stack, k) for k in [None, *range(1, len(STEPS) + 1)])))
 
 
-async def _one(client: Client, stack: Stack, k: int | None) -> StepResult:
+async def _one(client: RatchetClient, stack: Stack, k: int | None) -> StepResult:
     wid = f"sweep-{stack.task_queue[-6:]}-{k or 'none'}"
     result = StepResult(k or 0, "nothing" if k is None else ("chaos_fail" if k % 2 else "outbox_send fatal_after_send"))
     stack.workspace(wid).mkdir(parents=True, exist_ok=True)
@@ -127,13 +129,13 @@ async def _one(client: Client, stack: Stack, k: int | None) -> StepResult:
         (stack.workspace(wid) / name).write_bytes(data)
     run = {"agent": "chaos", "objective": f"saga sweep k={k}", "workspace": wid,
            "model": {"provider": "scripted", "options": {"script": script_failing_at(k)}}}
-    handle = await client.start_workflow(AGENT_WORKFLOW, run, id=wid, task_queue=stack.task_queue)
+    handle = await client.start(run, wid)
     try:
         await asyncio.wait_for(handle.result(), timeout=120)
-    except WorkflowFailureError:
+    except RunFailed:
         pass
-    state = await handle.query(AgentWorkflow.state)
-    result.problems += [f"workflow task failed: {m[:200]}" for m in await task_failures(handle)]
+    state = await handle.state()
+    result.problems += [f"workflow task failed: {m[:200]}" for m in task_failures(await handle.history())]
     if k is None:
         _check_full_run(stack, wid, state, result)
         return result
@@ -177,7 +179,7 @@ def _check_rollback(stack: Stack, wid: str, k: int, state: AgentState, result: S
             result.problems.append(f"{part} after the rollback: {getattr(found, part)} != {getattr(want, part)}")
 
 
-async def _undo_again(stack: Stack, handle, fresh_ledger: bool) -> int:
+async def _undo_again(stack: Stack, handle: RunHandle, fresh_ledger: bool) -> int:
     """Re-run, newest first as the rollback did, every undo activity in the run's history."""
     import ratchet.activities.tracker_tools  # noqa: F401  (register the built-in tools)
     import ratchet.activities.workspace_tools  # noqa: F401
@@ -190,7 +192,7 @@ async def _undo_again(stack: Stack, handle, fresh_ledger: bool) -> int:
         ledger = SqliteLedger(Path(tmp) / "fresh.sqlite3" if fresh_ledger else stack.ledger_path)
         acts = ToolActivities(default_registry, stack.workspace_root, DirectoryArtifactStore(stack.artifact_dir),
                               ledger, stack.settings())
-        history = await handle.fetch_history()
+        history = await handle.history()
         count = 0
         for event in history.events:
             if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:

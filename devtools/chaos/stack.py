@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError
 
 from devtools.workers import WorkerProcess
-from ratchet.activities.tracker_tools import open_tracker
+from ratchet.client import Unavailable
+from ratchet.activities.tracker_tools import TrackerSettings, open_tracker
 from ratchet.ops.settings import Settings, worker_environment
 from ratchet.stores.urls import POSTGRES_SCHEMES, ledger_path
 
@@ -89,18 +90,23 @@ class Stack:
         stores = {
             name: value for name, value in (
                 ("RATCHET_HOST_ID", self.host_id), ("RATCHET_LEDGER_URL", self.ledger_url),
-                ("RATCHET_ARTIFACT_URL", self.artifact_url), ("RATCHET_TRACKER_URL", self.tracker_url),
+                ("RATCHET_ARTIFACT_URL", self.artifact_url),
             ) if value is not None
         }
-        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **stores, **self.env})
+        tracker = self.tracker().environment()
+        return worker_environment(self.settings(), **{"PYTHONPATH": pythonpath, **stores, **tracker, **self.env})
+
+    def tracker(self) -> TrackerSettings:
+        """The example tracker's settings (its tools read them from the environment)."""
+        return TrackerSettings(path=self.tracker_path, url=self.tracker_url)
 
     def settings(self, **overrides: object) -> Settings:
         """The same configuration as Settings, for in-process workers and direct activity calls."""
         values: dict[str, object] = dict(
             temporal_address=self.address, task_queue=self.task_queue, workspace_root=self.workspace_root,
-            artifact_dir=self.artifact_dir, ledger_path=self.ledger_path, tracker_path=self.tracker_path,
+            artifact_dir=self.artifact_dir, ledger_path=self.ledger_path,
             max_cached_workflows=self.cached_workflows, plugins=PLUGINS, codec_keys=None,
-            ledger_url=self.ledger_url, artifact_url=self.artifact_url, tracker_url=self.tracker_url,
+            ledger_url=self.ledger_url, artifact_url=self.artifact_url,
         )
         if self.host_id is not None:
             values["host_id"] = self.host_id
@@ -115,13 +121,13 @@ class Stack:
         return WorkerProcess(self.worker_command(), env=self.worker_env(), cwd=ROOT, log=log, ready_timeout=ready_timeout)
 
 
-def rows(where: Path | Settings, table: str, prefix: str = "") -> list[tuple[str, str, str]]:
+def rows(where: Path | TrackerSettings, table: str, prefix: str = "") -> list[tuple[str, str, str]]:
     """(idempotency_key, title/recipient, body) of a tracker table, keys starting with `prefix`:
-    the SQLite file `where`, or the tracker of settings `where` (its file or RATCHET_TRACKER_URL)."""
-    settings = where if isinstance(where, Settings) else Settings(tracker_path=where, tracker_url=None)
-    if settings.tracker_url is None and not Path(settings.tracker_path).exists():
+    the SQLite file `where`, or the tracker `where` (its file or RATCHET_TRACKER_URL)."""
+    settings = where if isinstance(where, TrackerSettings) else TrackerSettings(path=where, url=None)
+    if settings.url is None and not settings.path.exists():
         return []
-    exists = ("SELECT to_regclass(?) IS NOT NULL" if settings.tracker_url is not None
+    exists = ("SELECT to_regclass(?) IS NOT NULL" if settings.url is not None
               else "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?")
     column = "title" if table == "tickets" else "recipient"
     query = (f"SELECT idempotency_key, {column}, body FROM {table}"
@@ -166,22 +172,22 @@ def tree(root: Path) -> dict[str, bytes | str]:
 
 
 async def retrying(fn: Callable[[], Awaitable[T]], timeout_s: float = 120, what: str = "call") -> T:
-    """Retry `fn` while the Temporal server is unreachable (a restart in progress)."""
+    """Retry `fn` while the Temporal server is unreachable (a restart in progress): a raw SDK call's
+    RPCError, `ratchet.client`'s Unavailable."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     delay = 0.2
     while True:
         try:
             return await fn()
-        except RPCError as err:
+        except (RPCError, Unavailable) as err:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"{what}: the server stayed unavailable ({err})") from err
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
 
-async def task_failures(handle: WorkflowHandle) -> list[str]:
+def task_failures(history: WorkflowHistory) -> list[str]:
     """Messages of every WorkflowTaskFailed event: a run stuck retrying a task shows here."""
-    history = await handle.fetch_history()
     return [
         e.workflow_task_failed_event_attributes.failure.message
         for e in history.events

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from ratchet.client import RatchetClient
 from ratchet.payloads.converter import data_converter
 from devtools.devserver import DevServer, temporal_binary
 from devtools.histories.scenarios import SCENARIOS, TASK_QUEUE, Recorder, recorded_id
@@ -74,7 +75,6 @@ def recording_settings(address: str, state: Path, openai_url: str, anthropic_url
     return Settings(
         temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=100,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
-        tracker_path=state / "tracker.sqlite3",
         plugins="tests.plugins.probe,examples.mcp_tracker.profiles", codec_keys=None, claim_check_bytes=0,
         host_id=HOST_ID,  # the host queue `histories@histories-host` is in the history: not the machine's name
         mcp_servers=mcp_servers(state),
@@ -100,9 +100,10 @@ async def record(names: list[str], out: Path) -> None:
         state = Path(tmp)
         with DevServer(db_file=state / "temporal.db", log_file=state / "server.log") as server:
             settings = recording_settings(server.address, state, openai.base_url, anthropic.base_url)
+            os.environ["RATCHET_TRACKER_PATH"] = str(state / "tracker.sqlite3")  # the tracker tools read it
             load_plugins(settings)
             client = await Client.connect(server.address, identity=IDENTITY, data_converter=data_converter(settings))
-            recorder = Recorder(client, settings, openai, API_KEY, anthropic)
+            recorder = Recorder(RatchetClient(client, settings), settings, openai, API_KEY, anthropic)
             async with build_worker(client, settings):
                 for name in names:
                     await SCENARIOS[name](recorder)

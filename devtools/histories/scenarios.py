@@ -14,25 +14,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import WorkflowFailureError
 
-from ratchet.contracts import (
-    ROLLBACK_WORKFLOW, TO_START, AgentResult, AgentState, ApproveRequest, ClosedRollback, Phase, RejectRequest,
-    RollbackRequest, RollbackRun, rollback_id,
-)
+from ratchet.client import NotStartedYet, RatchetClient, RunFailed, RunHandle
+from ratchet.contracts import AGENT_WORKFLOW, TO_START, AgentResult, AgentState, Phase, rollback_id
 from devtools.demo import SAMPLE, demo_script
 from ratchet.ops.settings import Settings
 from ratchet.testing.anthropic_server import AnthropicServer
 from ratchet.testing.openai_server import OpenAIServer
-from ratchet.contracts import AGENT_WORKFLOW
-from ratchet.workflows.agent import AgentWorkflow
 
 TASK_QUEUE = "histories"
 
 
 @dataclass
 class Recorder:
-    client: Client
+    runs: RatchetClient
+    """On the recording's task queue (`settings.task_queue`, TASK_QUEUE)."""
     settings: Settings
     openai: OpenAIServer
     api_key: str
@@ -45,13 +42,11 @@ class Recorder:
         if seed is not None:
             target = self.settings.workspace_root / run["workspace"]
             shutil.copytree(seed, target, ignore=shutil.ignore_patterns("__pycache__"))
-        handle = await self.client.start_workflow(
-            AGENT_WORKFLOW, run, id=workflow_id(name), task_queue=TASK_QUEUE, result_type=AgentResult
-        )
+        handle = await self.runs.start(run, workflow_id(name))
         try:
             return await asyncio.wait_for(handle.result(), timeout=60)
-        except WorkflowFailureError as failure:
-            return str(failure.cause)
+        except RunFailed as failure:
+            return failure.reason
 
 
 Scenario = Callable[[Recorder], Awaitable[None]]
@@ -136,8 +131,16 @@ async def budget_exhausted(rec: Recorder) -> None:
 
 @scenario("invalid-input")
 async def invalid_input(rec: Recorder) -> None:
-    """Bad input fails the run at once, naming the field."""
-    result = await rec.run("invalid-input", {"agent": "probe", "objective": "x", "budget": {"max_steps": 0}})
+    """Bad input fails the run at once, naming the field. Started with the raw SDK, as `temporal
+    workflow start --input` would: `ratchet.client` refuses such a run before it starts."""
+    handle = await rec.runs.temporal.start_workflow(
+        AGENT_WORKFLOW, {"agent": "probe", "objective": "x", "budget": {"max_steps": 0}}, id=workflow_id("invalid-input"),
+        task_queue=TASK_QUEUE,
+    )
+    try:
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    except WorkflowFailureError as failure:
+        result = str(failure.cause)
     expect(isinstance(result, str) and "budget.max_steps" in result, "an InvalidInput failure", result)
 
 
@@ -170,18 +173,15 @@ async def typed_output(rec: Recorder) -> None:
     expect(isinstance(result, AgentResult) and result.output == {"verdict": "pass"}, "DONE with the output", result)
 
 
-async def _start(rec: Recorder, name: str, run: dict, task_queue: str = TASK_QUEUE):
-    return await rec.client.start_workflow(
-        AGENT_WORKFLOW, run, id=workflow_id(name), task_queue=task_queue, result_type=AgentResult
-    )
-
-
-async def _until(handle, predicate, timeout: float = 30) -> AgentState:
+async def _until(handle: RunHandle, predicate, timeout: float = 30) -> AgentState:
     async with asyncio.timeout(timeout):
         while True:
-            state = await handle.query(AgentWorkflow.state)
-            if predicate(state):
-                return state
+            try:
+                state = await handle.state()
+                if predicate(state):
+                    return state
+            except NotStartedYet:
+                pass
             await asyncio.sleep(0.1)
 
 
@@ -197,11 +197,11 @@ def _ticket(title: str) -> dict:
 async def approval(rec: Recorder) -> None:
     """A tool call waits for a person: one approved, one rejected (updates), then the answer."""
     script = [{"tool_calls": [_ticket("prod: restart"), _ticket("prod: drop table")]}, {"content": "done"}]
-    handle = await _start(rec, "approval", scripted("approver", script, workspace="approval"))
+    handle = await rec.runs.start(scripted("approver", script, workspace="approval"), workflow_id("approval"))
     state = await _until(handle, lambda s: len(s.pending_approvals) == 2)
     first, second = (p.call_id for p in state.pending_approvals)
-    await handle.execute_update("approve", ApproveRequest(call_id=first))
-    await handle.execute_update("reject", RejectRequest(call_id=second, reason="not in prod"))
+    await handle.approve(first)
+    await handle.reject(second, reason="not in prod")
     expect(ended(await handle.result(), Phase.DONE), "DONE", "approval run")
 
 
@@ -209,9 +209,9 @@ async def approval(rec: Recorder) -> None:
 async def message(rec: Recorder) -> None:
     """A message signalled during a step joins the conversation at the next step boundary."""
     script = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 1}}]}, {"content": "read it"}]
-    handle = await _start(rec, "message", scripted("approver", script, workspace="message"))
+    handle = await rec.runs.start(scripted("approver", script, workspace="message"), workflow_id("message"))
     await _until(handle, lambda s: s.step == 1)
-    await handle.signal("send_message", "also check the logs")
+    await handle.send("also check the logs")
     expect(ended(await handle.result(), Phase.DONE), "DONE", "message run")
 
 
@@ -226,11 +226,11 @@ ROLLBACK_SCRIPT = [
 @scenario("rollback")
 async def rollback(rec: Recorder) -> None:
     """Two verified checkpoints, pause, then a rollback update to cp-1 that stops the run."""
-    handle = await _start(rec, "rollback", scripted("saga", ROLLBACK_SCRIPT, workspace="rollback"))
+    handle = await rec.runs.start(scripted("saga", ROLLBACK_SCRIPT, workspace="rollback"), workflow_id("rollback"))
     await _until(handle, lambda s: len(s.checkpoints) == 2)
-    await handle.signal("pause")
+    await handle.pause()
     await _until(handle, lambda s: s.phase == Phase.PAUSED)
-    await handle.execute_update("rollback", RollbackRequest(checkpoint_id="cp-1", then="stop"))
+    await handle.rollback("cp-1", then="stop")
     expect(ended(await handle.result(), Phase.ROLLED_BACK), "ROLLED_BACK", "rollback run")
 
 
@@ -256,9 +256,10 @@ async def compensation_failure(rec: Recorder) -> None:
 async def continue_as_new(rec: Recorder) -> None:
     """A long run continues as new at its event bound (the recorded history is the last run)."""
     steps = [probe_call(label=str(i)) for i in range(45)]
-    handle = await _start(rec, "continue-as-new", scripted("approver", steps + [{"content": "long done"}], workspace="can"))
+    run = scripted("approver", steps + [{"content": "long done"}], workspace="can")
+    handle = await rec.runs.start(run, workflow_id("continue-as-new"))
     result = await handle.result()
-    state = await handle.query(AgentWorkflow.state)
+    state = await handle.state()
     expect(ended(result, Phase.DONE) and state.continued >= 1, "DONE after continuing as new", state.continued)
 
 
@@ -283,12 +284,14 @@ async def failover(rec: Recorder) -> None:
         "task_queue": FAILOVER_QUEUE, "host_id": "histories-lost",
         "workspace_root": rec.settings.workspace_root.with_name("workspaces-lost"),
     })
-    async with build_worker(rec.client, lost):
-        handle = await _start(rec, "failover", scripted("hosts", script, workspace="failover"), task_queue=FAILOVER_QUEUE)
+    temporal = rec.runs.temporal
+    async with build_worker(temporal, lost):
+        runs = RatchetClient(temporal, rec.settings.model_copy(update={"task_queue": FAILOVER_QUEUE}))
+        handle = await runs.start(scripted("hosts", script, workspace="failover"), workflow_id("failover"))
         await _until(handle, lambda s: any(e.tool == "create_ticket" and e.status == "done" for e in s.effects))
-    async with build_worker(rec.client, rec.settings.model_copy(update={"task_queue": FAILOVER_QUEUE})):
+    async with build_worker(temporal, rec.settings.model_copy(update={"task_queue": FAILOVER_QUEUE})):
         result = await asyncio.wait_for(handle.result(), timeout=60)
-        state = await handle.query(AgentWorkflow.state)
+        state = await handle.state()
     expect(ended(result, Phase.DONE) and len(state.failovers) == 1, "DONE after one failover", state.failovers)
 
 
@@ -304,9 +307,9 @@ async def mcp_tools(rec: Recorder) -> None:
     """Tools from the README's MCP server (examples/mcp_tracker, stdio), pinned in the plan by
     digest: a search (read-only, a local activity: the server is `local`) and an issue opened
     (compensable: `close_issue` undoes it)."""
-    handle = await _start(rec, "mcp-tools", scripted("triage", OPEN_ISSUE, workspace="mcp"))
+    handle = await rec.runs.start(scripted("triage", OPEN_ISSUE, workspace="mcp"), workflow_id("mcp-tools"))
     expect(ended(await asyncio.wait_for(handle.result(), 60), Phase.DONE), "DONE", "the mcp-tools run")
-    history = await handle.fetch_history()
+    history = await handle.history()
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
     expect(len(markers) == 1, "search_issues as the one local activity", len(markers))
 
@@ -315,11 +318,7 @@ async def mcp_tools(rec: Recorder) -> None:
 async def closed_rollback(rec: Recorder) -> None:
     """The `RollbackWorkflow` of the closed `mcp-tools` run (recorded after it), to its start: the
     issue is closed again through the MCP server's compensating tool."""
-    run = workflow_id("mcp-tools")
-    handle = await rec.client.start_workflow(
-        ROLLBACK_WORKFLOW, RollbackRun(workflow_id=run, checkpoint_id=TO_START), id=rollback_id(run, TO_START),
-        task_queue=TASK_QUEUE, result_type=ClosedRollback,
-    )
-    result = await asyncio.wait_for(handle.result(), timeout=60)
-    report = result.report
+    outcome = await asyncio.wait_for(rec.runs.get(workflow_id("mcp-tools")).rollback(TO_START), timeout=60)
+    result, report = outcome.closed, outcome.report
+    expect(outcome.rollback_workflow_id == recorded_id("closed-rollback"), "the recorded rollback id", outcome)
     expect(report is not None and len(report.undone) == 1 and report.clean, "the issue closed again", result)

@@ -26,19 +26,18 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.client import Client
 
 from devtools.devserver import DevServer
 from devtools.workers import stop_worker
 from tests.runs import activity_attempts
 from devtools.real_model.llama_server import SMOLLM2_TEMPLATE, LlamaServer, smollm2_gguf
-from ratchet.contracts import AGENT_WORKFLOW, AgentState, Message, Phase
+from ratchet.client import RatchetClient, RatchetError, RunHandle
+from ratchet.contracts import AgentState, Message, Phase
+from ratchet.ops.settings import Settings
 from ratchet.payloads.converter import BASE_CONVERTER
-from ratchet.workflows.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = ROOT / ".ratchet" / "real-model"
@@ -157,8 +156,9 @@ async def _run(server: DevServer, llama: LlamaServer, state_dir: Path, timeout_s
     workspace = state_dir / "workspaces" / workflow_id
     workspace.mkdir(parents=True)
     (workspace / "test_hello.py").write_text(VERIFIER_TEST)
-    client = await Client.connect(server.address, data_converter=BASE_CONVERTER)
-    handle = await client.start_workflow(AGENT_WORKFLOW, run_input(workflow_id), id=workflow_id, task_queue="ratchet")
+    temporal = await Client.connect(server.address, data_converter=BASE_CONVERTER)
+    runs = RatchetClient(temporal, Settings(temporal_address=server.address, task_queue="ratchet"))
+    handle = await runs.start(run_input(workflow_id), workflow_id)
     print(f"\nrun {workflow_id}: coder agent, objective {OBJECTIVE!r}", flush=True)
     state = await _follow(handle, timeout_s)
     outcome = Outcome(state=state, model_attempts=await activity_attempts(handle, "model.call"), rejected=llama.rejected_requests())
@@ -167,7 +167,7 @@ async def _run(server: DevServer, llama: LlamaServer, state_dir: Path, timeout_s
     return outcome
 
 
-async def _follow(handle: WorkflowHandle, timeout_s: float) -> AgentState | None:
+async def _follow(handle: RunHandle, timeout_s: float) -> AgentState | None:
     """Print the conversation as it grows; the last state once the run ends or time runs out."""
     deadline = time.monotonic() + timeout_s
     result = asyncio.ensure_future(handle.result())
@@ -175,8 +175,8 @@ async def _follow(handle: WorkflowHandle, timeout_s: float) -> AgentState | None
     while time.monotonic() < deadline:
         ended = result.done()  # then the state queried next is the last one
         try:
-            state = await handle.query(AgentWorkflow.state, rpc_timeout=timedelta(seconds=10)) or state
-        except RPCError:  # no worker has taken the run's first task yet (it is still starting)
+            state = await asyncio.wait_for(handle.state(), timeout=10)
+        except (RatchetError, TimeoutError):  # no worker has taken the run's first task yet (it is still starting)
             await asyncio.sleep(0.5)
             continue
         if state is not None:

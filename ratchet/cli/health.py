@@ -5,8 +5,6 @@ The checks, with the worker's settings (RATCHET_*, TEMPORAL_*), each bounded by 
 - ledger: open it (RATCHET_LEDGER_URL: a Postgres ledger connects and creates its tables) and read;
 - artifacts: open the store (RATCHET_ARTIFACT_URL) and write one small blob (content-addressed, so
   the same blob every time): the store is there and writable;
-- tracker: open the example tracker's database (RATCHET_TRACKER_URL, else RATCHET_TRACKER_PATH),
-  creating its table if absent.
 
 One line per check. docker-compose.yml's worker healthcheck runs it.
 """
@@ -46,19 +44,10 @@ def _artifacts(settings: Settings) -> str:
     return mask_url(settings.artifact_store_url)
 
 
-def _tracker(settings: Settings) -> str:
-    from ratchet.activities.tracker_tools import TICKETS, open_tracker
-
-    with open_tracker(settings, TICKETS):
-        pass
-    return mask_url(settings.tracker_url.get_secret_value()) if settings.tracker_url else str(settings.tracker_path)
-
-
 CHECKS: dict[str, Callable[[Settings], Awaitable[str] | str]] = {
     "temporal": _temporal,
     "ledger": _ledger,
     "artifacts": _artifacts,
-    "tracker": _tracker,
 }
 
 
@@ -69,7 +58,7 @@ async def _check(name: str, settings: Settings, timeout: float) -> bool:
             where = await asyncio.wait_for(check(settings), timeout)
         else:  # the stores' clients block: in a thread, so the timeout still holds
             where = await asyncio.wait_for(asyncio.to_thread(check, settings), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         print(f"FAIL {name}: no answer in {timeout:g}s", flush=True)
         return False
     except Exception as exc:  # any failure is the answer: say which check and why

@@ -107,7 +107,8 @@ def parser() -> argparse.ArgumentParser:
         sub,
         "replay",
         "replay histories against today's workflow code (the deploy gate)",
-        "ratchet replay tests/histories\n         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0",
+        "ratchet replay tests/histories\n"
+        "         ratchet replay --server --query 'ExecutionStatus=\"Running\"' --min 0",
     )
     replay_arguments(replay)
     replay.set_defaults(fn=_replay)
@@ -116,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
     health = verb(
         sub,
         "health",
-        "check that Temporal, the ledger, the artifact store and the tracker answer (exit 0/1)",
+        "check that Temporal, the ledger and the artifact store answer (exit 0/1)",
         "ratchet health --timeout 3",
         description="Connect to what a worker needs, with the worker's settings, one line per check; "
         "exit 0 if every check passes, else 1. The compose worker's healthcheck.",

@@ -62,7 +62,8 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
 
     @server.tool(annotations=reading)
     async def run_state(workflow_id: str) -> dict[str, Any]:
-        """A run's phase, step, answer or last error, the calls waiting for approval or a decision, its checkpoints and effects."""
+        """A run's phase, step, answer or last error, the calls waiting for approval or a decision, its
+        checkpoints and effects."""
         state = await ask((await run(workflow_id)).state())
         return {
             "phase": state.phase.value,

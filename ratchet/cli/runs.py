@@ -37,7 +37,8 @@ async def checkpoints(args: argparse.Namespace) -> int:
         if ev and ev.tests_run is not None:
             evidence += f", {ev.tests_run} tests"
         print(
-            f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} {cp.patch_ref.digest[:12] if cp.patch_ref else '-'}"
+            f"{cp.id:<6} {cp.step:>4}  {cp.effects_len:>7}  {evidence:<40} "
+            f"{cp.patch_ref.digest[:12] if cp.patch_ref else '-'}"
         )
     return 0
 
@@ -206,18 +207,20 @@ def render(state: AgentState) -> str:
     ]
     for pending in state.pending_approvals:
         lines.append(
-            f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]} ({pending.reason})"
+            f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
+            f" ({pending.reason})"
         )
-    for pending in state.pending_decisions:
+    for undecided in state.pending_decisions:
         lines.append(
-            f"  awaiting decision: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
-            f" (outcome unknown; `ratchet decide {state.workflow_id} {pending.call_id} retry|assume_done|skip|fail`)"
+            f"  awaiting decision: {undecided.call_id} {undecided.tool} {json.dumps(undecided.arguments)[:80]}"
+            f" (outcome unknown; `ratchet decide {state.workflow_id} {undecided.call_id} retry|assume_done|skip|fail`)"
         )
     for cp in state.checkpoints:
         lines.append(f"  checkpoint {cp.id}: {cp.summary}")
     for move in state.failovers:
         lines.append(
-            f"  failover at step {move.step}: {move.from_host} -> {move.to_host} from {move.checkpoint_id or 'the start'}"
+            f"  failover at step {move.step}: {move.from_host} -> {move.to_host}"
+            f" from {move.checkpoint_id or 'the start'}"
             f" ({len(move.restored)} restored, {len(move.undone)} undone, {len(move.irreversible)} left)"
         )
     if state.last_error:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ratchet.client import RatchetClient
@@ -34,7 +34,7 @@ async def connected() -> RatchetClient:
     return await RatchetClient.connect()
 
 
-def run_verb(fn: Callable[[argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+def run_verb(fn: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
     """`fn` as a verb: a RatchetError it did not handle (no such run, Temporal unreachable) is one
     line and exit status 2."""
     from ratchet.client import RatchetError

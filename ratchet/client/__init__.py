@@ -1,6 +1,15 @@
 """`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py)."""
 
-from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
+from ratchet.client.errors import (
+    InvalidInput,
+    NotStartedYet,
+    RatchetError,
+    Refused,
+    RunCancelled,
+    RunFailed,
+    RunNotFound,
+    Unavailable,
+)
 from ratchet.client.runs import RatchetClient, RollbackOutcome, RunHandle, RunSummary, TranscriptSlice, validated_run
 
 __all__ = [
@@ -16,4 +25,6 @@ __all__ = [
     "NotStartedYet",
     "InvalidInput",
     "RunFailed",
+    "RunCancelled",
+    "Unavailable",
 ]

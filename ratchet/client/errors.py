@@ -11,6 +11,11 @@ class RatchetError(Exception):
     """Talking to a run failed (the base of the errors below; also Temporal being unreachable)."""
 
 
+class Unavailable(RatchetError):
+    """The Temporal service did not answer (down, restarting, out of reach): the same request may
+    succeed later."""
+
+
 class RunNotFound(RatchetError):
     """No run (workflow execution) with this id in the namespace."""
 
@@ -53,3 +58,8 @@ class RunFailed(RatchetError):
     def __init__(self, workflow_id: str, reason: str) -> None:
         super().__init__(f"{workflow_id}: {reason}")
         self.workflow_id, self.reason = workflow_id, reason
+
+
+class RunCancelled(RunFailed):
+    """`result()` of a run that was cancelled (`cancel()`, or its parent's cancellation): it ended
+    under its failure policy, its rollback done."""

@@ -27,17 +27,28 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowHistory,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from ratchet.client.errors import InvalidInput, NotStartedYet, RatchetError, Refused, RunFailed, RunNotFound
+from ratchet.client.errors import (
+    InvalidInput,
+    NotStartedYet,
+    RatchetError,
+    Refused,
+    RunCancelled,
+    RunFailed,
+    RunNotFound,
+    Unavailable,
+)
 from ratchet.contracts import (
     AGENT_WORKFLOW,
     ROLLBACK_WORKFLOW,
@@ -148,17 +159,18 @@ class RatchetClient:
         checked = validated_run(run)
         workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
         try:
-            await self.temporal.start_workflow(
+            started = await self.temporal.start_workflow(
                 AGENT_WORKFLOW,
                 checked.model_dump(exclude_none=True, mode="json"),
                 id=workflow_id,
                 task_queue=self.settings.task_queue,
+                result_type=AgentResult,
             )
         except WorkflowAlreadyStartedError:
             raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
         except RPCError as exc:
-            raise RatchetError(f"cannot start {workflow_id}: {exc}") from None
-        return self.get(workflow_id)
+            raise rpc_error(f"cannot start {workflow_id}", exc) from None
+        return RunHandle(self, workflow_id, started)
 
     def get(self, workflow_id: str) -> RunHandle:
         """A handle on the run `workflow_id` (nothing is asked of the server yet)."""
@@ -199,16 +211,20 @@ class RatchetClient:
                     )
                 )
         except RPCError as exc:
-            raise RatchetError(f"cannot list runs: {exc}") from None
+            raise rpc_error("cannot list runs", exc) from None
         return found
 
 
 class RunHandle:
-    """One run. Every method asks the server; errors are ratchet.client.errors."""
+    """One run. Every method asks the server; errors are ratchet.client.errors. A handle from
+    `start` waits in `result()` for the execution it started (and its continuations), one from
+    `get` for the latest execution under the id."""
 
-    def __init__(self, client: RatchetClient, workflow_id: str) -> None:
+    def __init__(
+        self, client: RatchetClient, workflow_id: str, started: WorkflowHandle[Any, AgentResult] | None = None
+    ) -> None:
         self.client, self.workflow_id = client, workflow_id
-        self._handle: WorkflowHandle[Any, AgentResult] = client.temporal.get_workflow_handle(
+        self._handle: WorkflowHandle[Any, AgentResult] = started or client.temporal.get_workflow_handle(
             workflow_id,
             result_type=AgentResult,
         )
@@ -220,15 +236,27 @@ class RunHandle:
         return state
 
     async def running(self) -> bool:
-        description = await self._ask("describe", self._handle.describe())
+        description = await self.describe()
         return description.status == WorkflowExecutionStatus.RUNNING
 
     async def result(self) -> AgentResult:
-        """Wait for the run's result; RunFailed if it ended failed, cancelled or terminated."""
+        """Wait for the run's result; RunFailed if it ended failed or terminated, RunCancelled if
+        it was cancelled."""
         try:
             return await self._ask("result", self._handle.result())
         except WorkflowFailureError as exc:
-            raise RunFailed(self.workflow_id, str(exc.cause or exc)) from None
+            failed = RunCancelled if isinstance(exc.cause, CancelledError) else RunFailed
+            raise failed(self.workflow_id, str(exc.cause or exc)) from None
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        """What Temporal knows of the execution: status, times, pending activities (in
+        `raw_description`), search attributes."""
+        return await self._ask("describe", self._handle.describe())
+
+    async def history(self) -> WorkflowHistory:
+        """The run's event history as Temporal recorded it (of its latest run after a
+        continue-as-new): for replay, audits and timings read from the events."""
+        return await self._ask("history", self._handle.fetch_history())
 
     async def output(self, model: type[Output]) -> Output:
         """The run's typed final answer as `model` (a run started with an `output_schema`, or of a
@@ -292,6 +320,11 @@ class RunHandle:
     async def cancel(self) -> None:
         """The running step is cancelled and the run ends under its failure policy."""
         await self._ask("cancel", self._handle.cancel())
+
+    async def terminate(self, reason: str) -> None:
+        """End the run at once: no step boundary, no failure policy, no rollback (`cancel` does
+        those). For runs that are stuck or no longer wanted at any price."""
+        await self._ask("terminate", self._handle.terminate(reason=reason))
 
     async def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """What a rollback to the checkpoint would undo, newest first, archived effects included;
@@ -366,7 +399,7 @@ class RunHandle:
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise RunNotFound(self.workflow_id) from None
-            raise RatchetError(f"{self.workflow_id}: {exc}") from None
+            raise rpc_error(self.workflow_id, exc) from None
 
     async def _update(self, name: str, request: BaseModel, result_type: type[T]) -> T:
         try:
@@ -392,6 +425,8 @@ class RunHandle:
         state = await self.state()
         store = open_artifacts(self.client.settings.artifact_store_url)
         state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
+        if state.plan is None:  # the run failed while being planned: it never acted
+            return []
         try:
             return rollback.plan_of(state, checkpoint_id)
         except ValueError as exc:
@@ -420,7 +455,7 @@ class RunHandle:
         except WorkflowAlreadyStartedError:
             handle, earlier = temporal.get_workflow_handle(rollback_workflow, result_type=ClosedRollback), True
         except RPCError as exc:
-            raise RatchetError(f"cannot roll back {self.workflow_id}: {exc}") from None
+            raise rpc_error(f"cannot roll back {self.workflow_id}", exc) from None
         try:
             closed = await handle.result()
         except WorkflowFailureError as exc:
@@ -446,6 +481,13 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+def rpc_error(doing: str, exc: RPCError) -> RatchetError:
+    """The error to raise for an RPC that failed: Unavailable when the service did not answer."""
+    if exc.status == RPCStatusCode.UNAVAILABLE:
+        return Unavailable(f"{doing}: the Temporal service is unavailable ({exc})")
+    return RatchetError(f"{doing}: {exc}")
 
 
 def validated_run(run: AgentRun | Mapping[str, Any] | str) -> AgentRun:

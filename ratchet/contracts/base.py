@@ -130,7 +130,7 @@ class ArtifactRef(BaseModel):
     media_type: str = "application/octet-stream"
 
     @classmethod
-    def json(cls, digest: str) -> ArtifactRef:
+    def json(cls, digest: str) -> ArtifactRef:  # type: ignore[override]  # shadows pydantic's deprecated v1 .json()
         return cls(digest=digest, media_type="application/json")
 
 

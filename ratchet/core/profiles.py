@@ -66,9 +66,11 @@ class AgentProfile(RunPolicy):
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
     usd_per_1k_cache_read_tokens: float | None = None
-    """Prompt tokens read from the provider's cache (Anthropic: a tenth of the prompt price); None: the prompt price."""
+    """Prompt tokens read from the provider's cache (Anthropic: a tenth of the prompt price); None:
+    the prompt price."""
     usd_per_1k_cache_write_tokens: float | None = None
-    """Prompt tokens written to the provider's cache (Anthropic: 1.25 times the prompt price); None: the prompt price."""
+    """Prompt tokens written to the provider's cache (Anthropic: 1.25 times the prompt price); None:
+    the prompt price."""
 
     def policy(self) -> dict:
         """The `RunPolicy` fields, for the plan of a run of this profile."""

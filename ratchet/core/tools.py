@@ -110,6 +110,7 @@ def undo_record(description: str, **info: Any) -> dict[str, Any]:
 
 
 ToolFn = Callable[[ToolContext, Any], Awaitable[Any] | Any]
+UndoFn = Callable[[ToolContext, Any, dict[str, Any] | None], Awaitable[Any] | Any]
 
 
 @dataclass
@@ -132,7 +133,7 @@ class Tool:
     runs_code: bool = False
     """Runs programs (implies `workspace`): gets `ctx.sandbox`, and is left out of a worker whose
     sandbox cannot run (docs/SECURITY.md). Any tool that starts a process must say so."""
-    undo: ToolFn | None = None
+    undo: UndoFn | None = None
     reconcile: ToolFn | None = None
     """`reconcile(ctx, args)` -> ToolOutput if the interrupted call took effect, else None."""
 
@@ -303,10 +304,10 @@ class ToolRegistry:
 
         return register
 
-    def undo_for(self, name: str) -> Callable[[ToolFn], ToolFn]:
+    def undo_for(self, name: str) -> Callable[[UndoFn], UndoFn]:
         """Decorator: `undo(ctx, args, undo_info: dict)` compensates a call of tool `name`."""
 
-        def register(fn: ToolFn) -> ToolFn:
+        def register(fn: UndoFn) -> UndoFn:
             self.tools[name].undo = fn
             return fn
 

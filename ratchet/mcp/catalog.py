@@ -86,7 +86,7 @@ def pin(toolset: McpToolset, listed: list[dict[str, Any]]) -> list[McpTool]:
 
 def _pinned(toolset: McpToolset, entry: dict[str, Any]) -> McpTool:
     name = entry["name"]
-    annotations = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
+    annotations = entry["annotations"] if isinstance(entry.get("annotations"), dict) else {}
     schema = entry.get("inputSchema")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         log.warning(
@@ -101,7 +101,7 @@ def _pinned(toolset: McpToolset, entry: dict[str, Any]) -> McpTool:
         effect = toolset.effects[name]
     else:
         effect = EffectClass.READ_ONLY if annotations.get("readOnlyHint") is True else EffectClass.IRREVERSIBLE
-    description = entry.get("description") if isinstance(entry.get("description"), str) else ""
+    description = entry["description"] if isinstance(entry.get("description"), str) else ""
     return McpTool(
         name=public_name(toolset.server, name),
         server=toolset.server,
@@ -122,6 +122,7 @@ def check_names(tools: list[McpTool], taken: set[str]) -> None:
     for tool in tools:
         if tool.name in seen:
             raise McpConfigError(
-                f"tool name {tool.name!r} (MCP server {tool.server!r}, tool {tool.tool!r}) is taken twice in the profile"
+                f"tool name {tool.name!r} (MCP server {tool.server!r}, tool {tool.tool!r})"
+                " is taken twice in the profile"
             )
         seen.add(tool.name)

@@ -69,7 +69,7 @@ class HttpConnection:
         if self._task is not None and not self._task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), CLOSE_TIMEOUT_S)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 self._task.cancel()
 
     async def call_tool(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any], timeout_s: float) -> Any:
@@ -157,7 +157,8 @@ class HttpConnection:
         name, status = self.server.name, self.http_status
         if status in PERMANENT_HTTP:
             return McpConfigError(
-                f"MCP server {name!r} at {self.server.url} answered HTTP {status} to the handshake: check its url and headers"
+                f"MCP server {name!r} at {self.server.url} answered HTTP {status} to the handshake:"
+                " check its url and headers"
             )
         return McpUnavailable(f"MCP server {name!r} at {self.server.url} is unreachable: {type(leaf).__name__}: {leaf}")
 

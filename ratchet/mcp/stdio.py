@@ -286,7 +286,7 @@ class StdioConnection:
         request_id = message.get("id")
         if isinstance(request_id, str) and request_id.isdigit():
             request_id = int(request_id)  # an id echoed as a string
-        answer = self._pending.get(request_id)  # type: ignore[arg-type]
+        answer = self._pending.get(request_id)  # type: ignore[arg-type]  # any id: one we never sent finds nothing
         if answer is None or answer.done():
             return  # the answer to a request given up on
         error = message.get("error")
@@ -335,6 +335,6 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
         try:
             await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
     log.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)

@@ -36,7 +36,7 @@ from ratchet.models.settings import Headers, ProviderSettings, env, load
 
 MAX_CONTINUATIONS = 3
 """`pause_turn` replies continued within one model call before it gives up (retryable)."""
-CACHE = {"type": "ephemeral"}
+CACHE: dict[str, Any] = {"type": "ephemeral"}
 INSTALL = "pip install 'ratchet-agents[anthropic]'"
 _TOOL_ID = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -163,7 +163,9 @@ class AnthropicProvider:
 def render(call: ModelCall, default_max_tokens: int, caching: bool) -> dict[str, Any]:
     """The Messages API request of a call (the SDK's keyword arguments)."""
     settings = call.settings
-    system = [{"type": "text", "text": m.content} for m in call.messages if m.role == "system" and m.content]
+    system: list[dict[str, Any]] = [
+        {"type": "text", "text": m.content} for m in call.messages if m.role == "system" and m.content
+    ]
     messages = to_anthropic([m for m in call.messages if m.role != "system"])
     offered = [*call.tools, final_answer_tool(call.output)] if call.output else call.tools
     tools = [to_anthropic_tool(t) for t in offered]

@@ -8,9 +8,10 @@ decides what is retried. The call's idempotency key goes along as `Idempotency-K
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import Field, SecretStr
 
 from ratchet.contracts import Message, ModelSettings, ToolCallRequest, ToolSchema, Usage
@@ -137,7 +138,7 @@ def to_openai_tool(tool: ToolSchema) -> dict[str, Any]:
     }
 
 
-def to_openai(message: Message) -> dict[str, Any]:
+def to_openai(message: Message) -> ChatCompletionMessageParam:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [
@@ -146,7 +147,7 @@ def to_openai(message: Message) -> dict[str, Any]:
         ]
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
-    return out
+    return cast("ChatCompletionMessageParam", out)  # the shape of the message's role
 
 
 INVALID_ARGUMENTS = "invalid_json_arguments"

@@ -111,8 +111,11 @@ class ProviderOptionsError(ValueError):
 
 class ModelProvider(Protocol):
     name: str
-    default_model: str
-    """The model of a run whose profile and input name none."""
+
+    @property
+    def default_model(self) -> str:
+        """The model of a run whose profile and input name none."""
+        ...
 
     def plan(self, settings: ModelSettings, options: dict[str, Any], context: PlanContext) -> ModelSettings:
         """The run's settings with this provider's `options` (the run's `model.options`) checked and

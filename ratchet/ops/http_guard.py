@@ -25,14 +25,21 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class GuardSettingsError(ValueError):
     """A server's guard is configured so that it would be open to anyone who reaches it."""
+
+
+class Headers(Protocol):
+    """A request's headers, looked up case-insensitively: http.server's message, Starlette's Headers."""
+
+    def get(self, name: str, /) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ class HttpGuard:
             names.add(host_name(bind))
         return cls(frozenset(names), frozenset(o.strip().rstrip("/") for o in origins if o.strip()), token or None)
 
-    def check(self, method: str, headers: Mapping[str, str], json_body: bool = True) -> Refusal | None:
+    def check(self, method: str, headers: Headers, json_body: bool = True) -> Refusal | None:
         """Why this request is refused, or None. `headers` is case-insensitive (http.server's
         message, Starlette's Headers); `json_body`: the endpoint reads a JSON body."""
         host = host_name(headers.get("Host") or "")

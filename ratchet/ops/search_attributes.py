@@ -33,7 +33,8 @@ def register_commands(namespace: str, names: list[str] | None = None) -> list[st
     """One `temporal operator search-attribute create` per attribute: the CLI's dev server takes
     only the first of several `--name`s in one command."""
     return [
-        f"temporal operator search-attribute create --namespace {namespace} --name {name} --type {SEARCH_ATTRIBUTES[name]}"
+        f"temporal operator search-attribute create --namespace {namespace}"
+        f" --name {name} --type {SEARCH_ATTRIBUTES[name]}"
         for name in (names or list(SEARCH_ATTRIBUTES))
     ]
 

@@ -6,10 +6,11 @@ matches, from activity results and failures (hence history and the model's input
 tool outputs kept as artifacts, and the worker's logs.
 
 A variable's whole value is the secret unless the table says how to find the secret in it: only the
-password of a ledger URL, the header values of OPENAI_CUSTOM_HEADERS and ANTHROPIC_CUSTOM_HEADERS, the contents of the TLS key file
-a TEMPORAL_TLS_*_KEY_PATH names. Operators name more in RATCHET_SECRET_VARIABLES=NAME1,NAME2 (in the
-worker's environment, beside the variables it names; a RATCHET_ENV_FILE is not read for it). The MCP
-servers' configuration names more: every `${NAME}` in a server's env or headers (ratchet/mcp/config.py).
+password of a ledger URL, the header values of OPENAI_CUSTOM_HEADERS and ANTHROPIC_CUSTOM_HEADERS,
+the contents of the TLS key file a TEMPORAL_TLS_*_KEY_PATH names. Operators name more in
+RATCHET_SECRET_VARIABLES=NAME1,NAME2 (in the worker's environment, beside the variables it names; a
+RATCHET_ENV_FILE is not read for it). The MCP servers' configuration names more: every `${NAME}` in
+a server's env or headers (ratchet/mcp/config.py).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _url_password(name: str, value: str) -> list[Secret]:
     except ValueError:
         found = []
     found += [p.strip("'") for p in _PASSWORD_PARAMETER.findall(value)]
-    return [p for p in found if p] + [unquote(p) for p in found if p]
+    return [*(p for p in found if p), *(unquote(p) for p in found if p)]
 
 
 def _codec_keys(name: str, value: str) -> list[Secret]:
@@ -101,6 +102,7 @@ SECRET_VARIABLES: dict[str, Callable[[str, str], list[Secret]]] = {
     "RATCHET_CODEC_KEYS": _codec_keys,
     "RATCHET_CODEC_TOKEN": _whole,
     "RATCHET_LEDGER_URL": _url_password,
+    "RATCHET_TRACKER_URL": _url_password,  # the example tracker's database (activities/tracker_tools.py)
     "AWS_SECRET_ACCESS_KEY": _whole,
     "AWS_SESSION_TOKEN": _whole,
 }

@@ -79,7 +79,7 @@ class CodecServer:
 
     def start(self) -> CodecServer:
         self._httpd = _Server((self.host, self.port), _Handler)
-        self._httpd.owner = self  # type: ignore[attr-defined]
+        self._httpd.owner = self
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="codec-server", daemon=True)
         self._thread.start()
@@ -101,7 +101,8 @@ class CodecServer:
         if action == "encode" and not self.encode:
             return (
                 "encoding is off: it would seal anything it is sent with the workers' key; "
-                "start `ratchet codec-server --encode` to encode inputs (e.g. `temporal workflow start --codec-endpoint`)"
+                "start `ratchet codec-server --encode` to encode inputs"
+                " (e.g. `temporal workflow start --codec-endpoint`)"
             )
         if namespace and self.namespace and namespace != self.namespace:
             return f"this codec server holds keys for namespace {self.namespace!r}, not {namespace!r}"
@@ -134,6 +135,7 @@ class CodecServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    owner: CodecServer
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)  # skip HTTPServer's getfqdn(), slow without DNS
@@ -146,7 +148,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def owner(self) -> CodecServer:
-        return self.server.owner  # type: ignore[attr-defined]
+        server = self.server
+        assert isinstance(server, _Server)
+        return server.owner
 
     def do_OPTIONS(self) -> None:  # noqa: N802  (CORS preflight from the Web UI)
         refused = self.owner.guard.check("OPTIONS", self.headers)
@@ -190,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply(self, status: int, body: bytes, content_type: str = "text/plain", preflight: bool = False) -> None:
         self.send_response(status)
         origin = self.headers.get("Origin")
-        if self.owner.guard.allows_origin(origin):
+        if origin is not None and self.owner.guard.allows_origin(origin):
             self.send_header("Access-Control-Allow-Origin", origin)
             self.send_header("Access-Control-Allow-Credentials", "true")
             self.send_header("Vary", "Origin")
@@ -245,7 +249,8 @@ def main(args: argparse.Namespace) -> int:
         print(
             f"ratchet codec server on {server.url} for namespace {settings.temporal_namespace!r} "
             f"({keys}; {offload}; offloaded payloads from {mask_url(settings.artifact_store_url)}; "
-            f"CORS {', '.join(sorted(guard.allowed_origins)) or 'off'}; hosts {', '.join(sorted(guard.allowed_hosts))}; "
+            f"CORS {', '.join(sorted(guard.allowed_origins)) or 'off'}; "
+            f"hosts {', '.join(sorted(guard.allowed_hosts))}; "
             f"token {'required' if guard.token else 'off'}; encode {'on' if server.encode else 'off'})",
             flush=True,
         )

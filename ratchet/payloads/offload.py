@@ -29,7 +29,7 @@ serves both.
 Why this driver also serves `s3://` artifact URLs, not the SDK's own
 `temporalio.contrib.aws.s3driver.S3StorageDriver`: that driver would be a second code path for the
 same behaviour (another client, aioboto3, another key layout `v0/ns/.../wi/.../d/sha256/...`, its
-own credentials and checks), while `S3ArtifactStore` already gives Ratchet one bucket layout,
+own credentials and checks), while `ObjectArtifactStore` already gives Ratchet one bucket layout,
 integrity check on read, error messages naming RATCHET_ARTIFACT_URL, and the store conformance
 suite, for transcripts and tool outputs as well as payloads. What the SDK driver would add:
 claims that the S3 drivers of Temporal's other SDKs can read, which matters only if a worker or

@@ -100,7 +100,8 @@ async def replay(
         runtime=_quiet_runtime(),
         interceptors=[StartGuard(workflows)],
     )
-    names = {_Definition.must_from_class(w).name for w in workflows}  # the SDK's reading of @workflow.defn
+    definitions = [_Definition.must_from_class(w) for w in workflows]  # the SDK's reading of @workflow.defn
+    names = {d.name for d in definitions if d.name is not None}  # None: a dynamic workflow
     total = sum(isinstance(item, Loaded) for item in items)
     outcomes: list[Outcome] = []
     done = 0

@@ -123,7 +123,7 @@ async def supervise(launch: Launch, policy: SandboxPolicy, shown: str) -> tuple[
     reader = asyncio.create_task(_read(pipe, capture))
     try:
         await asyncio.wait_for(proc.wait(), timeout=policy.wall_time_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+    except (TimeoutError, asyncio.CancelledError) as exc:
         _kill_group(proc.pid)
         await proc.wait()
         reader.cancel()
@@ -137,7 +137,7 @@ async def supervise(launch: Launch, policy: SandboxPolicy, shown: str) -> tuple[
     _kill_group(proc.pid)
     try:
         await asyncio.wait_for(reader, timeout=DRAIN_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass  # a process outside the group still holds the pipe: its output is not waited for
     return exit_status(proc.returncode), capture
 

@@ -174,7 +174,8 @@ class SqliteLedger:
                 " started_at REAL NOT NULL, completed_at REAL)"
             )
             conn.execute(
-                "CREATE TABLE IF NOT EXISTS chains (workflow_id TEXT PRIMARY KEY, chain TEXT NOT NULL, claimed_at REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS chains"
+                " (workflow_id TEXT PRIMARY KEY, chain TEXT NOT NULL, claimed_at REAL NOT NULL)"
             )
 
     def _conn(self) -> sqlite3.Connection:
@@ -279,7 +280,8 @@ class SqliteLedger:
             existing: LedgerRecord = entry_record(row)
         else:
             inserted = conn.execute(
-                "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?) ON CONFLICT (workflow_id) DO NOTHING",
+                "INSERT INTO chains (workflow_id, chain, claimed_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (workflow_id) DO NOTHING",
                 (record.workflow_id, record.chain, record.claimed_at),
             ).rowcount
             row = conn.execute(
@@ -338,7 +340,8 @@ def entry_row(record: EntryRecord) -> tuple[Any, ...]:
 def import_outcome(record: LedgerRecord, existing: LedgerRecord, *, inserted: bool) -> ImportOutcome:
     if inserted:
         return ImportOutcome.COPIED
-    return ImportOutcome.PRESENT if record.same_as(existing) else ImportOutcome.CONFLICT  # type: ignore[arg-type]
+    same = record.same_as(existing)  # type: ignore[arg-type]  # `existing`: the stored record of its kind and name
+    return ImportOutcome.PRESENT if same else ImportOutcome.CONFLICT
 
 
 def _loads(text: str | None) -> dict[str, Any] | None:

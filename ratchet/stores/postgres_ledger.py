@@ -80,7 +80,7 @@ try:
     import psycopg
     import psycopg_pool
 except ImportError:  # the `postgres` extra is not installed: PostgresLedger(url) says so
-    psycopg = psycopg_pool = None  # type: ignore[assignment]
+    psycopg = psycopg_pool = None  # type: ignore[assignment]  # None stands for the missing modules
 
 __all__ = ["LedgerUnavailable", "PostgresLedger"]
 
@@ -136,7 +136,8 @@ def _one_line(exc: BaseException, url: str) -> str:
 
 def _password(url: str) -> str | None:
     try:
-        return psycopg.conninfo.conninfo_to_dict(url).get("password") or None
+        password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+        return str(password) if password else None
     except Exception:
         return None
 
@@ -346,7 +347,7 @@ class PostgresLedger:
 
         def import_rows(conn: Any) -> dict[tuple[type, str], tuple[bool, LedgerRecord]]:
             conn.execute("BEGIN")  # a failure before the end: the pool rolls back (or drops) the connection
-            found = {
+            found: dict[tuple[type, str], tuple[bool, LedgerRecord]] = {
                 (EntryRecord, key): (inserted, entry_record(row))
                 for key, inserted, row in _upsert(
                     conn,
@@ -455,7 +456,7 @@ def _configure(conn: Any) -> None:
 if psycopg is not None:
     _DEADLINE = "timeout" in inspect.signature(psycopg.Connection.wait).parameters  # psycopg 3.3 and later
 
-    class _DeadlineConnection(psycopg.Connection):  # type: ignore[misc]
+    class _DeadlineConnection(psycopg.Connection):
         """A connection whose every exchange with the server ends within CLIENT_DEADLINE_S: psycopg
         waits on the socket without a limit, and statement_timeout needs a server that still runs.
         Past the deadline psycopg raises an OperationalError; the ledger then closes the connection."""

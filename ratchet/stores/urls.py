@@ -1,11 +1,19 @@
 """The stores behind RATCHET_LEDGER_URL and RATCHET_ARTIFACT_URL: a URL's scheme picks the backend.
 
-| variable | URL | store |
-| --- | --- | --- |
-| RATCHET_LEDGER_URL | `sqlite:///rel/path`, `sqlite:////abs/path` | `SqliteLedger` (one host; SQLAlchemy's form: three slashes and a relative path, four and an absolute one) |
-| RATCHET_LEDGER_URL | `postgresql://user:password@host:port/db` (or `postgres://`) | `PostgresLedger` (many hosts; the `postgres` extra) |
-| RATCHET_ARTIFACT_URL | `file:///abs/dir`, `file:rel/dir` | `DirectoryArtifactStore` (RFC 8089: `file:///srv/x` is `/srv/x`) |
-| RATCHET_ARTIFACT_URL | `s3://bucket[/prefix]` | `S3ArtifactStore` (the `s3` extra; endpoint and credentials from AWS_*) |
+RATCHET_LEDGER_URL:
+- `sqlite:///rel/path`, `sqlite:////abs/path`: `SqliteLedger` (one host; SQLAlchemy's form: three
+  slashes and a relative path, four and an absolute one);
+- `postgresql://user:password@host:port/db` (or `postgres://`): `PostgresLedger` (many hosts; the
+  `postgres` extra).
+
+RATCHET_ARTIFACT_URL:
+- `file:///abs/dir`, `file:rel/dir`: `DirectoryArtifactStore` (RFC 8089: `file:///srv/x` is `/srv/x`);
+- `s3://bucket[/prefix]`: `ObjectArtifactStore` on S3 or an S3-compatible server (the `s3` extra;
+  endpoint and credentials from AWS_*);
+- `gs://bucket[/prefix]`: `ObjectArtifactStore` on Google Cloud Storage (the `gcs` extra;
+  credentials from GOOGLE_*);
+- `az://container[/prefix]`: `ObjectArtifactStore` on Azure Blob Storage (the `azure` extra;
+  account and credentials from AZURE_*).
 
 Unset, the URLs come from RATCHET_LEDGER_PATH and RATCHET_ARTIFACT_DIR (`Settings.ledger_store_url`,
 `Settings.artifact_store_url`), so a setup without them works as before. Paths are percent-decoded
@@ -32,7 +40,11 @@ __all__ = ["ARTIFACT_SETTING", "LEDGER_SETTING", "artifact_dir", "ledger_path", 
 LEDGER_SETTING = "RATCHET_LEDGER_URL"
 ARTIFACT_SETTING = "RATCHET_ARTIFACT_URL"
 LEDGER_FORMS = "sqlite:///RELATIVE/PATH, sqlite:////ABSOLUTE/PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
-ARTIFACT_FORMS = "file:///ABSOLUTE/DIR, file:RELATIVE/DIR or s3://BUCKET/PREFIX"
+ARTIFACT_FORMS = (
+    "file:///ABSOLUTE/DIR, file:RELATIVE/DIR, s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or az://CONTAINER[/PREFIX]"
+)
+OBJECT_STORE_EXTRAS = {"s3": "s3", "gs": "gcs", "az": "azure"}
+"""Artifact URL scheme -> the extra that installs its client (obstore for all three)."""
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
@@ -52,15 +64,16 @@ def open_ledger(url: str) -> Ledger:
 
 
 def open_artifacts(url: str) -> ArtifactStore:
-    """The artifact store at `url` (RATCHET_ARTIFACT_URL); an S3 store is checked with one request
-    before this returns. A bad URL raises `SettingsError` naming RATCHET_ARTIFACT_URL."""
+    """The artifact store at `url` (RATCHET_ARTIFACT_URL); an object store (S3, GCS, Azure) is
+    checked with one request before this returns. A bad URL raises `SettingsError` naming
+    RATCHET_ARTIFACT_URL."""
     scheme = _scheme(url, ARTIFACT_SETTING, ARTIFACT_FORMS)
     if scheme == "file":
         return DirectoryArtifactStore(artifact_dir(url))
-    if scheme == "s3":
-        backend = _backend(
-            url, ARTIFACT_SETTING, "an s3:// URL needs the S3 artifact store", "s3_artifacts", "S3ArtifactStore"
-        )
+    if scheme in OBJECT_STORE_EXTRAS:
+        extra = OBJECT_STORE_EXTRAS[scheme]
+        needs = f"a {scheme}:// URL needs `pip install 'ratchet-agents[{extra}]'` for the object artifact store"
+        backend = _backend(url, ARTIFACT_SETTING, needs, "object_artifacts", "ObjectArtifactStore")
         return backend.from_url(url)
     raise _bad(url, ARTIFACT_SETTING, f"unknown scheme {scheme!r}", ARTIFACT_FORMS)
 

@@ -345,9 +345,11 @@ def _events(message: Message) -> list[tuple[str, dict[str, Any]]]:
     start.update(content=[], stop_reason=None)
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(message.content):
-        if block.type == "text":
+        first: dict[str, Any]
+        if isinstance(block, TextBlock):
             first, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block.text}
         else:
+            assert isinstance(block, ToolUseBlock), "this server writes text and tool_use blocks only"
             first = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block.input)}
         events += [

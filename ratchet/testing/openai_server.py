@@ -3,7 +3,8 @@
 Serves scripted chat-completion replies, records every request and injects
 programmable or random faults. As strict as the real servers where they are strict: every
 historical tool call's `arguments` must parse as JSON (llama.cpp answers 500 "Failed to parse tool
-call arguments as JSON", vLLM 400), and a reply may say finish_reason "length". Standard library only; runs in its own thread.
+call arguments as JSON", vLLM 400), and a reply may say finish_reason "length". Standard library
+only; runs in its own thread.
 
 Reply forms (a "script" is a list of these)::
 
@@ -194,14 +195,20 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "ratchet-openai-test/1.0"
     sys_version = ""
 
+    @property
+    def owner(self) -> OpenAIServer:
+        server = self.server
+        assert isinstance(server, _HTTPServer)
+        return server.owner
+
     def do_GET(self) -> None:  # noqa: N802
-        self.server.owner._handle(self)  # type: ignore[attr-defined]
+        self.owner._handle(self)
 
     def do_POST(self) -> None:  # noqa: N802
-        self.server.owner._handle(self)  # type: ignore[attr-defined]
+        self.owner._handle(self)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        if self.server.owner.verbose:  # type: ignore[attr-defined]
+        if self.owner.verbose:
             super().log_message(format, *args)
 
     def read_json(self) -> Any:

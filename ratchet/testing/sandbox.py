@@ -169,7 +169,7 @@ class SandboxConformance:
 
     async def check_no_writes_outside(self) -> None:
         host_tmp = Path("/tmp") / f"{self.marker}.txt"
-        targets = [self.root / "outside.txt", self.other / "planted.txt", "../planted.txt", host_tmp]
+        targets: list[Path | str] = [self.root / "outside.txt", self.other / "planted.txt", "../planted.txt", host_tmp]
         try:
             await self.python(_write_each(targets))
             written = [

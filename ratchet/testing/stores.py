@@ -30,7 +30,8 @@ import random
 import time
 import traceback
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ratchet.contracts import ArtifactRef
 from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing, ArtifactStore, get_json, put_json
@@ -497,11 +498,12 @@ class LedgerConformance(_Suite):
         exported = {_record_name(r): r for r in self.open_ledger().export() if _record_name(r)[1].startswith(ns)}
         for record in records:
             back = exported.get(_record_name(record))
-            assert back is not None and record.same_as(back), f"{record} was exported as {back}"  # type: ignore[arg-type]
+            assert back is not None, f"{record} was exported as {back}"
+            assert record.same_as(back), f"{record} was exported as {back}"  # type: ignore[arg-type]  # of one kind
             assert _times(back) == _times(record), f"times of {record} came back as {_times(back)}"
         assert ledger.import_entries(records) == [present] * 4, "importing the same records again finds them all"
         assert ledger.import_entries(records, dry_run=True) == [present] * 4
-        different = [
+        different: list[LedgerRecord] = [
             EntryRecord(f"{ns}/1/model", EntryStatus.COMPLETED, None, {"reply": "another"}, 1, at, at + 1.5),
             EntryRecord(f"{ns}/2/call", EntryStatus.STARTED, value, None, 4, at + 2, None),
             ChainRecord(ns, "chain-2", at),

@@ -53,7 +53,7 @@ def _sent(message_id: int, to: str) -> ToolOutput:
 @tool(effect="compensable", timeout_s=5, max_attempts=20)
 async def outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput:
     """Queue a message in the outbox (the outbox itself does not deduplicate)."""
-    with open_tracker(ctx.settings, OUTBOX) as conn:
+    with open_tracker(None, OUTBOX) as conn:
         (message_id,) = conn.execute(
             "INSERT INTO outbox (idempotency_key, recipient, body) VALUES (?, ?, ?) RETURNING id",
             (ctx.key, args.to, args.body),
@@ -67,7 +67,7 @@ async def outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput:
 
 @reconcile_for("outbox_send")
 def reconcile_outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput | None:
-    with open_tracker(ctx.settings, OUTBOX) as conn:
+    with open_tracker(None, OUTBOX) as conn:
         row = conn.execute("SELECT id FROM outbox WHERE idempotency_key = ? ORDER BY id", (ctx.key,)).fetchone()
     return _sent(row[0], args.to) if row else None
 
@@ -76,7 +76,7 @@ def reconcile_outbox_send(ctx: ToolContext, args: SendArgs) -> ToolOutput | None
 def undo_outbox_send(ctx: ToolContext, args: SendArgs, undo: dict | None) -> str:
     """Withdraw the message (by the call's key: safe when the call never reported, or did nothing)."""
     forward_key = ctx.key.removesuffix("/undo")
-    with open_tracker(ctx.settings, OUTBOX) as conn:
+    with open_tracker(None, OUTBOX) as conn:
         deleted = conn.execute("DELETE FROM outbox WHERE idempotency_key = ?", (forward_key,)).rowcount
     return f"withdrew {deleted} message(s)"
 
