@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import anthropic
 import pytest
-from temporalio.client import WorkflowFailureError
+from ratchet.client import RunFailed
 from temporalio.exceptions import ApplicationError
 
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
@@ -17,7 +17,7 @@ from ratchet.core import budget
 from ratchet.models.anthropic import AnthropicProvider, AnthropicSettings
 from ratchet.models.provider import ModelCall
 from ratchet.worker.main import build_worker
-from tests.runs import start, state_of
+from tests.runs import start
 
 TOOLS = [ToolSchema(name="read_file", description="Read a file.", parameters={"type": "object", "properties": {"path": {"type": "string"}}})]
 
@@ -140,7 +140,7 @@ async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, an
     async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(client, settings, run)
         result = await handle.result()
-        state = await state_of(handle)
+        state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
     assert (settings.workspace_root / "calc" / "calc.py").read_text() == FIXED_CALC
     assert [c.id for c in state.checkpoints] == ["cp-1"] and state.rollbacks[0].clean
@@ -151,9 +151,9 @@ async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, an
 
 
 async def test_a_worker_without_the_key_fails_anthropic_runs_naming_the_variable(client, settings, worker):
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await (await start(client, settings, {"agent": "probe", "objective": "o", "model": {"provider": "anthropic"}})).result()
-    assert "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) on the worker" in str(failure.value.cause)
+    assert "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) on the worker" in failure.value.reason
 
 
 def test_cache_reads_and_writes_are_priced_apart():

@@ -8,9 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from ratchet.client import RatchetClient, RunFailed
 
-from ratchet.client import RatchetClient
 from ratchet.contracts import ModelChoice, Phase
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.worker.main import build_worker
@@ -42,7 +41,7 @@ async def test_a_failing_primary_falls_back_to_the_next_model_under_the_same_key
         page = await run.transcript()
     assert result.phase == Phase.DONE and result.answer == "from the fallback"
     assert len(openai_server.chat_requests(key=openai_key)) == 2
-    assert await activity_attempts(client.get_workflow_handle(run.workflow_id), "model.call") == [2, 1]  # the primary gave up at attempt 2
+    assert await activity_attempts(run, "model.call") == [2, 1]  # the primary gave up at attempt 2
     assert page.messages[-1].answered_by == "anthropic/claude-sonnet-4-5"
     [request] = anthropic_server.requests_of(anthropic_key)
     assert request.status == 200
@@ -54,14 +53,14 @@ async def test_a_non_retryable_error_of_the_primary_does_not_fall_through(
     openai_server.enqueue_faults([{"status": 400}], key=openai_key)
     async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(client, settings, {"agent": "fallback-probe", "objective": "o"})
-        with pytest.raises(WorkflowFailureError) as failure:
+        with pytest.raises(RunFailed) as failure:
             await handle.result()
-    assert "answered 400" in str(failure.value.cause)
+    assert "answered 400" in failure.value.reason
     assert anthropic_server.requests_of(anthropic_key) == []
 
 
 async def test_a_fallback_naming_an_unknown_provider_fails_the_run_naming_the_field(client, settings, worker):
     handle = await start(client, settings, {"agent": "bad-fallback", "objective": "o"})
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "profile 'bad-fallback': fallbacks.0.provider: unknown provider 'gemini'" in str(failure.value.cause)
+    assert "profile 'bad-fallback': fallbacks.0.provider: unknown provider 'gemini'" in failure.value.reason

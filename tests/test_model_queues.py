@@ -21,7 +21,7 @@ async def test_a_providers_calls_run_on_its_own_rate_limited_queue(client, setti
     async with build_worker(client, limited, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(client, limited, scripted("probe", [*script, {"content": "done"}]))
         assert (await handle.result()).phase == Phase.DONE
-    history = await handle.fetch_history()
+    history = await handle.history()
     scheduled = {
         e.event_id: e.activity_task_scheduled_event_attributes
         for e in history.events

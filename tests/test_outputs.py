@@ -10,13 +10,12 @@ from datetime import timedelta
 
 import pytest
 from pydantic import BaseModel
-from temporalio.client import WorkflowFailureError
+from ratchet.client import RatchetClient, RunFailed
 
-from ratchet.client import RatchetClient
 from ratchet.contracts import Phase
 from ratchet.core.outputs import FINAL_ANSWER, register_output_type
 from ratchet.worker.main import build_worker
-from tests.runs import scripted, start, state_of
+from tests.runs import scripted, start
 
 
 class TicketSummary(BaseModel):
@@ -54,10 +53,10 @@ async def test_a_scripted_answer_is_checked_sent_back_and_returned_as_the_model_
 async def test_answers_that_never_match_fail_the_run_at_the_bad_call_limit(client, settings, worker):
     script = [answer(verdict="maybe")] * 10
     handle = await start(client, settings, scripted("probe", script, output_schema=SCHEMA))
-    with pytest.raises(WorkflowFailureError) as failure:
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    assert "invalid tool calls or answers (limit 5); last: the final answer does not match" in str(failure.value.cause)
-    assert "verdict: 'maybe' is not one of ['pass', 'fail']" in str(failure.value.cause)
+    assert "invalid tool calls or answers (limit 5); last: the final answer does not match" in failure.value.reason
+    assert "verdict: 'maybe' is not one of ['pass', 'fail']" in failure.value.reason
 
 
 async def test_the_anthropic_provider_offers_a_final_answer_tool(client, settings, anthropic_server, anthropic_key):
@@ -90,7 +89,7 @@ async def test_a_bad_output_schema_fails_the_run_at_once_naming_the_field(client
     ]
     for schema, says in cases:
         handle = await start(client, settings, scripted("probe", [{"content": "x"}], output_schema=schema))
-        with pytest.raises(WorkflowFailureError) as failure:
+        with pytest.raises(RunFailed) as failure:
             await handle.result()
-        assert says in str(failure.value.cause), failure.value.cause
-    assert (await state_of(handle)).phase == Phase.FAILED
+        assert says in failure.value.reason, failure.value.reason
+    assert (await handle.state()).phase == Phase.FAILED

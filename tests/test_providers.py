@@ -8,7 +8,7 @@ import os
 from datetime import timedelta
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from ratchet.client import InvalidInput, RunFailed
 from temporalio.testing import ActivityEnvironment
 
 from ratchet.activities.prepare import RunPreparer
@@ -28,10 +28,15 @@ register_profile(AgentProfile(name="pinned-model", system_prompt="s", tools=[], 
 
 
 async def failure_of(client, settings, run: dict) -> str:
-    handle = await start(client, settings, run)
-    with pytest.raises(WorkflowFailureError) as failure:
+    """Why the run was refused: by the client at its start (the contract's own checks), else by the
+    worker when the run was planned."""
+    try:
+        handle = await start(client, settings, run)
+    except InvalidInput as refused:
+        return str(refused)
+    with pytest.raises(RunFailed) as failure:
         await handle.result()
-    return str(failure.value.cause)
+    return failure.value.reason
 
 
 async def test_a_profile_names_its_provider_and_model_and_a_run_overrides_the_model(

@@ -192,7 +192,7 @@ class AnthropicServer:
 
     def start(self) -> AnthropicServer:
         self._httpd = _HTTPServer((self.host, self.port), _Handler)
-        self._httpd.owner = self  # type: ignore[attr-defined]
+        self._httpd.owner = self
         self.port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
@@ -374,6 +374,7 @@ def _events(message: Message) -> list[tuple[str, dict[str, Any]]]:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    owner: AnthropicServer
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)  # skip the slow getfqdn()
@@ -402,7 +403,9 @@ class _Handler(BaseHTTPRequestHandler):
                 parsed = json.loads(raw)
             except ValueError:
                 parsed = None
-            status, out, body = self.server.owner.handle(headers, parsed)  # type: ignore[attr-defined]
+            server = self.server
+            assert isinstance(server, _HTTPServer)
+            status, out, body = server.owner.handle(headers, parsed)
         if isinstance(body, list):
             self._stream(out, body)
             return
