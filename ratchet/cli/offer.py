@@ -52,9 +52,7 @@ def profiles(args: argparse.Namespace) -> int:
                 "verifier": " ".join(profile.verifier.argv) if profile.verifier else None,
                 "budget": profile.budget.model_dump(exclude_none=True),
                 "failure_policy": str(profile.failure_policy),
-                "model": "/".join(
-                    filter(None, [profile.provider or "RATCHET_PROVIDER", profile.model or "its default"])
-                ),
+                "model": f"{profile.provider or 'RATCHET_PROVIDER'}/{profile.model or 'its default model'}",
                 "fallbacks": [f"{c.provider}/{c.model or 'its default'}" for c in profile.fallbacks],
                 "output_schema": profile.output_schema
                 if isinstance(profile.output_schema, str)
