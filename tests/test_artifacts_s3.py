@@ -230,7 +230,7 @@ def test_a_bucket_gone_after_start_is_named(s3: SeaweedS3):
 
 def test_from_url_wrong_secret_key(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
-    _from_url_fails(_url(s3, "p"), "rejected the credentials (SignatureDoesNotMatch)", "AWS_SECRET_ACCESS_KEY")
+    _from_url_fails(_url(s3, "p"), "rejected the credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (SignatureDoesNotMatch)")
 
 
 def test_from_url_unknown_access_key(s3: SeaweedS3, monkeypatch: pytest.MonkeyPatch):
