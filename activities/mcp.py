@@ -32,7 +32,16 @@ from temporalio.exceptions import ApplicationError
 from . import caller
 from .heartbeat import INTERVAL_S, heartbeating
 from .tools import INLINE_OUTPUT_CHARS, assumed_done, offload, person_decision
-from ratchet.contracts import ArtifactRef, EffectClass, ErrorType, ToolInvocation, ToolResult, ToolSpec, UndoInvocation
+from ratchet.contracts import (
+    ArtifactRef,
+    EffectClass,
+    ErrorType,
+    ToolInvocation,
+    ToolResult,
+    ToolSchema,
+    ToolSpec,
+    UndoInvocation,
+)
 from ratchet.core.keys import call_key, undo_key
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
 from ratchet.core.tools import runs_locally
@@ -56,7 +65,7 @@ class PinnedTools:
     """A run's MCP tools as its plan holds them: specs, the model's schemas, the catalog's digest."""
 
     specs: list[ToolSpec] = field(default_factory=list)
-    schemas: list[dict[str, Any]] = field(default_factory=list)
+    schemas: list[ToolSchema] = field(default_factory=list)
     ref: str | None = None
 
 
@@ -133,7 +142,7 @@ class McpActivities:
             spec.local = local_ok and server.local and runs_locally(spec)
             specs.append(spec)
         ref = put_json(self.artifacts, McpCatalog(tools=tools).model_dump(mode="json", exclude_defaults=True))
-        return PinnedTools(specs=specs, schemas=[t.openai_schema() for t in tools], ref=ref.digest)
+        return PinnedTools(specs=specs, schemas=[t.tool_schema() for t in tools], ref=ref.digest)
 
     # --- calls ------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections import OrderedDict
 
@@ -26,7 +27,7 @@ from . import caller
 from .heartbeat import heartbeating
 from .streaming import reply_stream
 from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
-from ratchet.core import budget, keys
+from ratchet.core import budget, keys, outputs
 from ratchet.models.provider import Completion, Deltas, ModelCall, ModelProvider, ProviderRegistry
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
@@ -59,11 +60,12 @@ class ModelActivities:
             return reply
         assert config is not None and base is not None
         self._remember(req, config, base)
-        note_model_settings(config.settings)
-        provider = self._provider(config)
+        settings = config.settings if req.choice == 0 else config.fallbacks[req.choice - 1]
+        note_model_settings(settings)
+        provider = self._provider(settings)
         async with heartbeating(), reply_stream(req.step, config.settings.stream) as deltas:
-            done, added = await self._call(req, key, config, provider, base, deltas)
-        reply, extended = await asyncio.to_thread(self._finish, key, req, config, base, done, added)
+            done, added = await self._call(req, key, config, settings, provider, base, deltas)
+        reply, extended = await asyncio.to_thread(self._finish, key, req, config, settings, base, done, added)
         self.transcripts.put(reply.transcript, extended, owner=_owner())
         return reply
 
@@ -109,6 +111,7 @@ class ModelActivities:
         req: ModelRequest,
         key: str,
         config: ModelCallConfig,
+        settings: ModelSettings,
         provider: ModelProvider,
         base: Conversation,
         deltas: Deltas | None,
@@ -122,21 +125,27 @@ class ModelActivities:
         done = await provider.complete(
             ModelCall(
                 key=key,
-                settings=_within_budget(req, config, messages),
+                settings=_within_budget(req, config, settings, messages),
                 tools=config.tools,
+                output=config.output,
                 messages=messages,
                 turn=base.turns + _turns(new),
                 step=req.step,
                 deltas=deltas,
             )
         )
-        return done, new + [done.message]
+        message = done.message
+        if req.choice:  # the transcript says which model answered the turn
+            message = message.model_copy(update={"answered_by": f"{settings.provider}/{done.model or settings.model}"})
+        done = dataclasses.replace(done, message=message)
+        return done, new + [message]
 
     def _finish(
         self,
         key: str,
         req: ModelRequest,
         config: ModelCallConfig,
+        settings: ModelSettings,
         base: Conversation,
         done: Completion,
         added: list[Message],
@@ -150,17 +159,19 @@ class ModelActivities:
             usage=done.usage,
             transcript=ref.digest,
             finish_reason=None if done.finish_reason in (None, natural) else done.finish_reason,
-            model="" if done.model in ("", config.settings.model) else done.model,
+            model="" if done.model in ("", settings.model) else done.model,
         )
+        if config.output is not None and not done.message.tool_calls and done.finish_reason != "length":
+            reply.output, reply.output_error = outputs.check(config.output, done.message.content)
         if self.ledger is not None:
             self.ledger.complete(key, reply.model_dump(mode="json"))
         return reply, base.extended(added, ref.digest, ref.size or 0, config.settings.context_messages)
 
-    def _provider(self, config: ModelCallConfig) -> ModelProvider:
-        provider = self.providers.get(config.settings.provider)
+    def _provider(self, settings: ModelSettings) -> ModelProvider:
+        provider = self.providers.get(settings.provider)
         if provider is None:  # planned on a worker with other providers: another worker may have it
             raise ApplicationError(
-                f"model provider {config.settings.provider!r} is not registered on this worker "
+                f"model provider {settings.provider!r} is not registered on this worker "
                 f"(it has: {', '.join(sorted(self.providers.providers)) or 'none'})",
                 type=ErrorType.INVALID_PROFILE,
             )
@@ -189,22 +200,24 @@ def cut(text: str, limit: int | None, ref: ArtifactRef) -> str:
     return text[:head] + note + text[-tail:]
 
 
-def _within_budget(req: ModelRequest, config: ModelCallConfig, messages: list[Message]) -> ModelSettings:
+def _within_budget(
+    req: ModelRequest, config: ModelCallConfig, settings: ModelSettings, messages: list[Message]
+) -> ModelSettings:
     """The run's settings with the output capped at what is left of its budget; a call whose
     prompt alone would not fit is refused (non-retryable `BudgetExhausted`: the run ends
     BUDGET_EXHAUSTED without paying for it)."""
     if req.max_tokens is None and req.max_cost_usd is None:
-        return config.settings
-    chars = len(json.dumps(config.tools)) + sum(
+        return settings
+    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in config.tools) + sum(
         len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages
     )
     prompt = budget.prompt_estimate(chars, len(messages))
-    cap = budget.output_cap(req.max_tokens, req.max_cost_usd, prompt, config.settings)
+    cap = budget.output_cap(req.max_tokens, req.max_cost_usd, prompt, settings)
     if isinstance(cap, str):
         raise ApplicationError(cap, type=ErrorType.BUDGET_EXHAUSTED, non_retryable=True)
-    if cap == config.settings.max_output_tokens:
-        return config.settings
-    return config.settings.model_copy(update={"max_output_tokens": cap})
+    if cap == settings.max_output_tokens:
+        return settings
+    return settings.model_copy(update={"max_output_tokens": cap})
 
 
 def _turns(messages: list[Message]) -> int:

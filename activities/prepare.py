@@ -6,7 +6,6 @@ import asyncio
 
 import hashlib
 
-from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -23,16 +22,18 @@ from ratchet.contracts import (
     Budget,
     ErrorType,
     ModelCallConfig,
+    ModelChoice,
     ModelSettings,
+    OutputSpec,
     PlanRun,
     PrepareRun,
     RunPlan,
-    ScriptedReply,
     ToolSpec,
-    problems,
 )
+from ratchet.core import outputs
+from ratchet.core.outputs import OutputTypes, default_output_types
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
-from ratchet.models.provider import ProviderRegistry
+from ratchet.models.provider import PlanContext, ProviderOptionsError, ProviderRegistry
 from ratchet.ops.settings import Settings
 from ratchet.core.tools import Tool, ToolError, ToolRegistry, runs_locally
 
@@ -48,7 +49,10 @@ class RunPreparer:
         ledger: Ledger | None = None,
         mcp: McpActivities | None = None,
         client: Client | None = None,
+        output_types: OutputTypes = default_output_types,
     ) -> None:
+        self.output_types = output_types
+        """The pydantic models a run's or profile's `output_schema` may name."""
         self.client = client
         self.mcp = mcp
         """Lists the MCP servers a profile uses (ratchet/mcp); None: this worker has none."""
@@ -125,6 +129,7 @@ class RunPreparer:
             )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
+        fallbacks = [self._fallback(profile, req, model, i, choice) for i, choice in enumerate(profile.fallbacks)]
         if self.ledger is not None and req.chain:
             previous = self.ledger.claim(req.workflow_id, req.chain)
             if previous is not None:
@@ -135,11 +140,17 @@ class RunPreparer:
                 )
         local_ok = self._local_tools
         mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
-        call = ModelCallConfig(settings=model, tools=[t.openai_schema() for t in tools] + mcp.schemas)
+        call = ModelCallConfig(
+            settings=model,
+            tools=[t.tool_schema() for t in tools] + mcp.schemas,
+            output=self._output(profile, req),
+            fallbacks=fallbacks,
+        )
         return RunPlan(
             agent=profile.name,
             system_prompt=profile.system_prompt,
             model=model,
+            fallbacks=fallbacks,
             tools=[_spec(t, local_ok) for t in tools] + mcp.specs,
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             mcp_ref=mcp.ref,
@@ -157,9 +168,23 @@ class RunPreparer:
         return self.settings.local_tools and self.settings.max_cached_workflows > 0
 
     def _model_settings(self, profile: AgentProfile, req: PrepareRun) -> ModelSettings:
+        """The run's provider and model (the run's, else the profile's, else the worker's default
+        provider and that provider's default model), the provider's options resolved by it."""
         override = req.run.model
+        named = profile.provider or self.settings.provider
+        name = override.provider if override is not None and override.provider else named
+        provider = self.providers.get(name)
+        if provider is None:
+            known = ", ".join(sorted(self.providers.providers))
+            where = (
+                "model.provider"
+                if name != named
+                else ("profile's provider" if profile.provider else "RATCHET_PROVIDER")
+            )
+            raise _invalid(f"model: unknown provider {name!r} ({where}); this worker has: {known}")
         settings = ModelSettings(
-            model=profile.model or self.settings.model,
+            provider=name,
+            model=(profile.model if name == named else None) or provider.default_model,
             timeout_s=profile.model_timeout_s or self.settings.model_timeout_s,
             max_attempts=profile.model_max_attempts or self.settings.model_max_attempts,
             temperature=profile.temperature,
@@ -168,59 +193,99 @@ class RunPreparer:
             stream=profile.stream,
             usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
             usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
+            usd_per_1k_cache_read_tokens=profile.usd_per_1k_cache_read_tokens,
+            usd_per_1k_cache_write_tokens=profile.usd_per_1k_cache_write_tokens,
         )
+        options: dict = {}
         if override is not None:
-            changes = override.model_dump(exclude_none=True, exclude={"script", "script_file"})
-            settings = settings.model_copy(update=changes)
-            script = override.script or (self._script_file(req, override.script_file) if override.script_file else None)
-            if script:
-                settings.provider = "scripted"
-                settings.script_ref = put_json(self.artifacts, [r.model_dump(exclude_none=True) for r in script])
-        provider = self.providers.get(settings.provider)
-        problem = (
-            f"unknown provider {settings.provider!r}; this worker has: {', '.join(sorted(self.providers.providers))}"
-            if provider is None
-            else provider.unavailable(settings)
+            options = override.options or {}
+            settings = settings.model_copy(
+                update=override.model_dump(exclude_none=True, exclude={"provider", "options"})
+            )
+        context = PlanContext(
+            artifacts=self.artifacts, read_workspace_file=lambda path, limit: self._read(req, path, limit)
         )
+        try:
+            settings = provider.plan(settings, options, context)
+        except ProviderOptionsError as exc:
+            raise _invalid(f"model.options.{exc}" if exc.option else f"model.options: {exc}") from None
+        problem = provider.unavailable(settings)
         if problem is not None:
-            raise ApplicationError(f"model: {problem}", type=ErrorType.INVALID_INPUT, non_retryable=True)
-        return settings
+            raise _invalid(f"model: {problem}")
+        return settings.model_copy(update={"task_queue": self.settings.model_task_queue(name)})
 
-    def _script_file(self, req: PrepareRun, relative: str) -> list[ScriptedReply]:
-        """A scripted model's replies from a JSON file in the run's workspace (a long script need
-        not travel in the run input: the plan names it by digest)."""
+    def _fallback(
+        self, profile: AgentProfile, req: PrepareRun, primary: ModelSettings, index: int, choice: ModelChoice
+    ) -> ModelSettings:
+        """A fallback's settings: the run's, with its provider, model, options and prices."""
+        where = f"profile {profile.name!r}: fallbacks.{index}"
+        provider = self.providers.get(choice.provider)
+        if provider is None:
+            known = ", ".join(sorted(self.providers.providers))
+            raise _invalid(f"{where}.provider: unknown provider {choice.provider!r}; this worker has: {known}")
+        prices = {
+            name: getattr(choice, name)
+            for name in ("usd_per_1k_prompt_tokens", "usd_per_1k_completion_tokens")
+            if getattr(choice, name) is not None
+        }
+        settings = primary.model_copy(
+            update={
+                "provider": choice.provider,
+                "model": choice.model or provider.default_model,
+                "options": {},
+                **prices,
+            }
+        )
+        context = PlanContext(
+            artifacts=self.artifacts, read_workspace_file=lambda path, limit: self._read(req, path, limit)
+        )
+        try:
+            settings = provider.plan(settings, choice.options, context)
+        except ProviderOptionsError as exc:
+            raise _invalid(f"{where}.options.{exc}" if exc.option else f"{where}.options: {exc}") from None
+        problem = provider.unavailable(settings)
+        if problem is not None:
+            raise _invalid(f"{where}: {problem}")
+        return settings.model_copy(update={"task_queue": self.settings.model_task_queue(choice.provider)})
 
-        def invalid(why: str) -> ApplicationError:
-            return ApplicationError(f"model.script_file: {why}", type=ErrorType.INVALID_INPUT, non_retryable=True)
+    def _output(self, profile: AgentProfile, req: PrepareRun) -> OutputSpec | None:
+        """The run's output schema (the run's, else the profile's), resolved and checked."""
+        given, field = (
+            (req.run.output_schema, "output_schema")
+            if req.run.output_schema is not None
+            else (
+                profile.output_schema,
+                f"profile {profile.name!r}: output_schema",
+            )
+        )
+        if given is None:
+            return None
+        try:
+            return outputs.resolve(given, self.output_types)
+        except ValueError as exc:
+            kind = ErrorType.INVALID_INPUT if field == "output_schema" else ErrorType.INVALID_PROFILE
+            raise ApplicationError(f"{field}: {exc}", type=kind, non_retryable=True) from None
 
+    def _read(self, req: PrepareRun, relative: str, limit: int) -> str:
+        """A file in the run's workspace, for a provider's options (the scripted provider's script_file)."""
         try:
             workspace = open_workspace(
                 self.settings.workspace_root, req.run.workspace or _workspace_from_id(req.workflow_id)
             )
             path = confine(workspace, relative)
-            if path.stat().st_size > MAX_SCRIPT_FILE_BYTES:
-                raise invalid(f"{relative!r} is over {MAX_SCRIPT_FILE_BYTES:,} bytes")
-            text = path.read_text(encoding="utf-8")
+            if path.stat().st_size > limit:
+                raise ProviderOptionsError(None, f"{relative!r} is over {limit:,} bytes")
+            return path.read_text(encoding="utf-8")
         except ToolError as err:
-            raise invalid(str(err)) from None
+            raise ProviderOptionsError(None, str(err)) from None
         except FileNotFoundError:
-            raise invalid(f"{relative!r} is not in the run's workspace") from None
+            raise ProviderOptionsError(None, f"{relative!r} is not in the run's workspace") from None
         except (OSError, UnicodeDecodeError) as err:
-            raise invalid(f"cannot read {relative!r}: {err}") from None
-        try:
-            script = _SCRIPT.validate_json(text)
-        except ValidationError as err:
-            [first] = problems(err, "the file", limit=1)
-            raise invalid(f"{relative!r} is not a list of scripted replies: at {first}") from None
-        if not script or len(script) > MAX_SCRIPT_REPLIES:
-            raise invalid(f"{relative!r} has {len(script)} replies; give 1 to {MAX_SCRIPT_REPLIES:,}")
-        return script
+            raise ProviderOptionsError(None, f"cannot read {relative!r}: {err}") from None
 
 
-_SCRIPT = TypeAdapter(list[ScriptedReply])
-MAX_SCRIPT_REPLIES = 100_000
-"""As for an inline `model.script`."""
-MAX_SCRIPT_FILE_BYTES = 64 * 1024 * 1024
+def _invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)
 
 
 def _spec(tool: Tool, local_ok: bool) -> ToolSpec:

@@ -5,8 +5,10 @@ Sections, in order: steps (step and history cost), components, scaleout (the Pos
 artifacts against SQLite and a directory; starts both servers), sandbox (a run_command step in the
 nsjail sandbox against RATCHET_SANDBOX=off), mcp (a tool call on a lean stdio MCP server and on the SDK's
 `MCPServer` against the same `@tool`), stream (model calls streamed against not, same worker; the
-delay from a delta's send to a subscriber and to an SSE client, 20 runs at once), throughput, sweep, cached, long (long run + replay),
-profile (py-spy), micro (model.call in-process). A dev server of its own is
+delay from a delta's send to a subscriber and to an SSE client, 20 runs at once), throughput, sweep, cached,
+long (long run + replay), profile (py-spy), micro (model.call in-process), providers (the anthropic provider
+against the openai one, prompt caching on against off, in-process against the local strict servers). A dev
+server of its own is
 started in a temporary directory and stopped at the end.
 """
 
@@ -28,12 +30,13 @@ from typing import Any
 
 import temporalio
 
-from bench import longrun, mcp_calls, micro, profiling, sandbox, scale, scaleout, steps, streaming
+from bench import longrun, mcp_calls, micro, profiling, providers, sandbox, scale, scaleout, steps, streaming
 from bench.harness import SERVER_CONFIG, REPO, connect_env, machine_load
 from bench.progress import Progress
 from bench.report import compute_figures, fmt, markdown
 
-SECTIONS = ("steps", "components", "scaleout", "sandbox", "mcp", "stream", "throughput", "sweep", "cached", "long", "profile", "micro")
+SECTIONS = ("steps", "components", "scaleout", "sandbox", "mcp", "stream", "throughput", "sweep", "cached", "long",
+            "profile", "micro", "providers")
 FULL = dict(
     variants=["floor", "ratchet", "regular", "workspace", "workspace_write", "workspace_2hosts"], steps=[5, 20, 50],
     reps=3, warm_runs=2,
@@ -42,14 +45,14 @@ FULL = dict(
     sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20),
     throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
-    profile=(25, 4),
+    profile=(25, 4), providers=(20, 3),
 )
 QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify"],
     component_steps=10, component_reps=1, scaleout_steps=10, scaleout_reps=1, scaleout_concurrent=(10, 5),
     sandbox=(10, 2, 3), mcp=(30, 1), stream=(10, 1, 20),
     throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
-    headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2),
+    headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2), providers=(20, 1),
 )
 
 
@@ -59,7 +62,7 @@ def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
         "components": len(cfg["component_variants"]) * cfg["component_reps"],
         "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1, "stream": 2 * cfg["stream"][1] + 1,
         "throughput": len(scale.THROUGHPUT_VARIANTS) * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
-        "profile": 2, "micro": 1,
+        "profile": 2, "micro": 1, "providers": 1,
     }
     return sum(n for section, n in units.items() if section in only)
 
@@ -123,6 +126,10 @@ async def run(cfg: dict[str, Any], args: argparse.Namespace, only: set[str]) -> 
     if "micro" in only:
         progress.begin("micro: model.call in-process by transcript length")
         results["micro"] = await micro.model_call_costs()
+        progress.end("done")
+    if "providers" in only:
+        progress.begin("providers: anthropic against openai, caching on against off")
+        results["providers"] = await providers.provider_costs(*cfg["providers"])
         progress.end("done")
     results["meta"]["load_end"] = machine_load()
     results["meta"]["duration_s"] = time.monotonic() - began

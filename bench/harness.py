@@ -200,7 +200,7 @@ def workflow_input(variant: Variant, steps: int, root: Path) -> Any:
         return steps
     return {
         "agent": variant.profile, "objective": f"bench {steps} steps", "workspace": "bench",
-        "model": {"script_file": script_file(root, steps, variant.tool)},
+        "model": {"provider": "scripted", "options": {"script_file": script_file(root, steps, variant.tool)}},
         "budget": {"max_steps": steps + 1},
     }
 

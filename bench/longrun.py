@@ -29,7 +29,7 @@ RATCHET = VARIANTS["ratchet"]
 
 def long_input(env: Env, profile: str, steps: int) -> dict[str, Any]:
     return {"agent": profile, "objective": f"long run of {steps} steps", "workspace": "bench",
-            "model": {"script_file": script_file(env.root, steps)}, "budget": {"max_steps": steps + 1}}
+            "model": {"provider": "scripted", "options": {"script_file": script_file(env.root, steps)}}, "budget": {"max_steps": steps + 1}}
 
 
 async def record(env: Env, worker_queue: str, profile: str, steps: int) -> RunHandle:

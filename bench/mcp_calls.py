@@ -62,7 +62,7 @@ def run_input(root: Path, steps: int) -> dict[str, Any]:
         calls = [{"tool_calls": [{"name": names[i % len(names)], "arguments": {"text": str(i)}}]} for i in range(steps)]
         path.write_text(json.dumps([*calls, {"content": "done"}]))
     return {"agent": PROFILE, "objective": f"bench {steps} calls", "workspace": "bench",
-            "model": {"script_file": name}, "budget": {"max_steps": steps + 1}}
+            "model": {"provider": "scripted", "options": {"script_file": name}}, "budget": {"max_steps": steps + 1}}
 
 
 def call_ms(history: WorkflowHistory) -> dict[str, list[float]]:

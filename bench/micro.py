@@ -69,7 +69,10 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
     for steps in lengths:
         digest, base = _transcript(store, steps)
         script_ref = put_json(store, script(steps + 1))
-        config = ModelCallConfig(settings=ModelSettings(provider="scripted", script_ref=script_ref, stream=False), tools=[])  # no run to stream to
+        settings = ModelSettings(  # no run to stream to
+            provider="scripted", model="scripted", options={"script_ref": script_ref.model_dump()}, stream=False
+        )
+        config = ModelCallConfig(settings=settings, tools=[])
         call_ref = put_json(store, config.model_dump(mode="json")).digest
         new = [Message(role="tool", tool_call_id="x", content="echo")]
         calls = []

@@ -64,6 +64,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(mcp_figures(results["mcp"]))
     if results.get("stream"):
         figures.update(stream_figures(results["stream"]))
+    if results.get("providers"):
+        figures.update({k: v for k, v in results["providers"].items() if k.endswith(("_ratio", "_ms", "_per_step_cached", "_per_step_uncached"))})
     pair = results.get("throughput") or []
     floor = [c["steps_per_s"] for c in pair if c["variant"] == "floor"]
     ratchet = [c["steps_per_s"] for c in pair if c["variant"] == "ratchet"]
@@ -183,7 +185,7 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
         out += ["## Streaming", "", "Model calls streamed to the run's stream against not, runs alternating in one worker; "
                 "the scripted provider writes at a fixed rate either way (bench/streaming.py).", "",
                 *_table(*stream_rows(results["stream"])), ""]
-    out += _scaleout_section(results) + _scale_section(results) + _long_section(results) + _profile_section(results) + _micro_section(results)
+    out += _scaleout_section(results) + _scale_section(results) + _long_section(results) + _profile_section(results) + _micro_section(results) + _providers_section(results)
     out += ["## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(out)
 
@@ -282,3 +284,16 @@ def _micro_section(results: dict[str, Any]) -> list[str]:
     return ["## model.call in-process, by transcript length", "",
             "Median ms per call on the worker's event loop (scripted provider, no server).", "",
             *_table(keys, [[r[k] for k in keys] for r in rows]), "", f"One fsync of a small file: {fsync:.2f} ms.", ""]
+
+
+def _providers_section(results: dict[str, Any]) -> list[str]:
+    p = results.get("providers")
+    if not p:
+        return []
+    return ["## Model providers (in-process, local strict servers)", "",
+            f"Provider CPU per step over the same {p['steps']}-step conversation (the event loop thread's time in "
+            f"`complete()`: render, the SDK, parse): openai {p['openai_step_cpu_ms']:.2f} ms, anthropic "
+            f"{p['anthropic_step_cpu_ms']:.2f} ms, ratio {p['anthropic_openai_cpu_ratio']:.2f} (target at most 1.1).", "",
+            f"Prompt tokens billed per step over {p['steps']} steps, cache reads at 0.1 and writes at 1.25 of an input "
+            f"token: caching on {p['billed_prompt_tokens_per_step_cached']:.0f}, off "
+            f"{p['billed_prompt_tokens_per_step_uncached']:.0f}, ratio {p['cache_billed_prompt_ratio']:.2f}.", ""]

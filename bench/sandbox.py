@@ -52,7 +52,7 @@ def run_input(root: Path, steps: int) -> dict[str, Any]:
         calls = [{"tool_calls": [{"name": "run_command", "arguments": {"argv": COMMAND}}]} for _ in range(steps)]
         path.write_text(json.dumps([*calls, {"content": "done"}]))
     return {"agent": PROFILE, "objective": f"bench {steps} commands", "workspace": "bench",
-            "model": {"script_file": name}, "budget": {"max_steps": steps + 1}}
+            "model": {"provider": "scripted", "options": {"script_file": name}}, "budget": {"max_steps": steps + 1}}
 
 
 async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple[float, RunHandle]:

@@ -110,7 +110,7 @@ async def cached_runs(
         await timed_run(env, variant, 2, worker.queue)
         idle = worker.stats()
         run_input = {"agent": "bench", "objective": "wait", "workspace": "bench",
-                     "model": {"provider": "scripted", "script": WAIT_SCRIPT}}
+                     "model": {"provider": "scripted", "options": {"script": WAIT_SCRIPT}}}
         handles = await _gather_limited([start_run(env, variant, 0, worker.queue, run_input) for _ in range(runs)])
         waiting, deadline = list(handles), time.monotonic() + timeout_s
         while waiting and time.monotonic() < deadline:

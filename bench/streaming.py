@@ -23,7 +23,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench.harness import REPO, Env, Variant, machine_load, read_proc
+from bench.harness import REPO, Env, Variant, machine_load
 from bench.history import analyze, percentile
 from bench.progress import Progress
 from devtools.workers import WorkerProcess
@@ -45,7 +45,7 @@ def run_input(root: Path, steps: int, stream: bool) -> dict[str, Any]:
                  for i in range(steps)]
         path.write_text(json.dumps([*calls, {"content": text}]))
     return {"agent": "bench", "objective": f"bench {steps} streamed steps", "workspace": "bench",
-            "model": {"script_file": name, "stream": stream}, "budget": {"max_steps": steps + 1}}
+            "model": {"provider": "scripted", "options": {"script_file": name}, "stream": stream}, "budget": {"max_steps": steps + 1}}
 
 
 async def one_run(env: Env, queue: str, steps: int, stream: bool) -> Any:

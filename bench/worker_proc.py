@@ -43,9 +43,9 @@ async def ratchet_worker(address: str, queue: str, root: Path):
         ledger_path=root / "ledger.sqlite3",
         search_attributes=os.environ.get("BENCH_SEARCH_ATTRIBUTES", "1") == "1",
         local_tools=os.environ.get("BENCH_LOCAL_TOOLS", "1") == "1",
-        scripted_chars_per_s=float(os.environ.get("BENCH_SCRIPTED_CHARS_PER_S", "0")),
     )
     os.environ["RATCHET_TRACKER_PATH"] = str(root / "tracker.sqlite3")  # the example tracker's own setting
+    os.environ["RATCHET_SCRIPTED_CHARS_PER_S"] = os.environ.get("BENCH_SCRIPTED_CHARS_PER_S", "0")  # the provider's own
     configure_logging(settings)
     load_plugins(settings)
     if os.environ.get(COUNT_ENV) != "1":

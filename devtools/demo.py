@@ -20,6 +20,7 @@ from devtools.devserver import DevServer, free_port, temporal_binary
 from devtools.workers import stop_worker
 from ratchet.client import NotStartedYet, RatchetClient
 from ratchet.contracts import AGENT_WORKFLOW, AgentState
+from ratchet.models.builtin import provider_settings
 from ratchet.ops.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,14 +48,21 @@ def demo_input(workspace: str, real_model: bool) -> dict:
         "workspace": workspace,
     }
     if not real_model:
-        run["model"] = {"provider": "scripted", "script": demo_script()}
+        run["model"] = {"provider": "scripted", "options": {"script": demo_script()}}
     return run
+
+
+def endpoint_configured() -> bool:
+    """Whether the worker's default provider (RATCHET_PROVIDER) has a key or endpoint: then the demo
+    uses it instead of the scripted provider."""
+    found = provider_settings().get(load_settings().provider)
+    return bool(found is not None and found.configured)
 
 
 def main() -> int:
     state_dir = Path(os.environ.get("RATCHET_DEMO_DIR") or ROOT / ".ratchet" / "demo")
     state_dir.mkdir(parents=True, exist_ok=True)
-    real_model = load_settings().model_endpoint_configured
+    real_model = endpoint_configured()
     server = DevServer(db_file=state_dir / "temporal.db", ui_port=free_port(), log_file=state_dir / "server.log")
     worker: subprocess.Popen | None = None
     print("starting the Temporal dev server ...", flush=True)
@@ -93,7 +101,7 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
     print(f"\n$ temporal workflow start --type AgentWorkflow --task-queue ratchet --workflow-id {workflow_id} "
           f"--input '{shown}'", flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    print(f"model: {'your endpoint' if real_model else 'scripted provider (set OPENAI_API_KEY for a real model)'}\n")
+    print(f"model: {'your endpoint' if real_model else 'scripted provider (set OPENAI_API_KEY, or RATCHET_PROVIDER=anthropic and ANTHROPIC_API_KEY, for a real model)'}\n")
     final = asyncio.run(_follow(server.address, workflow_id))
     print(f"\nphase: {final.phase}   steps: {final.step}   tokens: "
           f"{final.used.prompt_tokens + final.used.completion_tokens}")

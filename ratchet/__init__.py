@@ -33,9 +33,11 @@ _EXPORTS = {
     "undo_record": "ratchet.core.tools",
     "AgentProfile": "ratchet.core.profiles",
     "register_profile": "ratchet.core.profiles",
+    "register_output_type": "ratchet.core.outputs",
     "RatchetPlugin": "ratchet.plugin",
     "RatchetOptions": "ratchet.plugin",
     "AgentRun": "ratchet.contracts",
+    "ModelChoice": "ratchet.contracts",
     "AgentResult": "ratchet.contracts",
     "AgentState": "ratchet.contracts",
     "RatchetClient": "ratchet.client",
@@ -50,6 +52,7 @@ __all__ = [
     "AgentRun",
     "AgentState",
     "FatalToolError",
+    "ModelChoice",
     "NotStarted",
     "RatchetClient",
     "RatchetOptions",
@@ -59,6 +62,7 @@ __all__ = [
     "ToolError",
     "reconcile_for",
     "register_profile",
+    "register_output_type",
     "tool",
     "undo_for",
     "undo_record",
@@ -67,7 +71,8 @@ assert sorted(__all__) == sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from ratchet.client import RatchetClient, RunHandle
-    from ratchet.contracts import AgentResult, AgentRun, AgentState
+    from ratchet.contracts import AgentResult, AgentRun, AgentState, ModelChoice
+    from ratchet.core.outputs import register_output_type
     from ratchet.core.profiles import AgentProfile, register_profile
     from ratchet.core.tools import (
         FatalToolError,

@@ -55,7 +55,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
-from ratchet.contracts.activities import VERIFY
+from ratchet.contracts.activities import MODEL_CALL, VERIFY
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.mcp import McpActivities
 from ratchet.activities.prepare import RunPreparer
@@ -73,7 +73,7 @@ from ratchet.ops.search_attributes import ensure_search_attributes
 from ratchet.mcp.config import McpConfigError, load_servers
 from ratchet.mcp.pool import McpPool
 from ratchet.ops.secrets import MIN_SECRET_CHARS, name_secret_variables, secret_values
-from ratchet.ops.settings import Settings, SettingsError, load_settings
+from ratchet.ops.settings import Settings, SettingsError, load_settings, model_queue
 from ratchet.ops.tracing import tracing_interceptors
 from ratchet.payloads.converter import data_converter as converter_for  # `data_converter` is an option's name
 from ratchet.sandbox import Sandbox, SandboxUnavailable, UnavailableSandbox, open_sandbox
@@ -125,8 +125,9 @@ class RatchetOptions:
     """What `RatchetPlugin` wires. Build it with `from_settings`, giving the fields you replace."""
 
     settings: Settings
-    """Worker settings: model endpoint, workspace root, local tools, search attributes, secrets to
-    redact, tracing (`ratchet.ops.settings`; RATCHET_*, OPENAI_* and TEMPORAL_* variables)."""
+    """Worker settings: the default model provider, workspace root, local tools, search attributes,
+    secrets to redact, tracing (`ratchet.ops.settings`; RATCHET_* and TEMPORAL_* variables). Each model
+    provider reads its own (OPENAI_*, ANTHROPIC_*: `ratchet.models.settings`)."""
     ledger: Ledger
     """Idempotency ledger of side effects (`ratchet.stores.ledger.Ledger`); default: the store at
     RATCHET_LEDGER_URL (`ratchet.stores.urls.open_ledger`: `SqliteLedger` at RATCHET_LEDGER_PATH when
@@ -142,8 +143,10 @@ class RatchetOptions:
     tools: ToolRegistry
     """Tools the profiles can use; default: `builtin_tools()` (with RATCHET_PLUGINS' tools)."""
     providers: ProviderRegistry
-    """Model providers a run's `model.provider` can name; default: `builtin_providers(settings,
-    artifacts)`: `openai` (OPENAI_API_KEY / OPENAI_BASE_URL) and `scripted`."""
+    """Model providers a run's `model.provider` (or its profile's `provider`, or RATCHET_PROVIDER) can
+    name; default: `builtin_providers(artifacts)`: `openai` (OPENAI_API_KEY / OPENAI_BASE_URL, ...) and
+    `scripted`, each with its settings from the environment. The secrets of a provider's `settings`
+    are redacted like the worker's own."""
     data_converter: DataConverter
     """Converter of every payload: Ratchet's pydantic JSON, then encryption (RATCHET_CODEC_KEYS)
     and offload of large payloads to `artifacts` (RATCHET_CLAIM_CHECK_BYTES); default:
@@ -190,7 +193,7 @@ class RatchetOptions:
             profiles=profiles if profiles is not None else builtin_profiles(),
             tools=tools,
             sandbox=sandbox,
-            providers=providers if providers is not None else builtin_providers(settings, artifacts),
+            providers=providers if providers is not None else builtin_providers(artifacts),
             data_converter=data_converter if data_converter is not None else converter_for(settings, artifacts),
             mcp=mcp_pool(settings, mcp),
         )
@@ -284,7 +287,8 @@ class RatchetPlugin(SimplePlugin):
         self.options = options if options is not None else RatchetOptions.from_settings()
         self.prebuilt = activities
         self._tracing: list[Any] | None = None
-        self.host_workers: weakref.WeakKeyDictionary[Worker, Worker] = weakref.WeakKeyDictionary()
+        self.side_workers: weakref.WeakKeyDictionary[Worker, list[Worker]] = weakref.WeakKeyDictionary()
+        """The workers beside each worker: its host queue's, its providers' queues' (RATCHET_MODEL_QUEUES)."""
         """Each running worker's host worker (`run_worker`)."""
         super().__init__(
             PLUGIN_NAME,
@@ -307,7 +311,7 @@ class RatchetPlugin(SimplePlugin):
         # tracing, logs and metrics see errors after secrets were redacted.
         own = list(config.get("interceptors") or [])
         present = [*(client.config(active_config=True).get("interceptors") or []), *own]
-        secrets = secret_values(self.options.settings)
+        secrets = secret_values(self.options.settings, more=self.options.providers.secrets())
         if client.api_key and len(client.api_key) >= MIN_SECRET_CHARS and client.api_key not in secrets:
             secrets = sorted([*secrets, client.api_key], key=len, reverse=True)  # e.g. from a config file
         ours = [LogContextInterceptor(), MetricsInterceptor(), RedactSecretsInterceptor(secrets), StartGuard(WORKFLOWS)]
@@ -332,59 +336,55 @@ class RatchetPlugin(SimplePlugin):
             raise SettingsError("invalid tool: " + "; ".join(problems))
         if self.options.settings.search_attributes:  # else every run would hang on its first upsert
             await ensure_search_attributes(worker.client)
-        host = self.host_worker(worker) if worker not in self.host_workers else None  # once per worker
-        if host is None:
+        if worker in self.side_workers:  # once per worker
             return await next(worker)
-        self.host_workers[worker] = host
+        sides = self.side_workers[worker] = [w for w in (self.host_worker(worker), *self.model_workers(worker)) if w]
+        if not sides:
+            return await next(worker)
         main = asyncio.ensure_future(next(worker))  # the plugin chain's `next` is typed as an Awaitable
-        side = asyncio.create_task(host.run())
+        others = [asyncio.create_task(side.run()) for side in sides]
         try:
-            await asyncio.wait({main, side}, return_when=asyncio.FIRST_COMPLETED)
-            if not main.done():  # the host worker failed: stop this one too, then raise its error
+            await asyncio.wait({main, *others}, return_when=asyncio.FIRST_COMPLETED)
+            if not main.done():  # a side worker failed: stop this one too, then raise its error
                 await worker.shutdown()
-            await host.shutdown()
-            await asyncio.wait({main, side})
+            await asyncio.gather(*(side.shutdown() for side in sides))
+            await asyncio.wait({main, *others})
         finally:
             main.cancel()
-            side.cancel()
-        side.result()
+            for other in others:
+                other.cancel()
+        for other in others:
+            other.result()
         main.result()
 
     async def shutdown_worker(self, worker: Worker) -> None:
-        """Shut `worker` and its host worker down together (each drains with its own grace period)."""
-        host = self.host_workers.get(worker)
-        await asyncio.gather(worker.shutdown(), *([host.shutdown()] if host is not None else []))
+        """Shut `worker` and its side workers (host queue, provider queues) down together (each drains
+        with its own grace period)."""
+        await asyncio.gather(worker.shutdown(), *(side.shutdown() for side in self.side_workers.get(worker, [])))
 
     def host_worker(self, worker: Worker) -> Worker | None:
         """A worker on `{worker's task queue}@{RATCHET_HOST_ID}` with only the workspace activities
         of `worker` (the same objects, interceptors, data converter, activity slots and shutdown
         grace); None if `worker` has none. Workspace activities of the runs whose workspace is on
         this host are scheduled there (docs/ARCHITECTURE.md, "Workspaces across hosts")."""
-        config = worker.config(active_config=True)
         names = host_activity_names(self.options.tools)
-        activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
-        if not activities:
-            return None
-        client = config["client"]
-        client_config = client.config(active_config=True)
-        client_config["plugins"] = []  # applied already; a plugin-carrying client would nest host workers
-        options: dict[str, Any] = {
-            key: config[key]
-            for key in (
-                "max_concurrent_activities",
-                "graceful_shutdown_timeout",
-                "identity",
-                "activity_executor",
-            )
-            if config.get(key) is not None
-        }
-        return Worker(
-            Client(**client_config),
-            task_queue=host_queue(worker.task_queue, self.options.settings.host_id),
-            activities=activities,
-            interceptors=list(config.get("interceptors") or []),
-            **options,
-        )
+        return _side_worker(worker, host_queue(worker.task_queue, self.options.settings.host_id), names)
+
+    def model_workers(self, worker: Worker) -> list[Worker]:
+        """A worker per provider queue (RATCHET_MODEL_QUEUES) with only `model.call`: the queue's
+        activities limited by Temporal to `per_second` across all workers
+        (`max_task_queue_activities_per_second`), at most `concurrency` at once on this one."""
+        found = []
+        for provider, queue in self.options.settings.model_queues.items():
+            limits: dict[str, Any] = {}
+            if queue.per_second is not None:
+                limits["max_task_queue_activities_per_second"] = queue.per_second
+            if queue.concurrency is not None:
+                limits["max_concurrent_activities"] = queue.concurrency
+            side = _side_worker(worker, model_queue(worker.task_queue, provider), {MODEL_CALL.name}, **limits)
+            if side is not None:
+                found.append(side)
+        return found
 
     def _tracing_unless(self, present: Sequence[Any]) -> list[Any]:
         """With RATCHET_OTEL, the tracing interceptor (one per plugin, shared by its client and
@@ -408,6 +408,37 @@ class RatchetPlugin(SimplePlugin):
         if config.get("max_cached_workflows", 1000) == 0 and settings.max_cached_workflows != 0:
             return dataclasses.replace(self.options, settings=settings.model_copy(update={"max_cached_workflows": 0}))
         return self.options
+
+
+def _side_worker(worker: Worker, task_queue: str, names: set[str], **limits: Any) -> Worker | None:
+    """A worker on `task_queue` with only the activities of `worker` named in `names` (the same
+    objects, interceptors, data converter, activity slots and shutdown grace, unless `limits`
+    says otherwise); None if `worker` has none of them."""
+    config = worker.config(active_config=True)
+    activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
+    if not activities:
+        return None
+    client = config["client"]
+    client_config = client.config(active_config=True)
+    client_config["plugins"] = []  # applied already; a plugin-carrying client would nest side workers
+    options: dict[str, Any] = {
+        key: config[key]
+        for key in (
+            "max_concurrent_activities",
+            "graceful_shutdown_timeout",
+            "identity",
+            "activity_executor",
+        )
+        if config.get(key) is not None
+    }
+    options.update(limits)
+    return Worker(
+        Client(**client_config),
+        task_queue=task_queue,
+        activities=activities,
+        interceptors=list(config.get("interceptors") or []),
+        **options,
+    )
 
 
 def mcp_pool(settings: Settings, given: McpPool | None = None) -> McpPool:

@@ -45,8 +45,36 @@ def openai_server():
         yield server
 
 
+@pytest.fixture(scope="session")
+def anthropic_server():
+    from ratchet.testing.anthropic_server import AnthropicServer
+
+    with AnthropicServer() as server:
+        yield server
+
+
 @pytest.fixture
-def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer, monkeypatch) -> Settings:
+def anthropic_key(monkeypatch: pytest.MonkeyPatch, anthropic_server) -> str:
+    """As `openai_key`, for the anthropic provider and the local Anthropic server (set before the
+    worker is built: a provider reads its settings when it is made)."""
+    key = f"sk-ant-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    return key
+
+
+@pytest.fixture
+def openai_key(monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer) -> str:
+    """The openai provider's settings, as a worker reads them (from its environment): the test
+    server, and a key of this test's own (the server picks a test's script by its key)."""
+    key = f"key-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    return key
+
+
+@pytest.fixture
+def settings(tmp_path: Path, dev_server: DevServer, openai_key: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
     # the example tracker's own setting (activities/tracker_tools.py), read from the environment
     monkeypatch.setenv("RATCHET_TRACKER_PATH", str(tmp_path / "tracker.sqlite3"))
     return Settings(
@@ -55,8 +83,6 @@ def settings(tmp_path: Path, dev_server: DevServer, openai_server: OpenAIServer,
         workspace_root=tmp_path / "workspaces",
         artifact_dir=tmp_path / "artifacts",
         ledger_path=tmp_path / "ledger.sqlite3",
-        openai_base_url=openai_server.base_url,
-        openai_api_key=f"key-{uuid.uuid4().hex[:12]}",
         max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
     )
 

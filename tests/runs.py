@@ -20,7 +20,7 @@ from ratchet.ops.settings import Settings
 
 
 def scripted(agent: str, script: list[dict], objective: str = "do the task", **extra: Any) -> dict:
-    return {"agent": agent, "objective": objective, "model": {"provider": "scripted", "script": script}, **extra}
+    return {"agent": agent, "objective": objective, "model": {"provider": "scripted", "options": {"script": script}}, **extra}
 
 
 def call(name: str, **arguments) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import asyncio
 import json
 import shutil
@@ -41,12 +42,12 @@ async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, setti
 
 async def test_demo_agent_through_the_openai_client(client, settings, worker, openai_server):
     seed_calculator(settings, "calc")
-    openai_server.set_script(demo_script(), key=settings.openai_api_key.get_secret_value())
+    openai_server.set_script(demo_script(), key=os.environ["OPENAI_API_KEY"])
     handle = await start(client, settings, {"agent": "coder", "objective": "fix it", "workspace": "calc"})
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
     assert "return a + b" in (settings.workspace_root / "calc" / "calc.py").read_text()
-    requests = openai_server.chat_requests(key=settings.openai_api_key.get_secret_value())
+    requests = openai_server.chat_requests(key=os.environ["OPENAI_API_KEY"])
     assert len(requests) == 5
     assert requests[0].json["tools"][0]["function"]["name"] == "list_files"
     assert requests[0].headers["idempotency-key"] == f"{handle.workflow_id}/1/model"
@@ -54,7 +55,7 @@ async def test_demo_agent_through_the_openai_client(client, settings, worker, op
 
 
 async def test_rate_limit_is_retried_and_visible_in_history(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"content": "done"}], key=key)
     openai_server.enqueue_faults([{"status": 429, "retry_after": 1}], key=key)
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
@@ -71,22 +72,22 @@ async def test_a_scripted_model_can_read_its_replies_from_a_file_in_the_workspac
     (workspace / "script.json").write_text(json.dumps(replies))
     (workspace / "bad.json").write_text(json.dumps([{"content": "ok"}, {"tool_calls": "nope"}]))
     run = {"agent": "probe", "objective": "x", "workspace": "scripted"}
-    handle = await start(client, settings, {**run, "model": {"script_file": "script.json"}})
+    handle = await start(client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": "script.json"}}})
     assert (await handle.result()).answer == "file script done"
     assert "from-file" in (workspace / "probe.log").read_text()
     for name, expected in [
-        ("missing.json", "model.script_file: 'missing.json' is not in the run's workspace"),
+        ("missing.json", "model.options.script_file: 'missing.json' is not in the run's workspace"),
         ("../escape.json", "contains '..'"),
-        ("bad.json", "model.script_file: 'bad.json' is not a list of scripted replies: at 1.tool_calls"),
+        ("bad.json", "model.options.script_file: 'bad.json' is not a list of scripted replies: at 1.tool_calls"),
     ]:
-        failed = await start(client, settings, {**run, "model": {"script_file": name}})
+        failed = await start(client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": name}}})
         with pytest.raises(RunFailed) as failure:
             await failed.result()
         assert expected in str(failure.value.reason), failure.value.reason
 
 
 async def test_bad_api_key_fails_the_run_at_once(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.enqueue_faults([{"status": 401}], key=key)
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
     with pytest.raises(RunFailed) as failure:
@@ -97,7 +98,7 @@ async def test_bad_api_key_fails_the_run_at_once(client, settings, worker, opena
 
 
 async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script(
         [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "recovered"}], key=key
     )
@@ -116,7 +117,7 @@ async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings,
 
 
 async def test_an_endpoint_that_cannot_parse_the_request_fails_the_run_without_retrying(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     said = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error at line 1"
     openai_server.enqueue_faults([{"status": 500, "message": said}], key=key)
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
@@ -127,7 +128,7 @@ async def test_an_endpoint_that_cannot_parse_the_request_fails_the_run_without_r
 
 
 async def test_a_reply_cut_off_at_the_output_limit_is_not_the_final_answer(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"content": "The answer is", "finish_reason": "length"}, {"content": "42"}], key=key)
     handle = await start(client, settings, {"agent": "probe", "objective": "x"})
     result = await handle.result()
@@ -305,7 +306,7 @@ async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(clien
 
 async def test_tool_parameters_reach_the_model_in_their_authors_order(client, settings, worker, openai_server):
     """write_file's `path` comes before its long `content`: a call cut off mid-content keeps the path."""
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"content": "ok"}], key=key)
     handle = await start(client, settings, {"agent": "coder", "objective": "x", "workspace": f"order-{uuid.uuid4().hex[:6]}"})
     await handle.result()
@@ -321,7 +322,7 @@ async def test_the_operator_sets_the_model_calls_attempts(client, settings, open
 
     from ratchet.worker.main import build_worker
 
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"content": "a third attempt would get this answer"}], key=key)
     openai_server.enqueue_faults([{"status": 503}] * 2, key=key)
     two = settings.model_copy(update={"model_max_attempts": 2, "task_queue": f"attempts-{uuid.uuid4().hex[:8]}"})

@@ -4,6 +4,7 @@ time-skipping server: hours in milliseconds)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from datetime import timedelta
@@ -46,7 +47,7 @@ async def test_a_model_call_that_cannot_fit_the_cost_budget_is_not_made(client, 
 async def test_the_last_call_is_capped_and_an_overshoot_says_by_how_much(client, settings, worker, openai_server):
     """Near the end of the budget the request's max_tokens is what is left after the prompt; the
     test server ignores it (as a provider may), so the run ends saying how far it went over."""
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([echo("x" * 8000), {"content": "never"}], key=key)  # about 2,000 completion tokens
     handle = await start(client, settings, {"agent": "priced_echo", "objective": "x", "budget": {"max_tokens": 2000}})
     result: AgentResult = await handle.result()

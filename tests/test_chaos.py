@@ -8,6 +8,7 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 
+import os
 import tests.plugins.chaos_tools  # noqa: F401  (the chaos profile and outbox tool, in this process too)
 from ratchet.activities.tracker_tools import connect as connect_tracker
 from devtools.chaos.audit import audit_world
@@ -77,7 +78,7 @@ def test_the_audit_catches_duplicates_leftovers_missing_effects_and_residue(tmp_
 
 
 async def test_a_retrying_model_call_shows_why_it_retried(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"content": "recovered"}], key=key)
     openai_server.enqueue_faults([{"truncated": True}], key=key)
     run = {"agent": "chaos", "objective": "one model call", "model": {"provider": "openai", "timeout_s": 5}}

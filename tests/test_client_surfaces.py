@@ -23,7 +23,7 @@ from tests.runs import ratchet, until, wait_for
 
 def ops_run(title: str) -> dict:
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": title}}]}, {"content": "opened"}]
-    return {"agent": "ops", "objective": f"open {title}", "model": {"provider": "scripted", "script": script}}
+    return {"agent": "ops", "objective": f"open {title}", "model": {"provider": "scripted", "options": {"script": script}}}
 
 
 def ticket_exists(settings, title: str) -> bool:

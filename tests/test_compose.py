@@ -257,20 +257,21 @@ def test_temporal_dynamic_config_is_mounted(services: dict[str, Any]) -> None:
 def test_worker_task_queue_and_model(services: dict[str, Any]) -> None:
     env = env_of(services[WORKER])
     assert env.get("RATCHET_TASK_QUEUE"), "RATCHET_TASK_QUEUE unset"
-    assert env.get("RATCHET_MODEL") == "gpt-4o-mini", env.get("RATCHET_MODEL")
+    assert env.get("OPENAI_MODEL") == "gpt-4o-mini", env.get("OPENAI_MODEL")
+    assert env.get("RATCHET_PROVIDER") == "openai", env.get("RATCHET_PROVIDER")
     assert env.get("RATCHET_METRICS_PORT", "").isdigit(), env.get("RATCHET_METRICS_PORT")
     # No secret baked into the file; empty unless the operator provides one.
-    assert env.get("OPENAI_API_KEY") == "", "OPENAI_API_KEY must come from the operator"
+    assert env.get("OPENAI_API_KEY") == env.get("ANTHROPIC_API_KEY") == "", "API keys must come from the operator"
 
 
 def test_worker_secrets_pass_through(empty_env_file: Path) -> None:
     cfg = _config(
         empty_env_file,
-        env=_clean_env({"OPENAI_API_KEY": "sk-test-123", "RATCHET_MODEL": "m-x"}),
+        env=_clean_env({"OPENAI_API_KEY": "sk-test-123", "OPENAI_MODEL": "m-x"}),
     )
     env = env_of(cfg["services"][WORKER])
     assert env["OPENAI_API_KEY"] == "sk-test-123"
-    assert env["RATCHET_MODEL"] == "m-x"
+    assert env["OPENAI_MODEL"] == "m-x"
 
 
 def test_workers_share_only_postgres_and_s3(config: dict[str, Any], services: dict[str, Any]) -> None:

@@ -3,6 +3,8 @@ latest messages; the transcript still keeps every message."""
 
 from __future__ import annotations
 
+import os
+
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import Phase
@@ -16,7 +18,7 @@ def steps(n: int) -> list[dict]:
 
 
 async def test_the_model_sees_the_start_and_the_latest_messages_only(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script(steps(STEPS) + [{"content": "windowed done"}], key=key)
     run = {"agent": "probe", "objective": "append eight labels", "workspace": "win", "model": {"context_messages": 4}}
     handle = await start(client, settings, run)

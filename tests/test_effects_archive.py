@@ -65,7 +65,7 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     source_cp2 = after.checkpoints[1]
     fork = await start(client, settings, {
         "agent": "archivist", "objective": "go on from cp-2",
-        "model": {"provider": "scripted", "script": [{"content": "forked"}]},
+        "model": {"provider": "scripted", "options": {"script": [{"content": "forked"}]}},
         "resume_from": {"workflow_id": handle.workflow_id, "checkpoint_id": "cp-2"},
     })
     assert (await fork.result()).phase == Phase.DONE

@@ -128,7 +128,7 @@ async def test_secrets_in_input_tool_results_and_failures_never_reach_the_server
     outputs = [r.result.output for r in (await handle.state()).tool_calls]
     assert outputs[1] == f"pin {marker}" and f"gone-{marker}.txt: no such file" in outputs[2]
 
-    api_key = keyed.openai_api_key.get_secret_value()
+    api_key = os.environ["OPENAI_API_KEY"]
     openai_server.enqueue_faults([{"status": 401, "message": f"key rejected {marker}"}], key=api_key)
     failed = await start(enc_client, keyed, {"agent": "probe", "objective": "x"})
     with pytest.raises(RunFailed) as failure:

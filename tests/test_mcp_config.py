@@ -131,6 +131,6 @@ def test_read_only_tools_of_a_local_server_may_run_as_local_activities(tmp_path)
     pinned = mcp.pinned(tools, local_ok=True, taken=set())
     assert [(s.name, s.local) for s in pinned.specs] == [("near__search", True), ("near__create", False), ("far__search", False)]
     assert not any(s.local for s in mcp.pinned(tools, local_ok=False, taken=set()).specs), "not without a workflow cache"
-    assert [t["function"]["name"] for t in pinned.schemas] == ["near__search", "near__create", "far__search"]
+    assert [t.name for t in pinned.schemas] == ["near__search", "near__create", "far__search"]
     catalog = get_json(artifacts, ArtifactRef.json(pinned.ref))
     assert [t["name"] for t in catalog["tools"]] == ["near__search", "near__create", "far__search"]

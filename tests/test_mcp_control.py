@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 
 
 def scripted_model(*replies: dict) -> dict:
-    return {"provider": "scripted", "script": list(replies)}
+    return {"provider": "scripted", "options": {"script": list(replies)}}
 
 
 def tool_call(name: str, **arguments) -> dict:

@@ -64,7 +64,6 @@ def mcp_settings(mcp_dir, dev_server, openai_server) -> Settings:
     return Settings(
         temporal_address=dev_server.address, task_queue=f"test-mcp-{uuid.uuid4().hex[:12]}",
         workspace_root=mcp_dir / "workspaces", artifact_dir=mcp_dir / "artifacts", ledger_path=mcp_dir / "ledger.sqlite3",
-        openai_base_url=openai_server.base_url,
         max_cached_workflows=0 if REPLAY_EVERY_TASK else 100,
     )
 

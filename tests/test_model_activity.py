@@ -24,9 +24,9 @@ async def test_a_retried_model_call_returns_the_reply_the_ledger_holds_instead_o
     """A reply that arrived but whose completion was lost (worker crash) is paid for once."""
     settings = Settings(artifact_dir=tmp_path / "artifacts", ledger_path=tmp_path / "ledger.sqlite3")
     store, ledger = DirectoryArtifactStore(settings.artifact_dir), SqliteLedger(settings.ledger_path)
-    providers = builtin_providers(settings, store)
+    providers = builtin_providers(store)
     preparer = RunPreparer(settings, default_profiles, builtin_tools(), providers, store, ledger)
-    model = {"provider": "scripted", "script": [{"content": "x"}], "stream": False}  # no run here to stream to
+    model = {"provider": "scripted", "options": {"script": [{"content": "x"}]}, "stream": False}  # no run to stream to
     run = AgentRun.model_validate({"agent": "probe", "objective": "o", "model": model})
     plan = await ActivityEnvironment().run(preparer.plan, PrepareRun(run=run, workflow_id="wf", chain="c1"))
     env = ActivityEnvironment()
@@ -45,8 +45,8 @@ async def test_a_profile_with_a_window_too_small_to_hold_a_call_and_its_result_i
     profiles = ProfileRegistry()
     profiles.register(AgentProfile(name="tiny", system_prompt="s", tools=[], context_messages=1))
     store = DirectoryArtifactStore(settings.artifact_dir)
-    preparer = RunPreparer(settings, profiles, builtin_tools(), builtin_providers(settings, store), store)
-    run = AgentRun.model_validate({"agent": "tiny", "objective": "o", "model": {"script": [{"content": "x"}]}})
+    preparer = RunPreparer(settings, profiles, builtin_tools(), builtin_providers(store), store)
+    run = AgentRun.model_validate({"agent": "tiny", "objective": "o", "model": {"provider": "scripted", "options": {"script": [{"content": "x"}]}}})
     with pytest.raises(ApplicationError, match="profile 'tiny': context_messages must be at least 2, not 1") as err:
         await ActivityEnvironment().run(preparer.plan, PrepareRun(run=run, workflow_id="wf"))
     assert err.value.non_retryable and err.value.type == "InvalidProfile"

@@ -10,9 +10,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import Message, ModelSettings
-from ratchet.models.openai import OpenAIProvider
+from ratchet.models.openai import OpenAIProvider, OpenAISettings
 from ratchet.models.provider import ModelCall
-from ratchet.ops.settings import Settings
 from ratchet.testing.openai_server import OpenAIServer
 
 SCRIPT = [
@@ -40,7 +39,7 @@ def server():
 
 
 def provider(server: OpenAIServer) -> OpenAIProvider:
-    return OpenAIProvider(Settings(openai_base_url=server.base_url, openai_api_key="k"))
+    return OpenAIProvider(OpenAISettings(base_url=server.base_url, api_key="k"))
 
 
 def call(turn: int, deltas: Collected | None) -> ModelCall:
@@ -49,7 +48,7 @@ def call(turn: int, deltas: Collected | None) -> ModelCall:
         messages.append(Message(role="assistant", content="x", tool_calls=[]))
     return ModelCall(
         key="run-1/1/model",
-        settings=ModelSettings(model="ratchet-test"),
+        settings=ModelSettings(provider="openai", model="ratchet-test"),
         tools=[],
         messages=messages,
         turn=turn,

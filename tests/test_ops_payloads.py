@@ -193,7 +193,7 @@ async def test_an_encrypted_run_offloads_only_ciphertext(dev_server, settings):
 async def test_the_api_key_never_reaches_history_even_when_the_endpoint_quotes_it(
     dev_server, client, settings, worker, openai_server
 ):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script(
         [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}], key=key
     )
@@ -216,7 +216,7 @@ async def test_the_api_key_never_reaches_history_even_when_the_endpoint_quotes_i
 async def test_the_model_sees_the_start_and_end_of_a_long_tool_output(client, settings, worker, openai_server):
     """A tool output over the profile's `tool_output_chars` (32,000 by default) reaches the model
     cut to its start and its end around a note naming the artifact that holds it all."""
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"tool_calls": [{"name": "big_output", "arguments": {"megabytes": 0.5}}]},
                               {"content": "read it"}], key=key)
     handle = await start(client, settings, {"agent": "bulk", "objective": "read a lot"})

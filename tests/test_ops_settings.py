@@ -33,7 +33,7 @@ async def test_config_prints_effective_settings_with_every_secret_masked():
     )
     assert code == 0, out
     shown = json.loads(out)
-    assert shown["openai_api_key"] == shown["temporal_api_key"] == shown["codec_keys"] == "****"
+    assert shown["providers"]["openai"]["api_key"] == shown["temporal_api_key"] == shown["codec_keys"] == "****"
     for secret in (openai_key, temporal_key, codec_key):
         assert secret not in out
     assert shown["temporal_address"] == "ns.acct.tmprl.cloud:7233"

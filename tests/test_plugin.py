@@ -80,9 +80,9 @@ class CountingArtifacts(DirectoryArtifactStore):
 
 HELLO = {  # README's hello example
     "agent": "coder", "objective": "Create hello.txt", "workspace": "hello",
-    "model": {"provider": "scripted", "script": [
+    "model": {"provider": "scripted", "options": {"script": [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi\n"}}]},
-        {"content": "Wrote hello.txt"}]},
+        {"content": "Wrote hello.txt"}]}},
     "budget": {"max_steps": 5},
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
@@ -200,7 +201,7 @@ async def test_unknown_checkpoint_in_rollback_is_rejected_and_changes_nothing(cl
 
 
 async def test_cancel_during_a_model_call_is_a_cancellation_not_a_failure(client, settings, worker, openai_server):
-    key = settings.openai_api_key.get_secret_value()
+    key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"tool_calls": [write("a.txt", "v1")]}, {"content": "never"}], key=key)
     handle = await start(client, settings, {"agent": "saga", "objective": "x", "workspace": "cm"})
     await wait_for(handle, lambda s: len(s.effects) == 1 and s.step == 1)

@@ -99,7 +99,7 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
 
 
 async def test_a_sub_agents_effects_undone_by_its_own_rollback_are_not_undone_again(client, settings, worker):
-    script = [delegate(agent="saga", objective="make child.txt", model={"provider": "scripted", "script": CHILD_SCRIPT}),
+    script = [delegate(agent="saga", objective="make child.txt", model={"provider": "scripted", "options": {"script": CHILD_SCRIPT}}),
               {"content": "delegated"}]
     parent = await start(client, settings, scripted("boss", script, workspace="tree"))
     assert (await parent.result()).phase == Phase.DONE

@@ -141,7 +141,7 @@ async def test_the_agui_endpoint_drives_a_run_with_the_official_client(client, s
         {"content": REPLY},
     ]
     thread = f"agui-{uuid.uuid4().hex[:8]}"
-    props = {"agent": "probe", "model": {"provider": "scripted", "script": script}}
+    props = {"agent": "probe", "model": {"provider": "scripted", "options": {"script": script}}}
     request = {"url": f"{served}/agui", "threadId": thread, "objective": "write a greeting", "props": props}
     driver = tmp_path / "driver.js"
     driver.write_text(DRIVER)

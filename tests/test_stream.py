@@ -135,8 +135,8 @@ async def test_a_call_that_needs_approval_is_announced_and_waits(client, setting
     assert isinstance(rest[-1], RunEnded) and rest[-1].phase == Phase.DONE
 
 
-async def test_the_stream_never_carries_a_secret_the_redaction_layer_hides(client, settings, worker):
-    secret = settings.openai_api_key.get_secret_value()  # the worker's: its redactor knows it
+async def test_the_stream_never_carries_a_secret_the_redaction_layer_hides(client, settings, worker, openai_key):
+    secret = openai_key  # the worker's OPENAI_API_KEY: its redactor knows it
     reply = f"The key is {secret}, and reversed {secret[::-1]}; that is all."
     run = await ratchet_client(client, settings).start(scripted("probe", [{"content": reply}]))
     live = await asyncio.wait_for(read_all(run), 60)

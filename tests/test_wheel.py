@@ -37,10 +37,10 @@ HELLO = {
     "agent": "coder",
     "objective": "Create hello.txt",
     "workspace": "hello",
-    "model": {"provider": "scripted", "script": [
+    "model": {"provider": "scripted", "options": {"script": [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi\n"}}]},
         {"content": "Wrote hello.txt"},
-    ]},
+    ]}},
     "budget": {"max_steps": 5},
 }
 

@@ -91,7 +91,13 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
         replies.append(outcome)
     for call, result in zip(calls, replies):
         state.messages.append(
-            Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
+            Message(
+                role="tool",
+                tool_call_id=call.id,
+                content=_tool_message(result),
+                content_ref=result.output_ref,
+                is_error=not result.ok,
+            )
         )
     if state.bad_tool_calls > plan.max_bad_tool_calls:
         raise RunFailed(
@@ -171,7 +177,13 @@ def _answer_interrupted(
                 )
             )
         state.messages.append(
-            Message(role="tool", tool_call_id=call.id, content=_tool_message(result), content_ref=result.output_ref)
+            Message(
+                role="tool",
+                tool_call_id=call.id,
+                content=_tool_message(result),
+                content_ref=result.output_ref,
+                is_error=not result.ok,
+            )
         )
     ids = set(call_ids)
     state.pending_approvals = [p for p in state.pending_approvals if p.call_id not in ids]
@@ -415,6 +427,20 @@ def _register_effect(
     )
     state.effects.append(effect)
     return effect
+
+
+def refuse_answer(state: AgentState, plan: RunPlan, problem: str) -> None:
+    """A final answer that does not match the run's output schema goes back to the model, counted
+    with the bad tool calls (the same limit, `max_bad_tool_calls`)."""
+    _count_bad_call(state, f"the final answer does not match the output schema: {problem}")
+    state.messages.append(
+        Message(role="user", content=f"{state.last_error}. Give your final answer again, matching it.")
+    )
+    if state.bad_tool_calls > plan.max_bad_tool_calls:
+        raise RunFailed(
+            f"the model made {state.bad_tool_calls} invalid tool calls or answers "
+            f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
+        )
 
 
 def _bad_call(state: AgentState, problem: str) -> ToolResult:

@@ -48,6 +48,8 @@ def charge(used: BudgetUsed, child: BudgetUsed) -> None:
     used.steps += child.steps
     used.prompt_tokens += child.prompt_tokens
     used.completion_tokens += child.completion_tokens
+    used.cache_read_tokens += child.cache_read_tokens
+    used.cache_write_tokens += child.cache_write_tokens
     used.cost_usd += child.cost_usd
     used.model_calls += child.model_calls
     used.tool_calls += child.tool_calls

@@ -17,6 +17,7 @@ def agent_result(state: AgentState) -> AgentResult:
         workflow_id=state.workflow_id,
         phase=state.phase,
         answer=state.answer,
+        output=state.output,
         steps=state.step,
         used=state.used,
         last_error=state.last_error,

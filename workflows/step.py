@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from ratchet.contracts import AgentState, EffectClass, ErrorType, Message, ModelReply, ModelRequest, Phase, RunPlan
+from ratchet.contracts import (
+    AgentState,
+    EffectClass,
+    ErrorType,
+    Message,
+    ModelReply,
+    ModelRequest,
+    ModelSettings,
+    Phase,
+    RunPlan,
+)
 from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
 from . import acting, calls, checkpoints
@@ -37,6 +47,10 @@ async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str 
         if reply.finish_reason == "length":
             state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
             return None
+        if reply.output_error is not None:  # the answer does not match the output schema: back to the model
+            acting.refuse_answer(state, plan, reply.output_error)
+            return None
+        state.output = reply.output
         # under a verifier the workspace as it stands must pass; a failing check goes back to the
         # model (it cannot end DONE)
         if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
@@ -63,27 +77,43 @@ async def think(state: AgentState, plan: RunPlan) -> ModelReply:
         max_tokens=tokens_left,
         max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
     )
-    try:
-        reply = await calls.call(
-            MODEL_CALL,
-            request,
-            summary=f"step {state.step}: model call",
-            start_to_close_s=plan.model.timeout_s + 30,
-            retry=Retry(
-                initial_s=MODEL_CALL.retry.initial_s,
-                maximum_s=plan.model.retry_max_interval_s,
-                maximum_attempts=plan.model.max_attempts,
-            ),
-        )
-    except ActivityError as err:
-        raise_if_cancelled(err)
-        failure = root(err)
-        if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
-            raise OutOfBudget(failure.message) from None
-        raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
+    choices = [plan.model, *plan.fallbacks]
+    for choice, settings in enumerate(choices):
+        try:
+            reply = await _call_model(state, request.model_copy(update={"choice": choice}), settings, choice, plan)
+            break
+        except ActivityError as err:
+            raise_if_cancelled(err)
+            failure = root(err)
+            if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
+                raise OutOfBudget(failure.message) from None
+            if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
+                raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
+            # the model kept failing with retryable errors: the same step's call on the next model
     state.used.steps += 1
-    budgets.charge(state.used, reply.usage, plan.model)
+    budgets.charge(state.used, reply.usage, choices[choice])
     state.messages.append(reply.message)
     state.transcript = reply.transcript
     state.unsent = state.message_count
     return reply
+
+
+async def _call_model(state: AgentState, request: ModelRequest, settings: ModelSettings, choice: int, plan: RunPlan):
+    """One model's attempts at a step's call: all of its attempts for the last model of the run, at
+    most the plan's `fallback_after_attempts` for one with a fallback after it."""
+    last = choice == len(plan.fallbacks)
+    where = "model call" if choice == 0 else f"model call on fallback {choice} ({settings.provider}/{settings.model})"
+    return await calls.call(
+        MODEL_CALL,
+        request,
+        summary=f"step {state.step}: {where}",
+        start_to_close_s=settings.timeout_s + 30,
+        retry=Retry(
+            initial_s=MODEL_CALL.retry.initial_s,
+            maximum_s=settings.retry_max_interval_s,
+            maximum_attempts=settings.max_attempts
+            if last
+            else min(settings.max_attempts, plan.fallback_after_attempts),
+        ),
+        task_queue=settings.task_queue,  # the provider's rate-limited queue, or (None) the run's
+    )

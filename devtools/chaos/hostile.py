@@ -69,7 +69,7 @@ def verdict(out: Outcome, text: str, *needles: str) -> str:
 def hostile_run(workspace: str, script: list[dict], **extra: Any) -> dict:
     return {
         "agent": "hostile", "objective": "hostile input", "workspace": workspace,
-        "model": {"provider": "scripted", "script": script, "timeout_s": 10}, **extra,
+        "model": {"provider": "scripted", "options": {"script": script}, "timeout_s": 10}, **extra,
     }
 
 

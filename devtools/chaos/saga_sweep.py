@@ -128,7 +128,7 @@ async def _one(client: RatchetClient, stack: Stack, k: int | None) -> StepResult
     for name, data in SEED.items():
         (stack.workspace(wid) / name).write_bytes(data)
     run = {"agent": "chaos", "objective": f"saga sweep k={k}", "workspace": wid,
-           "model": {"provider": "scripted", "script": script_failing_at(k)}}
+           "model": {"provider": "scripted", "options": {"script": script_failing_at(k)}}}
     handle = await client.start(run, wid)
     try:
         await asyncio.wait_for(handle.result(), timeout=120)

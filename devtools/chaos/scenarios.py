@@ -107,7 +107,7 @@ def run_input(rng: random.Random, wid: str, kind: str, agent: str = "chaos") -> 
         run["model"] = {"provider": "openai", "model": "ratchet-test", "timeout_s": 2.0}
     else:
         # timeout_s also bounds a scripted call's activity (start-to-close is timeout_s + 30 s)
-        run["model"] = {"provider": "scripted", "script": scripted_steps(rng, wid, kind), "timeout_s": 2.0}
+        run["model"] = {"provider": "scripted", "options": {"script": scripted_steps(rng, wid, kind)}, "timeout_s": 2.0}
     if kind == FAIL_ALL:
         run["on_failure"] = "rollback_all"
     return run

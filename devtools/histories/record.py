@@ -43,6 +43,7 @@ from devtools.devserver import DevServer, temporal_binary
 from devtools.histories.scenarios import SCENARIOS, TASK_QUEUE, Recorder, recorded_id
 from ratchet.ops.process import exit_now
 from ratchet.ops.settings import Settings
+from ratchet.testing.anthropic_server import AnthropicServer
 from ratchet.testing.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,11 +67,14 @@ async def export(address: str, name: str, out: Path) -> Path:
     return path
 
 
-def recording_settings(address: str, state: Path, openai_url: str) -> Settings:
+def recording_settings(address: str, state: Path, openai_url: str, anthropic_url: str) -> Settings:
+    os.environ.update(  # the providers' own settings
+        OPENAI_BASE_URL=openai_url, OPENAI_API_KEY=API_KEY, OPENAI_MODEL="gpt-4o-mini",
+        ANTHROPIC_BASE_URL=anthropic_url, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_MODEL="claude-sonnet-4-5",
+    )
     return Settings(
         temporal_address=address, task_queue=TASK_QUEUE, max_cached_workflows=100,
         workspace_root=state / "workspaces", artifact_dir=state / "artifacts", ledger_path=state / "ledger.sqlite3",
-        openai_base_url=openai_url, openai_api_key=API_KEY, model="gpt-4o-mini",
         plugins="tests.plugins.probe,examples.mcp_tracker.profiles", codec_keys=None, claim_check_bytes=0,
         host_id=HOST_ID,  # the host queue `histories@histories-host` is in the history: not the machine's name
         mcp_servers=mcp_servers(state),
@@ -91,14 +95,15 @@ def mcp_servers(state: Path) -> Path:
 async def record(names: list[str], out: Path) -> None:
     from ratchet.worker.main import build_worker, load_plugins
 
-    with tempfile.TemporaryDirectory(prefix="ratchet-histories-") as tmp, OpenAIServer() as openai:
+    with tempfile.TemporaryDirectory(prefix="ratchet-histories-") as tmp, OpenAIServer() as openai, \
+            AnthropicServer() as anthropic:
         state = Path(tmp)
         with DevServer(db_file=state / "temporal.db", log_file=state / "server.log") as server:
-            settings = recording_settings(server.address, state, openai.base_url)
+            settings = recording_settings(server.address, state, openai.base_url, anthropic.base_url)
             os.environ["RATCHET_TRACKER_PATH"] = str(state / "tracker.sqlite3")  # the tracker tools read it
             load_plugins(settings)
             client = await Client.connect(server.address, identity=IDENTITY, data_converter=data_converter(settings))
-            recorder = Recorder(RatchetClient(client, settings), settings, openai, API_KEY)
+            recorder = Recorder(RatchetClient(client, settings), settings, openai, API_KEY, anthropic)
             async with build_worker(client, settings):
                 for name in names:
                     await SCENARIOS[name](recorder)

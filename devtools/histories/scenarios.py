@@ -20,6 +20,7 @@ from ratchet.client import NotStartedYet, RatchetClient, RunFailed, RunHandle
 from ratchet.contracts import AGENT_WORKFLOW, TO_START, AgentResult, AgentState, Phase, rollback_id
 from devtools.demo import SAMPLE, demo_script
 from ratchet.ops.settings import Settings
+from ratchet.testing.anthropic_server import AnthropicServer
 from ratchet.testing.openai_server import OpenAIServer
 
 TASK_QUEUE = "histories"
@@ -32,6 +33,8 @@ class Recorder:
     settings: Settings
     openai: OpenAIServer
     api_key: str
+    anthropic: AnthropicServer
+    """Serves the anthropic provider of the recording worker under `api_key` too."""
 
     async def run(self, name: str, run: dict, seed: Path | None = None) -> AgentResult | str:
         """Run to its end: the result, or the failure message of a failed run. `seed` is copied
@@ -77,7 +80,7 @@ def expect(ok: bool, what: str, got: object) -> None:
 
 
 def scripted(agent: str, script: list[dict], **extra: object) -> dict:
-    return {"agent": agent, "objective": "do the task", "model": {"provider": "scripted", "script": script}, **extra}
+    return {"agent": agent, "objective": "do the task", "model": {"provider": "scripted", "options": {"script": script}}, **extra}
 
 
 def probe_call(**arguments: object) -> dict:
@@ -147,6 +150,27 @@ async def model_401(rec: Recorder) -> None:
     rec.openai.enqueue_faults([{"status": 401}], key=rec.api_key)
     result = await rec.run("model-401", {"agent": "probe", "objective": "x", "workspace": "auth"})
     expect(isinstance(result, str) and "401" in result, "a 401 failure", result)
+
+
+@scenario("anthropic")
+async def anthropic_run(rec: Recorder) -> None:
+    """The coder agent on the anthropic provider (local Anthropic server): a fix, a checkpoint, a
+    failed verification rolled back, prompt cache reads counted."""
+    rec.anthropic.set_script(demo_script(), key=rec.api_key)
+    run = {"agent": "coder", "objective": "fix it", "workspace": "claude", "model": {"provider": "anthropic"}}
+    result = await rec.run("anthropic", run, seed=SAMPLE)
+    done = isinstance(result, AgentResult) and result.phase == Phase.DONE and result.used.cache_read_tokens > 0
+    expect(done, "DONE with cache reads", result)
+
+
+@scenario("typed-output")
+async def typed_output(rec: Recorder) -> None:
+    """A run with an output schema: an answer that does not match goes back to the model, the next
+    one is the result's output."""
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}}, "required": ["verdict"]}
+    script = [{"tool_calls": [{"name": "final_answer", "arguments": {"verdict": v}}]} for v in ("maybe", "pass")]
+    result = await rec.run("typed-output", {**scripted("probe", script, workspace="typed"), "output_schema": schema})
+    expect(isinstance(result, AgentResult) and result.output == {"verdict": "pass"}, "DONE with the output", result)
 
 
 async def _until(handle: RunHandle, predicate, timeout: float = 30) -> AgentState:

@@ -143,7 +143,7 @@ def _parse_args() -> argparse.Namespace:
 def _start_worker(server: DevServer, llama: LlamaServer, state_dir: Path, model: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_")) or k in KEPT_SETTINGS}
     env.update(
-        TEMPORAL_ADDRESS=server.address, OPENAI_BASE_URL=llama.base_url, RATCHET_MODEL=model.stem,
+        TEMPORAL_ADDRESS=server.address, OPENAI_BASE_URL=llama.base_url, OPENAI_MODEL=model.stem,
         RATCHET_WORKSPACE_ROOT=str(state_dir / "workspaces"), RATCHET_ARTIFACT_DIR=str(state_dir / "artifacts"),
         RATCHET_LEDGER_PATH=str(state_dir / "ledger.sqlite3"),
     )

@@ -14,10 +14,10 @@ from ratchet import RatchetClient
 RUN = {
     "agent": "ops", "objective": "open a ticket for the prod deploy of v2",
     # a scripted model, so the example runs offline; drop it to let the worker's model decide
-    "model": {"provider": "scripted", "script": [
+    "model": {"provider": "scripted", "options": {"script": [
         {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: deploy v2"}}]},
         {"content": "opened the prod deploy ticket"},
-    ]},
+    ]}},
 }
 
 

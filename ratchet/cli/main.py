@@ -18,10 +18,12 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
+    from ratchet.models.builtin import provider_settings
     from ratchet.ops.settings import SettingsError, load_settings
 
     try:
         shown = load_settings().masked()  # with the effective Temporal connection
+        shown["providers"] = {name: found.masked() for name, found in provider_settings().items()}
     except SettingsError as exc:
         print(f"ratchet: {exc}", file=sys.stderr)
         return 2

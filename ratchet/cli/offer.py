@@ -52,6 +52,11 @@ def profiles(args: argparse.Namespace) -> int:
                 "verifier": " ".join(profile.verifier.argv) if profile.verifier else None,
                 "budget": profile.budget.model_dump(exclude_none=True),
                 "failure_policy": str(profile.failure_policy),
+                "model": f"{profile.provider or 'RATCHET_PROVIDER'}/{profile.model or 'its default model'}",
+                "fallbacks": [f"{c.provider}/{c.model or 'its default'}" for c in profile.fallbacks],
+                "output_schema": profile.output_schema
+                if isinstance(profile.output_schema, str)
+                else ("a JSON Schema" if profile.output_schema else None),
             }
         )
     if args.json:
@@ -64,6 +69,11 @@ def profiles(args: argparse.Namespace) -> int:
                 f"; mcp {m['server']} ({m['tools'] if isinstance(m['tools'], str) else ', '.join(m['tools'])})"
                 for m in p["mcp"]
             )
+        )
+        print(
+            f"  model: {p['model']}"
+            + (f", then {', '.join(p['fallbacks'])}" if p["fallbacks"] else "")
+            + (f"   answers: {p['output_schema']}" if p["output_schema"] else "")
         )
         print(f"  waits for approval: {'; '.join(p['approval']) or 'never'}")
         print(

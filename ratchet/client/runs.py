@@ -77,6 +77,7 @@ from ratchet.contracts.events import RunEvent
 from ratchet.ops.settings import Settings
 
 T = TypeVar("T")
+Output = TypeVar("Output", bound=BaseModel)
 
 
 class RunSummary(BaseModel):
@@ -258,6 +259,18 @@ class RunHandle:
         """The run's event history as Temporal recorded it (of its latest run after a
         continue-as-new): for replay, audits and timings read from the events."""
         return await self._ask("history", self._handle.fetch_history())
+
+    async def output(self, model: type[Output]) -> Output:
+        """The run's typed final answer as `model` (a run started with an `output_schema`, or of a
+        profile with one: the answer was checked against it). RunFailed if the run failed or ended
+        without one (BUDGET_EXHAUSTED); InvalidInput if the answer is not a valid `model`."""
+        result = await self.result()
+        if result.output is None:
+            raise RunFailed(self.workflow_id, f"the run ended {result.phase} without a typed output")
+        try:
+            return model.model_validate(result.output)
+        except ValidationError as exc:
+            raise InvalidInput.of(f"output as {model.__name__}", exc) from None
 
     async def checkpoints(self) -> list[Checkpoint]:
         return (await self.state()).checkpoints

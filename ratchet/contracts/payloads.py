@@ -24,8 +24,13 @@ class Message(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     tool_call_id: str | None = None
+    is_error: bool = False
+    """A tool message whose call failed (its content says why); providers that mark errors apart
+    (Anthropic's `tool_result.is_error`) use it."""
     content_ref: ArtifactRef | None = None
     """Full content in the artifact store when `content` is a shortened preview."""
+    answered_by: str = ""
+    """An assistant message a fallback model wrote: `provider/model` ("": the run's own model)."""
     pinned: bool = False
     """Sent to the model whatever its context window (a fork's objective; the system prompt and the
     run's objective, the first two messages, always are)."""
@@ -33,7 +38,12 @@ class Message(BaseModel):
 
 class Usage(BaseModel):
     prompt_tokens: int = 0
+    """Every input token billed, cached or not."""
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of `prompt_tokens`, read from the provider's prompt cache (billed at its discount)."""
+    cache_write_tokens: int = 0
+    """Of `prompt_tokens`, written to the provider's prompt cache (billed at its surcharge)."""
 
     @property
     def total_tokens(self) -> int:
@@ -55,6 +65,8 @@ class ModelRequest(BaseModel):
     (`ratchet.core.budget.output_cap`). None: no limit."""
     max_cost_usd: float | None = None
     """The run's cost budget left, at the model's prices (None: the run has no cost budget)."""
+    choice: int = 0
+    """Which of the run's models to call: 0 the run's own, N its Nth fallback (`RunPlan.fallbacks`)."""
 
 
 class ModelReply(BaseModel):
@@ -67,6 +79,10 @@ class ModelReply(BaseModel):
     "tool_calls" or "stop"."""
     model: str = ""
     """Only when the provider names another model than the run's settings (e.g. a dated snapshot)."""
+    output: Any = None
+    """A final answer of a run with an output schema, parsed and matching it."""
+    output_error: str | None = None
+    """A final answer that does not match the run's output schema: what is wrong, for the model."""
 
 
 class ToolInvocation(BaseModel):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ratchet.contracts.base import ArtifactRef, EffectClass, FailurePolicy
+from ratchet.contracts.base import EffectClass, FailurePolicy
 from ratchet.contracts.run import AgentRun
 from ratchet.contracts.sandbox import SandboxPolicy
 
@@ -20,10 +20,22 @@ class Budget(BaseModel):
     max_duration_s: float | None = None
 
 
+class ToolSchema(BaseModel):
+    """A tool as the model is told of it, in no vendor's format: each provider renders its own wire
+    format (OpenAI's function tools, Anthropic's `input_schema`, ...) from it."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The arguments' JSON Schema (an object), its properties in the author's order: a reply cut
+    off mid-call keeps the first ones (`path` before `content`)."""
+
+
 class ModelSettings(BaseModel):
-    provider: str = "openai"
+    provider: str
     """A `ModelProvider` registered on the worker, by name."""
-    model: str = "gpt-4o-mini"
+    model: str
+    """The provider's model name (the run's, else the profile's, else the provider's default)."""
     temperature: float | None = None
     max_output_tokens: int | None = None
     timeout_s: float = 120.0
@@ -34,7 +46,15 @@ class ModelSettings(BaseModel):
     retry_max_interval_s: float = Field(60.0, gt=0)
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
-    script_ref: ArtifactRef | None = None
+    usd_per_1k_cache_read_tokens: float | None = None
+    """The price of prompt tokens read from the provider's cache (None: the prompt price)."""
+    usd_per_1k_cache_write_tokens: float | None = None
+    """The price of prompt tokens written to the provider's cache (None: the prompt price)."""
+    task_queue: str | None = None
+    """The provider's own task queue (RATCHET_MODEL_QUEUES: rate-limited by Temporal); None: the run's."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The provider's own options as it resolved them when the run was planned (`ModelProvider.plan`):
+    the scripted provider's script artifact, the anthropic provider's prompt caching."""
     context_messages: int | None = None
     """Send the model the system prompt, the objective and only the latest this-many messages
     (None: the whole conversation). The transcript keeps every message either way."""
@@ -44,6 +64,18 @@ class ModelSettings(BaseModel):
     tool_output_chars: int | None = None
     """A tool output longer than this reaches the model as its start and its end, with a note
     naming the artifact that holds all of it (None: all of it)."""
+
+
+class ModelChoice(BaseModel):
+    """A fallback model of a profile: a provider registered on the worker, its model (None: the
+    provider's default) and the provider's options."""
+
+    provider: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+    model: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    usd_per_1k_prompt_tokens: float | None = None
+    """Its prices (None: the profile's)."""
+    usd_per_1k_completion_tokens: float | None = None
 
 
 class ApprovalRule(BaseModel):
@@ -118,6 +150,9 @@ class RunPolicy(BaseModel):
     host counts as lost and the run fails over (workflows/failover.py)."""
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """Limits, environment and network of the programs the run's tools and verifier run."""
+    fallback_after_attempts: int = Field(3, ge=1, le=100)
+    """Attempts of a step's model call on a model with a fallback after it (retryable failures: 429,
+    5xx, timeouts) before the call moves to the next model (`AgentProfile.fallbacks`)."""
 
 
 class RunPlan(RunPolicy):
@@ -126,6 +161,9 @@ class RunPlan(RunPolicy):
     agent: str
     system_prompt: str
     model: ModelSettings
+    fallbacks: list[ModelSettings] = Field(default_factory=list)
+    """The profile's fallback models, in order: a step whose call keeps failing with retryable errors
+    on one (`fallback_after_attempts`) moves to the next, under the same idempotency key."""
     tools: list[ToolSpec]
     budget: Budget
     workspace: str
@@ -145,11 +183,24 @@ class RunPlan(RunPolicy):
         return next((t for t in self.tools if t.name == name), None)
 
 
+class OutputSpec(BaseModel):
+    """A run's output schema, resolved (`ratchet.core.outputs.resolve`): its final answer must be JSON
+    matching `json_schema`."""
+
+    name: str
+    """The registered output type's name, or the schema's title (`output`)."""
+    json_schema: dict[str, Any]
+
+
 class ModelCallConfig(BaseModel):
     """Constant for a run, so stored once (by run.prepare) rather than sent with every request."""
 
     settings: ModelSettings
-    tools: list[dict[str, Any]]
+    tools: list[ToolSchema]
+    output: OutputSpec | None = None
+    """The run's output schema: each final answer is checked against it (activities/model.py)."""
+    fallbacks: list[ModelSettings] = Field(default_factory=list)
+    """As `RunPlan.fallbacks`: `ModelRequest.choice` 1 is the first."""
 
 
 class PlanRun(BaseModel):

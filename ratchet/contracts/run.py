@@ -34,32 +34,11 @@ class RunMessages:
     ROLLBACK = "rollback"
 
 
-class ScriptedToolCall(Strict):
-    name: str
-    arguments: dict[str, Any] | str = Field(
-        default_factory=dict, description="JSON object, or a raw string sent verbatim (to test bad JSON)."
-    )
-    id: str | None = None
-
-
-class ScriptedReply(Strict):
-    """One model turn: tool calls, or a final answer in `content`."""
-
-    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
-    content: str | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> ScriptedReply:
-        if not self.tool_calls and self.content is None:
-            raise ValueError("a scripted reply needs tool_calls or content")
-        return self
-
-
 class ModelOverride(Strict):
     provider: str | None = Field(
         default=None,
         pattern=NAME_PATTERN,
-        description="A model provider registered on the worker (`openai` and `scripted` ship).",
+        description="A model provider registered on the worker (`openai`, `anthropic` and `scripted` ship).",
     )
     model: str | None = Field(default=None, min_length=1, max_length=200)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -75,23 +54,16 @@ class ModelOverride(Strict):
         default=None,
         description="Stream the model's replies to the run's stream as they are written (default: the profile's, on).",
     )
-    script: list[ScriptedReply] | None = Field(default=None, max_length=100_000)
-    script_file: str | None = Field(
+    options: dict[str, Any] | None = Field(
         default=None,
-        min_length=1,
-        max_length=1000,
-        description="A JSON file of scripted replies in the run's workspace, read once when the run is planned.",
+        description="The provider's own options, checked by the provider when the run is planned "
+        "(`scripted`: `script` or `script_file`); needs `provider`.",
     )
 
     @model_validator(mode="after")
-    def _script_needs_scripted(self) -> ModelOverride:
-        if self.script and self.script_file:
-            raise ValueError("give 'script' or 'script_file', not both")
-        scripted = self.script or self.script_file
-        if self.provider == "scripted" and not scripted:
-            raise ValueError("provider 'scripted' needs a non-empty 'script' (or a 'script_file')")
-        if scripted and self.provider not in (None, "scripted"):
-            raise ValueError("'script' and 'script_file' are only used with provider 'scripted'")
+    def _options_need_provider(self) -> ModelOverride:
+        if self.options is not None and self.provider is None:
+            raise ValueError("'options' are a provider's own: name the 'provider' they are for")
         return self
 
 
@@ -119,6 +91,11 @@ class AgentRun(Strict):
     )
     model: ModelOverride | None = None
     budget: BudgetOverride | None = None
+    output_schema: dict[str, Any] | str | None = Field(
+        default=None,
+        description="The final answer's type: a JSON Schema (an object at the top), or the name of a pydantic "
+        "model registered on the worker; overrides the profile's. The result's `output` holds the answer.",
+    )
     on_failure: FailurePolicy | None = Field(default=None, description="Overrides the profile's failure policy.")
     resume_from: ResumeFrom | None = Field(
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."

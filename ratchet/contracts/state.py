@@ -159,6 +159,10 @@ class BudgetUsed(BaseModel):
     steps: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Of `prompt_tokens`, read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of `prompt_tokens`, written to the provider's prompt cache."""
     cost_usd: float = 0.0
     model_calls: int = 0
     tool_calls: int = 0
@@ -214,6 +218,8 @@ class AgentState(BaseModel):
     """How many times this run has continued as new."""
     bad_tool_calls: int = 0
     answer: str | None = None
+    output: Any = None
+    """The final answer as JSON, for a run with an output schema (`ModelReply.output`)."""
     last_error: str | None = None
 
     def unarchive(self, archived: list[Effect]) -> None:
@@ -256,6 +262,9 @@ class AgentResult(BaseModel):
     workflow_id: str
     phase: Phase
     answer: str | None
+    output: Any = None
+    """The final answer as JSON matching the run's output schema (None without one); the client's
+    `RunHandle.output(Model)` returns it as the model type."""
     steps: int
     used: BudgetUsed
     last_error: str | None = None

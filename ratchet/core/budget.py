@@ -64,8 +64,21 @@ def charge(used: BudgetUsed, usage: Usage, settings: ModelSettings) -> None:
     used.model_calls += 1
     used.prompt_tokens += usage.prompt_tokens
     used.completion_tokens += usage.completion_tokens
-    used.cost_usd += (
-        usage.prompt_tokens * settings.usd_per_1k_prompt_tokens
+    used.cache_read_tokens += usage.cache_read_tokens
+    used.cache_write_tokens += usage.cache_write_tokens
+    used.cost_usd += cost(usage, settings)
+
+
+def cost(usage: Usage, settings: ModelSettings) -> float:
+    """What a call cost at the settings' prices: cache reads and writes at their own prices."""
+    prompt = settings.usd_per_1k_prompt_tokens
+    read = prompt if settings.usd_per_1k_cache_read_tokens is None else settings.usd_per_1k_cache_read_tokens
+    write = prompt if settings.usd_per_1k_cache_write_tokens is None else settings.usd_per_1k_cache_write_tokens
+    uncached = usage.prompt_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+    return (
+        uncached * prompt
+        + usage.cache_read_tokens * read
+        + usage.cache_write_tokens * write
         + usage.completion_tokens * settings.usd_per_1k_completion_tokens
     ) / 1000
 

@@ -5,10 +5,20 @@ the run (`run.prepare`), into the run's `RunPlan`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field, ValidationError
 
-from ratchet.contracts import ApprovalRule, Budget, BudgetOverride, RunPolicy, Verifier, problems
+from ratchet.contracts import (
+    NAME_PATTERN,
+    ApprovalRule,
+    ModelChoice,
+    Budget,
+    BudgetOverride,
+    RunPolicy,
+    Verifier,
+    problems,
+)
 from ratchet.contracts.mcp import McpToolset
 
 TOOL_OUTPUT_CHARS = 32_000
@@ -22,8 +32,16 @@ class AgentProfile(RunPolicy):
     name: str
     system_prompt: str
     tools: list[str]
+    provider: str | None = Field(None, pattern=NAME_PATTERN)
+    """The model provider (`openai`, `anthropic`, or one registered on the worker); None: the worker's
+    RATCHET_PROVIDER. A run's `model.provider` overrides it."""
     model: str | None = None
-    """Model name; None means the worker's RATCHET_MODEL."""
+    """The provider's model name; None: the provider's default (OPENAI_MODEL, ANTHROPIC_MODEL). A run's
+    `model.model` overrides it; a run that names another provider does not get it."""
+    fallbacks: list[ModelChoice] = Field(default_factory=list)
+    """Models to move a step's call to, in order, when the one before keeps failing with retryable
+    errors (`fallback_after_attempts` attempts); a non-retryable error (a bad request) does not
+    fall through. Each must be a provider the worker has and can serve."""
     model_timeout_s: float | None = Field(None, gt=0, le=3600)
     """One model call's timeout; None: the worker's RATCHET_MODEL_TIMEOUT_S (120 s)."""
     model_max_attempts: int | None = Field(None, ge=1, le=100)
@@ -45,8 +63,17 @@ class AgentProfile(RunPolicy):
     tools the model gets and their effects and compensations. Listed when a run is planned and
     pinned for the run; the model sees them as `<server>__<tool>`."""
     budget: Budget = Field(default_factory=Budget)
+    output_schema: dict[str, Any] | str | None = None
+    """The final answer's type: a JSON Schema (an object at the top) or the name of a pydantic model
+    registered with `register_output_type`; a run's `output_schema` overrides it. None: free text."""
     usd_per_1k_prompt_tokens: float = 0.0
     usd_per_1k_completion_tokens: float = 0.0
+    usd_per_1k_cache_read_tokens: float | None = None
+    """Prompt tokens read from the provider's cache (Anthropic: a tenth of the prompt price); None:
+    the prompt price."""
+    usd_per_1k_cache_write_tokens: float | None = None
+    """Prompt tokens written to the provider's cache (Anthropic: 1.25 times the prompt price); None:
+    the prompt price."""
 
     def policy(self) -> dict:
         """The `RunPolicy` fields, for the plan of a run of this profile."""

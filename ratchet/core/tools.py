@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from ratchet.contracts import UNDO_DESCRIPTION, ArtifactRef, EffectClass, SandboxPolicy, ToolSpec
+from ratchet.contracts import UNDO_DESCRIPTION, ArtifactRef, EffectClass, SandboxPolicy, ToolSchema, ToolSpec
 from ratchet.contracts.sandbox import Sandbox
 
 if TYPE_CHECKING:
@@ -149,13 +149,11 @@ class Tool:
             workspace=self.workspace,
         )
 
-    def openai_schema(self) -> dict[str, Any]:
+    def tool_schema(self) -> ToolSchema:
+        """What the model is told of this tool: its arguments' JSON Schema in the model's field order."""
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": schema},
-        }
+        return ToolSchema(name=self.name, description=self.description, parameters=schema)
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> ToolOutput:
         try:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ratchet.contracts import EffectClass, ToolSpec
+from ratchet.contracts import EffectClass, ToolSchema, ToolSpec
 from ratchet.mcp.config import Compensation, McpConfigError, McpServer, McpToolset, public_name
 
 log = logging.getLogger("ratchet.mcp")
@@ -40,11 +40,8 @@ class McpTool(BaseModel):
     idempotent: bool = False
     compensation: Compensation | None = None
 
-    def openai_schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
-        }
+    def tool_schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description, parameters=self.input_schema)
 
     def spec(self, server: McpServer) -> ToolSpec:
         return ToolSpec(

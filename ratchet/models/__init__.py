@@ -1,2 +1,3 @@
-"""Model providers behind one protocol (`ModelProvider`): `openai` (any OpenAI-compatible endpoint)
-and `scripted` (deterministic replies, for tests and demos), registered by name on the worker."""
+"""Model providers behind one protocol (`ModelProvider`): `openai` (any OpenAI-compatible endpoint),
+`anthropic` (Anthropic's Messages API, the `anthropic` extra) and `scripted` (deterministic replies,
+for tests and demos), registered by name on the worker, each with its own settings."""

@@ -16,36 +16,73 @@ from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletionMessageParam
+from pydantic import Field, SecretStr
 from temporalio.exceptions import ApplicationError
 
-from ratchet.contracts import Message, ModelSettings, ToolCallRequest, Usage
+from ratchet.contracts import Message, ModelSettings, ToolCallRequest, ToolSchema, Usage
 from ratchet.models.openai_errors import classify
-from ratchet.models.provider import Completion, Deltas, ModelCall
-from ratchet.ops.settings import Settings
+from ratchet.models.provider import Completion, Deltas, ModelCall, PlanContext, ProviderOptionsError
+from ratchet.models.settings import Headers, ProviderSettings, env, load
+
+
+class OpenAISettings(ProviderSettings):
+    """The openai provider's endpoint, read from the variables the openai client reads."""
+
+    api_key: SecretStr | None = Field(None, validation_alias=env("OPENAI_API_KEY"))
+    base_url: str | None = Field(
+        None,
+        validation_alias=env("OPENAI_BASE_URL"),
+        description="Any OpenAI-compatible endpoint (Azure, vLLM, llama.cpp, Ollama); unset: OpenAI's.",
+    )
+    organization: str | None = Field(None, validation_alias=env("OPENAI_ORG_ID"))
+    project: str | None = Field(None, validation_alias=env("OPENAI_PROJECT_ID"))
+    headers: Headers = Field(default_factory=dict, validation_alias=env("OPENAI_CUSTOM_HEADERS"))
+    model: str = Field(
+        "gpt-4o-mini",
+        min_length=1,
+        validation_alias=env("OPENAI_MODEL"),
+        description="The model of a run whose profile and input name none.",
+    )
+
+    @property
+    def configured(self) -> bool:
+        return self.api_key is not None or self.base_url is not None
 
 
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, settings: OpenAISettings | None = None) -> None:
+        self.settings = settings if settings is not None else load(OpenAISettings)
         self._client: openai.AsyncOpenAI | None = None
 
+    @property
+    def default_model(self) -> str:
+        return self.settings.model
+
+    def plan(self, settings: ModelSettings, options: dict[str, Any], context: PlanContext) -> ModelSettings:
+        if options:
+            raise ProviderOptionsError(next(iter(options)), "the openai provider takes no options")
+        return settings
+
     def unavailable(self, settings: ModelSettings) -> str | None:
-        if self.settings.model_endpoint_configured:
+        if self.settings.configured:
             return None
         return (
-            "this worker has no model endpoint; set OPENAI_API_KEY or OPENAI_BASE_URL on the worker, "
-            "or start the run with model.provider 'scripted' and a script"
+            "this worker has no OpenAI endpoint; set OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible "
+            "server) on the worker, or start the run with provider 'scripted' and options.script"
         )
 
     def client(self) -> openai.AsyncOpenAI:
         """One client per worker; its own retries are off so Temporal's retry policy governs."""
         if self._client is None:
-            key = self.settings.openai_api_key
+            key = self.settings.api_key
             self._client = openai.AsyncOpenAI(
                 api_key=key.get_secret_value() if key else "not-needed",
-                base_url=self.settings.openai_base_url,
+                base_url=self.settings.base_url,
+                organization=self.settings.organization,
+                project=self.settings.project,
+                default_headers=self.settings.header_values() or None,
                 max_retries=0,
             )
         return self._client
@@ -58,7 +95,16 @@ class OpenAIProvider:
         if settings.max_output_tokens is not None:
             kwargs["max_tokens"] = settings.max_output_tokens
         if call.tools:
-            kwargs["tools"] = call.tools
+            kwargs["tools"] = [to_openai_tool(t) for t in call.tools]
+        if call.output is not None:  # structured outputs: the final answer is JSON matching the schema
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(call.output.name),
+                    "schema": call.output.json_schema,
+                    "strict": True,
+                },
+            }
         request = dict(
             model=settings.model,
             messages=[to_openai(m) for m in call.messages],
@@ -145,6 +191,19 @@ class _Assembly:
             finish_reason=self.finish_reason,
             model=self.model,
         )
+
+
+def _schema_name(name: str) -> str:
+    """`response_format`'s name: letters, digits, `_` and `-`, at most 64."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "output"
+
+
+def to_openai_tool(tool: ToolSchema) -> dict[str, Any]:
+    """A neutral tool schema as an OpenAI function tool."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
 
 
 def to_openai(message: Message) -> ChatCompletionMessageParam:

@@ -19,7 +19,7 @@ _HINTS = {
     400: "the endpoint rejected the request (bad model settings or messages)",
     401: "the API key was rejected; check OPENAI_API_KEY on the worker",
     403: "the API key may not use this model or endpoint",
-    404: "no such model or endpoint; check RATCHET_MODEL / the model override and OPENAI_BASE_URL",
+    404: "no such model or endpoint; check the model (OPENAI_MODEL, the profile or the run) and OPENAI_BASE_URL",
     422: "the endpoint could not process the request",
 }
 _RETRYABLE_STATUS = {408, 409, 429}

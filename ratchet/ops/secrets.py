@@ -6,10 +6,11 @@ matches, from activity results and failures (hence history and the model's input
 tool outputs kept as artifacts, and the worker's logs.
 
 A variable's whole value is the secret unless the table says how to find the secret in it: only the
-password of a ledger URL, the header values of OPENAI_CUSTOM_HEADERS, the contents of the TLS key file
-a TEMPORAL_TLS_*_KEY_PATH names. Operators name more in RATCHET_SECRET_VARIABLES=NAME1,NAME2 (in the
-worker's environment, beside the variables it names; a RATCHET_ENV_FILE is not read for it). The MCP
-servers' configuration names more: every `${NAME}` in a server's env or headers (ratchet/mcp/config.py).
+password of a ledger URL, the header values of OPENAI_CUSTOM_HEADERS and ANTHROPIC_CUSTOM_HEADERS,
+the contents of the TLS key file a TEMPORAL_TLS_*_KEY_PATH names. Operators name more in
+RATCHET_SECRET_VARIABLES=NAME1,NAME2 (in the worker's environment, beside the variables it names; a
+RATCHET_ENV_FILE is not read for it). The MCP servers' configuration names more: every `${NAME}` in
+a server's env or headers (ratchet/mcp/config.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _nothing(name: str, value: str) -> list[Secret]:
 
 
 def _header_values(name: str, value: str) -> list[Secret]:
-    """OPENAI_CUSTOM_HEADERS: `Name: value` lines, as the openai client parses them."""
+    """*_CUSTOM_HEADERS: `Name: value` lines (ratchet/models/settings.py)."""
     return [line.partition(":")[2].strip() for line in value.split("\n") if ":" in line]
 
 
@@ -90,6 +91,10 @@ SECRET_VARIABLES: dict[str, Callable[[str, str], list[Secret]]] = {
     "AZURE_OPENAI_API_KEY": _whole,
     "AZURE_OPENAI_AD_TOKEN": _whole,
     "AWS_BEARER_TOKEN_BEDROCK": _whole,
+    # the anthropic client (the variables the anthropic provider reads)
+    "ANTHROPIC_API_KEY": _whole,
+    "ANTHROPIC_AUTH_TOKEN": _whole,
+    "ANTHROPIC_CUSTOM_HEADERS": _header_values,
     # Temporal (the config file holds keys: read through the connection, `secret_values`)
     "TEMPORAL_API_KEY": _whole,
     "TEMPORAL_CONFIG_FILE": _nothing,
@@ -154,15 +159,18 @@ def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return {name: value for name, value in environ.items() if not is_secret_variable(name, named)}
 
 
-def secret_values(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Secret]:
-    """Every secret this worker holds, longest first: from its environment by the table above, from
-    the settings (a RATCHET_ENV_FILE, or given in code) by the same table, and from Temporal's
-    connection (an API key, gRPC headers or a client key in the Temporal config file)."""
+def secret_values(
+    settings: Settings, environ: Mapping[str, str] | None = None, more: Iterable[Secret] = ()
+) -> list[Secret]:
+    """Every secret this worker holds, longest first: from its environment and its RATCHET_ENV_FILE
+    by the table above (the model providers read theirs from both), from the settings given in code
+    by the same table, from Temporal's connection (an API key, gRPC headers or a client key in the
+    Temporal config file), and `more` (the model providers' own settings: `ProviderRegistry.secrets`)."""
     environ = os.environ if environ is None else environ
     _name_mcp_variables(settings)
     named = operator_variables(environ)
-    found: list[Secret] = []
-    for name, value in [*environ.items(), *_settings_variables(settings)]:
+    found: list[Secret] = list(more)
+    for name, value in [*environ.items(), *_env_file_variables(settings), *_settings_variables(settings)]:
         found += secrets_in(name, value, named)
     found += _connection_secrets(settings)
     return sorted({v for v in found if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
@@ -194,6 +202,16 @@ def key_material(data: bytes) -> list[Secret]:
     )
     der = _b64_bytes(body)
     return [body] + ([der] if der else [])
+
+
+def _env_file_variables(settings: Settings) -> list[tuple[str, str]]:
+    """(variable, value) of the settings' env file (RATCHET_ENV_FILE), which providers read too."""
+    env_file = settings.model_config.get("env_file")
+    if not isinstance(env_file, (str, Path)):
+        return []
+    from dotenv import dotenv_values  # pydantic-settings' own reader of env files
+
+    return [(name, value) for name, value in dotenv_values(env_file).items() if value]
 
 
 def _settings_variables(settings: Settings) -> list[tuple[str, str]]:

@@ -2,10 +2,11 @@
 
 Names follow the tools users already know: TEMPORAL_* as Temporal's CLI and SDKs (the client
 connection, `TemporalSettings` in ratchet/ops/connection.py: Temporal's environment
-configuration), OPENAI_API_KEY / OPENAI_BASE_URL as the openai client; the rest are RATCHET_*:
-the worker's task queue, host, slots and tools, operations (payload size, metrics, logs,
+configuration); the rest are RATCHET_*: the worker's task queue, host, slots and tools, its
+default model provider and the providers' queues, operations (payload size, metrics, logs,
 tracing), the stores and payload encryption. A tool's own configuration is the tool's (e.g. the
-example tracker's, activities/tracker_tools.py), not a field here.
+example tracker's, activities/tracker_tools.py), and a model provider's endpoint and key are the
+provider's (OPENAI_*, ANTHROPIC_*: ratchet/models/settings.py), not fields here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  (settings' own errors; re-exported)
@@ -24,6 +25,15 @@ from ratchet.ops.connection import TemporalSettings
 
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
+
+
+class ModelQueue(BaseModel):
+    """A provider's own task queue (`RATCHET_MODEL_QUEUES`)."""
+
+    per_second: float | None = Field(None, gt=0)
+    """Temporal's rate limit of the queue's activities, shared by every worker polling it."""
+    concurrency: int | None = Field(None, ge=1, le=10_000)
+    """Model calls of this provider one worker runs at once (default: RATCHET_MAX_CONCURRENT_ACTIVITIES)."""
 
 
 class Settings(TemporalSettings):
@@ -121,9 +131,21 @@ class Settings(TemporalSettings):
         "(ratchet/mcp/config.py); `${NAME}` in their env or headers reads the worker's variable NAME, a secret.",
     )
 
-    openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
-    openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
-    model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("RATCHET_MODEL"))
+    provider: str = Field(
+        "openai",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+        validation_alias=_env("RATCHET_PROVIDER"),
+        description="The model provider of a run whose profile and input name none; its model is the "
+        "provider's default (OPENAI_MODEL, ANTHROPIC_MODEL) unless the profile or run names one.",
+    )
+    model_queues: dict[str, ModelQueue] = Field(
+        default_factory=dict,
+        validation_alias=_env("RATCHET_MODEL_QUEUES"),
+        description='Providers whose model calls run on a task queue of their own, `{"openai": {"per_second": 5, '
+        '"concurrency": 8}}`: Temporal limits that queue to `per_second` activities across every worker '
+        "(max_task_queue_activities_per_second), each worker runs at most `concurrency` at once. Every worker "
+        'of the task queue must say the same (docs/OPERATIONS.md, "Provider rate limits").',
+    )
     model_timeout_s: float = Field(
         120.0,
         gt=0,
@@ -139,12 +161,6 @@ class Settings(TemporalSettings):
         validation_alias=_env("RATCHET_MODEL_MAX_ATTEMPTS"),
         description="Attempts of a model call on retryable failures (429, 5xx, timeouts), 1 s apart doubling up to"
         " 60 s; a profile's `model_max_attempts` overrides it.",
-    )
-    scripted_chars_per_s: float = Field(
-        0.0,
-        ge=0,
-        validation_alias=_env("RATCHET_SCRIPTED_CHARS_PER_S"),
-        description="How fast the scripted provider writes a streamed reply (characters a second; 0: at once).",
     )
 
     workspace_root: Path = Field(Path(".ratchet/workspaces"), validation_alias=_env("RATCHET_WORKSPACE_ROOT"))
@@ -201,6 +217,10 @@ class Settings(TemporalSettings):
         " namespace.",
     )
 
+    def model_task_queue(self, provider: str) -> str | None:
+        """The task queue of `provider`'s model calls, if it has its own (`{task_queue}/model/{provider}`)."""
+        return model_queue(self.task_queue, provider) if provider in self.model_queues else None
+
     @property
     def host_task_queue(self) -> str:
         """The queue of this host's workspace activities: `{task_queue}@{host_id}`."""
@@ -227,10 +247,6 @@ class Settings(TemporalSettings):
     def plugin_modules(self) -> list[str]:
         return [name.strip() for name in self.plugins.split(",") if name.strip()]
 
-    @property
-    def model_endpoint_configured(self) -> bool:
-        return self.openai_api_key is not None or self.openai_base_url is not None
-
     def masked(self) -> dict[str, object]:
         """Effective settings for display, secrets masked. The temporal_* entries are the effective
         connection (config file and profile included); a bad one raises SettingsError."""
@@ -251,6 +267,11 @@ def default_host_id() -> str:
     import socket
 
     return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:200] or "host"
+
+
+def model_queue(task_queue: str, provider: str) -> str:
+    """The task queue of a provider's model calls (RATCHET_MODEL_QUEUES): `{task_queue}/model/{provider}`."""
+    return f"{task_queue}/model/{provider}"
 
 
 def load_settings() -> Settings:
@@ -280,9 +301,9 @@ WORKER_PROCESS_FIELDS = (
 
 def worker_environment(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment of a `python -m ratchet.worker` process serving `settings`' server, queue, paths,
-    cache size and plugins. Inherited TEMPORAL_*, RATCHET_* and OPENAI_* variables are left out, so
-    the process sees only what is given here (and in `extra`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_"))}
+    cache size and plugins. Inherited TEMPORAL_*, RATCHET_* and model providers' OPENAI_* and ANTHROPIC_*
+    variables are left out, so the process sees only what is given here (and in `extra`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_", "ANTHROPIC_"))}
     for name in WORKER_PROCESS_FIELDS:
         alias = Settings.model_fields[name].validation_alias
         assert isinstance(alias, AliasChoices)

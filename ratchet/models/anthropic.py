@@ -1,0 +1,265 @@
+"""The anthropic provider: Anthropic's Messages API through the official `anthropic` SDK (the
+`anthropic` extra: `pip install 'ratchet-agents[anthropic]'`).
+
+The conversation is rendered in the API's shape: the system prompt as the `system` field, tool calls
+as `tool_use` blocks, their results as `tool_result` blocks (a failed call with `is_error`) in the
+next user turn, consecutive user-side messages merged so the roles alternate, no empty text block.
+Prompt caching is on unless a run's `model.options` say `{"prompt_caching": false}`: an agent
+re-sends its whole context at every step, so `cache_control` marks the tool list and the system
+prompt (the same every step) and the end of the conversation so far (the next step's prefix).
+
+`stop_reason` `max_tokens` is a reply cut off (`finish_reason` "length"); `pause_turn` (a long
+server-side turn) is continued in the same call, at most MAX_CONTINUATIONS times; `refusal` fails
+the run non-retryably, as a retry would send the same request. The SDK's own retries are off:
+Temporal's retry policy governs, and ratchet/models/anthropic_errors.py decides what is retried.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import Field, SecretStr
+from temporalio.exceptions import ApplicationError
+
+from ratchet.contracts import Message, ModelSettings, Strict, ToolCallRequest, ToolSchema, Usage
+from ratchet.models.provider import (
+    Completion,
+    ModelCall,
+    PlanContext,
+    answer_from_tool,
+    check_options,
+    final_answer_tool,
+)
+from ratchet.models.settings import Headers, ProviderSettings, env, load
+
+MAX_CONTINUATIONS = 3
+"""`pause_turn` replies continued within one model call before it gives up (retryable)."""
+CACHE: dict[str, Any] = {"type": "ephemeral"}
+INSTALL = "pip install 'ratchet-agents[anthropic]'"
+_TOOL_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class AnthropicSettings(ProviderSettings):
+    """The anthropic provider's endpoint, read from the variables the anthropic SDK reads."""
+
+    api_key: SecretStr | None = Field(None, validation_alias=env("ANTHROPIC_API_KEY"))
+    auth_token: SecretStr | None = Field(
+        None, validation_alias=env("ANTHROPIC_AUTH_TOKEN"), description="A bearer token instead of an API key."
+    )
+    base_url: str | None = Field(None, validation_alias=env("ANTHROPIC_BASE_URL"))
+    version: str | None = Field(
+        None,
+        validation_alias=env("ANTHROPIC_VERSION"),
+        description="The `anthropic-version` header; unset: the SDK's.",
+    )
+    headers: Headers = Field(default_factory=dict, validation_alias=env("ANTHROPIC_CUSTOM_HEADERS"))
+    model: str = Field("claude-sonnet-4-5", min_length=1, validation_alias=env("ANTHROPIC_MODEL"))
+    max_tokens: int = Field(
+        4096,
+        ge=1,
+        validation_alias=env("ANTHROPIC_MAX_TOKENS"),
+        description="A reply's output limit when the run names none (the API requires one).",
+    )
+
+    @property
+    def configured(self) -> bool:
+        return self.api_key is not None or self.auth_token is not None
+
+
+class AnthropicOptions(Strict):
+    """A run's `model.options` for the anthropic provider."""
+
+    prompt_caching: bool = True
+    """Mark the tool list, the system prompt and the conversation so far for the prompt cache."""
+
+
+def sdk_missing() -> bool:
+    try:
+        import anthropic  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(self, settings: AnthropicSettings | None = None) -> None:
+        self.settings = settings if settings is not None else load(AnthropicSettings)
+        self._client: Any = None
+
+    @property
+    def default_model(self) -> str:
+        return self.settings.model
+
+    def plan(self, settings: ModelSettings, options: dict[str, Any], context: PlanContext) -> ModelSettings:
+        given = check_options(AnthropicOptions, options)
+        return settings.model_copy(update={"options": given.model_dump(exclude_defaults=True)})
+
+    def unavailable(self, settings: ModelSettings) -> str | None:
+        if sdk_missing():
+            return f"the anthropic SDK is not installed on this worker ({INSTALL})"
+        if not self.settings.configured:
+            return "this worker has no Anthropic key; set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) on the worker"
+        return None
+
+    def client(self) -> Any:
+        """One client per worker; its own retries are off so Temporal's retry policy governs."""
+        if self._client is None:
+            import anthropic
+
+            headers = self.settings.header_values()
+            if self.settings.version:
+                headers["anthropic-version"] = self.settings.version
+            key, token = self.settings.api_key, self.settings.auth_token
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key.get_secret_value() if key else None,
+                auth_token=token.get_secret_value() if token else None,
+                base_url=self.settings.base_url,
+                default_headers=headers or None,
+                max_retries=0,
+            )
+        return self._client
+
+    async def complete(self, call: ModelCall) -> Completion:
+        import anthropic
+
+        from ratchet.models.anthropic_errors import classify
+
+        caching = call.settings.options.get("prompt_caching", True)
+        request = render(call, self.settings.max_tokens, caching)
+        content: list[Any] = []
+        try:
+            for _ in range(MAX_CONTINUATIONS + 1):
+                reply = await self.client().messages.create(**request, timeout=call.settings.timeout_s)
+                content += reply.content
+                if reply.stop_reason != "pause_turn":
+                    break
+                request["messages"] = [*request["messages"], {"role": "assistant", "content": reply.content}]
+            else:
+                raise ApplicationError(
+                    f"the model paused its turn {MAX_CONTINUATIONS + 1} times (stop_reason pause_turn)",
+                    type="ModelPaused",
+                )
+        except anthropic.AnthropicError as exc:
+            raise classify(exc) from None  # `from None`: see openai.py (the chain overflows the failure)
+        if reply.stop_reason == "refusal":
+            raise ApplicationError(
+                "the model refused to continue (stop_reason refusal); the same request would be refused again",
+                type="ModelRefused",
+                non_retryable=True,
+            )
+        message = from_anthropic(content)
+        return Completion(
+            message=answer_from_tool(message) if call.output else message,
+            usage=usage_of(reply.usage),
+            finish_reason="length" if reply.stop_reason == "max_tokens" else None,
+            model=reply.model or "",
+        )
+
+
+def render(call: ModelCall, default_max_tokens: int, caching: bool) -> dict[str, Any]:
+    """The Messages API request of a call (the SDK's keyword arguments)."""
+    settings = call.settings
+    system: list[dict[str, Any]] = [
+        {"type": "text", "text": m.content} for m in call.messages if m.role == "system" and m.content
+    ]
+    messages = to_anthropic([m for m in call.messages if m.role != "system"])
+    offered = [*call.tools, final_answer_tool(call.output)] if call.output else call.tools
+    tools = [to_anthropic_tool(t) for t in offered]
+    if caching:
+        for blocks in (tools, system, messages[-1]["content"] if messages else []):
+            if blocks:
+                blocks[-1]["cache_control"] = CACHE
+    request: dict[str, Any] = {
+        "model": settings.model,
+        "max_tokens": settings.max_output_tokens or default_max_tokens,
+        "messages": messages,
+    }
+    if system:
+        request["system"] = system
+    if tools:
+        request["tools"] = tools
+    if settings.temperature is not None:
+        request["temperature"] = min(settings.temperature, 1.0)  # the API's range is 0..1
+    return request
+
+
+def to_anthropic_tool(tool: ToolSchema) -> dict[str, Any]:
+    rendered: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
+    if tool.description:
+        rendered["description"] = tool.description
+    return rendered
+
+
+def to_anthropic(messages: list[Message]) -> list[dict[str, Any]]:
+    """The conversation as alternating turns of content blocks: tool results (first, as the API
+    requires) and user text merge into one user turn; every tool_use is answered in the next one."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            results = [b for b in previous + blocks if b["type"] == "tool_result"]
+            turns[-1]["content"] = results + [b for b in previous + blocks if b["type"] != "tool_result"]
+        else:
+            turns.append({"role": role, "content": blocks})
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continue)"}]})
+    return turns
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    text = message.content or ""
+    if message.role == "tool":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id(message.tool_call_id or "")}
+        if text:
+            result["content"] = [{"type": "text", "text": text}]
+        if message.is_error:
+            result["is_error"] = True
+        return [result]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": tool_id(call.id), "name": call.name, "input": _input(call.arguments)})
+    return blocks or [{"type": "text", "text": "(no content)"}]
+
+
+def tool_id(call_id: str) -> str:
+    """An id the API accepts (`^[a-zA-Z0-9_-]+$`), the same for a call and its result."""
+    return _TOOL_ID.sub("_", call_id) or "call"
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    """A past call's arguments as the object the API requires; arguments that were not a JSON object
+    go back wrapped (the tool message after the call told the model why it did not run)."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"invalid_json_arguments": arguments}
+
+
+def from_anthropic(content: list[Any]) -> Message:
+    text = "".join(block.text for block in content if block.type == "text")
+    calls = [
+        ToolCallRequest(id=block.id, name=block.name, arguments=json.dumps(block.input, ensure_ascii=False))
+        for block in content
+        if block.type == "tool_use"
+    ]
+    return Message(role="assistant", content=text or None, tool_calls=calls)
+
+
+def usage_of(usage: Any) -> Usage:
+    """Prompt tokens are all the input the call was billed for: uncached, read from and written to the
+    cache (the last two also counted apart, priced by the profile's cache prices)."""
+    read = usage.cache_read_input_tokens or 0
+    written = usage.cache_creation_input_tokens or 0
+    return Usage(
+        prompt_tokens=(usage.input_tokens or 0) + read + written,
+        completion_tokens=usage.output_tokens or 0,
+        cache_read_tokens=read,
+        cache_write_tokens=written,
+    )
