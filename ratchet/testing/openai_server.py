@@ -16,7 +16,7 @@ Fault forms (``enqueue_faults``)::
     {"status": 429, "retry_after": 1}      # also "retry_after_ms", "message"
     {"status": 500} / {"status": 401} / {"status": 400} / any 4xx-5xx
     {"timeout": 2.0}                        # sleep, then serve the reply
-    {"truncated": True}                     # Content-Length larger than body, then close
+    {"truncated": True}                     # Content-Length larger than body, then close (streamed: after 1 chunk)
     {"bad_tool_json": True}                 # scripted reply with malformed arguments
     {"cut_after": 3}                        # streamed: close the connection after 3 chunks
     {"error_after": 3}                      # streamed: an error event (a 500) after 3 chunks
@@ -503,8 +503,9 @@ class OpenAIServer:
             h.send_header("Content-Type", "text/event-stream")
             h.send_header("Connection", "close")
             h.end_headers()
+            cut_after = 1 if fault.get("truncated") else fault.get("cut_after")  # a streamed body cut short
             for i, chunk in enumerate(chunks):
-                if fault.get("cut_after") is not None and i >= fault["cut_after"]:
+                if cut_after is not None and i >= cut_after:
                     return
                 if fault.get("error_after") is not None and i >= fault["error_after"]:
                     chunk = error_body(500, "The server had an error while streaming (injected fault).")
