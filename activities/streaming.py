@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import timedelta
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -127,6 +128,10 @@ class ReplyStream:
         await self.flush()
 
 
+PUBLISH_RETRY = timedelta(seconds=10)
+"""How long a failing flush of deltas is retried before the call stops streaming."""
+
+
 @asynccontextmanager
 async def reply_stream(step: int, enabled: bool) -> AsyncIterator[ReplyStream | None]:
     """The stream of this attempt's deltas (None when the run's model does not stream)."""
@@ -134,7 +139,10 @@ async def reply_stream(step: int, enabled: bool) -> AsyncIterator[ReplyStream | 
         yield None
         return
     attempt = activity.info().attempt
-    stream = ReplyStream(WorkflowStreamClient.from_within_activity(), step, attempt)
+    # a flush that keeps failing gives up soon: the stream is best effort, and an activity ending
+    # (done, or cancelled at a worker's shutdown) waits for its last flush (the default: 10 minutes)
+    client = WorkflowStreamClient.from_within_activity(max_retry_duration=PUBLISH_RETRY)
+    stream = ReplyStream(client, step, attempt)
     flusher = asyncio.create_task(stream.run())
     try:
         yield stream
