@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import json
 from typing import Any
 
 from ratchet.contracts import ErrorType, ToolResult, scrub_text
+from ratchet.core.outputs import compiled
 from ratchet.core.tools import undo_record
 from ratchet.mcp.catalog import McpTool
 from ratchet.stores.artifacts import ArtifactStore
@@ -73,7 +73,7 @@ def schema_problem(tool: McpTool, structured: Any, given: bool) -> str | None:
         return None
     if structured is None and not given:
         return "the server returned no structured content, though the tool declares an output schema"
-    validator = _compiled(json.dumps(tool.output_schema, sort_keys=True))
+    validator = compiled(json.dumps(tool.output_schema, sort_keys=True))
     if isinstance(validator, str):
         return f"the tool declares an invalid output schema: {validator}"
     return _problem(validator, structured, "/", "the server's result does not match the tool's output schema: at ")
@@ -81,26 +81,10 @@ def schema_problem(tool: McpTool, structured: Any, given: bool) -> str | None:
 
 def arguments_problem(tool: McpTool, arguments: dict[str, Any]) -> str | None:
     """Why `arguments` break the tool's pinned input schema (said to the model), or None."""
-    validator = _compiled(json.dumps(tool.input_schema, sort_keys=True))
+    validator = compiled(json.dumps(tool.input_schema, sort_keys=True))
     if isinstance(validator, str):
         return None  # the server's schema is broken: let the server judge the call
     return _problem(validator, arguments, ".", f"invalid arguments for {tool.name}: ")
-
-
-@functools.lru_cache(maxsize=1024)
-def _compiled(schema: str) -> Any:
-    """A JSON schema's compiled validator, or why the schema is invalid. Cached by the schema's
-    text: checking and compiling one costs about 1 ms, validating with it tens of microseconds."""
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
-
-    loaded = json.loads(schema)
-    kind = validator_for(loaded)
-    try:
-        kind.check_schema(loaded)
-    except SchemaError as exc:
-        return exc.message
-    return kind(loaded)
 
 
 def _problem(validator: Any, value: Any, joiner: str, prefix: str) -> str | None:

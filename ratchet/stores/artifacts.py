@@ -91,12 +91,7 @@ class DirectoryArtifactStore:
             raise ArtifactMissing(
                 f"artifact {ref.digest} is not in {self.root}; do all workers share the artifact dir?"
             ) from None
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != ref.digest:
-            raise ArtifactCorrupt(
-                f"artifact {ref.digest} in {self.root} is corrupt: its {len(data)} bytes hash to {actual}"
-            )
-        return data
+        return checked(ref, data, str(self.root))
 
     def digests(self) -> Iterator[str]:
         for fan in os.scandir(self.root):
@@ -116,3 +111,12 @@ def put_json(store: ArtifactStore, value: Any) -> ArtifactRef:
 
 def get_json(store: ArtifactStore, ref: ArtifactRef) -> Any:
     return json.loads(store.get(ref))
+
+
+def checked(ref: ArtifactRef, data: bytes, where: str) -> bytes:
+    """`data` if its sha256 is `ref`'s digest (content addressing: every store checks what it read),
+    else ArtifactCorrupt naming where it was read."""
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != ref.digest:
+        raise ArtifactCorrupt(f"artifact {ref.digest} in {where} is corrupt: its {len(data)} bytes hash to {actual}")
+    return data

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 
 from ratchet.contracts import ArtifactRef
 from ratchet.core.settings_errors import SettingsError, mask_url
-from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing
+from ratchet.stores.artifacts import DIGEST, ArtifactMissing, checked
 
 __all__ = ["FORMS", "SCHEMES", "Location", "ObjectArtifactStore", "ObjectStoreError", "open_object_store", "parse_url"]
 
@@ -345,12 +345,7 @@ class ObjectArtifactStore:
             raise ArtifactMissing(
                 f"artifact {ref.digest} is not in {self.location.url(key)}; do all workers use the same {SETTING}?"
             ) from None
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != ref.digest:
-            raise ArtifactCorrupt(
-                f"artifact {ref.digest} in {self.location.url(key)} is corrupt: its {len(data)} bytes hash to {actual}"
-            )
-        return data
+        return checked(ref, data, self.location.url(key))
 
     def digests(self) -> Iterator[str]:
         prefix = f"{self.location.prefix}/" if self.location.prefix else ""
