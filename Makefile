@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-real-model worker histories bench chaos clean
+.PHONY: install demo test test-e2e test-real-model worker histories bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,13 @@ demo: install
 	$(PY) -m devtools.demo
 
 test: install
-	$(PY) -m pytest -q -n 2 --durations=10
+	$(PY) -m pytest -q -n 2 --durations=10 -m "not e2e"
+
+# The slow suites (marked e2e): worker processes SIGKILLed, chaos on one and two hosts, the npm
+# clients (AG-UI, Azurite), `make demo` and the wheel as a user runs them, long runs and
+# continue-as-new, mypy. `.ci/run` runs them after `make test`.
+test-e2e: install
+	$(PY) -m pytest -q -n 2 --durations=10 -m e2e
 
 # The coder agent against a real model server, through the real path (dev server, worker, openai
 # client): llama.cpp's llama-server, built from source for this CPU the first time (about 10 minutes

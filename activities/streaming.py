@@ -43,10 +43,11 @@ class ReplyStream:
         self.publisher, self.step, self.attempt = publisher, step, attempt
         self._topics: dict = {}
         self._pending: list[_Event] = [self._event(AttemptStarted, supersedes=attempt - 1)]
-        self._text = ""
+        self._text: list[str] = []
+        """The text not yet sent, in parts (joined once a batch: a long reply costs linear time)."""
         self._text_at = 0
-        self._calls: dict[int, list[str]] = {}
-        """Per tool call of the reply: its name, and its arguments not yet sent."""
+        self._calls: dict[int, tuple[list[str], list[str]]] = {}
+        """Per tool call of the reply: its name, and its arguments not yet sent (in parts)."""
         self._calls_at: dict[int, int] = {}
         self._wake = asyncio.Event()
         self.closing = asyncio.Event()
@@ -55,13 +56,13 @@ class ReplyStream:
         self.failed = False
 
     def text(self, text: str) -> None:
-        self._text += text
+        self._text.append(text)
         self._wake.set()
 
     def tool_call(self, index: int, name: str = "", arguments: str = "") -> None:
-        pending = self._calls.setdefault(index, ["", ""])
-        pending[0] += name
-        pending[1] += arguments
+        names, parts = self._calls.setdefault(index, ([], []))
+        names.append(name)
+        parts.append(arguments)
         self._wake.set()
 
     def whole(self, message: Message) -> None:
@@ -76,13 +77,13 @@ class ReplyStream:
     def _batch(self) -> list[_Event]:
         """What is pending as events: one for the text, one per tool call."""
         out, self._pending = self._pending, []
-        if self._text:
-            text = redacted(self._text)
+        if text := "".join(self._text):
+            text = redacted(text)
             out.append(self._event(TextDelta, at=self._text_at, text=text))
-            self._text, self._text_at = "", self._text_at + len(text)
+            self._text, self._text_at = [], self._text_at + len(text)
         for index in sorted(self._calls):
-            name, arguments = self._calls[index]
-            arguments = redacted(arguments)
+            names, parts = self._calls[index]
+            name, arguments = "".join(names), redacted("".join(parts))
             at = self._calls_at.get(index, 0)
             out.append(self._event(ToolCallDelta, index=index, name=redacted(name), at=at, arguments=arguments))
             self._calls_at[index] = at + len(arguments)

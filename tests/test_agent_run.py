@@ -260,6 +260,7 @@ async def test_unknown_tool_and_invalid_arguments_are_bounded(client, settings, 
     errors = [m.content for m in state.messages if m.role == "tool"][:2]
     assert errors[0].startswith("ERROR: unknown tool 'rm_rf'")
     assert "label: Field required" in errors[1]
+    assert state.effects == [], "a call refused for its arguments never ran: no effect, no undo"
 
 
 async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, worker, tmp_path):

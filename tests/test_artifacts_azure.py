@@ -16,6 +16,8 @@ from ratchet.stores.object_artifacts import Location, ObjectArtifactStore, parse
 from ratchet.stores.urls import open_artifacts
 from ratchet.testing.stores import ArtifactStoreConformance
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 if TYPE_CHECKING:
     from tests.azurite_server import Azurite
 

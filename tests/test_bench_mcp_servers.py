@@ -15,6 +15,8 @@ from ratchet.mcp.errors import McpRefused
 from ratchet.mcp.pool import McpPool
 
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 @pytest.mark.parametrize("name", sorted(SERVERS))
 async def test_each_bench_server_answers_the_sdk_client_and_ratchets_alike(name):
     spec = SERVERS[name]

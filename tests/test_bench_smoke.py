@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 
 from bench.__main__ import write
 from bench.harness import VARIANTS, connect_env
 from bench.steps import step_cell
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 async def test_bench_harness_measures_a_floor_and_a_ratchet_cell(dev_server, tmp_path):
     env = await connect_env(dev_server.address, dev_server.process.pid, tmp_path / "work")

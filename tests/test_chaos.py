@@ -4,6 +4,8 @@ half of them on a model endpoint that fails 30% of the time, then the audit of t
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
@@ -20,6 +22,8 @@ from ratchet.contracts import (
 from tests.plugins.chaos_tools import connect_outbox
 from tests.runs import start
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 async def test_chaos_runs_survive_sigkills_a_server_restart_and_model_faults(tmp_path: Path):
     # No checkpoints here (chaos_quick): a worker killed during a verification delays its run by the

@@ -6,12 +6,16 @@ and the audit of the shared tracker and the final workspaces finds nothing missi
 
 from __future__ import annotations
 
+import pytest
+
 import re
 from pathlib import Path
 
 from devtools.chaos.hosts import HostsOptions, run_hosts
 from devtools.chaos.runner import audit_problems
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 async def test_two_hosts_one_killed_for_good_and_a_postgres_outage_lose_nothing(tmp_path: Path):
     opts = HostsOptions(runs=5, seed=3, spread_s=4.0, outages=("postgres",), outage_s=10.0, deadline_s=150.0,

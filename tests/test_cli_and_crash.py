@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import json
 import signal
@@ -13,6 +15,8 @@ from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, temporal_cli, until, wait_for
 from ratchet.contracts import AGENT_WORKFLOW
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 async def test_temporal_cli_starts_queries_and_reads_a_run(dev_server, settings, worker):
     wid = f"cli-{uuid.uuid4().hex[:8]}"

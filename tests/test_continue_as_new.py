@@ -18,6 +18,8 @@ from tests.runs import ratchet, scripted, start, wait_for
 from ratchet.worker.main import build_worker
 from ratchet.workflows.handover import KEEP_TOOL_CALLS
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 SUGGEST_AT = 600
 STEPS = 300
 """Long enough for Temporal to suggest continue-as-new at least twice (about 160 steps a run)."""

@@ -3,6 +3,8 @@ coder agent on examples/calculator with the scripted model, and exits 0 with the
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -10,6 +12,8 @@ import sys
 from devtools.demo import demo_script
 from tests.ops_workers import ROOT
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 def test_make_demo_runs_the_coder_agent_to_done(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "RATCHET_", "TEMPORAL_"))}

@@ -3,11 +3,15 @@ code driving a run through `ratchet.client` (start, approve, result), as real pr
 
 from __future__ import annotations
 
+import pytest
+
 import sys
 
 from devtools.workers import WorkerProcess
 from tests.ops_workers import ROOT, run_command, worker_env
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 async def test_an_application_embeds_ratchet_and_drives_a_run_with_the_client(settings):
     env = worker_env(settings)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from statistics import mean
 
@@ -9,6 +11,8 @@ from ratchet.contracts import Phase
 from tests.runs import scripted, start
 from ratchet.worker.main import build_worker
 
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 def bytes_per_step(history) -> list[int]:
     """History bytes between consecutive model calls (one agent step each)."""

@@ -13,6 +13,8 @@ from devtools.chaos.hostile import CASES, Outcome, Probe, make_outside, run_cata
 from devtools.chaos.hostile_cases import WORKER_ENV
 from devtools.chaos.stack import Stack
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 KNOWN_BUGS: dict[str, str] = {}  # case name -> reason, for an open bug (strict xfail)
 GLOBAL_CHECKS = ["nothing outside the workspace changed", "worker keeps serving"]
 

@@ -5,6 +5,8 @@ idempotency key in `_meta`, which the tracker deduplicates on (the profile says 
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import json
 import signal
@@ -15,6 +17,8 @@ from ratchet.contracts import Phase
 from tests.mcp_servers import http_tracker
 from tests.ops_workers import start_worker
 from tests.runs import activity_attempts, scripted, start, until
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 PLUGINS = "tests.plugins.probe,tests.mcp_servers.profiles"
 

@@ -22,6 +22,8 @@ from ratchet.stores.ledger import EntryRecord, EntryStatus, LedgerRecord, Sqlite
 from ratchet.stores.postgres_ledger import PostgresLedger
 from ratchet.stores.object_artifacts import ObjectArtifactStore
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 if TYPE_CHECKING:
     from tests.s3_server import SeaweedS3
     from tests.servers import LocalPostgres

@@ -23,6 +23,8 @@ from tests.ops_workers import ROOT
 from tests.runs import scripted
 from tests.test_encryption import encrypted  # noqa: F401  (the fixture: an encrypting client and worker)
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 AGUI_CLIENT = "@ag-ui/client@1.0.0"
 NPM_CACHE = Path.home() / ".cache" / "ratchet" / "ag-ui-client-1.0.0"
 REPLY = "Wrote the greeting; it reads hello."

@@ -5,6 +5,8 @@ reason beside every `# type: ignore`."""
 
 from __future__ import annotations
 
+import pytest
+
 import re
 import subprocess
 import sys
@@ -29,6 +31,7 @@ def test_the_production_code_is_formatted():
     assert done.returncode == 0, done.stdout + done.stderr + "\n(`ruff format` rewrites them)"
 
 
+@pytest.mark.e2e  # about 100 s of CPU: `make test-e2e`
 def test_mypy_finds_nothing_in_the_production_code():
     """About 25 s with an empty mypy cache (build/typecheck/.mypy_cache), a few seconds after."""
     done = run(sys.executable, "-m", "devtools.typecheck", timeout=600)

@@ -4,6 +4,8 @@ text supersedes the first attempt's and a reader through `LiveText` shows the re
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import signal
 import uuid
@@ -14,6 +16,8 @@ from ratchet.contracts.events import AttemptStarted, RunEnded, TextDelta
 from tests.ops_workers import start_worker
 from tests.runs import scripted
 from tests.runs import ratchet
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 REPLY = "".join(f"sentence {i} of a long reply that the model writes slowly. " for i in range(12))  # ~650 chars
 

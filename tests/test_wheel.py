@@ -11,6 +11,8 @@ running a scripted run to DONE, `ratchet replay` of that run's history, and a cl
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import os
 import shutil
@@ -29,6 +31,8 @@ from tests.ops_workers import ROOT, run_command
 from tests.runs import start
 
 # The repository's top-level folders that install under `ratchet.` (pyproject's package-dir).
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 MAPPED = ("workflows", "activities", "worker")
 SNAPSHOT_IGNORE = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".ratchet", ".pytest_cache",

@@ -269,7 +269,9 @@ async def _run_activity_tool(
             if spec.workspace and hosts.host_gone(err):
                 raise HostLost(state.workspace_host, f"step {step}: tool {spec.name}") from None
             raise RunFailed(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
-    if effect is not None:
+    if effect is not None and result.error_type == ErrorType.INVALID_ARGUMENTS:
+        state.effects.remove(effect)  # refused before the tool ran: nothing to undo
+    elif effect is not None:
         effect.status = EffectStatus.DONE if result.ok else EffectStatus.FAILED
         effect.undo = result.undo
     return result

@@ -126,14 +126,16 @@ class ScriptedProvider:
         return Completion(message=answer_from_tool(message) if call.output else message, usage=usage)
 
     async def _write(self, message: Message, deltas: Deltas) -> None:
-        """The reply in chunks, at `chars_per_s`."""
+        """The reply in chunks, at `chars_per_s` (at once when that is 0: a reply written in no time)."""
 
         async def chunks(text: str):
+            if self.chars_per_s == 0:
+                yield text
+                return
             for i in range(0, len(text), CHUNK_CHARS):
                 chunk = text[i : i + CHUNK_CHARS]
                 yield chunk
-                if self.chars_per_s > 0:
-                    await asyncio.sleep(len(chunk) / self.chars_per_s)
+                await asyncio.sleep(len(chunk) / self.chars_per_s)
 
         async for chunk in chunks(message.content or ""):
             deltas.text(chunk)
