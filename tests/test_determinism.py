@@ -153,6 +153,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "(asyncio.sleep, asyncio.wait and asyncio.as_completed are banned below)",
     "collections.abc": "abstract types for annotations (Awaitable, Callable, Coroutine)",
     "json": "pure parsing and serialization",
+    "functools": "wraps() of the workflow's init (input.any_inputs)",
     "dataclasses": "plain data classes (rollback.Target) and replace() (saga's undo activity definition)",
     "datetime": "types and parsing only (datetime.now, utcnow, today, date.today are banned below)",
     "typing": "annotations",
@@ -170,7 +171,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
 }
 ALLOWED_PACKAGES = ("ratchet.contracts", "ratchet.workflows")
 # Vetted as deterministic and I/O-free, not allowed until something needs them (add them to
-# ALLOWED_IMPORTS then): collections, enum, itertools, functools, math.
+# ALLOWED_IMPORTS then): collections, enum, itertools, math.
 
 NOW = "workflow.now() (deterministic, the workflow task's time)"
 SLEEP = "await workflow.sleep() (a durable timer)"

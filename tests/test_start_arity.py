@@ -17,12 +17,6 @@ from ratchet.replay.replayer import Loaded, replay
 from tests.runs import scripted, temporal_cli
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known regression of the run's stream (workflows/events.py): AgentWorkflow's @workflow.init takes "
-    "the start's inputs, and the SDK makes the workflow object with two of them before the start guard "
-    "runs, so the TypeError fails the workflow task (retried until the execution timeout)",
-)
 async def test_two_inputs_from_the_temporal_cli_fail_the_run_as_invalid_input(client, dev_server, settings, worker):
     wid = f"two-inputs-{uuid.uuid4().hex[:8]}"
     run = json.dumps(scripted("probe", [{"content": "never"}]))

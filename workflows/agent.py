@@ -54,7 +54,7 @@ from . import (
 )
 from .errors import RunFailed
 from .hosts import HostLost
-from .input import parse_run
+from .input import any_inputs, parse_run
 from .result import agent_result
 from .step import OutOfBudget, step
 from .visibility import Visibility
@@ -65,6 +65,7 @@ from .visibility import Visibility
 @workflow.defn(name=AGENT_WORKFLOW, sandboxed=False)
 class AgentWorkflow:
     @workflow.init
+    @any_inputs  # a start with two inputs fails the run, not the workflow task (workflows/input.py)
     def __init__(self, raw: RawValue = None) -> None:  # type: ignore[assignment]  # RawValue: any input
         self.events = events.RunStream(events.prior_state(raw), lambda: self._state)  # workflows/events.py
         self._state: AgentState | None = None

@@ -7,6 +7,8 @@ retries forever. Here every problem becomes a non-retryable `InvalidInput` that 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +23,20 @@ EXAMPLE = '{"agent": "coder", "objective": "make the tests pass"}'
 
 def invalid(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)
+
+
+def any_inputs(init: Callable[[Any, RawValue | None], None]) -> Callable[..., None]:
+    """An `@workflow.init` that takes a start with any number of inputs: the SDK makes the workflow
+    object with all of them before any interceptor runs, so a second `--input` would fail the
+    workflow *task* there (retried forever). The object is made from the first; the start guard
+    (ratchet/start_guard.py) then fails the run as `InvalidInput`. The signature the SDK reads
+    (inspect follows `__wrapped__`) stays `init`'s, so its type hints still decode one input."""
+
+    @functools.wraps(init)
+    def tolerant(self: Any, *inputs: Any) -> None:
+        init(self, *inputs[:1])
+
+    return tolerant
 
 
 def decoded(raw: RawValue | None, example: str, what: str = "run") -> Any:
