@@ -51,12 +51,12 @@ class ModelActivities:
         key = keys.model_key(caller.workflow_id(), req.step)
         cached = self._cached(req)
         entry, config, base = await asyncio.to_thread(self._begin, key, req, *cached)
+        attempt = activity.info().attempt
         if entry is not None and entry.status == EntryStatus.COMPLETED:
             reply = ModelReply.model_validate(entry.result)
-            if activity.info().attempt > 1:  # an earlier attempt streamed it, perhaps in part
-                async with reply_stream(req.step, cached[0] is None or cached[0].settings.stream) as deltas:
-                    if deltas is not None:
-                        deltas.whole(reply.message)
+            # an earlier attempt streamed it, perhaps in part: the workflow publishes it whole, superseding that
+            if attempt > 1 and (cached[0] is None or cached[0].settings.stream):
+                reply.unstreamed = attempt
             return reply
         assert config is not None and base is not None
         self._remember(req, config, base)
@@ -67,6 +67,8 @@ class ModelActivities:
             done, added = await self._call(req, key, config, settings, provider, base, deltas)
         reply, extended = await asyncio.to_thread(self._finish, key, req, config, settings, base, done, added)
         self.transcripts.put(reply.transcript, extended, owner=_owner())
+        if deltas is not None and deltas.deferred:
+            reply = reply.model_copy(update={"unstreamed": attempt})
         return reply
 
     def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:

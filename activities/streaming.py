@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from ratchet.contracts import Message
 from ratchet.contracts.events import MODEL_CALL, AttemptStarted, TextDelta, ToolCallDelta, _Event
 from ratchet.ops.redaction import redacted
 
@@ -54,6 +53,9 @@ class ReplyStream:
         """The call is over: send what is left (one batch with the last one in flight, if any)."""
         self.flushes = 0
         self.failed = False
+        self.deferred = False
+        """Nothing went out: the reply came within the first interval, and the workflow publishes
+        it whole (`ModelReply.unstreamed`): a fast reply adds no signal to the run's history."""
 
     def text(self, text: str) -> None:
         self._text.append(text)
@@ -64,12 +66,6 @@ class ReplyStream:
         names.append(name)
         parts.append(arguments)
         self._wake.set()
-
-    def whole(self, message: Message) -> None:
-        """A reply that is already known (recorded by an earlier attempt): all of it at once."""
-        self.text(message.content or "")
-        for i, call in enumerate(message.tool_calls):
-            self.tool_call(i, call.name, call.arguments)
 
     def _event(self, kind: type[_Event], **fields) -> _Event:
         return kind(step=self.step, call=MODEL_CALL, attempt=self.attempt, **fields)
@@ -115,8 +111,8 @@ class ReplyStream:
 
     async def run(self) -> None:
         """A batch is what arrives within an interval of its first delta (the interval doubling as
-        the call goes on): a reply written within the first interval is one batch. Once `closing`
-        is set, what is left goes out at once, and the task ends."""
+        the call goes on). Once `closing` is set, what is left goes out at once, and the task ends;
+        a reply written within the first interval does not go out at all (`deferred`)."""
         while not self.failed and not self.closing.is_set():
             await self._wake.wait()
             interval = FIRST_INTERVAL_S * 2 ** (self.flushes // FLUSHES_PER_DOUBLING)
@@ -125,7 +121,12 @@ class ReplyStream:
             except TimeoutError:
                 pass
             self._wake.clear()
+            if self.closing.is_set():
+                break
             await self.flush()
+        if self.flushes == 0 and not self.failed:
+            self.deferred = True
+            return
         await self.flush()
 
 

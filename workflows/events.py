@@ -25,7 +25,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
-from ratchet.contracts import AgentState
+from ratchet.contracts import AgentState, ModelReply
 from ratchet.contracts.events import (
     SUMMARY_CHARS,
     ApprovalDecided,
@@ -40,6 +40,7 @@ from ratchet.contracts.events import (
     ToolCallFinished,
     ToolCallStarted,
     _Event,
+    whole_reply,
 )
 from ratchet.contracts.payloads import Evidence
 
@@ -71,6 +72,17 @@ def tool_started(state: AgentState, call_id: str, tool: str, arguments: str) -> 
     stream = current()
     if stream is not None:
         stream.publish(ToolCallStarted(step=state.step, call=call_id, tool=tool, arguments=arguments))
+
+
+def reply_at_once(step: int, reply: ModelReply) -> None:
+    """A model call's reply that its activity did not stream (`ModelReply.unstreamed`), published
+    from here: rebuilt by replay, it adds nothing to history."""
+    stream = current()
+    if stream is None or not reply.unstreamed:
+        return
+    calls = [(c.name, c.arguments) for c in reply.message.tool_calls]
+    for event in whole_reply(step, reply.unstreamed, reply.message.content or "", calls, workflow.now().timestamp()):
+        stream.publish(event)
 
 
 class RunStream:

@@ -73,6 +73,19 @@ class ToolCallDelta(_Event):
     arguments: str = ""
 
 
+def whole_reply(step: int, attempt: int, content: str, calls: list[tuple[str, str]], sent_s: float) -> list[_Event]:
+    """A reply published at once (an attempt's first and only batch): the attempt, its text, and
+    each tool call's (name, arguments)."""
+    out: list[_Event] = [AttemptStarted(step=step, call=MODEL_CALL, attempt=attempt, supersedes=attempt - 1)]
+    if content:
+        out.append(TextDelta(step=step, call=MODEL_CALL, attempt=attempt, at=0, text=content, sent_s=sent_s))
+    for index, (name, arguments) in enumerate(calls):
+        out.append(
+            ToolCallDelta(step=step, call=MODEL_CALL, attempt=attempt, index=index, name=name, arguments=arguments)
+        )
+    return out
+
+
 class ToolCallStarted(_Event):
     """A tool call starts running (after its approval, if it needed one)."""
 

@@ -83,6 +83,10 @@ class ModelReply(BaseModel):
     """A final answer of a run with an output schema, parsed and matching it."""
     output_error: str | None = None
     """A final answer that does not match the run's output schema: what is wrong, for the model."""
+    unstreamed: int = 0
+    """The attempt of a streaming call whose reply came before its first batch went out (within
+    activities/streaming.py's first interval): nothing of it was published, and the workflow
+    publishes the whole reply for it, which adds nothing to history. 0: nothing to publish."""
 
 
 class ToolInvocation(BaseModel):
