@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 
 from . import caller
 from .heartbeat import INTERVAL_S, heartbeating
-from .tools import INLINE_OUTPUT_CHARS, assumed_done, offload, person_decision
+from .tools import assumed_done, person_decision, stored
 from ratchet.contracts import (
     ArtifactRef,
     EffectClass,
@@ -161,12 +161,7 @@ class McpActivities:
             raise ApplicationError(str(exc), type=MCP_UNAVAILABLE) from None
         except McpInterrupted as exc:
             raise ApplicationError(str(exc), type=MCP_INTERRUPTED) from None
-        result = redacted(result)
-        return (
-            await asyncio.to_thread(offload, result, self.artifacts)
-            if len(result.output) > INLINE_OUTPUT_CHARS
-            else result
-        )
+        return await stored(result, self.artifacts)
 
     async def _call(self, session: McpSession, tool: McpTool, inv: ToolInvocation, key: str) -> ToolResult:
         if tool.effect == EffectClass.READ_ONLY:

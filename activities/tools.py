@@ -98,10 +98,7 @@ class ToolActivities:
         return activity.defn(name=f"undo.{tool.name}")(run_undo)
 
     async def execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
-        result = redacted(await self._execute(tool, inv))  # secrets out before storing
-        if len(result.output) <= INLINE_OUTPUT_CHARS:
-            return result
-        return await asyncio.to_thread(offload, result, self.artifacts)
+        return await stored(await self._execute(tool, inv), self.artifacts)
 
     async def _execute(self, tool: Tool, inv: ToolInvocation) -> ToolResult:
         try:
@@ -229,6 +226,14 @@ def _with_identity(inv: ToolInvocation, tool_name: str) -> ToolInvocation:
             "key": inv.key or call_key(workflow_id, inv.step, inv.call_id),
         }
     )
+
+
+async def stored(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:
+    """A tool's result as the workflow gets it: secrets out, a long output in the artifact store,
+    off the event loop (redacting megabytes takes long enough to starve the heartbeat)."""
+    if len(result.output) <= INLINE_OUTPUT_CHARS:
+        return redacted(result)
+    return await asyncio.to_thread(lambda: offload(redacted(result), artifacts))
 
 
 def offload(result: ToolResult, artifacts: ArtifactStore) -> ToolResult:

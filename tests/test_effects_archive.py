@@ -4,13 +4,29 @@ rollback that needs them (workflows/effects_archive.py)."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
+
+import pytest
 
 from ratchet.activities.archive import Archive, load_archived
 from ratchet.contracts import ArchiveEffects, Effect, Phase
 from ratchet.stores.artifacts import DirectoryArtifactStore
+from ratchet.worker.main import build_worker
 from tests.runs import ratchet, scripted, start, wait_for
 
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
 STEPS, CALLS = 10, 20  # 200 compensable writes, a checkpoint after each step
+
+
+@pytest.fixture
+async def worker(client, settings):
+    """With its workflow cache: a chain of ten runs replayed on every task (conftest's default) is
+    what is slow here, and a state query that replays a run on a loaded machine can meet the SDK's
+    2 s deadlock detector; replay is what tests/test_replay.py and the other tests check."""
+    cached = settings.model_copy(update={"max_cached_workflows": 100})
+    async with build_worker(client, cached, graceful_shutdown_timeout=timedelta(0)) as running:
+        yield running
 
 
 def script() -> list[dict]:
