@@ -22,6 +22,8 @@ from ratchet.stores.artifacts import ArtifactMissing
 from ratchet.stores.object_artifacts import Location, ObjectArtifactStore, ObjectStoreError, open_object_store
 from ratchet.testing.stores import ArtifactStoreConformance
 
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 if TYPE_CHECKING:
     from tests.s3_server import SeaweedS3
 

@@ -9,6 +9,8 @@ import pytest
 from ratchet.client import RunCancelled
 from tests.runs import ratchet, runs, scripted, until
 
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 WRITE_AND_FINISH = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},
     {"content": "wrote a.txt"},

@@ -3,11 +3,15 @@ worker reads it (the built-ins plus RATCHET_PLUGINS and RATCHET_MCP_SERVERS)."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
 import sys
 
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 def ratchet(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RATCHET_")}

@@ -6,6 +6,8 @@ layers over the same client, so they must agree."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import json
 import re
@@ -20,6 +22,8 @@ from ratchet.client import RatchetClient
 from tests.test_mcp_control import mcp_state_until, use
 from tests.runs import ratchet, until, wait_for
 
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 def ops_run(title: str) -> dict:
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": title}}]}, {"content": "opened"}]

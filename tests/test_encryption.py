@@ -35,6 +35,8 @@ from tests.runs import runs, scripted, start
 from ratchet.worker.main import build_worker
 
 
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 def new_key() -> bytes:
     return os.urandom(32)
 

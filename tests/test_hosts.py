@@ -25,6 +25,8 @@ from ratchet.ops.settings import Settings
 from tests.ops_workers import start_worker
 from tests.runs import activity_attempts, scripted, start, wait_for
 
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 WORKSPACE = "shared-name"
 WAIT_S = 2
 """The `wait` timer (no worker involved) during which a test kills the workspace's host."""

@@ -25,6 +25,8 @@ from ratchet.stores.postgres_ledger import LedgerUnavailable, PostgresLedger
 from ratchet.stores.urls import artifact_dir, ledger_path, open_artifacts, open_ledger
 from ratchet.testing.stores import LedgerConformance
 
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 if TYPE_CHECKING:
     from tests.servers import LocalPostgres
 

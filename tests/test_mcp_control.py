@@ -4,6 +4,8 @@ a message, plan and do a rollback, and see refusals as tool errors."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import sys
 from typing import Any
@@ -11,6 +13,8 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 
 
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 def scripted_model(*replies: dict) -> dict:
     return {"provider": "scripted", "options": {"script": list(replies)}}

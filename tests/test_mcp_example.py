@@ -4,6 +4,8 @@ run's rollback closing it through the profile's compensating tool."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import sqlite3
 import sys
@@ -11,6 +13,8 @@ import sys
 from ratchet.contracts import Phase
 from tests.ops_workers import PLUGINS, ROOT, start_worker
 from tests.runs import ratchet, scripted, start
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 OPEN_ISSUE = [
     {"tool_calls": [{"name": "tracker__create_issue", "arguments": {"title": "printer on fire"}}]},

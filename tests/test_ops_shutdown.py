@@ -3,6 +3,8 @@ after the grace period, exit code 0."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import signal
 from datetime import timedelta
@@ -14,6 +16,8 @@ from tests.ops_workers import start_worker
 from tests.runs import activity_attempts, scripted, start, until, wait_for_running_activity
 from ratchet.worker.main import build_worker
 
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 def wait_script(seconds: float) -> list[dict]:
     return [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": seconds}}]}, {"content": "waited"}]

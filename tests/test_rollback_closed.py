@@ -16,6 +16,8 @@ from tests.test_rollback import tickets, ticket, write
 from tests.test_sub_agents import CHILD_SCRIPT, delegate
 
 # Two verified steps (cp-1, cp-2), then a final answer: the run ends DONE with every effect in place.
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 DONE_AFTER_TWO_CHECKPOINTS = [
     {"tool_calls": [write("a.txt", "v1\n"), ticket("t1")]},
     {"tool_calls": [write("a.txt", "v2\n"), write("b.txt", "new\n"), ticket("t2")]},

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from ratchet.contracts import AgentResult, Phase
 from tests.runs import ratchet, runs, scripted, start, temporal_cli, wait_for
 from tests.test_rollback import TWO_CHECKPOINTS
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 3}}]}] + [
     {"content": "finished"}

@@ -10,6 +10,8 @@ import tests.plugins.chaos_tools  # noqa: F401  (the chaos profile, outbox_send,
 from devtools.chaos.saga_sweep import STEPS, StepResult, expected, sweep
 from devtools.chaos.stack import Stack
 
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
 RESIDUE_BUGS: dict[int, str] = {}  # step -> reason, for an open bug (strict xfail)
 
 

@@ -9,6 +9,8 @@ the old run's entries aside, and B calls the model for the new run.
 
 from __future__ import annotations
 
+import pytest
+
 import uuid
 
 import psycopg
@@ -16,6 +18,8 @@ import psycopg
 from ratchet.contracts import Phase
 from tests.ops_workers import start_worker
 from tests.runs import scripted, start, wait_for_running_activity
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
 pytest_plugins = ("tests.servers",)  # the session fixture `postgres_server`
 
