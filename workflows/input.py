@@ -25,7 +25,7 @@ def invalid(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.INVALID_INPUT, non_retryable=True)
 
 
-def any_inputs(init: Callable[[Any, RawValue | None], None]) -> Callable[..., None]:
+def any_inputs(init: Callable[..., None]) -> Callable[..., None]:
     """An `@workflow.init` that takes a start with any number of inputs: the SDK makes the workflow
     object with all of them before any interceptor runs, so a second `--input` would fail the
     workflow *task* there (retried forever). The object is made from the first; the start guard
