@@ -26,7 +26,16 @@ from ratchet.contracts.activities import MODEL_CALL
 from . import caller
 from .heartbeat import heartbeating
 from .streaming import reply_stream
-from ratchet.contracts import ArtifactRef, ErrorType, Message, ModelCallConfig, ModelReply, ModelRequest, ModelSettings
+from ratchet.contracts import (
+    ArtifactRef,
+    ErrorType,
+    Message,
+    ModelCallConfig,
+    ModelReply,
+    ModelRequest,
+    ModelSettings,
+    Streamed,
+)
 from ratchet.core import budget, keys, outputs
 from ratchet.models.provider import Completion, Deltas, ModelCall, ModelProvider, ProviderRegistry
 from ratchet.ops.metrics import note_model_settings
@@ -56,7 +65,7 @@ class ModelActivities:
             reply = ModelReply.model_validate(entry.result)
             # an earlier attempt streamed it, perhaps in part: the workflow publishes it whole, superseding that
             if attempt > 1 and (cached[0] is None or cached[0].settings.stream):
-                reply.unstreamed = attempt
+                reply.streamed = Streamed(attempt=attempt)
             return reply
         assert config is not None and base is not None
         self._remember(req, config, base)
@@ -67,8 +76,8 @@ class ModelActivities:
             done, added = await self._call(req, key, config, settings, provider, base, deltas)
         reply, extended = await asyncio.to_thread(self._finish, key, req, config, settings, base, done, added)
         self.transcripts.put(reply.transcript, extended, owner=_owner())
-        if deltas is not None and deltas.deferred:
-            reply = reply.model_copy(update={"unstreamed": attempt})
+        if deltas is not None:
+            reply = reply.model_copy(update={"streamed": deltas.streamed()})
         return reply
 
     def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:

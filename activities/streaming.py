@@ -4,8 +4,10 @@ The provider hands each delta to a `ReplyStream` (ratchet/models/provider.py, `D
 coalesces them and publishes batches through temporalio.contrib.workflow_streams (a signal per
 batch, deduplicated per publisher). Batches go out `FIRST_INTERVAL_S` apart, the interval doubling
 every `FLUSHES_PER_DOUBLING` batches: a call adds a number of history events that grows with the
-logarithm of its duration, whatever the number of tokens (a 60 s reply: about 50 batches); a
-batch goes out an interval after its first delta, so a reply written within 0.1 s is one batch.
+logarithm of its duration, whatever the number of tokens (a 60 s reply: about 50 batches). What
+is left when the call ends (all of a reply written within the first interval) is not sent: the
+activity's result says what went out (`ModelReply.streamed`) and the workflow publishes the rest
+(workflows/events.py, `rest_of`), which costs no signal and adds nothing to history.
 
 Every attempt opens with `AttemptStarted`; an attempt after the first says the earlier ones are
 superseded (their publisher died with the worker, or the endpoint failed mid-stream). Streaming
@@ -25,6 +27,7 @@ from contextlib import asynccontextmanager
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from ratchet.contracts import Streamed
 from ratchet.contracts.events import MODEL_CALL, AttemptStarted, TextDelta, ToolCallDelta, _Event
 from ratchet.ops.redaction import redacted
 
@@ -50,12 +53,12 @@ class ReplyStream:
         self._calls_at: dict[int, int] = {}
         self._wake = asyncio.Event()
         self.closing = asyncio.Event()
-        """The call is over: send what is left (one batch with the last one in flight, if any)."""
+        """The call is over: the batch in flight, if any, is the last."""
         self.flushes = 0
         self.failed = False
-        self.deferred = False
-        """Nothing went out: the reply came within the first interval, and the workflow publishes
-        it whole (`ModelReply.unstreamed`): a fast reply adds no signal to the run's history."""
+        self._sent: tuple[bool, int, dict[int, int]] = (False, 0, {})
+        """What went out (the server has it): the attempt's start, characters of the text, per tool
+        call characters of its arguments (`Streamed`)."""
 
     def text(self, text: str) -> None:
         self._text.append(text)
@@ -86,6 +89,12 @@ class ReplyStream:
         self._calls.clear()
         return out
 
+    def streamed(self) -> Streamed:
+        """What went out of the reply: the workflow publishes the rest (after the last batch, or
+        all of a reply written within the first interval: no signal, nothing added to history)."""
+        started, text, calls = self._sent
+        return Streamed(attempt=self.attempt, started=started, text=text, calls=calls)
+
     async def flush(self) -> None:
         """Publish what is pending and wait until the server has it."""
         batch = self._batch()
@@ -102,6 +111,7 @@ class ReplyStream:
             topic.publish(event.model_dump(mode="json", exclude={"offset"}))
         try:
             await self.publisher.flush()
+            self._sent = (True, self._text_at, dict(self._calls_at))
         except Exception as exc:  # the stream is best effort; the reply is what counts
             self.failed = True
             log.warning(
@@ -111,8 +121,8 @@ class ReplyStream:
 
     async def run(self) -> None:
         """A batch is what arrives within an interval of its first delta (the interval doubling as
-        the call goes on). Once `closing` is set, what is left goes out at once, and the task ends;
-        a reply written within the first interval does not go out at all (`deferred`)."""
+        the call goes on). Once `closing` is set the task ends: what is left goes out from the
+        workflow with the reply (`streamed`), so a call ends without waiting for a last batch."""
         while not self.failed and not self.closing.is_set():
             await self._wake.wait()
             interval = FIRST_INTERVAL_S * 2 ** (self.flushes // FLUSHES_PER_DOUBLING)
@@ -124,10 +134,6 @@ class ReplyStream:
             if self.closing.is_set():
                 break
             await self.flush()
-        if self.flushes == 0 and not self.failed:
-            self.deferred = True
-            return
-        await self.flush()
 
 
 PUBLISH_RETRY = timedelta(seconds=10)

@@ -158,3 +158,27 @@ async def test_a_run_that_fails_while_planned_or_is_cancelled_ends_its_stream_sa
         if isinstance(event, ToolCallStarted):
             await waiting.cancel()
     assert isinstance(seen[-1], RunEnded) and seen[-1].phase == Phase.CANCELLED
+
+
+def test_the_rest_of_a_reply_continues_where_its_last_batch_ended():
+    """What the workflow publishes of a reply (workflows/events.py `rest_of`) picks up at the
+    characters the activity's batches reached, so a reader sees each character once."""
+    from ratchet.contracts.events import rest_of_reply
+
+    content, calls = "Reading the file now.", [("read_file", '{"path": "a.py"}'), ("list_files", "{}")]
+    nothing = rest_of_reply(3, 2, (False, 0, {}), content, calls)
+    assert [type(e) for e in nothing] == [AttemptStarted, TextDelta, ToolCallDelta, ToolCallDelta]
+    assert nothing[0].supersedes == 1 and nothing[1].text == content and nothing[2].name == "read_file"
+
+    rest = rest_of_reply(3, 1, (True, 8, {0: 5}), content, calls)  # "Reading " and '{"pat' went out
+    assert [type(e) for e in rest] == [TextDelta, ToolCallDelta, ToolCallDelta]
+    assert (rest[0].at, rest[0].text) == (8, "the file now.")
+    assert (rest[1].index, rest[1].name, rest[1].at, rest[1].arguments) == (0, "", 5, 'h": "a.py"}')
+    assert (rest[2].index, rest[2].name, rest[2].arguments) == (1, "list_files", "{}")
+    live = LiveText()
+    shown = live.feed(AttemptStarted(step=3, call="model", attempt=1))
+    shown += live.feed(TextDelta(step=3, call="model", attempt=1, at=0, text="Reading "))
+    shown += "".join(live.feed(e) for e in rest)
+    assert shown == content
+
+    assert rest_of_reply(3, 1, (True, len(content), {0: 16, 1: 2}), content, calls) == [], "all of it went out"

@@ -6,7 +6,8 @@ approvals asked and decided, decisions asked, checkpoints, rollbacks, failovers,
 So the state machine publishes nothing itself; only `tool_started` (a call begins to run, which
 the state does not show) is called from acting.py. Publishing from the workflow adds nothing to
 history: the stream's log is rebuilt by replay. What an activity publishes (a model call's
-tokens, activities/streaming.py) arrives as signals, batched.
+tokens, activities/streaming.py) arrives as signals, batched; what of a reply did not go out
+before the call ended is published from here with the reply (`rest_of`).
 
 The log keeps the last `RETAINED` items (older ones are truncated; a reader that asks for them
 reads from the oldest kept), so a long run's memory and its continue-as-new input stay flat; the
@@ -40,7 +41,8 @@ from ratchet.contracts.events import (
     ToolCallFinished,
     ToolCallStarted,
     _Event,
-    whole_reply,
+    TextDelta,
+    rest_of_reply,
 )
 from ratchet.contracts.payloads import Evidence
 
@@ -74,14 +76,17 @@ def tool_started(state: AgentState, call_id: str, tool: str, arguments: str) -> 
         stream.publish(ToolCallStarted(step=state.step, call=call_id, tool=tool, arguments=arguments))
 
 
-def reply_at_once(step: int, reply: ModelReply) -> None:
-    """A model call's reply that its activity did not stream (`ModelReply.unstreamed`), published
-    from here: rebuilt by replay, it adds nothing to history."""
-    stream = current()
-    if stream is None or not reply.unstreamed:
+def rest_of(step: int, reply: ModelReply) -> None:
+    """What a streaming model call's activity did not publish of its reply (`ModelReply.streamed`),
+    published from here: rebuilt by replay, it adds nothing to history."""
+    stream, streamed = current(), reply.streamed
+    if stream is None or streamed is None:
         return
+    published = (streamed.started, streamed.text, streamed.calls)
     calls = [(c.name, c.arguments) for c in reply.message.tool_calls]
-    for event in whole_reply(step, reply.unstreamed, reply.message.content or "", calls, workflow.now().timestamp()):
+    for event in rest_of_reply(step, streamed.attempt, published, reply.message.content or "", calls):
+        if isinstance(event, TextDelta):
+            event.sent_s = workflow.now().timestamp()
         stream.publish(event)
 
 

@@ -90,7 +90,7 @@ async def think(state: AgentState, plan: RunPlan) -> ModelReply:
             if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
                 raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
             # the model kept failing with retryable errors: the same step's call on the next model
-    events.reply_at_once(state.step, reply)
+    events.rest_of(state.step, reply)
     state.used.steps += 1
     budgets.charge(state.used, reply.usage, choices[choice])
     state.messages.append(reply.message)

@@ -73,16 +73,22 @@ class ToolCallDelta(_Event):
     arguments: str = ""
 
 
-def whole_reply(step: int, attempt: int, content: str, calls: list[tuple[str, str]], sent_s: float) -> list[_Event]:
-    """A reply published at once (an attempt's first and only batch): the attempt, its text, and
-    each tool call's (name, arguments)."""
-    out: list[_Event] = [AttemptStarted(step=step, call=MODEL_CALL, attempt=attempt, supersedes=attempt - 1)]
-    if content:
-        out.append(TextDelta(step=step, call=MODEL_CALL, attempt=attempt, at=0, text=content, sent_s=sent_s))
+def rest_of_reply(
+    step: int, attempt: int, published: tuple[bool, int, dict[int, int]], content: str, calls: list[tuple[str, str]]
+) -> list[_Event]:
+    """What of a reply its attempt did not publish: its `AttemptStarted` unless that went out, the
+    text from the character `published` says, each tool call's (name, arguments) from its own."""
+    started, text_at, calls_at = published
+    fields = {"step": step, "call": MODEL_CALL, "attempt": attempt}
+    out: list[_Event] = [] if started else [AttemptStarted(**fields, supersedes=attempt - 1)]
+    if content[text_at:]:
+        out.append(TextDelta(**fields, at=text_at, text=content[text_at:]))
     for index, (name, arguments) in enumerate(calls):
-        out.append(
-            ToolCallDelta(step=step, call=MODEL_CALL, attempt=attempt, index=index, name=name, arguments=arguments)
-        )
+        at = calls_at.get(index)
+        if at is None:
+            out.append(ToolCallDelta(**fields, index=index, name=name, arguments=arguments))
+        elif arguments[at:]:
+            out.append(ToolCallDelta(**fields, index=index, at=at, arguments=arguments[at:]))
     return out
 
 

@@ -69,6 +69,19 @@ class ModelRequest(BaseModel):
     """Which of the run's models to call: 0 the run's own, N its Nth fallback (`RunPlan.fallbacks`)."""
 
 
+class Streamed(BaseModel):
+    """What one attempt of a streaming model call published of its reply (activities/streaming.py):
+    the rest goes out from the workflow when the reply arrives (workflows/events.py, `rest_of_reply`)."""
+
+    attempt: int
+    started: bool = False
+    """Its `AttemptStarted` went out."""
+    text: int = 0
+    """Characters of the reply's text published."""
+    calls: dict[int, int] = Field(default_factory=dict)
+    """Per tool call (by index) whose name went out: characters of its arguments published."""
+
+
 class ModelReply(BaseModel):
     message: Message
     usage: Usage
@@ -83,10 +96,9 @@ class ModelReply(BaseModel):
     """A final answer of a run with an output schema, parsed and matching it."""
     output_error: str | None = None
     """A final answer that does not match the run's output schema: what is wrong, for the model."""
-    unstreamed: int = 0
-    """The attempt of a streaming call whose reply came before its first batch went out (within
-    activities/streaming.py's first interval): nothing of it was published, and the workflow
-    publishes the whole reply for it, which adds nothing to history. 0: nothing to publish."""
+    streamed: Streamed | None = None
+    """A streaming call: what its attempt published of the reply. The workflow publishes the rest,
+    which adds nothing to history (a fast reply: all of it)."""
 
 
 class ToolInvocation(BaseModel):
