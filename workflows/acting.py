@@ -424,6 +424,7 @@ def _register_effect(
         arguments=args,
         effect=spec.effect,
         workspace=spec.workspace,
+        turn=state.turn_number,
     )
     state.effects.append(effect)
     return effect

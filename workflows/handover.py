@@ -22,7 +22,7 @@ from collections.abc import Callable
 from temporalio import workflow
 
 from ratchet.contracts import AgentState, Continuation, RunPlan, Transcript, TranscriptPage
-from . import effects_archive, inbox, saga
+from . import effects_archive, inbox, saga, sessions
 from .events import RunStream
 
 
@@ -30,6 +30,7 @@ KEEP_TOOL_CALLS = 50
 
 
 def trimmed(state: AgentState) -> AgentState:
+    sessions.trim(state)
     keep_from = min([state.unsent] + [c.unsent for c in state.checkpoints[-1:]])
     drop = keep_from - state.messages_base
     if drop > 0:

@@ -56,10 +56,13 @@ from ratchet.contracts import (
     AgentResult,
     AgentRun,
     AgentState,
+    MAX_MESSAGE_CHARS,
     ApproveRequest,
+    AskRequest,
     Checkpoint,
     ClosedRollback,
     DecideRequest,
+    FollowRequest,
     Message,
     OutcomeChoice,
     RejectRequest,
@@ -71,6 +74,7 @@ from ratchet.contracts import (
     RunMessages,
     Transcript,
     TranscriptPage,
+    TurnAnswer,
     rollback_id,
 )
 from ratchet.contracts.events import RunEvent
@@ -308,10 +312,37 @@ class RunHandle:
         return await self._update(RunMessages.DECIDE, request, str)
 
     async def send(self, text: str) -> None:
-        """A message that joins the conversation at the next step boundary."""
+        """A message, fire and forget: it joins the conversation at the next step boundary (a
+        session: as its message policy says)."""
         if not text.strip():
             raise InvalidInput("message", ["text: must not be empty"])
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput("message", [f"text: at most {MAX_MESSAGE_CHARS:,} characters, not {len(text):,}"])
         await self._ask(RunMessages.SEND_MESSAGE, self._handle.signal(RunMessages.SEND_MESSAGE, text))
+
+    async def ask(self, text: str, message_id: str | None = None, wait: bool = True) -> TurnAnswer:
+        """A session's message; the answer of the turn that answers it (`wait=False`: at once, the
+        turn to follow with `answer(message_id)`). The same `message_id` sent again is answered
+        once (give your own to retry safely); reused for another text it is refused. Refused too:
+        a closed session (naming how it ended), a run that is not a session, a message during a
+        turn under the reject policy."""
+        try:
+            request = AskRequest(message_id=message_id or uuid.uuid4().hex, text=text, wait=wait)
+        except ValidationError as exc:
+            raise InvalidInput.of("message", exc) from None
+        return await self._session_update(RunMessages.ASK, request)
+
+    async def answer(self, message_id: str) -> TurnAnswer:
+        """The answer to an earlier `ask`, once its turn has ended."""
+        try:
+            request = FollowRequest(message_id=message_id)
+        except ValidationError as exc:
+            raise InvalidInput.of("message id", exc) from None
+        return await self._session_update(RunMessages.ANSWER, request)
+
+    async def close(self) -> str:
+        """End a session once its turn in flight (and the messages queued before) are answered."""
+        return await self._session_update(RunMessages.CLOSE, None, str)
 
     async def pause(self) -> None:
         await self._ask(RunMessages.PAUSE, self._handle.signal(RunMessages.PAUSE))
@@ -422,6 +453,24 @@ class RunHandle:
             return await self._ask(name, self._handle.execute_update(name, request, result_type=result_type))
         except WorkflowUpdateFailedError as exc:
             raise Refused(name, str(exc.cause)) from None
+
+    async def _session_update(self, name: str, request: BaseModel | None, result_type: type[Any] = TurnAnswer) -> Any:
+        """A session's update; a closed session refuses it, saying how it ended."""
+        try:
+            call = self._handle.execute_update(
+                name, *([request] if request is not None else []), result_type=result_type
+            )
+            return await self._ask(name, call)
+        except WorkflowUpdateFailedError as exc:
+            raise Refused(name, str(exc.cause)) from None
+        except RatchetError:
+            description = await self.describe()  # RunNotFound if there is no such run
+            if description.status == WorkflowExecutionStatus.RUNNING:
+                raise
+            phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+            status = description.status.name if description.status else "CLOSED"
+            ended = f"{phase} ({status})" if phase else status
+            raise Refused(name, f"session {self.workflow_id} has ended {ended}; start a new one or fork it") from None
 
     async def _running_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         plan = await self._ask(

@@ -41,6 +41,19 @@ from ratchet.contracts.run import (
     TranscriptPage,
 )
 from ratchet.contracts.sandbox import SandboxPolicy
+from ratchet.contracts.session import (
+    MAX_MESSAGE_CHARS,
+    MessagePolicy,
+    SessionPolicy,
+    SessionOverride,
+    AskRequest,
+    FollowRequest,
+    PendingMessage,
+    TurnStatus,
+    TurnUsed,
+    Turn,
+    TurnAnswer,
+)
 from ratchet.contracts.plan import (
     Budget,
     ModelSettings,
@@ -136,6 +149,17 @@ __all__ = [
     "ToolSpec",
     "Verifier",
     "SandboxPolicy",
+    "MAX_MESSAGE_CHARS",
+    "MessagePolicy",
+    "SessionPolicy",
+    "SessionOverride",
+    "AskRequest",
+    "FollowRequest",
+    "PendingMessage",
+    "TurnStatus",
+    "TurnUsed",
+    "Turn",
+    "TurnAnswer",
     "RunPolicy",
     "RunPlan",
     "ModelCallConfig",

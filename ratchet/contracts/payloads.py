@@ -31,6 +31,8 @@ class Message(BaseModel):
     """Full content in the artifact store when `content` is a shortened preview."""
     answered_by: str = ""
     """An assistant message a fallback model wrote: `provider/model` ("": the run's own model)."""
+    turn: int = 0
+    """The session turn this user message opens (0: none): the transcript shows where turns begin."""
     pinned: bool = False
     """Sent to the model whatever its context window (a fork's objective; the system prompt and the
     run's objective, the first two messages, always are)."""
