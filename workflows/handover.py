@@ -67,4 +67,8 @@ async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interru
         return
     inbox.deliver(state)
     await effects_archive.archive(state, lambda effect: saga.undoable(plan, effect))
+    # a handler may have come in while the effects were archived (a session's next message)
+    await workflow.wait_condition(lambda: workflow.all_handlers_finished() or interrupted())
+    if interrupted():
+        return
     workflow.continue_as_new(Continuation(continuation=trimmed(state), stream=stream.handover(state)))

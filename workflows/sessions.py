@@ -33,7 +33,7 @@ from ratchet.contracts import (
 )
 from . import effects_archive
 
-KEEP_TURNS = 10
+KEEP_TURNS = 5
 """Turns (and their checkpoints) a session's handover keeps: its state stays flat over any number of
 turns. Older turns' messages stay in the transcript."""
 
@@ -262,6 +262,9 @@ def trim(state: AgentState) -> None:
         return
     state.turns_base = state.turns[drop - 1].number
     del state.turns[:drop]
+    kept = [r for r in state.tool_calls if r.step > state.turns[0].first_step]  # their outputs are in the transcript
+    state.tool_calls_archived += len(state.tool_calls) - len(kept)
+    state.tool_calls = kept
     keep_from = next((i for i, c in enumerate(state.checkpoints) if c.turn > state.turns_base), len(state.checkpoints))
     state.checkpoints_base += keep_from
     del state.checkpoints[:keep_from]

@@ -259,10 +259,15 @@ class RunHandle:
         `raw_description`), search attributes."""
         return await self._ask("describe", self._handle.describe())
 
-    async def history(self) -> WorkflowHistory:
+    async def history(self, run_id: str | None = None) -> WorkflowHistory:
         """The run's event history as Temporal recorded it (of its latest run after a
-        continue-as-new): for replay, audits and timings read from the events."""
-        return await self._ask("history", self._handle.fetch_history())
+        continue-as-new, or of the execution `run_id`): for replay, audits and timings read from the events."""
+        handle = (
+            self._handle
+            if run_id is None
+            else self.client.temporal.get_workflow_handle(self.workflow_id, run_id=run_id)
+        )
+        return await self._ask("history", handle.fetch_history())
 
     async def output(self, model: type[Output]) -> Output:
         """The run's typed final answer as `model` (a run started with an `output_schema`, or of a

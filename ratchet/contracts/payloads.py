@@ -33,6 +33,9 @@ class Message(BaseModel):
     """An assistant message a fallback model wrote: `provider/model` ("": the run's own model)."""
     turn: int = 0
     """The session turn this user message opens (0: none): the transcript shows where turns begin."""
+    summary: bool = False
+    """A compaction's summary of the conversation before it (`model.compact`): the model sees it
+    instead of those messages; the transcript keeps them all."""
     pinned: bool = False
     """Sent to the model whatever its context window (a fork's objective; the system prompt and the
     run's objective, the first two messages, always are)."""
@@ -85,6 +88,25 @@ class ModelReply(BaseModel):
     """A final answer of a run with an output schema, parsed and matching it."""
     output_error: str | None = None
     """A final answer that does not match the run's output schema: what is wrong, for the model."""
+
+
+class CompactRequest(BaseModel):
+    """Input of `model.compact`: summarise the conversation `transcript` (a session's older turns).
+    Its idempotency key is `{workflow id}/{step}/compact`, made by the activity."""
+
+    step: int
+    call_ref: str
+    transcript: str
+    turns: str
+    """Which turns it summarises, for the summary's heading ("1-12")."""
+
+
+class CompactReply(BaseModel):
+    message: Message
+    """The summary, as the conversation's next message (`summary=True`)."""
+    usage: Usage
+    transcript: str
+    """Digest of the conversation with the summary."""
 
 
 class ToolInvocation(BaseModel):

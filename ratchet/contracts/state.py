@@ -238,6 +238,8 @@ class AgentState(BaseModel):
     context_tokens: int = 0
     """Tokens of the last model call (prompt and reply): what compaction watches."""
     compactions: int = 0
+    compacted_to: int = 0
+    """The last turn the latest compaction summarised (workflows/compaction.py)."""
     paused: bool = False
     continued: int = 0
     """How many times this run has continued as new."""
