@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratchet.client import Refused
+from ratchet.client import InvalidInput, Refused, RunCancelled
 from ratchet.contracts import Phase, TurnStatus
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import call, runs, scripted, start, wait_for
@@ -109,3 +109,39 @@ async def test_ask_with_no_wait_returns_the_turn_to_follow(client, settings, wor
     assert started.message_id == "slow" and started.answer is None
     answered = await run.answer("slow")
     assert (answered.turn, answered.status, answered.answer) == (2, TurnStatus.ANSWERED, "two")
+
+
+async def test_bad_input_gets_a_clear_error(client, settings, worker):
+    with pytest.raises(InvalidInput, match="session.message_policy"):
+        await start(client, settings, session([{"content": "one"}], message_policy="shout"))
+    run = await start(client, settings, session([{"content": "one"}]))
+    await wait_for(run, awaiting)
+    with pytest.raises(InvalidInput, match="text"):
+        await run.ask("   ")
+    with pytest.raises(InvalidInput, match="at most 100000 characters"):
+        await run.ask("x" * 100_001)
+    with pytest.raises(InvalidInput, match="at most 100,000 characters"):
+        await run.send("x" * 100_001)
+    with pytest.raises(InvalidInput, match="message_id"):
+        await run.ask("hello", message_id="")
+    not_a_session = await start(client, settings, scripted("probe", [{"content": "done"}]))
+    await not_a_session.result()
+    with pytest.raises(Refused, match="ended DONE"):
+        await not_a_session.ask("hello")
+    await run.close()
+    assert (await run.result()).phase == Phase.DONE
+    with pytest.raises(Refused, match=f"session {run.workflow_id} has ended DONE"):
+        await run.ask("after the end")
+    assert len((await run.state()).turns) == 1  # nothing was taken after the end
+
+
+async def test_ask_on_a_run_that_is_not_a_session_is_refused(client, settings, worker):
+    run = await start(
+        client, settings, scripted("control", [{"tool_calls": [call("wait", seconds=600)]}, {"content": "b"}])
+    )
+    await wait_for(run, lambda s: s.phase == Phase.ACTING)
+    with pytest.raises(Refused, match="is not a session; `send` a message instead"):
+        await run.ask("hello")
+    await run.cancel()
+    with pytest.raises(RunCancelled):
+        await run.result()

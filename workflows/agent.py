@@ -47,7 +47,6 @@ from ratchet.core import budget as budgets
 from . import (
     approvals,
     checkpoints,
-    compaction,
     events,
     inbox,
     planning,
@@ -242,9 +241,7 @@ class AgentWorkflow:
                 state.answer = answer
                 if plan.session is None:
                     return self._finish(Phase.DONE, error=budgets.overrun(plan.budget, state.used))
-                sessions.close_turn(state, TurnStatus.ANSWERED, answer)
-                if compaction.due(state, plan):
-                    await compaction.compact(state, plan)
+                await sessions.answered(state, plan, answer)
 
     async def _session_turn(self, state: AgentState, plan: RunPlan) -> bool:
         """A session's turn in flight goes on, or ends (an interrupting message, its own budget); between

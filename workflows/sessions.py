@@ -25,13 +25,15 @@ from ratchet.contracts import (
     Message,
     MessagePolicy,
     PendingMessage,
+    RunPlan,
     SessionPolicy,
     Turn,
     TurnAnswer,
     TurnStatus,
     TurnUsed,
 )
-from . import effects_archive
+from . import compaction, effects_archive, failover
+from .hosts import HostLost
 
 KEEP_TURNS = 5
 """Turns (and their checkpoints) a session's handover keeps: its state stays flat over any number of
@@ -186,6 +188,22 @@ def _turn(state: AgentState, question: str, message_id: str | None, first_messag
     )
 
 
+async def answered(state: AgentState, plan: RunPlan, answer: str) -> None:
+    """The turn in flight answered: it ends (its checkpoint with the workspace's files, if it changed
+    them: a fork or a failover from there restores them), and the context is compacted if due."""
+    close_turn(state, TurnStatus.ANSWERED, answer)
+    changed = any(e.workspace and e.turn == state.turn_number for e in state.effects)
+    if changed and state.workspace_host is not None:
+        try:
+            binding = await failover.open_on(state, plan, state.workspace_host)
+        except HostLost:  # the next step fails over; this checkpoint keeps the conversation only
+            binding = None
+        if binding is not None:
+            state.checkpoints[-1].workspace_ref = binding.manifest_ref
+    if compaction.due(state, plan):
+        await compaction.compact(state, plan)
+
+
 def close_turn(state: AgentState, status: TurnStatus, answer: str | None = None, error: str | None = None) -> None:
     """The turn in flight ends: its answer, what it spent, and its checkpoint (`turn-N`). Messages
     that joined it too late for the model to see them wait for the next turn."""
@@ -244,6 +262,7 @@ def cut_to(state: AgentState, checkpoint: Checkpoint | None) -> list[int]:
         return []
     turn = checkpoint.turn if checkpoint is not None else 0
     removed = [t.number for t in state.turns if t.number > turn]
+    state.compacted_to = min(state.compacted_to, turn)
     state.turns = [t for t in state.turns if t.number <= turn]
     if state.turns and state.turns[-1].number == turn and checkpoint is not None:
         if checkpoint.id != f"turn-{turn}":  # back to the middle of the turn: it runs on from there

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -119,6 +119,9 @@ class RollbackOutcome(BaseModel):
     """A closed run was rolled back to this checkpoint before: this is that rollback's result."""
     closed_meanwhile: bool = False
     """The run closed while the request was on its way: it was rolled back as a closed run."""
+    turns_removed: list[int] = Field(default_factory=list)
+    """A running session's turns the rollback takes out of the conversation (or, as a dry run,
+    would): those after the checkpoint's turn, newest last."""
 
     @property
     def clean(self) -> bool:
@@ -133,14 +136,15 @@ class RollbackOutcome(BaseModel):
     def summary(self) -> str:
         """One line: how many effects were undone, how many stay done and why."""
         report = self.report
+        turns = f"; turns removed: {', '.join(map(str, self.turns_removed))}" if self.turns_removed else ""
         if report is None:
-            return f"dry run: {sum(1 for item in self.plan if item.action == 'undo')} to undo, nothing changed"
+            return f"dry run: {sum(1 for item in self.plan if item.action == 'undo')} to undo, nothing changed{turns}"
         parts = [f"undone {len(report.undone)}"]
         if report.irreversible:
             parts.append(f"left in place {len(report.irreversible)} (irreversible: {', '.join(report.irreversible)})")
         if report.not_undone:
             parts.append(f"not undone {len(report.not_undone)} ({'; '.join(report.errors) or 'the undo failed'})")
-        return "; ".join(parts)
+        return "; ".join(parts) + turns
 
 
 class RatchetClient:
@@ -332,7 +336,9 @@ class RunHandle:
         a closed session (naming how it ended), a run that is not a session, a message during a
         turn under the reject policy."""
         try:
-            request = AskRequest(message_id=message_id or uuid.uuid4().hex, text=text, wait=wait)
+            request = AskRequest(
+                message_id=uuid.uuid4().hex if message_id is None else message_id, text=text, wait=wait
+            )
         except ValidationError as exc:
             raise InvalidInput.of("message", exc) from None
         return await self._session_update(RunMessages.ASK, request)
@@ -396,7 +402,11 @@ class RunHandle:
                 plan = await self._running_plan(checkpoint_id)
                 if dry_run:
                     return RollbackOutcome(
-                        workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan
+                        workflow_id=self.workflow_id,
+                        checkpoint_id=checkpoint_id,
+                        running=True,
+                        plan=plan,
+                        turns_removed=turns_after(await self.state(), checkpoint_id),
                     )
                 report = await self._update(RunMessages.ROLLBACK, request, RollbackReport)
                 return RollbackOutcome(
@@ -405,6 +415,7 @@ class RunHandle:
                     running=True,
                     plan=plan,
                     report=report,
+                    turns_removed=report.turns_removed,
                 )
             except (RunNotFound, Refused):
                 raise
@@ -551,6 +562,13 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+def turns_after(state: AgentState, checkpoint_id: str) -> list[int]:
+    """A session's turns after the checkpoint's (what a rollback to it removes)."""
+    checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
+    turn = checkpoint.turn if checkpoint is not None else 0
+    return [t.number for t in state.turns if t.number > turn and not (turn == 0 and t.number == 1)]
 
 
 def rpc_error(doing: str, exc: RPCError) -> RatchetError:
