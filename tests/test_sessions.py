@@ -4,6 +4,9 @@ its number, its answer, what it spent and its checkpoint (dev server, scripted m
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import pytest
 
 from ratchet.client import InvalidInput, Refused, RunCancelled
@@ -82,11 +85,18 @@ async def test_a_turn_has_its_own_budget_beside_the_sessions(client, settings, w
     assert (await run.ask("and now?")).status == TurnStatus.ANSWERED  # the session goes on
 
 
-async def test_ratchet_ask_prints_the_answer_and_the_same_message_id_is_answered_once(client, settings, worker):
+async def test_ratchet_ask_prints_the_answer_and_the_same_message_id_is_answered_once(
+    client, settings, worker, tmp_path
+):
     from tests.runs import ratchet
 
     script = [{"content": "one"}, {"tool_calls": [call("probe_append", label="once")]}, {"content": "two"}]
-    run = await start(client, settings, session(script, workspace="sess-ask"))
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(scripted("probe", script, workspace="sess-ask")))  # probe is no session profile
+    workflow_id = f"sess-ask-{uuid.uuid4().hex[:8]}"
+    code, out = await ratchet(settings, "start", "--file", str(path), "--session", "--id", workflow_id)
+    assert code == 0, out
+    run = runs(client, settings).get(workflow_id)
     await wait_for(run, awaiting)
     code, out = await ratchet(settings, "ask", run.workflow_id, "append once", "--message-id", "m-2")
     assert code == 0 and out.splitlines()[0] == "two" and "turn 2: answered" in out
