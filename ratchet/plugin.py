@@ -93,6 +93,7 @@ BUILTIN_TOOL_MODULES = (
     "ratchet.activities.tracker_tools",
     "ratchet.activities.agent_tools",
     "ratchet.activities.time_tools",
+    "ratchet.activities.memory_tools",
 )
 """Modules whose `@tool` functions are Ratchet's built-in tools."""
 

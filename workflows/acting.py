@@ -290,6 +290,7 @@ async def _execute_tool(
         arguments=args,
         workspace=plan.workspace,
         sandbox=plan.sandbox if spec.workspace else SandboxPolicy(),  # absent from history while the default
+        memory_scope=state.run.memory_scope,
         decision=decision.choice.value if decision else None,
         assumed_output=decision.result if decision else None,
     )

@@ -122,6 +122,8 @@ class ToolInvocation(BaseModel):
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """The run's sandbox policy (`RunPolicy.sandbox`), for tools that run programs; sent only by
     workspace tools, and absent from history while it is the default."""
+    memory_scope: str | None = None
+    """The run's `memory_scope`, for the memory tools (activities/memory_tools.py)."""
     decision: Literal["retry", "assume_done"] | None = None
     """A person's decision on this call's unknown outcome (`decide`): applies to the activity's first attempt."""
     assumed_output: str | None = None

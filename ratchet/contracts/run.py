@@ -107,6 +107,12 @@ class AgentRun(Strict):
     resume_from: ResumeFrom | None = Field(
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."
     )
+    memory_scope: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$",
+        description="Whose memory the run's `remember`/`recall`/`forget` tools use (e.g. a user id): a run "
+        "with the same scope recalls what an earlier one stored.",
+    )
     session: SessionOverride | None = Field(
         default=None,
         description="Make the run a session (`{}`: the profile's session settings, or the defaults): after each "

@@ -60,7 +60,7 @@ register_profile(
     AgentProfile(
         name="chatter",
         system_prompt="You are a test assistant in a conversation.",
-        tools=["probe_append", "probe_wait", "probe_echo", "write_file", "read_file"],
+        tools=["probe_append", "probe_wait", "probe_echo", "write_file", "read_file", "remember", "recall", "forget"],
         budget=Budget(max_steps=5000, max_tokens=10_000_000),
         session=SessionPolicy(),
     )
