@@ -63,6 +63,7 @@ register_profile(
         tools=["probe_append", "probe_wait", "probe_echo", "write_file", "read_file", "remember", "recall", "forget"],
         budget=Budget(max_steps=5000, max_tokens=10_000_000),
         session=SessionPolicy(),
+        approval_rules=[ApprovalRule(tool="probe_append", argument="label", pattern="^ask")],
     )
 )
 
