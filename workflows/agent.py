@@ -59,7 +59,7 @@ from . import (
 )
 from .errors import RunFailed
 from .hosts import HostLost
-from .input import parse_run
+from .input import continued, parse_run
 from .result import agent_result
 from .step import OutOfBudget, step
 from .visibility import Visibility
@@ -71,8 +71,9 @@ from .visibility import Visibility
 class AgentWorkflow:
     @workflow.init
     def __init__(self, raw: RawValue = None) -> None:  # type: ignore[assignment]  # RawValue: any input
-        self.events = events.RunStream(events.prior_state(raw), lambda: self._state)  # workflows/events.py
-        self._state: AgentState | None = None
+        self._continuation = continued(raw)
+        self.events = events.RunStream(events.prior_state(self._continuation), lambda: self._state)  # events.py
+        self._state: AgentState | None = self._continuation.continuation if self._continuation else None
         self._rollbacks = rollback.Requests()
         self._deadline = interrupts.Deadline()
         self._visibility = Visibility()
@@ -81,9 +82,9 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]  # RawValue: any input
-        parsed = parse_run(raw)
+        parsed = self._continuation or parse_run(raw)
         if isinstance(parsed, Continuation):
-            self._state = state = parsed.continuation
+            state = parsed.continuation  # the state since __init__: handlers of the first task may have used it
             state.continued += 1
             self._first_turn = state.turn_number
             self._inbox.attach(state)

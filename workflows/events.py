@@ -23,10 +23,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from temporalio import workflow
-from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
-from ratchet.contracts import AgentState
+from ratchet.contracts import AgentState, Continuation
 from ratchet.contracts.events import (
     SUMMARY_CHARS,
     ApprovalDecided,
@@ -56,17 +55,11 @@ last flush (PUBLISH_RETRY), so what a session hands over is bounded by a minute 
 _STATE = TypeAdapter(WorkflowStreamState)
 
 
-def prior_state(raw: RawValue | None) -> WorkflowStreamState | None:
-    """The stream handed over by the run this one continues (None on a first start, or when the
-    input is not a continuation: `parse_run` reports bad input)."""
-    if raw is None:
+def prior_state(continuation: Continuation | None) -> WorkflowStreamState | None:
+    """The stream handed over by the run this one continues (None on a first start)."""
+    if continuation is None or continuation.stream is None:
         return None
-    try:
-        value = workflow.payload_converter().from_payload(raw.payload)
-        stream = value.get("stream") if isinstance(value, dict) and "continuation" in value else None
-        return _STATE.validate_python(stream) if stream is not None else None
-    except Exception:  # decoded again, and reported, by parse_run
-        return None
+    return _STATE.validate_python(continuation.stream)
 
 
 def current() -> RunStream | None:

@@ -18,8 +18,13 @@ class Inbox:
         self._paused: bool | None = None
 
     def attach(self, state: AgentState) -> None:
-        """The state exists (a new run, or a continuation): early signals go to it."""
-        state.inbox[:0] = self._early
+        """The state exists (a new run, or a continuation): early signals go to it (a session's
+        continuation places them by its policy)."""
+        if sessions.policy(state) is not None:
+            for message in self._early:
+                sessions.accept(state, message)
+        else:
+            state.inbox[:0] = self._early
         if self._paused is not None:
             state.paused = self._paused
         self._state = state
