@@ -7,8 +7,10 @@ long session's history per turn.
 - `idle_sessions_rss_mib`: the worker's RSS with `idle` sessions waiting for a message (started,
   each answered its first turn); `idle_turn_p99_ratio`: the p99 of a turn on one of them over a
   fresh session's.
-- `session_history_bytes_ratio`: history bytes per turn of the run that ends at the last turn
-  against the one that ends at turn 10 (it continues as new every 10 turns).
+- `session_history_bytes_ratio`: history bytes of the run that ends at the last turn against the
+  one that ends at turn 20, the first to start from a handover (it continues as new every 10
+  turns); `session_history_first_run_ratio` against the run of turns 1-10, which starts from the
+  bare run input and so is smaller.
 """
 
 from __future__ import annotations
@@ -86,9 +88,10 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
             chain.append(size)
             if run_id is None:
                 break
-        # newest first: chain[0] is the run it just continued into, chain[-1] the one of turns 1-10
+        # newest first: chain[0] is the run it just continued into, chain[-1] the one of turns 1-10,
+        # chain[-2] the first to start from a handover (turns 11-20)
         out["long"] = {"turns": state.turn_number, "runs": len(chain), "first": chain[-1],
-                       "last": chain[1] if len(chain) > 2 else 0}
+                       "second": chain[-2] if len(chain) > 2 else 0, "last": chain[1] if len(chain) > 2 else 0}
         await one.close()
         progress.end(f"{len(chain)} runs")
 
@@ -124,8 +127,9 @@ def session_figures(section: dict[str, Any]) -> dict[str, float]:
         "idle_sessions": idle["sessions"], "idle_sessions_rss_mib": idle["rss_mib"],
         "idle_turn_p99_ratio": percentile(idle["idle_ms"], 99) / percentile(idle["fresh_ms"], 99),
     }
-    if long["first"] and long["last"]:
-        figures["session_history_bytes_ratio"] = long["last"] / long["first"]
+    if long["second"] and long["last"]:
+        figures["session_history_bytes_ratio"] = long["last"] / long["second"]
+        figures["session_history_first_run_ratio"] = long["last"] / long["first"]
     return figures
 
 
