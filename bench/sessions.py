@@ -34,8 +34,13 @@ FLOOR = Variant("floor", "floor", FLOOR_SESSION, label="raw SDK: an update answe
 
 def session_run(turns: int) -> dict[str, Any]:
     script = [{"content": f"answer {i}"} for i in range(turns + 1)]
-    return {"agent": "bench", "objective": "first question", "session": {}, "budget": {"max_steps": 100_000},
-            "model": {"provider": "scripted", "options": {"script": script}}}
+    return {
+        "agent": "bench",
+        "objective": "first question",
+        "session": {},
+        "budget": {"max_steps": 100_000},
+        "model": {"provider": "scripted", "options": {"script": script}},
+    }
 
 
 async def timed_asks(run: RunHandle, turns: int) -> list[float]:
@@ -63,8 +68,9 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
     out: dict[str, Any] = {}
     progress.begin(f"sessions: {turns} turns against the floor")
     async with env.worker(FLOOR) as floor:
-        handle = await env.raw.start_workflow(FLOOR_SESSION, id=f"floor-session-{uuid.uuid4().hex[:8]}",
-                                              task_queue=floor.queue)
+        handle = await env.raw.start_workflow(
+            FLOOR_SESSION, id=f"floor-session-{uuid.uuid4().hex[:8]}", task_queue=floor.queue
+        )
         floor_ms = []
         for turn in range(turns):
             began = time.perf_counter()
@@ -90,8 +96,13 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
                 break
         # newest first: chain[0] is the run it just continued into, chain[-1] the one of turns 1-10,
         # chain[-2] the first to start from a handover (turns 11-20)
-        out["long"] = {"turns": state.turn_number, "runs": len(chain), "first": chain[-1],
-                       "second": chain[-2] if len(chain) > 2 else 0, "last": chain[1] if len(chain) > 2 else 0}
+        out["long"] = {
+            "turns": state.turn_number,
+            "runs": len(chain),
+            "first": chain[-1],
+            "second": chain[-2] if len(chain) > 2 else 0,
+            "last": chain[1] if len(chain) > 2 else 0,
+        }
         await one.close()
         progress.end(f"{len(chain)} runs")
 
@@ -122,9 +133,11 @@ def session_figures(section: dict[str, Any]) -> dict[str, float]:
     turn, floor = section["turn_ms"], section["floor_ms"]
     long, idle = section["long"], section["idle"]
     figures = {
-        "session_turn_ms_p50": percentile(turn, 50), "session_turn_ms_p99": percentile(turn, 99),
+        "session_turn_ms_p50": percentile(turn, 50),
+        "session_turn_ms_p99": percentile(turn, 99),
         "session_turn_ratio": percentile(turn, 50) / percentile(floor, 50),
-        "idle_sessions": idle["sessions"], "idle_sessions_rss_mib": idle["rss_mib"],
+        "idle_sessions": idle["sessions"],
+        "idle_sessions_rss_mib": idle["rss_mib"],
         "idle_turn_p99_ratio": percentile(idle["idle_ms"], 99) / percentile(idle["fresh_ms"], 99),
     }
     if long["second"] and long["last"]:

@@ -42,6 +42,8 @@ class SessionsOptions:
     seed: int = 1
     kill_every: tuple[float, float] = (4.0, 15.0)
     restart_server: bool = True
+    restart_after_s: float = 20.0
+    """When the dev server restarts, seconds after the first session starts."""
     deadline_s: float = 900.0
     base: Path | None = None
 
@@ -184,7 +186,7 @@ async def run_sessions(opts: SessionsOptions, log=print) -> SessionsRun:
         runs = RatchetClient(await connect(server.address), stack.settings())
         stop = asyncio.Event()
         killer = asyncio.create_task(supervisor.chaos(stop))
-        restart = asyncio.create_task(_restart(server, 20.0, log)) if opts.restart_server else None
+        restart = asyncio.create_task(_restart(server, opts.restart_after_s, log)) if opts.restart_server else None
         deadline = time.monotonic() + opts.deadline_s
         ids = [f"sess-{stack.task_queue[-6:]}-{i:02d}" for i in range(opts.sessions)]
         driven = await asyncio.gather(
