@@ -144,6 +144,10 @@ class AgentWorkflow:
         """The answer to an earlier `ask` (by its message id), once its turn has ended."""
         return await sessions.follow(self._require_state(), request.message_id)
 
+    @answer.validator
+    def _validate_answer(self, request: FollowRequest) -> None:
+        sessions.validate_follow(self._require_state(), request.message_id)
+
     @workflow.update(name=RunMessages.CLOSE)
     def close(self) -> str:
         """End the session once its turn in flight and the messages queued before are answered."""

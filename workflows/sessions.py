@@ -35,7 +35,7 @@ from ratchet.contracts import (
 from . import compaction, effects_archive, failover
 from .hosts import HostLost
 
-KEEP_TURNS = 5
+KEEP_TURNS = 10
 """Turns (and their checkpoints) a session's handover keeps: its state stays flat over any number of
 turns. Older turns' messages stay in the transcript."""
 
@@ -112,10 +112,17 @@ async def answer(state: AgentState, request: AskRequest) -> TurnAnswer:
     return answer_of(state, request.message_id)
 
 
+def validate_follow(state: AgentState, message_id: str) -> None:
+    """The `answer` update's validator: the message must be one the session holds."""
+    if _where(state, message_id) is None:
+        raise ValueError(
+            f"no message {message_id!r} in this session (it holds the messages of its last {KEEP_TURNS} turns "
+            "and those queued)"
+        )
+
+
 async def follow(state: AgentState, message_id: str) -> TurnAnswer:
     """The `answer` update's body: the answer to an earlier `ask`, once its turn has ended."""
-    if _where(state, message_id) is None:
-        raise ValueError(f"no message {message_id!r} in this session (or in the turns it still holds)")
     await workflow.wait_condition(lambda: _settled(state, message_id))
     return answer_of(state, message_id)
 
