@@ -31,7 +31,7 @@ from devtools.devserver import DevServer
 from ratchet.client import RatchetClient, RatchetError, Refused, RunHandle
 from ratchet.contracts import TurnAnswer, TurnStatus
 
-ATTEMPT_S = 60.0
+ATTEMPT_S = 20.0
 """How long one call may wait before it is sent again (same message id)."""
 
 
@@ -90,7 +90,7 @@ def session_input(wid: str, turns: int) -> dict:
         "workspace": wid,
         "session": {},
         "budget": {"max_steps": 4 * turns},
-        "model": {"provider": "scripted", "options": {"script": script}},
+        "model": {"provider": "scripted", "options": {"script": script}, "timeout_s": 2.0},
     }
 
 
@@ -145,13 +145,13 @@ async def audit(
     stack: Stack,
     wid: str,
     turns: int,
-    answers: dict[int, TurnAnswer] | None,
+    answers: dict[int, TurnAnswer] | BaseException,
     figures: SessionFigures,
 ) -> None:
     figures.turns += turns
-    if answers is None:
+    if isinstance(answers, BaseException):
         figures.lost += turns
-        figures.problems.append(f"  {wid}: its driver did not finish")
+        figures.problems.append(f"  {wid}: its driver did not finish: {type(answers).__name__}: {answers}")
         return
     run = runs.get(wid)
     page = await again(lambda: run.transcript(0, 1000), f"transcript {wid}", time.monotonic() + 120)
@@ -199,7 +199,7 @@ async def run_sessions(opts: SessionsOptions, log=print) -> SessionsRun:
             await restart
         await supervisor.ensure_worker()  # the transcript query replays on a worker
         for wid, answers in zip(ids, driven):
-            await audit(runs, stack, wid, opts.turns, None if isinstance(answers, BaseException) else answers, figures)
+            await audit(runs, stack, wid, opts.turns, answers, figures)
     finally:
         await supervisor.shutdown()
         await asyncio.to_thread(server.stop)
