@@ -34,6 +34,7 @@ from temporalio.client import (
     WorkflowHistory,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
@@ -459,6 +460,11 @@ class RunHandle:
             return await call
         except WorkflowQueryFailedError as exc:
             raise Refused(what, str(exc)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise Unavailable(
+                f"{self.workflow_id}: {what}: no result came back in time (the request may stand: send it again; "
+                "a session's message with the same id is answered once)"
+            ) from None
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise RunNotFound(self.workflow_id) from None
