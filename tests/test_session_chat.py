@@ -11,6 +11,8 @@ import pty
 import sys
 import uuid
 
+import pytest
+
 from ratchet.contracts import Phase
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import call, start, wait_for
@@ -21,6 +23,9 @@ SCRIPT = [
     {"tool_calls": [call("probe_append", label="ask-first")]},
     {"content": "appended it for you"},
 ]
+
+
+pytestmark = pytest.mark.e2e  # a CLI process on a pseudo-terminal, about 15 s a test
 
 
 class Terminal:

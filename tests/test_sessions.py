@@ -85,6 +85,7 @@ async def test_a_turn_has_its_own_budget_beside_the_sessions(client, settings, w
     assert (await run.ask("and now?")).status == TurnStatus.ANSWERED  # the session goes on
 
 
+@pytest.mark.e2e  # the `ratchet` CLI as processes
 async def test_ratchet_ask_prints_the_answer_and_the_same_message_id_is_answered_once(
     client, settings, worker, tmp_path
 ):
