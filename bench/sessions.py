@@ -25,7 +25,7 @@ from bench.floor import FLOOR_SESSION
 from bench.harness import Env, Variant
 from bench.history import percentile
 from bench.progress import Progress
-from ratchet.client import RunHandle
+from ratchet.client import RatchetError, RunHandle
 from ratchet.contracts import AGENT_WORKFLOW, Phase
 
 VARIANT = Variant("sessions", "ratchet", AGENT_WORKFLOW, label="Ratchet sessions, scripted replies")
@@ -53,8 +53,14 @@ async def timed_asks(run: RunHandle, turns: int) -> list[float]:
 
 
 async def until_idle(run: RunHandle) -> None:
-    while (await run.state()).phase != Phase.AWAITING_MESSAGE:
-        await asyncio.sleep(0.05)
+    """Until the session waits for a message (a query that times out on a busy worker is asked again)."""
+    while True:
+        try:
+            if (await run.state()).phase == Phase.AWAITING_MESSAGE:
+                return
+        except RatchetError:  # not started yet, or the worker too busy to answer in time
+            pass
+        await asyncio.sleep(0.2)
 
 
 async def run_bytes(run: RunHandle, run_id: str | None) -> tuple[int, str | None]:
@@ -108,8 +114,8 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
 
         progress.begin(f"sessions: {idle} idle sessions on one worker")
         started: list[RunHandle] = []
-        for _ in range(0, idle, 100):  # a hundred at a time
-            batch = await asyncio.gather(*(runs.start(session_run(4)) for _ in range(min(100, idle - len(started)))))
+        for _ in range(0, idle, 50):  # fifty at a time
+            batch = await asyncio.gather(*(runs.start(session_run(4)) for _ in range(min(50, idle - len(started)))))
             await asyncio.gather(*(until_idle(run) for run in batch))
             started += batch
         out["idle"] = {"sessions": idle, "rss_mib": worker.stats()["rss_mib"]}
