@@ -50,6 +50,7 @@ histories: install
 chaos: install
 	$(PY) -m devtools.chaos --runs 50
 	$(PY) -m devtools.chaos --hosts 2 --runs 20
+	$(PY) -m devtools.chaos --sessions 20 --turns 10
 
 clean:
 	rm -rf .ratchet

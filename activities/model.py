@@ -22,12 +22,14 @@ from collections import OrderedDict
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ratchet.contracts.activities import MODEL_CALL
+from ratchet.contracts.activities import COMPACT, MODEL_CALL
 from . import caller
 from .heartbeat import heartbeating
 from .streaming import reply_stream
 from ratchet.contracts import (
     ArtifactRef,
+    CompactReply,
+    CompactRequest,
     ErrorType,
     Message,
     ModelCallConfig,
@@ -45,6 +47,11 @@ from ratchet.stores.ledger import Entry, EntryStatus, Ledger
 from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 CONFIGS_CACHED = 256
+SUMMARY_PROMPT = (
+    "Summarise this conversation so far for yourself, to continue it without the messages above: "
+    "what was asked, what you did and found (files, tickets, results), what you answered, and "
+    "anything still open. Keep names, numbers and decisions exact; keep the latest exchange in most detail."
+)
 
 
 class ModelActivities:
@@ -78,6 +85,55 @@ class ModelActivities:
         self.transcripts.put(reply.transcript, extended, owner=_owner())
         if deltas is not None:
             reply = reply.model_copy(update={"streamed": deltas.streamed()})
+        return reply
+
+    @activity.defn(name=COMPACT.name)
+    async def compact(self, req: CompactRequest) -> CompactReply:
+        """A session's compaction: the model summarises the conversation as it sees it; the summary
+        becomes a summary segment of the transcript (ratchet/stores/transcripts.py), from which on
+        the model sees it instead of the turns before. Recorded in the ledger under
+        `{workflow id}/{step}/compact`: a retry after a lost completion returns the same summary."""
+        key = keys.call_key(caller.workflow_id(), req.step, "compact")
+        entry = await asyncio.to_thread(self.ledger.begin, key) if self.ledger is not None else None
+        if entry is not None and entry.status == EntryStatus.COMPLETED:
+            return CompactReply.model_validate(entry.result)
+        config = self.configs.get(req.call_ref)
+        if config is None:
+            config = await asyncio.to_thread(
+                lambda: ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
+            )
+        base = self.transcripts.get(req.transcript)
+        if base is None or not base.complete:
+            base = await asyncio.to_thread(transcripts.read, self.artifacts, req.transcript)
+        settings = config.settings
+        ask = Message(role="user", content=SUMMARY_PROMPT)
+        async with heartbeating():
+            done = await self._provider(settings).complete(
+                ModelCall(
+                    key=key,
+                    settings=settings,
+                    tools=[],
+                    messages=base.window(None)[1:] + [ask],  # the system prompt is the agent's, not the summariser's
+                    turn=base.turns,
+                    step=req.step,
+                    summary=True,
+                )
+            )
+        summary = Message(
+            role="user",
+            content=f"[Summary of turns {req.turns} (the transcript keeps them whole)]\n{done.message.content or ''}",
+            summary=True,
+        )
+
+        def record() -> tuple[CompactReply, int]:
+            ref = transcripts.write(self.artifacts, base, [summary], prev=req.transcript, summary=True)
+            reply = CompactReply(message=summary, usage=done.usage, transcript=ref.digest)
+            if self.ledger is not None:
+                self.ledger.complete(key, reply.model_dump(mode="json"))
+            return reply, ref.size or 0
+
+        reply, size = await asyncio.to_thread(record)
+        self.transcripts.put(reply.transcript, base.summarised(summary, reply.transcript, size), owner=_owner())
         return reply
 
     def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:

@@ -27,6 +27,7 @@ from ratchet.contracts import (
     OutputSpec,
     PlanRun,
     PrepareRun,
+    SessionPolicy,
     RunPlan,
     ToolSpec,
 )
@@ -158,7 +159,7 @@ class RunPreparer:
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             search_attributes=self.settings.search_attributes,
             local_activities=local_ok,
-            **profile.policy(),
+            **{**profile.policy(), "session": _session(profile, req)},
         )
 
     @property
@@ -308,3 +309,10 @@ def _workspace_from_id(workflow_id: str) -> str:
         return cleaned
     digest = hashlib.sha256(workflow_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{cleaned[:80] or 'workspace'}-{digest}"
+
+
+def _session(profile: AgentProfile, req: PrepareRun) -> SessionPolicy | None:
+    """The run's session settings: the run's `session` over the profile's; None: not a session."""
+    if req.run.session is None:
+        return profile.session
+    return req.run.session.applied_to(profile.session)

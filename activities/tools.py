@@ -206,6 +206,7 @@ class ToolActivities:
             resume_from=(activity.info().heartbeat_details or [None])[0],
             sandbox=self.sandbox if tool.runs_code else None,
             sandbox_policy=inv.sandbox if isinstance(inv, ToolInvocation) else SandboxPolicy(),
+            memory_scope=inv.memory_scope if isinstance(inv, ToolInvocation) else None,
         )
 
 

@@ -45,4 +45,29 @@ class FloorWorkflow:
             )
 
 
+FLOOR_SESSION = "BenchFloorSession"
+
+
+@workflow.defn(name=FLOOR_SESSION)
+class FloorSession:
+    """The session floor: an update answered with one activity, then the next awaited, until `close`."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self.closed)
+
+    @workflow.update(name="ask")
+    async def ask(self, turn: int) -> str:
+        return await workflow.execute_activity(
+            floor_tool, turn, start_to_close_timeout=timedelta(seconds=30), retry_policy=RETRY
+        )
+
+    @workflow.signal(name="close")
+    def close(self) -> None:
+        self.closed = True
+
+
 ACTIVITIES = [floor_model, floor_tool]

@@ -9,6 +9,7 @@ from bench.findings import findings
 from bench.harness import VARIANTS
 from bench.history import PHASES
 from bench.mcp_calls import mcp_figures, mcp_rows
+from bench.sessions import session_figures, session_rows
 from bench.streaming import stream_figures, stream_rows
 from bench.sandbox import sandbox_figures, sandbox_rows
 from bench.scale import knee
@@ -43,6 +44,10 @@ TARGETS = {
     "stream_latency_subscriber_p99_ms": ("<=", 500, "same, p99"),
     "stream_latency_sse_p50_ms": ("<=", 150, "a delta's send in the activity -> an SSE client of ratchet serve, 20 runs"),
     "stream_latency_sse_p99_ms": ("<=", 500, "same, p99"),
+    "session_turn_ratio": ("<=", 1.5, "a session's ask -> answer p50, over a raw-SDK update answered by one activity"),
+    "idle_sessions_rss_mib": ("<=", 400, "worker RSS with the idle sessions waiting for a message"),
+    "idle_turn_p99_ratio": ("<=", 2.0, "a turn's p99 on an idle session over a fresh session's"),
+    "session_history_bytes_ratio": ("<=", 1.1, "history bytes of the run ending at the last turn over the one ending at turn 20"),
     "cached_rss_mib": ("<=", 250, "worker RSS with 1,000 cached runs"),
     "replay_ratio": (">=", 1.0, "Replayer, 1,000-step history: Ratchet's events/s over the raw-SDK floor's, same run"),
     "long_rss_ratio": ("<=", 1.1, "worker RSS, last quarter / first quarter"),
@@ -64,6 +69,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(mcp_figures(results["mcp"]))
     if results.get("stream"):
         figures.update(stream_figures(results["stream"]))
+    if results.get("sessions"):
+        figures.update(session_figures(results["sessions"]))
     if results.get("providers"):
         figures.update({k: v for k, v in results["providers"].items() if k.endswith(("_ratio", "_ms", "_per_step_cached", "_per_step_uncached"))})
     pair = results.get("throughput") or []
@@ -181,6 +188,9 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
                 "MCP servers: a lean one (what Ratchet adds) and the Python SDK's `MCPServer` (what such a server adds "
                 "on top); per call the activity's scheduled -> completed time, medians (bench/mcp_calls.py).", "",
                 *_table(*mcp_rows(results["mcp"])), ""]
+    if results.get("sessions"):
+        out += ["## Sessions", "", "A session's turn against a raw-SDK update, idle sessions on one worker, a long "
+                "session's history per run (bench/sessions.py).", "", *_table(*session_rows(results["sessions"])), ""]
     if results.get("stream"):
         out += ["## Streaming", "", "Model calls streamed to the run's stream against not, runs alternating in one worker; "
                 "the scripted provider writes at a fixed rate either way (bench/streaming.py).", "",

@@ -26,10 +26,10 @@ async def floor_worker(address: str, queue: str):
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from bench.floor import ACTIVITIES, FloorWorkflow
+    from bench.floor import ACTIVITIES, FloorSession, FloorWorkflow
 
     client = await Client.connect(address)
-    return Worker(client, task_queue=queue, workflows=[FloorWorkflow], activities=ACTIVITIES)
+    return Worker(client, task_queue=queue, workflows=[FloorWorkflow, FloorSession], activities=ACTIVITIES)
 
 
 async def ratchet_worker(address: str, queue: str, root: Path):

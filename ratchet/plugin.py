@@ -55,7 +55,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
-from ratchet.contracts.activities import MODEL_CALL, VERIFY
+from ratchet.contracts.activities import COMPACT, MODEL_CALL, VERIFY
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.mcp import McpActivities
 from ratchet.activities.prepare import RunPreparer
@@ -93,6 +93,7 @@ BUILTIN_TOOL_MODULES = (
     "ratchet.activities.tracker_tools",
     "ratchet.activities.agent_tools",
     "ratchet.activities.time_tools",
+    "ratchet.activities.memory_tools",
 )
 """Modules whose `@tool` functions are Ratchet's built-in tools."""
 
@@ -252,6 +253,7 @@ class Activities:
     def all(self) -> list[Callable]:
         return [
             self.model.call,
+            self.model.compact,
             self.preparer.prepare,
             self.checkpoints.verify,
             self.checkpoints.fork,
@@ -381,7 +383,9 @@ class RatchetPlugin(SimplePlugin):
                 limits["max_task_queue_activities_per_second"] = queue.per_second
             if queue.concurrency is not None:
                 limits["max_concurrent_activities"] = queue.concurrency
-            side = _side_worker(worker, model_queue(worker.task_queue, provider), {MODEL_CALL.name}, **limits)
+            side = _side_worker(
+                worker, model_queue(worker.task_queue, provider), {MODEL_CALL.name, COMPACT.name}, **limits
+            )
             if side is not None:
                 found.append(side)
         return found

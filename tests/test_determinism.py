@@ -158,6 +158,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "datetime": "types and parsing only (datetime.now, utcnow, today, date.today are banned below)",
     "typing": "annotations",
     "re": "pure pattern matching",
+    "hashlib": "sha256 of a session message's text (workflows/sessions.py: a reused message id is compared by it)",
     "temporalio.workflow": "the workflow API itself: workflow.now, sleep, random, uuid4, activities",
     "temporalio.common": "RetryPolicy, RawValue, search attribute types: plain data",
     "temporalio.exceptions": "ApplicationError and the activity/child failure types",

@@ -47,7 +47,7 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
     })
     async with Client(server) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "send_message", "rollback_plan", "rollback"}
+        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "send_message", "ask_session", "rollback_plan", "rollback"}
         assert tools["run_state"].annotations.read_only_hint and tools["rollback"].annotations is None
 
         ship = await use(mcp, "start_run", agent="approver", objective="ship it", model=scripted_model(
@@ -60,6 +60,12 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
         assert done["answer"] == "shipped"
         page = await use(mcp, "transcript", workflow_id=ship["workflow_id"])
         assert page["messages"][-1]["content"] == "shipped" and page["total"] == len(page["messages"])
+
+        chat = await use(mcp, "start_run", agent="chatter", objective="hello?", model=scripted_model(
+            {"content": "one"}, {"content": "two"}))
+        await mcp_state_until(mcp, chat["workflow_id"], lambda s: s["phase"] == "AWAITING_MESSAGE")
+        answered = await use(mcp, "ask_session", workflow_id=chat["workflow_id"], text="and again?", message_id="m-2")
+        assert (answered["turn"], answered["answer"]) == (2, "two")
 
         saga = await use(mcp, "start_run", agent="saga", objective="two steps", workspace="mcp-control", model=scripted_model(
             tool_call("write_file", path="a.txt", content="v1\n"), tool_call("write_file", path="a.txt", content="v2\n"),

@@ -292,6 +292,7 @@ async def _execute_tool(
         arguments=args,
         workspace=plan.workspace,
         sandbox=plan.sandbox if spec.workspace else SandboxPolicy(),  # absent from history while the default
+        memory_scope=state.run.memory_scope,
         decision=decision.choice.value if decision else None,
         assumed_output=decision.result if decision else None,
     )
@@ -426,6 +427,7 @@ def _register_effect(
         arguments=args,
         effect=spec.effect,
         workspace=spec.workspace,
+        turn=state.turn_number,
     )
     state.effects.append(effect)
     return effect

@@ -25,10 +25,12 @@ from ratchet.contracts import (
     AgentResult,
     AgentState,
     ApproveRequest,
+    AskRequest,
     Continuation,
     DecideRequest,
     Decision,
     ErrorType,
+    FollowRequest,
     Phase,
     RejectRequest,
     RollbackPlanItem,
@@ -38,6 +40,8 @@ from ratchet.contracts import (
     RunPlan,
     Transcript,
     TranscriptPage,
+    TurnAnswer,
+    TurnStatus,
 )
 from ratchet.core import budget as budgets
 from . import (
@@ -51,10 +55,11 @@ from . import (
     interrupts,
     outcomes,
     rollback,
+    sessions,
 )
 from .errors import RunFailed
 from .hosts import HostLost
-from .input import any_inputs, parse_run
+from .input import any_inputs, continued, parse_run
 from .result import agent_result
 from .step import OutOfBudget, step
 from .visibility import Visibility
@@ -67,19 +72,22 @@ class AgentWorkflow:
     @workflow.init
     @any_inputs  # a start with two inputs fails the run, not the workflow task (workflows/input.py)
     def __init__(self, raw: RawValue = None) -> None:  # type: ignore[assignment]  # RawValue: any input
-        self.events = events.RunStream(events.prior_state(raw), lambda: self._state)  # workflows/events.py
-        self._state: AgentState | None = None
+        self._continuation = continued(raw)
+        self.events = events.RunStream(events.prior_state(self._continuation), lambda: self._state)  # events.py
+        self._state: AgentState | None = self._continuation.continuation if self._continuation else None
         self._rollbacks = rollback.Requests()
         self._deadline = interrupts.Deadline()
         self._visibility = Visibility()
         self._inbox = inbox.Inbox()
+        self._first_turn = 0  # the session's turn this execution started at (continue-as-new counts from it)
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]  # RawValue: any input
-        parsed = parse_run(raw)
+        parsed = self._continuation or parse_run(raw)
         if isinstance(parsed, Continuation):
-            self._state = state = parsed.continuation
+            state = parsed.continuation  # the state since __init__: handlers of the first task may have used it
             state.continued += 1
+            self._first_turn = state.turn_number
             self._inbox.attach(state)
         else:
             self._state = state = planning.new_state(parsed)
@@ -92,6 +100,11 @@ class AgentWorkflow:
                 await checkpoints.fork(state, plan)  # binds the run to the host that restored the files
             elif not isinstance(parsed, Continuation):
                 await failover.bind(state, plan)
+            if not isinstance(parsed, Continuation) and plan.session is not None:
+                sessions.open_first(state)  # the objective is the first turn; early messages by the policy
+                early, state.inbox = state.inbox, []
+                for message in early:
+                    sessions.accept(state, message)
             self._visibility.publish(state, plan)
             return await self._loop(state, plan)
         except RunFailed as failure:
@@ -117,6 +130,33 @@ class AgentWorkflow:
     def send_message(self, text: str) -> None:
         """A user message, added to the conversation at the next step boundary."""
         self._inbox.send(text)
+
+    @workflow.update(name=RunMessages.ASK)
+    async def ask(self, request: AskRequest) -> TurnAnswer:
+        """A session's message; the turn's answer (or at once, `wait=False`, the turn to follow)."""
+        return await sessions.answer(self._require_state(), request)
+
+    @ask.validator
+    def _validate_ask(self, request: AskRequest) -> None:
+        sessions.validate_ask(self._require_state(), request)
+
+    @workflow.update(name=RunMessages.ANSWER)
+    async def answer(self, request: FollowRequest) -> TurnAnswer:
+        """The answer to an earlier `ask` (by its message id), once its turn has ended."""
+        return await sessions.follow(self._require_state(), request.message_id)
+
+    @answer.validator
+    def _validate_answer(self, request: FollowRequest) -> None:
+        sessions.validate_follow(self._require_state(), request.message_id)
+
+    @workflow.update(name=RunMessages.CLOSE)
+    def close(self) -> str:
+        """End the session once its turn in flight and the messages queued before are answered."""
+        state = self._require_state()
+        if sessions.policy(state) is None or state.phase.terminal:
+            raise ValueError(f"run {state.workflow_id} is {state.phase}, not an open session")
+        state.closing = True
+        return f"closing after turn {state.turn_number + len(state.queued)}"
 
     @workflow.signal(name=RunMessages.PAUSE)
     def pause(self) -> None:
@@ -174,8 +214,8 @@ class AgentWorkflow:
         self._deadline.start(state, plan)
         cut_short = False  # the deadline interrupted a step: its effects are not whole
 
-        def stop() -> bool:  # what interrupts the step in flight: a rollback request, a pause, the deadline
-            return bool(self._rollbacks) or state.paused or self._deadline.passed
+        def stop() -> bool:  # what interrupts the step in flight: a rollback, a pause, the deadline, a message
+            return bool(self._rollbacks) or state.paused or self._deadline.passed or sessions.interrupting(state)
 
         while True:
             try:
@@ -184,11 +224,13 @@ class AgentWorkflow:
                 if state.paused and not self._deadline.passed:
                     await self._wait_while_paused(state, plan)
                     continue
+                if plan.session is not None and not await self._session_turn(state, plan):
+                    return self._finish(Phase.DONE)  # closed, or idle past its timeout
                 inbox.deliver(state)
                 reason = budgets.exhausted(plan.budget, state.used, self._deadline.elapsed_s(state, plan))
                 if reason:
                     return await self._out_of_budget(state, plan, reason, cut_short)
-                if handover.due(plan):
+                if plan.session is None and handover.due(plan):  # a session hands over between turns
                     await handover.hand_over(state, plan, self.events, lambda: bool(self._rollbacks))
                     continue  # a rollback came in first: serve it
                 state.step += 1
@@ -203,7 +245,39 @@ class AgentWorkflow:
                 continue
             if answer is not None and not self._rollbacks:  # an accepted rollback is served first
                 state.answer = answer
-                return self._finish(Phase.DONE, error=budgets.overrun(plan.budget, state.used))
+                if plan.session is None:
+                    return self._finish(Phase.DONE, error=budgets.overrun(plan.budget, state.used))
+                await sessions.answered(state, plan, answer)
+
+    async def _session_turn(self, state: AgentState, plan: RunPlan) -> bool:
+        """A session's turn in flight goes on, or ends (an interrupting message, its own budget); between
+        turns the next starts, or the session waits for a message (AWAITING_MESSAGE; continuing as new
+        when due). False: it ends (closed, or idle past its timeout)."""
+        if sessions.interrupting(state):
+            sessions.close_turn(state, TurnStatus.INTERRUPTED, error="interrupted by a message")
+        elif (why := sessions.turn_exhausted(state)) is not None:
+            sessions.close_turn(state, TurnStatus.BUDGET_EXHAUSTED, error=why)
+        while not sessions.turn_running(state):
+            if state.queued:
+                sessions.open_next(state)
+                break
+            if state.closing:
+                return False
+            state.phase = Phase.AWAITING_MESSAGE
+            self._visibility.publish(state, plan)
+            woken = lambda: sessions.waiting(state) or bool(self._rollbacks)  # noqa: E731
+            session = plan.session
+            assert session is not None
+            if state.turn_number - self._first_turn >= session.turns_per_run or handover.due(plan):
+                await handover.hand_over(state, plan, self.events, woken)  # returns only if woken first
+            try:
+                await workflow.wait_condition(woken, timeout=session.idle_timeout_s, timeout_summary="idle")
+            except TimeoutError:
+                return False
+            if self._rollbacks:
+                return True  # the loop serves it, then comes back here
+        self._visibility.publish(state, plan)
+        return True
 
     async def _out_of_budget(self, state: AgentState, plan: RunPlan, reason: str, cut_short: bool) -> AgentResult:
         """BUDGET_EXHAUSTED. At a step boundary the finished steps' work stays; a step the deadline

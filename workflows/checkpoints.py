@@ -56,6 +56,7 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
     state.messages_base = checkpoint.messages_base
     state.transcript = checkpoint.transcript
     state.unsent = checkpoint.unsent
+    state.turns_base = checkpoint.turn  # a session's fork goes on from the checkpoint's turn
     # a rollback to where the fork began keeps the fork's objective
     state.checkpoints = [
         checkpoint.model_copy(
@@ -124,8 +125,9 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     evidence = result.evidence
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
     return Checkpoint(
-        id=f"cp-{len(state.checkpoints) + 1}",
+        id=f"cp-{state.checkpoints_base + len(state.checkpoints) + 1}",
         step=state.step,
+        turn=state.turn_number,
         created_at=workflow.now().isoformat(),
         effects_len=effects_archive.count(state),
         messages_len=state.message_count,

@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
 from temporalio import workflow
-from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
-from ratchet.contracts import AgentState, ModelReply
+from ratchet.contracts import AgentState, Continuation, ModelReply
 from ratchet.contracts.events import (
     SUMMARY_CHARS,
     ApprovalDecided,
@@ -48,20 +48,21 @@ from ratchet.contracts.payloads import Evidence
 
 RETAINED = 200
 """Items the log keeps (it is cut back to this when it reaches twice as many)."""
+SESSION_HANDED_OVER = 30
+"""Items a session's handover keeps (it hands over between turns, when its readers have had the
+last answer): so its continue-as-new input is as flat after its tenth turn as after its thousandth."""
+SESSION_PUBLISHERS = timedelta(seconds=60)
+"""How long a session's handover keeps a stream publisher's dedup state (each model call attempt
+is one): longer than a cancelled call takes to notice (its heartbeat timeout) and then give up its
+last flush (PUBLISH_RETRY), so what a session hands over is bounded by a minute of model calls."""
 _STATE = TypeAdapter(WorkflowStreamState)
 
 
-def prior_state(raw: RawValue | None) -> WorkflowStreamState | None:
-    """The stream handed over by the run this one continues (None on a first start, or when the
-    input is not a continuation: `parse_run` reports bad input)."""
-    if raw is None:
+def prior_state(continuation: Continuation | None) -> WorkflowStreamState | None:
+    """The stream handed over by the run this one continues (None on a first start)."""
+    if continuation is None or continuation.stream is None:
         return None
-    try:
-        value = workflow.payload_converter().from_payload(raw.payload)
-        stream = value.get("stream") if isinstance(value, dict) and "continuation" in value else None
-        return _STATE.validate_python(stream) if stream is not None else None
-    except Exception:  # decoded again, and reported, by parse_run
-        return None
+    return _STATE.validate_python(continuation.stream)
 
 
 def current() -> RunStream | None:
@@ -132,11 +133,22 @@ class RunStream:
         self.stream.detach_pollers()
 
     def handover(self, state: AgentState) -> dict[str, Any]:
-        """The stream's state for the continuation's input, with what changed last."""
+        """The stream's state for the continuation's input, with what changed last (a session's: its
+        latest `SESSION_HANDED_OVER` items)."""
         self.observe(state)
         self.detach()
         self._follower.cancel()
-        return _STATE.dump_python(self.stream.get_state(), mode="json")
+        end = self.stream._on_offset()
+        if (
+            state.plan is not None
+            and state.plan.session is not None
+            and end - self.stream._base_offset > SESSION_HANDED_OVER
+        ):
+            self.stream.truncate(end - SESSION_HANDED_OVER)
+        session = state.plan is not None and state.plan.session is not None
+        return _STATE.dump_python(
+            self.stream.get_state(**({"publisher_ttl": SESSION_PUBLISHERS} if session else {})), mode="json"
+        )
 
 
 def _key(state: AgentState) -> tuple:

@@ -60,6 +60,11 @@ async def bind(state: AgentState, plan: RunPlan) -> None:
     state.workspace_host, state.workspace_snapshot = binding.host_queue, binding.manifest_ref
 
 
+async def open_on(state: AgentState, plan: RunPlan, host: str) -> WorkspaceBinding:
+    """The workspace as it stands on `host` (its files' manifest): a session's turn checkpoint."""
+    return await _open(state, plan, host)
+
+
 async def _open(state: AgentState, plan: RunPlan, host: str | None) -> WorkspaceBinding:
     try:
         request, summary = OpenWorkspace(workspace=plan.workspace), f"open workspace {plan.workspace}"

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from temporalio import workflow
 
 from ratchet.contracts import AgentState, Continuation, RunPlan, Transcript, TranscriptPage
-from . import effects_archive, inbox, saga
+from . import effects_archive, inbox, saga, sessions
 from .events import RunStream
 
 
@@ -30,6 +30,7 @@ KEEP_TOOL_CALLS = 50
 
 
 def trimmed(state: AgentState) -> AgentState:
+    sessions.trim(state)
     keep_from = min([state.unsent] + [c.unsent for c in state.checkpoints[-1:]])
     drop = keep_from - state.messages_base
     if drop > 0:
@@ -66,4 +67,8 @@ async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interru
         return
     inbox.deliver(state)
     await effects_archive.archive(state, lambda effect: saga.undoable(plan, effect))
+    # a handler may have come in while the effects were archived (a session's next message)
+    await workflow.wait_condition(lambda: workflow.all_handlers_finished() or interrupted())
+    if interrupted():
+        return
     workflow.continue_as_new(Continuation(continuation=trimmed(state), stream=stream.handover(state)))

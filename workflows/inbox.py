@@ -7,30 +7,40 @@ sent during run.prepare is not undone by an earlier pause, and messages keep the
 
 from __future__ import annotations
 
-from ratchet.contracts import AgentState, Message, scrub_text
-
-MAX_MESSAGE_CHARS = 100_000
+from ratchet.contracts import MAX_MESSAGE_CHARS, AgentState, Message, PendingMessage, scrub_text
+from . import sessions
 
 
 class Inbox:
     def __init__(self) -> None:
         self._state: AgentState | None = None
-        self._early: list[str] = []
+        self._early: list[PendingMessage] = []
         self._paused: bool | None = None
 
     def attach(self, state: AgentState) -> None:
-        """The state exists (a new run, or a continuation): early signals go to it."""
-        state.inbox[:0] = self._early
+        """The state exists (a new run, or a continuation): early signals go to it (a session's
+        continuation places them by its policy)."""
+        if sessions.policy(state) is not None:
+            for message in self._early:
+                sessions.accept(state, message)
+        else:
+            state.inbox[:0] = self._early
         if self._paused is not None:
             state.paused = self._paused
         self._state = state
 
     def send(self, text: object) -> None:
-        """A user message (blank ones are ignored), for the next step boundary."""
+        """A user message (blank ones are ignored): for the next step boundary, or for a session
+        as its message policy says (workflows/sessions.py)."""
         if not isinstance(text, str) or not text.strip():
             return
-        text = scrub_text(text[:MAX_MESSAGE_CHARS])
-        (self._state.inbox if self._state is not None else self._early).append(text)
+        message = PendingMessage(text=scrub_text(text[:MAX_MESSAGE_CHARS]))
+        if self._state is None:
+            self._early.append(message)
+        elif sessions.policy(self._state) is not None:
+            sessions.accept(self._state, message)
+        else:
+            self._state.inbox.append(message)
 
     def set_paused(self, paused: bool) -> None:
         if self._state is None:
@@ -40,6 +50,8 @@ class Inbox:
 
 
 def deliver(state: AgentState) -> None:
-    """The messages waiting in the state's inbox join the conversation."""
-    state.messages.extend(Message(role="user", content=text) for text in state.inbox)
+    """The messages waiting in the state's inbox join the conversation (a session's turn in flight
+    answers them too)."""
+    sessions.joined(state)
+    state.messages.extend(Message(role="user", content=message.text) for message in state.inbox)
     state.inbox.clear()

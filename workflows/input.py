@@ -63,6 +63,17 @@ def parse_run(raw: RawValue | None) -> AgentRun | Continuation:
         raise invalid("invalid input: " + describe(exc)) from None
 
 
+def continued(raw: RawValue | None) -> Continuation | None:
+    """The input, if it is our own continue-as-new input (read when the workflow is made, so a
+    message in a continuation's first task finds its state); None otherwise (`parse_run` reports
+    bad input)."""
+    try:
+        parsed = parse_run(raw)
+    except Exception:  # reported by parse_run in the run itself
+        return None
+    return parsed if isinstance(parsed, Continuation) else None
+
+
 def describe(exc: ValidationError) -> str:
     """`budget.max_steps: Input should be greater than or equal to 1; ...`"""
     return "; ".join(problems(exc, "(input)", limit=10))

@@ -36,7 +36,7 @@ from ratchet.contracts import (
     TranscriptSlice,
 )
 from ratchet.contracts.activities import TRANSCRIPT_MESSAGES
-from . import calls, effects_archive, failover, saga
+from . import calls, effects_archive, failover, saga, sessions
 from .errors import RunFailed
 from .hosts import HostLost, host_name
 
@@ -73,7 +73,14 @@ def resolve(state: AgentState, checkpoint_id: str) -> Target:
         if checkpoint.id == checkpoint_id:
             return Target(checkpoint)
     known = ", ".join(c.id for c in state.checkpoints) or "none yet"
-    raise ValueError(f"unknown checkpoint {checkpoint_id!r}; this run has: {known} (or {TO_START!r}: every effect)")
+    dropped = (
+        f"; the {state.checkpoints_base} of turns up to {state.turns_base} are no longer held"
+        if state.checkpoints_base
+        else ""
+    )
+    raise ValueError(
+        f"unknown checkpoint {checkpoint_id!r}; this run has: {known} (or {TO_START!r}: every effect){dropped}"
+    )
 
 
 def plan_of(state: AgentState, checkpoint_id: str) -> list[RollbackPlanItem]:
@@ -105,9 +112,9 @@ async def undo_above(
     return report
 
 
-async def rewind(state: AgentState, plan: RunPlan, target: Target) -> None:
+async def rewind(state: AgentState, plan: RunPlan, target: Target) -> list[int]:
     """The conversation and the checkpoints back to `target` (the start: the system prompt and
-    the objective, nothing the model has seen)."""
+    the objective, nothing the model has seen); a session's later turns go too (returned)."""
     checkpoint = target.checkpoint
     if checkpoint is None:
         state.messages = [
@@ -116,7 +123,7 @@ async def rewind(state: AgentState, plan: RunPlan, target: Target) -> None:
         ]
         state.messages_base, state.transcript, state.unsent = 0, None, 0
         state.checkpoints = []
-        return
+        return sessions.cut_to(state, None)
     if checkpoint.unsent < state.messages_base and state.transcript is not None:
         # older than what the last handover kept (workflows/handover.py): its messages from
         # `unsent` on come back from the transcript artifact, where the model's later calls put them
@@ -129,6 +136,7 @@ async def rewind(state: AgentState, plan: RunPlan, target: Target) -> None:
     del state.messages[checkpoint.messages_len - state.messages_base :]
     state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
     state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
+    return sessions.cut_to(state, checkpoint)
 
 
 class Requests:
@@ -167,7 +175,7 @@ class Requests:
                 continue
             report = await undo_above(state, plan, target, "rollback requested")
             if report.clean:
-                await rewind(state, plan, target)
+                report.turns_removed = await rewind(state, plan, target)
             self._queue.pop(0)
             self._done[request_id] = report
             if not report.clean:

@@ -51,6 +51,7 @@ def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[Rollb
                 step=effect.step,
                 key=effect.key,
                 action=action,
+                turn=effect.turn,
                 description=describe(plan, effect),
             )
         )

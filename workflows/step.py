@@ -94,6 +94,7 @@ async def think(state: AgentState, plan: RunPlan) -> ModelReply:
     state.used.steps += 1
     budgets.charge(state.used, reply.usage, choices[choice])
     state.messages.append(reply.message)
+    state.context_tokens = reply.usage.total_tokens  # what a session's compaction watches
     state.transcript = reply.transcript
     state.unsent = state.message_count
     return reply

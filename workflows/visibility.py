@@ -11,7 +11,7 @@ from ratchet.contracts import AgentState, Phase, RunPlan
 SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
 SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
 SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
-SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.PAUSED)
+SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
 """Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
 
 

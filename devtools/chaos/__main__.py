@@ -1,5 +1,6 @@
 """`python -m devtools.chaos --runs 50`: see devtools/chaos/runner.py; `--hosts 2`: two hosts, one
-SIGKILLed for good, store outages (devtools/chaos/hosts.py). Exits 1 if any figure is off."""
+SIGKILLed for good, store outages (devtools/chaos/hosts.py); `--sessions 20 --turns 10`: sessions
+asked turn after turn under the same faults (devtools/chaos/sessions.py). Exits 1 if any figure is off."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 
 from devtools.chaos.hosts import STORES, HostsOptions, run_hosts
 from devtools.chaos.runner import Options, audit_problems, run_chaos
+from devtools.chaos.sessions import SessionsOptions, run_sessions
 from ratchet.ops.process import exit_now
 
 
-def parse(argv: list[str] | None = None) -> Options | HostsOptions:
+def parse(argv: list[str] | None = None) -> Options | HostsOptions | SessionsOptions:
     p = argparse.ArgumentParser(prog="python -m devtools.chaos", description="Agent runs under SIGKILLs, a server "
                                 "restart and model faults, then an audit of the outside store.")
     p.add_argument("--runs", type=int, default=50)
@@ -39,7 +41,16 @@ def parse(argv: list[str] | None = None) -> Options | HostsOptions:
                        help="stores stopped for --outage-s and started again, comma-separated: postgres, s3 (or none)")
     hosts.add_argument("--outage-s", type=float, default=10.0)
     hosts.add_argument("--kill-at", type=float, default=None, help="seconds after the first start (default: 30%% of the spread)")
+    sessions = p.add_argument_group("sessions (--sessions N; --seed, --kill-every, --no-server-restart, "
+                                    "--deadline, --dir apply)")
+    sessions.add_argument("--sessions", type=int, default=0, help="N sessions asked --turns turns each, instead of runs")
+    sessions.add_argument("--turns", type=int, default=10)
     a = p.parse_args(argv)
+    if a.sessions:
+        return SessionsOptions(
+            sessions=a.sessions, turns=a.turns, seed=a.seed, kill_every=tuple(a.kill_every),
+            restart_server=not a.no_server_restart, deadline_s=a.deadline, base=a.dir,
+        )
     if a.hosts == 2:
         outages = tuple(o for o in a.outages.split(",") if o and o != "none")
         if any(o not in STORES for o in outages):
@@ -59,6 +70,8 @@ def parse(argv: list[str] | None = None) -> Options | HostsOptions:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)
     opts = parse(argv)
+    if isinstance(opts, SessionsOptions):
+        return _sessions(opts)
     try:
         session = asyncio.run(run_hosts(opts) if isinstance(opts, HostsOptions) else run_chaos(opts))
     except Exception as exc:  # the harness itself failed: say so, never print a figure
@@ -71,6 +84,19 @@ def main(argv: list[str] | None = None) -> int:
         print(session.figures.details())
     print(session.figures.line(), flush=True)
     return 0 if session.figures.ok else 1
+
+
+def _sessions(opts: SessionsOptions) -> int:
+    try:
+        done = asyncio.run(run_sessions(opts))
+    except Exception as exc:  # the harness itself failed: say so, never print a figure
+        logging.getLogger("devtools.chaos").exception("chaos sessions could not complete: %s", exc)
+        return 2
+    for line in done.figures.problems:
+        print(line)
+    print(f"kills={done.figures.kills} dir={done.base}")
+    print(done.figures.line(), flush=True)
+    return 0 if done.figures.ok else 1
 
 
 if __name__ == "__main__":

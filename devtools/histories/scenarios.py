@@ -322,3 +322,27 @@ async def closed_rollback(rec: Recorder) -> None:
     result, report = outcome.closed, outcome.report
     expect(outcome.rollback_workflow_id == recorded_id("closed-rollback"), "the recorded rollback id", outcome)
     expect(report is not None and len(report.undone) == 1 and report.clean, "the issue closed again", result)
+
+
+@scenario("session")
+async def session(rec: Recorder) -> None:
+    """A session: the objective's turn, two asked turns (one with a tool call, one past the token
+    threshold: a compaction), continuing as new between turns, a rollback to turn 2 while idle, a
+    turn asked again, then close (the recorded history is the last run)."""
+    script = [{"content": "one"}, probe_call(label="t2"), {"content": "two"}, {"content": "three"}]
+    options = {"turns_per_run": 2, "compact_after_tokens": 100}
+    run = scripted("chatter", script, workspace="session", session=options)
+    handle = await rec.runs.start(run, workflow_id("session"))
+    await _until(handle, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+    await handle.ask("question 2", message_id="q2")
+    await handle.ask("question 3 " + "in detail " * 40, message_id="q3")
+    await _until(handle, lambda s: s.continued >= 1 and s.phase == Phase.AWAITING_MESSAGE)
+    await handle.rollback("turn-2")
+    again = await handle.ask("question 3, again", message_id="q3-again")
+    await handle.close()
+    state = await handle.state()
+    expect(
+        ended(await handle.result(), Phase.DONE) and again.turn == 3 and state.compactions >= 1,
+        "DONE after turns, a compaction and a rollback",
+        (again, state.compactions, state.continued),
+    )

@@ -44,6 +44,8 @@ def run_from(args: argparse.Namespace) -> AgentRun:
             fields[name] = getattr(args, name)
     if args.max_steps is not None:
         fields.setdefault("budget", {})["max_steps"] = args.max_steps
+    if args.session:
+        fields.setdefault("session", {})
     try:
         return validated_run(fields)
     except InvalidInput as exc:
@@ -147,6 +149,7 @@ def register(sub) -> None:
     cmd.add_argument("--id", help="workflow id (default: AGENT-<random>)")
     cmd.add_argument("--workspace", help="workspace directory name (default: derived from the workflow id)")
     cmd.add_argument("--max-steps", type=int, help="step budget for this run")
+    cmd.add_argument("--session", action="store_true", help="a session: after each answer it waits for `ratchet ask`")
     cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
     cmd.set_defaults(fn=run_verb(start))
     cmd = verb(

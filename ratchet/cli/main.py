@@ -155,6 +155,9 @@ def parser() -> argparse.ArgumentParser:
     from ratchet.cli.offer import register as register_offer
 
     register_offer(sub)
+    from ratchet.cli.chat import register_chat
+
+    register_chat(sub)
     return root
 
 

@@ -102,6 +102,13 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
         await ask((await run(workflow_id)).send(text))
         return f"sent to {workflow_id}"
 
+    @server.tool()
+    async def ask_session(workflow_id: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+        """Ask a session (a run started with `session`) and get its turn's answer; the same message_id
+        asked again is answered once."""
+        answer = await ask((await run(workflow_id)).ask(text, message_id=message_id))
+        return answer.model_dump(mode="json", exclude_none=True)
+
     @server.tool(annotations=reading)
     async def rollback_plan(workflow_id: str, checkpoint_id: str) -> list[dict[str, Any]]:
         """What a rollback to a checkpoint would undo, newest first (nothing is changed); a running or a closed run."""

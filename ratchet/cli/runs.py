@@ -1,4 +1,4 @@
-"""`ratchet checkpoints | rollback | fork | approve | reject | send | watch`: operate on runs.
+"""`ratchet checkpoints | rollback | fork | approve | reject | send | ask | close | watch`: operate on runs.
 
 The same operations with the plain CLI:
     temporal workflow query  --workflow-id W --name state
@@ -12,12 +12,15 @@ The same operations with the plain CLI:
     temporal workflow update execute --workflow-id W --name reject --input '{"call_id": "call_3_0", "reason": "no"}'
     temporal workflow signal --workflow-id W --name send_message --input '"also update the changelog"'
     temporal workflow signal --workflow-id W --name pause     (and --name resume)
+    temporal workflow update execute --workflow-id W --name ask --input '{"message_id": "m1", "text": "and then?"}'
+    temporal workflow update execute --workflow-id W --name close
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
 from ratchet.cli.watch import register_watch
@@ -166,6 +169,46 @@ async def send(args: argparse.Namespace) -> int:
     return 0
 
 
+async def ask(args: argparse.Namespace) -> int:
+    """A session's message; prints the turn's answer (exit 0), or with --no-wait the turn to follow."""
+    run = (await connected()).get(args.workflow_id)
+    try:
+        answer = await run.ask(args.text, message_id=args.message_id, wait=not args.no_wait)
+    except Refused as exc:
+        print(exc)
+        return 1
+    if args.no_wait or answer.status is None:
+        print(json.dumps(answer.model_dump(mode="json", exclude_none=True)))
+        return 0
+    if answer.answer is not None:
+        print(answer.answer)
+    print(f"# turn {answer.turn}: {answer.status}" + (f" ({answer.error})" if answer.error else ""), file=sys.stderr)
+    return 0 if answer.status == "answered" else 1
+
+
+async def close(args: argparse.Namespace) -> int:
+    return await _answer((await connected()).get(args.workflow_id).close())
+
+
+def register_session(sub) -> None:
+    cmd = verb(
+        sub,
+        "ask",
+        "ask a session a question and print its answer (the turn's final answer)",
+        "ratchet ask chat-7 'and what about the tests?'",
+        "A session is a run started with `session` (or of a profile with one): it answers turn after "
+        "turn. The same --message-id asked again is answered once.",
+    )
+    workflow_id(cmd)
+    cmd.add_argument("text", help="the message")
+    cmd.add_argument("--message-id", help="the message's id, for a safe retry (default: a new one)")
+    cmd.add_argument("--no-wait", action="store_true", help="return at once with the turn to follow")
+    cmd.set_defaults(fn=run_verb(ask))
+    cmd = verb(sub, "close", "close a session once its turn in flight is answered", "ratchet close chat-7")
+    workflow_id(cmd)
+    cmd.set_defaults(fn=run_verb(close))
+
+
 def register_background(sub) -> None:
     cmd = verb(
         sub, "approve", "approve a tool call waiting for a person (AWAITING_APPROVAL)", "ratchet approve ops-7 call_3_0"
@@ -192,4 +235,5 @@ def register_background(sub) -> None:
     workflow_id(cmd)
     cmd.add_argument("text", help="the message")
     cmd.set_defaults(fn=run_verb(send))
+    register_session(sub)
     register_watch(sub)

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -34,6 +34,7 @@ from temporalio.client import (
     WorkflowHistory,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
@@ -56,10 +57,13 @@ from ratchet.contracts import (
     AgentResult,
     AgentRun,
     AgentState,
+    MAX_MESSAGE_CHARS,
     ApproveRequest,
+    AskRequest,
     Checkpoint,
     ClosedRollback,
     DecideRequest,
+    FollowRequest,
     Message,
     OutcomeChoice,
     RejectRequest,
@@ -71,6 +75,7 @@ from ratchet.contracts import (
     RunMessages,
     Transcript,
     TranscriptPage,
+    TurnAnswer,
     rollback_id,
 )
 from ratchet.contracts.events import RunEvent
@@ -115,6 +120,9 @@ class RollbackOutcome(BaseModel):
     """A closed run was rolled back to this checkpoint before: this is that rollback's result."""
     closed_meanwhile: bool = False
     """The run closed while the request was on its way: it was rolled back as a closed run."""
+    turns_removed: list[int] = Field(default_factory=list)
+    """A running session's turns the rollback takes out of the conversation (or, as a dry run,
+    would): those after the checkpoint's turn, newest last."""
 
     @property
     def clean(self) -> bool:
@@ -129,14 +137,15 @@ class RollbackOutcome(BaseModel):
     def summary(self) -> str:
         """One line: how many effects were undone, how many stay done and why."""
         report = self.report
+        turns = f"; turns removed: {', '.join(map(str, self.turns_removed))}" if self.turns_removed else ""
         if report is None:
-            return f"dry run: {sum(1 for item in self.plan if item.action == 'undo')} to undo, nothing changed"
+            return f"dry run: {sum(1 for item in self.plan if item.action == 'undo')} to undo, nothing changed{turns}"
         parts = [f"undone {len(report.undone)}"]
         if report.irreversible:
             parts.append(f"left in place {len(report.irreversible)} (irreversible: {', '.join(report.irreversible)})")
         if report.not_undone:
             parts.append(f"not undone {len(report.not_undone)} ({'; '.join(report.errors) or 'the undo failed'})")
-        return "; ".join(parts)
+        return "; ".join(parts) + turns
 
 
 class RatchetClient:
@@ -255,10 +264,15 @@ class RunHandle:
         `raw_description`), search attributes."""
         return await self._ask("describe", self._handle.describe())
 
-    async def history(self) -> WorkflowHistory:
+    async def history(self, run_id: str | None = None) -> WorkflowHistory:
         """The run's event history as Temporal recorded it (of its latest run after a
-        continue-as-new): for replay, audits and timings read from the events."""
-        return await self._ask("history", self._handle.fetch_history())
+        continue-as-new, or of the execution `run_id`): for replay, audits and timings read from the events."""
+        handle = (
+            self._handle
+            if run_id is None
+            else self.client.temporal.get_workflow_handle(self.workflow_id, run_id=run_id)
+        )
+        return await self._ask("history", handle.fetch_history())
 
     async def output(self, model: type[Output]) -> Output:
         """The run's typed final answer as `model` (a run started with an `output_schema`, or of a
@@ -308,10 +322,39 @@ class RunHandle:
         return await self._update(RunMessages.DECIDE, request, str)
 
     async def send(self, text: str) -> None:
-        """A message that joins the conversation at the next step boundary."""
+        """A message, fire and forget: it joins the conversation at the next step boundary (a
+        session: as its message policy says)."""
         if not text.strip():
             raise InvalidInput("message", ["text: must not be empty"])
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput("message", [f"text: at most {MAX_MESSAGE_CHARS:,} characters, not {len(text):,}"])
         await self._ask(RunMessages.SEND_MESSAGE, self._handle.signal(RunMessages.SEND_MESSAGE, text))
+
+    async def ask(self, text: str, message_id: str | None = None, wait: bool = True) -> TurnAnswer:
+        """A session's message; the answer of the turn that answers it (`wait=False`: at once, the
+        turn to follow with `answer(message_id)`). The same `message_id` sent again is answered
+        once (give your own to retry safely); reused for another text it is refused. Refused too:
+        a closed session (naming how it ended), a run that is not a session, a message during a
+        turn under the reject policy."""
+        try:
+            request = AskRequest(
+                message_id=uuid.uuid4().hex if message_id is None else message_id, text=text, wait=wait
+            )
+        except ValidationError as exc:
+            raise InvalidInput.of("message", exc) from None
+        return await self._session_update(RunMessages.ASK, request)
+
+    async def answer(self, message_id: str) -> TurnAnswer:
+        """The answer to an earlier `ask`, once its turn has ended."""
+        try:
+            request = FollowRequest(message_id=message_id)
+        except ValidationError as exc:
+            raise InvalidInput.of("message id", exc) from None
+        return await self._session_update(RunMessages.ANSWER, request)
+
+    async def close(self) -> str:
+        """End a session once its turn in flight (and the messages queued before) are answered."""
+        return await self._session_update(RunMessages.CLOSE, None, str)
 
     async def pause(self) -> None:
         await self._ask(RunMessages.PAUSE, self._handle.signal(RunMessages.PAUSE))
@@ -360,7 +403,11 @@ class RunHandle:
                 plan = await self._running_plan(checkpoint_id)
                 if dry_run:
                     return RollbackOutcome(
-                        workflow_id=self.workflow_id, checkpoint_id=checkpoint_id, running=True, plan=plan
+                        workflow_id=self.workflow_id,
+                        checkpoint_id=checkpoint_id,
+                        running=True,
+                        plan=plan,
+                        turns_removed=turns_after(await self.state(), checkpoint_id),
                     )
                 report = await self._update(RunMessages.ROLLBACK, request, RollbackReport)
                 return RollbackOutcome(
@@ -369,6 +416,7 @@ class RunHandle:
                     running=True,
                     plan=plan,
                     report=report,
+                    turns_removed=report.turns_removed,
                 )
             except (RunNotFound, Refused):
                 raise
@@ -412,6 +460,11 @@ class RunHandle:
             return await call
         except WorkflowQueryFailedError as exc:
             raise Refused(what, str(exc)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            raise Unavailable(
+                f"{self.workflow_id}: {what}: no result came back in time (the request may stand: send it again; "
+                "a session's message with the same id is answered once)"
+            ) from None
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise RunNotFound(self.workflow_id) from None
@@ -422,6 +475,24 @@ class RunHandle:
             return await self._ask(name, self._handle.execute_update(name, request, result_type=result_type))
         except WorkflowUpdateFailedError as exc:
             raise Refused(name, str(exc.cause)) from None
+
+    async def _session_update(self, name: str, request: BaseModel | None, result_type: type[Any] = TurnAnswer) -> Any:
+        """A session's update; a closed session refuses it, saying how it ended."""
+        try:
+            call = self._handle.execute_update(
+                name, *([request] if request is not None else []), result_type=result_type
+            )
+            return await self._ask(name, call)
+        except WorkflowUpdateFailedError as exc:
+            raise Refused(name, str(exc.cause)) from None
+        except RatchetError:
+            description = await self.describe()  # RunNotFound if there is no such run
+            if description.status == WorkflowExecutionStatus.RUNNING:
+                raise
+            phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+            status = description.status.name if description.status else "CLOSED"
+            ended = f"{phase} ({status})" if phase else status
+            raise Refused(name, f"session {self.workflow_id} has ended {ended}; start a new one or fork it") from None
 
     async def _running_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         plan = await self._ask(
@@ -497,6 +568,13 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+def turns_after(state: AgentState, checkpoint_id: str) -> list[int]:
+    """A session's turns after the checkpoint's (what a rollback to it removes)."""
+    checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
+    turn = checkpoint.turn if checkpoint is not None else 0
+    return [t.number for t in state.turns if t.number > turn and not (turn == 0 and t.number == 1)]
 
 
 def rpc_error(doing: str, exc: RPCError) -> RatchetError:

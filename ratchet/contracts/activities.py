@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ratchet.contracts.payloads import (
+    CompactReply,
+    CompactRequest,
     LoadCheckpoint,
     Message,
     ModelReply,
@@ -69,6 +71,15 @@ MODEL_CALL = ActivityDef[ModelRequest, ModelReply](
     HEARTBEAT_S,
 )
 """Its timeout and attempts come from the run's `ModelSettings` (the operator's settings, the profile)."""
+COMPACT = ActivityDef[CompactRequest, CompactReply](
+    "model.compact",
+    CompactRequest,
+    CompactReply,
+    150.0,
+    Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8),
+    HEARTBEAT_S,
+)
+"""A session's compaction: one summarising model call (workflows/compaction.py); the model call's options."""
 VERIFY = ActivityDef[VerifyRequest, VerifyResult](
     "checkpoint.verify",
     VerifyRequest,
@@ -120,6 +131,7 @@ not turned into COMPENSATION_FAILED."""
 ACTIVITIES = (
     PREPARE,
     MODEL_CALL,
+    COMPACT,
     VERIFY,
     FORK,
     WORKSPACE_OPEN,

@@ -43,6 +43,8 @@ class Phase(StrEnum):
     ACTING = "ACTING"
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     AWAITING_DECISION = "AWAITING_DECISION"
+    AWAITING_MESSAGE = "AWAITING_MESSAGE"
+    """A session between turns: it waits for the next message (workflows/sessions.py)."""
     """A call's outcome is unknown; a person or the profile's timeout policy decides (`decide`)."""
     PAUSED = "PAUSED"
     ROLLING_BACK = "ROLLING_BACK"

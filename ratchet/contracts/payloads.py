@@ -31,6 +31,11 @@ class Message(BaseModel):
     """Full content in the artifact store when `content` is a shortened preview."""
     answered_by: str = ""
     """An assistant message a fallback model wrote: `provider/model` ("": the run's own model)."""
+    turn: int = 0
+    """The session turn this user message opens (0: none): the transcript shows where turns begin."""
+    summary: bool = False
+    """A compaction's summary of the conversation before it (`model.compact`): the model sees it
+    instead of those messages; the transcript keeps them all."""
     pinned: bool = False
     """Sent to the model whatever its context window (a fork's objective; the system prompt and the
     run's objective, the first two messages, always are)."""
@@ -101,6 +106,25 @@ class ModelReply(BaseModel):
     which adds nothing to history (a fast reply: all of it)."""
 
 
+class CompactRequest(BaseModel):
+    """Input of `model.compact`: summarise the conversation `transcript` (a session's older turns).
+    Its idempotency key is `{workflow id}/{step}/compact`, made by the activity."""
+
+    step: int
+    call_ref: str
+    transcript: str
+    turns: str
+    """Which turns it summarises, for the summary's heading ("1-12")."""
+
+
+class CompactReply(BaseModel):
+    message: Message
+    """The summary, as the conversation's next message (`summary=True`)."""
+    usage: Usage
+    transcript: str
+    """Digest of the conversation with the summary."""
+
+
 class ToolInvocation(BaseModel):
     step: int
     call_id: str
@@ -114,6 +138,8 @@ class ToolInvocation(BaseModel):
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """The run's sandbox policy (`RunPolicy.sandbox`), for tools that run programs; sent only by
     workspace tools, and absent from history while it is the default."""
+    memory_scope: str | None = None
+    """The run's `memory_scope`, for the memory tools (activities/memory_tools.py)."""
     decision: Literal["retry", "assume_done"] | None = None
     """A person's decision on this call's unknown outcome (`decide`): applies to the activity's first attempt."""
     assumed_output: str | None = None

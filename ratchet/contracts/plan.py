@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from ratchet.contracts.base import EffectClass, FailurePolicy
 from ratchet.contracts.run import AgentRun
 from ratchet.contracts.sandbox import SandboxPolicy
+from ratchet.contracts.session import SessionPolicy
 
 
 class Budget(BaseModel):
@@ -150,6 +151,9 @@ class RunPolicy(BaseModel):
     host counts as lost and the run fails over (workflows/failover.py)."""
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
     """Limits, environment and network of the programs the run's tools and verifier run."""
+    session: SessionPolicy | None = None
+    """Its runs are sessions: after each answer they wait for the next message (a run's `session`
+    makes one of any profile)."""
     fallback_after_attempts: int = Field(3, ge=1, le=100)
     """Attempts of a step's model call on a model with a fallback after it (retryable failures: 429,
     5xx, timeouts) before the call moves to the next model (`AgentProfile.fallbacks`)."""

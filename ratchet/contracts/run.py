@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ratchet.contracts.base import MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
+from ratchet.contracts.session import SessionOverride
 
 
 AGENT_WORKFLOW = "AgentWorkflow"
@@ -32,6 +33,12 @@ class RunMessages:
     REJECT = "reject"
     DECIDE = "decide"
     ROLLBACK = "rollback"
+    ASK = "ask"
+    """A session's message, answered by the update's result (`AskRequest` -> `TurnAnswer`)."""
+    ANSWER = "answer"
+    """The answer to an earlier `ask` by its message id, once its turn has ended."""
+    CLOSE = "close"
+    """End a session after its turn in flight (and the messages queued before the close)."""
 
 
 class ModelOverride(Strict):
@@ -99,6 +106,17 @@ class AgentRun(Strict):
     on_failure: FailurePolicy | None = Field(default=None, description="Overrides the profile's failure policy.")
     resume_from: ResumeFrom | None = Field(
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."
+    )
+    memory_scope: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$",
+        description="Whose memory the run's `remember`/`recall`/`forget` tools use (e.g. a user id): a run "
+        "with the same scope recalls what an earlier one stored.",
+    )
+    session: SessionOverride | None = Field(
+        default=None,
+        description="Make the run a session (`{}`: the profile's session settings, or the defaults): after each "
+        "answer it waits for the next message (`ratchet ask`), until its idle timeout or `ratchet close`.",
     )
     workspace_host: str | None = Field(
         default=None,

@@ -14,6 +14,7 @@ from ratchet.contracts.payloads import Evidence, Message, ToolResult, WorkspaceB
 from ratchet.contracts.outcomes import OutcomeDecision, PendingDecision
 from ratchet.contracts.plan import RunPlan
 from ratchet.contracts.run import AgentRun
+from ratchet.contracts.session import PendingMessage, Turn
 
 
 class ToolCallRecord(BaseModel):
@@ -50,6 +51,8 @@ class Effect(BaseModel):
     key: str
     arguments: dict[str, Any]
     effect: EffectClass
+    turn: int = 0
+    """The session turn it was done in (0: not a session)."""
     workspace: bool = False
     """Done by a workspace tool (on the host holding the workspace; a failover restores it)."""
     status: EffectStatus = EffectStatus.PENDING
@@ -70,6 +73,8 @@ class Checkpoint(BaseModel):
     created_at: str
     effects_len: int
     messages_len: int
+    turn: int = 0
+    """The session turn it was taken in (0: not a session); `turn-N` is the end of turn N."""
     messages: list[Message] | None = None
     """Filled only in a copy taken for a fork (messages `messages_base`..`messages_len`); a live
     run's checkpoint is a prefix of its messages."""
@@ -97,6 +102,8 @@ class RollbackReport(BaseModel):
     """Effects that cannot be undone and were left in place."""
     not_undone: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    turns_removed: list[int] = Field(default_factory=list)
+    """A session's turns the rollback took out of the conversation (newer than the checkpoint's)."""
 
     @property
     def clean(self) -> bool:
@@ -129,6 +136,8 @@ class RollbackPlanItem(BaseModel):
     action: Literal["undo", "irreversible", "already_undone", "archived"]
     """`archived`: one item standing for the effects kept in the artifact store (`key`: the
     archive's digest); a rollback loads them and undoes each (`ratchet rollback --dry-run` lists them)."""
+    turn: int = 0
+    """The session turn the effect was done in (0: not a session)."""
     description: str | None = None
     """What the undo does, for the person deciding ("restore a.txt (181 bytes)", "delete ticket #12"):
     the tool's own words from the undo record (`Effect.undo_description`), a count for a sub-agent."""
@@ -211,8 +220,26 @@ class AgentState(BaseModel):
     pending_decisions: list[PendingDecision] = Field(default_factory=list)
     """Calls whose outcome is unknown, waiting for `decide` (phase AWAITING_DECISION)."""
     outcome_decisions: dict[str, OutcomeDecision] = Field(default_factory=dict)
-    inbox: list[str] = Field(default_factory=list)
-    """Messages sent by signal, added to the conversation at the next step boundary."""
+    inbox: list[PendingMessage] = Field(default_factory=list)
+    """Messages for the turn in flight, added to the conversation at the next step boundary (a
+    `send` to a run that is not a session, a message under the `join` policy)."""
+    queued: list[PendingMessage] = Field(default_factory=list)
+    """A session's messages waiting for a turn of their own, in order."""
+    turns: list[Turn] = Field(default_factory=list)
+    """A session's latest turns (the last `turns_base` + len ones); older ones were dropped at
+    handovers (their messages are in the transcript)."""
+    turns_base: int = 0
+    checkpoints_base: int = 0
+    """Checkpoints of dropped turns, no longer kept (a session's handover keeps its latest turns')."""
+    closing: bool = False
+    """A session asked to `close`: it ends DONE once its turn in flight and queued messages are answered."""
+    messages_rejected: int = 0
+    """`send`s dropped by the reject policy (an `ask` is refused instead)."""
+    context_tokens: int = 0
+    """Tokens of the last model call (prompt and reply): what compaction watches."""
+    compactions: int = 0
+    compacted_to: int = 0
+    """The last turn the latest compaction summarised (workflows/compaction.py)."""
     paused: bool = False
     continued: int = 0
     """How many times this run has continued as new."""
@@ -227,6 +254,11 @@ class AgentState(BaseModel):
         front of the rest: `effects` holds every effect again."""
         self.effects = archived + self.effects
         self.effects_base, self.effects_archive, self.effects_archived_left = 0, None, 0
+
+    @property
+    def turn_number(self) -> int:
+        """The session's latest turn (0: none, or not a session)."""
+        return self.turns[-1].number if self.turns else self.turns_base
 
     @property
     def message_count(self) -> int:

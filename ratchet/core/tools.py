@@ -91,6 +91,8 @@ class ToolContext:
     None for the other tools."""
     sandbox_policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     """The run's limits, environment allowlist and network for those programs (its profile's)."""
+    memory_scope: str | None = None
+    """The run's `memory_scope` (whose memory the memory tools use); None: the run named none."""
 
 
 @dataclass

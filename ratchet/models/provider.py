@@ -57,6 +57,10 @@ class ModelCall:
     provider that streams hands it each piece; the `Completion` it returns is the whole reply,
     exactly what it returns without `deltas`."""
 
+    summary: bool = False
+    """The call summarises the conversation for a session's compaction (`model.compact`): its
+    last message asks for the summary, no tools are offered, and the reply is plain text."""
+
     output: OutputSpec | None = None
     """The run's output schema: the final answer must be JSON matching it. A provider uses its native
     mechanism (OpenAI: `response_format` json_schema), else offers the `final_answer_tool` and turns

@@ -117,6 +117,9 @@ class ScriptedProvider:
         return None
 
     async def complete(self, call: ModelCall) -> Completion:
+        if call.summary:  # a compaction: answered here, the script's replies are the turns'
+            message = Message(role="assistant", content=scripted_summary(call.messages))
+            return Completion(message=message, usage=_usage(call.messages, message))
         ref = ArtifactRef.model_validate(call.settings.options["script_ref"])
         message, usage = scripted_reply(self._script(ref), call.turn, call.messages, call.step)
         if call.deltas is not None:
@@ -193,6 +196,14 @@ def scripted_reply(
     ]
     message = Message(role="assistant", content=reply.get("content"), tool_calls=calls)
     return message, _usage(transcript, message)
+
+
+def scripted_summary(messages: list[Message]) -> str:
+    """A compaction's summary, deterministic and as short however long the conversation: how many
+    questions it had and the latest one (the last message is the request for the summary)."""
+    asked = [m.content or "" for m in messages[:-1] if m.role == "user" and not m.summary]
+    latest = asked[-1][:80] if asked else ""
+    return f"{len(asked)} questions since the last summary; the latest: {latest!r}"
 
 
 def _chars(message: Message) -> int:

@@ -10,9 +10,14 @@ the objective: a model call that sends only the latest messages (`ModelSettings.
 reads the start and the end of the chain, not all of it. Pinned messages (a fork's objective) are
 always sent; each segment names the earlier segments that hold one (`pins`).
 
+A *summary* segment (a session's compaction, activity `model.compact`) holds one message, the
+summary of everything before it: from there on the model sees the head, the summary and what came
+after it, so a model call reads the chain back only to the latest summary. The transcript itself
+keeps every message (`read_all` walks past summaries).
+
 Segment, as JSON: {"ratchet_transcript": 1, "prev": digest, "root": digest (both absent in the
 first segment), "count": messages before this segment, "turns": assistant messages before it,
-"pins": [digests], "messages": [...]}.
+"pins": [digests], "summary": true (a summary segment only), "messages": [...]}.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Segment:
     """Earlier segments holding pinned messages (beyond the first two)."""
     size: int = 0
     """Bytes of this segment in the store."""
+    summary: bool = False
+    """Its one message summarises the conversation before it (a compaction)."""
 
 
 @dataclass
@@ -61,10 +68,15 @@ class Conversation:
     """The segments that hold them."""
     size: int = 0
     """Bytes this holds, roughly (what the cache counts)."""
+    summary: Message | None = None
+    """The latest compaction's summary: the model sees it instead of what came before it."""
+    hidden: int = 0
+    """Messages between the head and the summary, summarised (the model no longer sees them)."""
 
     @property
     def complete(self) -> bool:
-        return len(self.head) + len(self.tail) == self.count
+        """Whether this holds the whole of what the model sees (after the latest summary)."""
+        return len(self.head) + self.hidden + (self.summary is not None) + len(self.tail) == self.count
 
     def has_window(self, keep: int | None) -> bool:
         """Whether this holds what a call with window `keep` sends."""
@@ -75,12 +87,13 @@ class Conversation:
         (all with None). The window never starts with a tool result whose call fell out of it
         (providers reject those)."""
         start = 0 if keep is None else max(0, len(self.tail) - keep)
+        summary = [self.summary] if self.summary is not None else []
         if start == 0 and self.complete:
-            return self.head + self.tail
+            return self.head + summary + self.tail
         while start < len(self.tail) and self.tail[start].role == "tool":
             start += 1
         first = self.count - len(self.tail) + start  # the window's first message, counted from the start
-        return self.head + [m for at, m in self.pinned if at < first] + self.tail[start:]
+        return self.head + summary + [m for at, m in self.pinned if at < first] + self.tail[start:]
 
     def extended(self, messages: list[Message], digest: str, size: int, keep: int | None) -> Conversation:
         """This conversation with `messages` (one segment, named `digest`) added; a windowed one
@@ -102,6 +115,24 @@ class Conversation:
             pinned=pinned,
             pin_segments=self.pin_segments + [digest] if len(pinned) > len(self.pinned) else self.pin_segments,
             size=(self.size + size) if keep is None else _estimate(head, tail),
+            summary=self.summary,
+            hidden=self.hidden,
+        )
+
+    def summarised(self, summary: Message, digest: str, size: int) -> Conversation:
+        """This conversation with its compaction's summary (one segment, named `digest`) added:
+        the model sees the head, the summary and what comes after."""
+        return Conversation(
+            head=list(self.head),
+            tail=[],
+            count=self.count + 1,
+            turns=self.turns,
+            root=self.root or digest,
+            pinned=list(self.pinned),
+            pin_segments=list(self.pin_segments),
+            size=_estimate(self.head, [summary]) + size,
+            summary=summary,
+            hidden=self.count - len(self.head),
         )
 
 
@@ -109,14 +140,19 @@ def _estimate(head: list[Message], tail: list[Message]) -> int:
     return sum(len(m.content or "") + 200 for m in head + tail)
 
 
-def write(store: ArtifactStore, base: Conversation, messages: list[Message], prev: str | None) -> ArtifactRef:
-    """One segment: `messages` added to `base`, the conversation named `prev`."""
+def write(
+    store: ArtifactStore, base: Conversation, messages: list[Message], prev: str | None, summary: bool = False
+) -> ArtifactRef:
+    """One segment: `messages` added to `base`, the conversation named `prev` (`summary`: the one
+    message is a compaction's summary of `base`)."""
     body: dict = {
         "ratchet_transcript": FORMAT,
         "count": base.count,
         "turns": base.turns,
         "messages": [m.model_dump(exclude_defaults=True) for m in messages],
     }
+    if summary:
+        body["summary"] = True
     if prev is not None:
         body["prev"] = prev
         body["root"] = base.root or prev
@@ -138,6 +174,7 @@ def read_segment(store: ArtifactStore, digest: str) -> Segment:
         turns=body["turns"],
         pins=body.get("pins", []),
         size=len(raw),
+        summary=body.get("summary", False),
     )
 
 
@@ -146,13 +183,22 @@ def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversa
     and at least its last `keep` messages, reading the chain back only that far."""
     last = segment = read_segment(store, digest)
     parts, size = {digest: segment}, segment.size
-    while segment.prev is not None and (keep is None or sum(len(p.messages) for p in parts.values()) < keep + HEAD):
+    while (
+        segment.prev is not None
+        and not segment.summary
+        and (keep is None or sum(len(p.messages) for p in parts.values()) < keep + HEAD)
+    ):
         prev = segment.prev
         segment = parts[prev] = read_segment(store, prev)
         size += segment.size
     messages = [m for part in reversed(parts.values()) for m in part.messages]
     total = last.count + len(last.messages)
-    if segment.prev is None:  # read to the start
+    summary, hidden = None, 0
+    if segment.summary:  # the model sees the head, this summary and what came after it
+        summary, messages = messages[0], messages[1:]
+        head = read_segment(store, last.root).messages[:HEAD] if last.root else []
+        tail, hidden = messages, segment.count - len(head)
+    elif segment.prev is None:  # read to the start
         if len(messages) != total:
             raise ValueError(f"transcript {digest[:12]} is broken: {len(messages)} messages, its header says {total}")
         head, tail = messages[:HEAD], messages[HEAD:]
@@ -177,6 +223,8 @@ def read(store: ArtifactStore, digest: str, keep: int | None = None) -> Conversa
         pinned=pinned,
         pin_segments=pin_segments,
         size=size,
+        summary=summary,
+        hidden=hidden,
     )
 
 
@@ -186,9 +234,17 @@ def _pinned(segment: Segment) -> list[tuple[int, Message]]:
 
 
 def read_all(store: ArtifactStore, digest: str) -> list[Message]:
-    """Every message of the conversation up to `digest`."""
-    conversation = read(store, digest)
-    return conversation.head + conversation.tail
+    """Every message of the conversation up to `digest`, summaries and what they summarise included."""
+    parts: list[Segment] = []
+    at: str | None = digest
+    while at is not None:
+        parts.append(read_segment(store, at))
+        at = parts[-1].prev
+    messages = [m for part in reversed(parts) for m in part.messages]
+    total = parts[0].count + len(parts[0].messages)
+    if len(messages) != total:
+        raise ValueError(f"transcript {digest[:12]} is broken: {len(messages)} messages, its header says {total}")
+    return messages
 
 
 class TranscriptCache:

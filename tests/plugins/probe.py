@@ -10,7 +10,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, SessionPolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, NotStarted, ToolContext, tool, undo_for
 
@@ -52,6 +52,18 @@ register_profile(
         system_prompt="You are a test agent.",
         tools=["probe_append", "write_file", "read_file", "list_files", "probe_echo"],
         budget=Budget(max_steps=50),
+    )
+)
+
+
+register_profile(
+    AgentProfile(
+        name="chatter",
+        system_prompt="You are a test assistant in a conversation.",
+        tools=["probe_append", "probe_wait", "probe_echo", "write_file", "read_file", "remember", "recall", "forget"],
+        budget=Budget(max_steps=5000, max_tokens=10_000_000),
+        session=SessionPolicy(),
+        approval_rules=[ApprovalRule(tool="probe_append", argument="label", pattern="^ask")],
     )
 )
 
@@ -120,9 +132,19 @@ register_profile(
     AgentProfile(
         name="saga",
         system_prompt="You are a test agent with side effects.",
-        tools=["write_file", "read_file", "create_ticket", "probe_wait", "flaky_undo_note", "doomed_note", "probe_fatal"],
+        tools=[
+            "write_file",
+            "read_file",
+            "create_ticket",
+            "probe_wait",
+            "flaky_undo_note",
+            "doomed_note",
+            "probe_fatal",
+        ],
         budget=Budget(max_steps=50),
-        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        verifier=Verifier(
+            argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]
+        ),
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
     )
 )
@@ -176,7 +198,9 @@ register_profile(
         system_prompt="You are a test agent on several hosts.",
         tools=HOST_TOOLS,
         budget=Budget(max_steps=40),
-        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        verifier=Verifier(
+            argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]
+        ),
         host_timeout_s=3,
     )
 )
@@ -269,7 +293,9 @@ register_profile(
         system_prompt="You are a test agent that people interrupt.",
         tools=["write_file", "read_file", "slow_note", "wait", "create_ticket"],
         budget=Budget(max_steps=50),
-        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        verifier=Verifier(
+            argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]
+        ),
         approval_rules=[ApprovalRule(tool="create_ticket", argument="title", pattern="^prod")],
     )
 )

@@ -1,0 +1,158 @@
+"""Sessions (issue 24): a turn's cost against the raw SDK, many idle sessions on one worker, and a
+long session's history per turn.
+
+- `session_turn_ms_p50/p99`: `ask` -> answer on one session (the scripted provider, one reply a
+  turn), against the floor, a raw-SDK workflow whose update runs one activity
+  (`session_turn_ratio`: p50 over the floor's p50).
+- `idle_sessions_rss_mib`: the worker's RSS with `idle` sessions waiting for a message (started,
+  each answered its first turn); `idle_turn_p99_ratio`: the p99 of a turn on one of them over a
+  fresh session's.
+- `session_history_bytes_ratio`: history bytes of the run that ends at the last turn against the
+  one that ends at turn 20, the first to start from a handover (it continues as new every 10
+  turns); `session_history_first_run_ratio` against the run of turns 1-10, which starts from the
+  bare run input and so is smaller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from typing import Any
+
+from bench.floor import FLOOR_SESSION
+from bench.harness import Env, Variant
+from bench.history import percentile
+from bench.progress import Progress
+from ratchet.client import RatchetError, RunHandle
+from ratchet.contracts import AGENT_WORKFLOW, Phase
+
+VARIANT = Variant("sessions", "ratchet", AGENT_WORKFLOW, label="Ratchet sessions, scripted replies")
+FLOOR = Variant("floor", "floor", FLOOR_SESSION, label="raw SDK: an update answered by one activity")
+
+
+def session_run(turns: int) -> dict[str, Any]:
+    script = [{"content": f"answer {i}"} for i in range(turns + 1)]
+    return {
+        "agent": "bench",
+        "objective": "first question",
+        "session": {},
+        "budget": {"max_steps": 100_000},
+        "model": {"provider": "scripted", "options": {"script": script}},
+    }
+
+
+async def timed_asks(run: RunHandle, turns: int) -> list[float]:
+    times = []
+    for turn in range(turns):
+        began = time.perf_counter()
+        await run.ask(f"question {turn}")
+        times.append((time.perf_counter() - began) * 1000)
+    return times
+
+
+async def until_idle(run: RunHandle) -> None:
+    """Until the session waits for a message (a query that times out on a busy worker is asked again)."""
+    while True:
+        try:
+            if (await run.state()).phase == Phase.AWAITING_MESSAGE:
+                return
+        except RatchetError:  # not started yet, or the worker too busy to answer in time
+            pass
+        await asyncio.sleep(0.2)
+
+
+async def run_bytes(run: RunHandle, run_id: str | None) -> tuple[int, str | None]:
+    """Bytes of a run's history, and the run before it."""
+    history = await run.history(run_id=run_id)
+    started = history.events[0].workflow_execution_started_event_attributes
+    return sum(e.ByteSize() for e in history.events), started.continued_execution_run_id or None
+
+
+async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long_turns: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    progress.begin(f"sessions: {turns} turns against the floor")
+    async with env.worker(FLOOR) as floor:
+        handle = await env.raw.start_workflow(
+            FLOOR_SESSION, id=f"floor-session-{uuid.uuid4().hex[:8]}", task_queue=floor.queue
+        )
+        floor_ms = []
+        for turn in range(turns):
+            began = time.perf_counter()
+            await handle.execute_update("ask", turn, result_type=str)
+            floor_ms.append((time.perf_counter() - began) * 1000)
+        await handle.signal("close")
+    async with env.worker(VARIANT) as worker:
+        runs = env.runs(worker.queue)
+        one = await runs.start(session_run(max(turns, long_turns)))
+        await until_idle(one)
+        out["turn_ms"], out["floor_ms"] = await timed_asks(one, turns), floor_ms
+        progress.end(f"p50 {percentile(out['turn_ms'], 50):.1f} ms, floor {percentile(floor_ms, 50):.1f} ms")
+
+        progress.begin(f"sessions: one session to turn {long_turns}")
+        await timed_asks(one, long_turns - turns - 1)
+        await until_idle(one)
+        state = await one.state()
+        chain, run_id = [], None
+        while True:  # newest first
+            size, run_id = await run_bytes(one, run_id)
+            chain.append(size)
+            if run_id is None:
+                break
+        # newest first: chain[0] is the run it just continued into, chain[-1] the one of turns 1-10,
+        # chain[-2] the first to start from a handover (turns 11-20)
+        out["long"] = {
+            "turns": state.turn_number,
+            "runs": len(chain),
+            "first": chain[-1],
+            "second": chain[-2] if len(chain) > 2 else 0,
+            "last": chain[1] if len(chain) > 2 else 0,
+        }
+        await one.close()
+        progress.end(f"{len(chain)} runs")
+
+        progress.begin(f"sessions: {idle} idle sessions on one worker")
+        started: list[RunHandle] = []
+        for _ in range(0, idle, 50):  # fifty at a time
+            batch = await asyncio.gather(*(runs.start(session_run(4)) for _ in range(min(50, idle - len(started)))))
+            await asyncio.gather(*(until_idle(run) for run in batch))
+            started += batch
+        out["idle"] = {"sessions": idle, "rss_mib": worker.stats()["rss_mib"]}
+        sample = random.Random(7).sample(started, min(20, idle))
+        idle_ms = [(await timed_asks(run, 1))[0] for run in sample]
+        fresh = [await runs.start(session_run(4)) for _ in range(len(sample))]
+        fresh_ms = []
+        for run in fresh:
+            await until_idle(run)
+            fresh_ms += await timed_asks(run, 1)
+        out["idle"].update(idle_ms=idle_ms, fresh_ms=fresh_ms)
+        for at in range(0, len(started + fresh), 100):
+            await asyncio.gather(*(run.close() for run in (started + fresh)[at : at + 100]))
+        progress.end(f"RSS {out['idle']['rss_mib']:.0f} MiB")
+    return out
+
+
+def session_figures(section: dict[str, Any]) -> dict[str, float]:
+    if not section:
+        return {}
+    turn, floor = section["turn_ms"], section["floor_ms"]
+    long, idle = section["long"], section["idle"]
+    figures = {
+        "session_turn_ms_p50": percentile(turn, 50),
+        "session_turn_ms_p99": percentile(turn, 99),
+        "session_turn_ratio": percentile(turn, 50) / percentile(floor, 50),
+        "idle_sessions": idle["sessions"],
+        "idle_sessions_rss_mib": idle["rss_mib"],
+        "idle_turn_p99_ratio": percentile(idle["idle_ms"], 99) / percentile(idle["fresh_ms"], 99),
+    }
+    if long["second"] and long["last"]:
+        figures["session_history_bytes_ratio"] = long["last"] / long["second"]
+        figures["session_history_first_run_ratio"] = long["last"] / long["first"]
+    return figures
+
+
+def session_rows(section: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    header = ["measure", "value"]
+    figures = session_figures(section)
+    return header, [[name, round(value, 2)] for name, value in figures.items()]

@@ -1,0 +1,54 @@
+"""Compaction: a session's context kept within its budget over any number of turns (deterministic,
+no I/O).
+
+At a turn boundary, once the last model call's context (prompt and reply) passed the session's
+`compact_after_tokens`, one summarising model call (activity `model.compact`, its own idempotency
+key `{workflow id}/{step}/compact`) writes a summary of the conversation so far into the
+transcript; from there on the model sees the system prompt, the objective, the summary and the
+turns after it. The transcript keeps every message (`ratchet transcript` shows the summary where it
+was made); the turn's checkpoint includes the summary, and a rollback to a checkpoint before it
+takes the model back to the conversation as it was then.
+"""
+
+from __future__ import annotations
+
+from temporalio.exceptions import ActivityError
+
+from ratchet.contracts import AgentState, CompactRequest, RunPlan
+from ratchet.contracts.activities import COMPACT
+from ratchet.core import budget as budgets
+from . import calls
+from .errors import cause, raise_if_cancelled
+
+
+def due(state: AgentState, plan: RunPlan) -> bool:
+    session = plan.session
+    threshold = session.compact_after_tokens if session is not None else None
+    return threshold is not None and state.transcript is not None and state.context_tokens >= threshold
+
+
+async def compact(state: AgentState, plan: RunPlan) -> None:
+    """Summarise the turns so far; the summary joins the conversation (and the turn's checkpoint)."""
+    first, last = state.compacted_to + 1, state.turn_number
+    assert state.transcript is not None
+    turns = f"{first}-{last}" if first < last else str(last)
+    try:
+        reply = await calls.call(
+            COMPACT,
+            CompactRequest(step=state.step, call_ref=plan.call_ref, transcript=state.transcript, turns=turns),
+            summary=f"turn {last}: compact turns {turns} ({state.context_tokens} tokens)",
+            start_to_close_s=plan.model.timeout_s + 30,
+            task_queue=plan.model.task_queue,
+        )
+    except ActivityError as err:  # the session goes on uncompacted; the next turn boundary tries again
+        raise_if_cancelled(err)
+        state.last_error, state.context_tokens = f"turn {last}: compaction failed: {cause(err)}", 0
+        return
+    budgets.charge(state.used, reply.usage, plan.model)
+    state.messages.append(reply.message)
+    state.transcript, state.unsent = reply.transcript, state.message_count
+    state.context_tokens, state.compacted_to, state.compactions = 0, last, state.compactions + 1
+    if state.checkpoints and state.checkpoints[-1].id == f"turn-{last}":  # the turn ends with its summary
+        state.checkpoints[-1] = state.checkpoints[-1].model_copy(
+            update={"messages_len": state.message_count, "transcript": state.transcript, "unsent": state.unsent}
+        )
