@@ -60,3 +60,18 @@ def test_core_has_no_new_upward_arrow_and_the_known_ones_are_still_there():
     core = {(src, dst) for (src, dst) in imports() if src == "ratchet.core" and dst != "ratchet.contracts"}
     assert core <= KNOWN, f"new upward imports from ratchet.core: {sorted(core - KNOWN)}"
     assert KNOWN <= core, f"gone (remove them from KNOWN): {sorted(KNOWN - core)}"
+
+
+def test_the_remapped_packages_import_their_own_modules_relatively():
+    """workflows/, activities/ and worker/ install as ratchet.workflows, ratchet.activities and
+    ratchet.worker (pyproject's package-dir): an absolute import of their own modules names a path
+    that static tools cannot resolve in the source tree, so their own imports are relative."""
+    absolute = []
+    for package in ("ratchet.workflows", "ratchet.activities", "ratchet.worker"):
+        for path in PACKAGES[package].rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else (
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                absolute += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                             if n == package or n.startswith(package + ".")]
+    assert not absolute, "use `from . import ...` inside the package:\n" + "\n".join(absolute)
