@@ -189,7 +189,7 @@ async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, s
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     async with asyncio.timeout(30):  # the message is in the run (its inbox) before the approval lets the step end
-        while "also page on-call" not in (await run.state()).inbox:
+        while "also page on-call" not in [m.text for m in (await run.state()).inbox]:
             await asyncio.sleep(0.1)
     await run.approve(call_id)
     out, _ = await asyncio.wait_for(proc.communicate(), 90)
