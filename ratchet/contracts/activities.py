@@ -61,13 +61,16 @@ ABOUT_A_MINUTE = Retry(initial_s=1.0, maximum_s=10.0, maximum_attempts=10)
 HEARTBEAT_S = 20.0
 """For the activities that heartbeat every 5 s: a dead worker (a lost host) is noticed in 20 s."""
 
+MODEL_RETRY = Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8)
+"""A model call's, and a compaction's (a model call too), unless the run's `ModelSettings` say otherwise."""
+
 PREPARE = ActivityDef[PlanRun, RunPlan]("run.prepare", PlanRun, RunPlan, 30.0, ABOUT_A_MINUTE)
 MODEL_CALL = ActivityDef[ModelRequest, ModelReply](
     "model.call",
     ModelRequest,
     ModelReply,
     150.0,
-    Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8),
+    MODEL_RETRY,
     HEARTBEAT_S,
 )
 """Its timeout and attempts come from the run's `ModelSettings` (the operator's settings, the profile)."""
@@ -76,7 +79,7 @@ COMPACT = ActivityDef[CompactRequest, CompactReply](
     CompactRequest,
     CompactReply,
     150.0,
-    Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8),
+    MODEL_RETRY,
     HEARTBEAT_S,
 )
 """A session's compaction: one summarising model call (workflows/compaction.py); the model call's options."""
