@@ -130,30 +130,35 @@ const input = JSON.parse(process.argv[2]);
 const agent = new HttpAgent({ url: input.url, threadId: input.threadId,
   initialMessages: [{ id: "m1", role: "user", content: input.objective }] });
 const events = [];
-agent.runAgent({ forwardedProps: input.props }, { onEvent({ event }) { events.push(event); } })
+agent.runAgent({ forwardedProps: input.props, runId: input.runId }, { onEvent({ event }) { events.push(event); } })
   .then((result) => { console.log(JSON.stringify({ events, result: result.result, messages: agent.messages })); })
   .catch((error) => { console.log(JSON.stringify({ error: String(error), events })); process.exit(1); });
 """
 
 
-async def test_the_agui_endpoint_drives_a_run_with_the_official_client(client, settings, worker, served, tmp_path):
+async def agui(served: str, tmp_path: Path, thread: str, text: str, props: dict, run_id: str | None = None) -> dict:
+    """One AG-UI run by the official client under node: its events, its result and its messages."""
     package = agui_client()
-    script = [
-        {"content": "Writing it.", "tool_calls": [{"name": "write_file", "arguments": {"path": "g.txt", "content": "hello"}}]},
-        {"content": REPLY},
-    ]
-    thread = f"agui-{uuid.uuid4().hex[:8]}"
-    props = {"agent": "probe", "model": {"provider": "scripted", "options": {"script": script}}}
-    request = {"url": f"{served}/agui", "threadId": thread, "objective": "write a greeting", "props": props}
     driver = tmp_path / "driver.js"
     driver.write_text(DRIVER)
+    request = {"url": f"{served}/agui", "threadId": thread, "objective": text, "props": props, "runId": run_id}
     proc = await asyncio.create_subprocess_exec(
         "node", str(driver), json.dumps(request), env=dict(os.environ, AGUI_CLIENT=str(package)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 90)
     assert proc.returncode == 0, out.decode()
-    seen = json.loads(out.decode().strip().splitlines()[-1])
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def test_the_agui_endpoint_drives_a_run_with_the_official_client(client, settings, worker, served, tmp_path):
+    script = [
+        {"content": "Writing it.", "tool_calls": [{"name": "write_file", "arguments": {"path": "g.txt", "content": "hello"}}]},
+        {"content": REPLY},
+    ]
+    thread = f"agui-{uuid.uuid4().hex[:8]}"
+    props = {"agent": "probe", "model": {"provider": "scripted", "options": {"script": script}}}
+    seen = await agui(served, tmp_path, thread, "write a greeting", props)
     types = [e["type"] for e in seen["events"]]
     assert types[0] == "RUN_STARTED" and types[1] == "STATE_SNAPSHOT" and types[-1] == "RUN_FINISHED"
     for kind in ("STEP_STARTED", "STEP_FINISHED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
@@ -169,8 +174,30 @@ async def test_the_agui_endpoint_drives_a_run_with_the_official_client(client, s
     assert result.answer == REPLY
 
 
+async def test_a_session_is_one_agui_run_per_turn_on_its_thread(client, settings, worker, served, tmp_path):
+    script = [{"content": "answer one"}, {"content": "answer two"}]
+    thread = f"agui-chat-{uuid.uuid4().hex[:8]}"
+    props = {k: v for k, v in scripted("chatter", script).items() if k != "objective"}
+    first = await agui(served, tmp_path, thread, "first question", props)
+    types = [e["type"] for e in first["events"]]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
+    assert first["result"] == {"answer": "answer one", "turn": 1}
+    assert "answer one" in [m.get("content") for m in first["messages"] if m["role"] == "assistant"]
+
+    second = await agui(served, tmp_path, thread, "second question", {}, run_id="turn-two")
+    assert second["result"] == {"answer": "answer two", "turn": 2}
+    shown = "".join(e["delta"] for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert shown == "answer two"  # this turn's text, once; not the first turn's
+    again = await agui(served, tmp_path, thread, "second question", {}, run_id="turn-two")
+    assert again["result"] == {"answer": "answer two", "turn": 2}  # the same input again: answered once
+    run = RatchetClient(client, settings).get(thread)
+    state = await run.state()
+    assert [(t.number, t.answer) for t in state.turns] == [(1, "answer one"), (2, "answer two")]
+    await run.close()
+    assert (await run.result()).answer == "answer two"
+
+
 async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, settings, worker, served, tmp_path):
-    package = agui_client()
     rc = RatchetClient(client, settings)
     script = [
         {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod outage", "body": "x"}}]},
@@ -181,20 +208,12 @@ async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, s
         while not (await run.state()).pending_approvals:
             await asyncio.sleep(0.1)
     call_id = (await run.state()).pending_approvals[0].call_id
-    request = {"url": f"{served}/agui", "threadId": run.workflow_id, "objective": "also page on-call", "props": {}}
-    driver = tmp_path / "driver.js"
-    driver.write_text(DRIVER)
-    proc = await asyncio.create_subprocess_exec(
-        "node", str(driver), json.dumps(request), env=dict(os.environ, AGUI_CLIENT=str(package)),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
+    answered = asyncio.create_task(agui(served, tmp_path, run.workflow_id, "also page on-call", {}))
     async with asyncio.timeout(30):  # the message is in the run (its inbox) before the approval lets the step end
         while "also page on-call" not in [m.text for m in (await run.state()).inbox]:
             await asyncio.sleep(0.1)
     await run.approve(call_id)
-    out, _ = await asyncio.wait_for(proc.communicate(), 90)
-    assert proc.returncode == 0, out.decode()
-    seen = json.loads(out.decode().strip().splitlines()[-1])
+    seen = await answered
     types = [e["type"] for e in seen["events"]]
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
     customs = [e["name"] for e in seen["events"] if e["type"] == "CUSTOM"]

@@ -3,9 +3,12 @@ Ratchet request.
 
 The AG-UI thread is the Ratchet run (`thread_id` = workflow id). A `RunAgentInput` for a thread
 with no run starts one: its objective is the last user message, the rest of the run
-(`agent`, `model`, `budget`, ...) comes from `forwarded_props`; for a running run the last user
-message is sent to it (`send`), joining the conversation at the next step boundary. Either way the
-answer streams the run's events from then on, until the run ends:
+(`agent`, `model`, `budget`, `session`, ...) comes from `forwarded_props`; for a running run the
+last user message is sent to it (`send`), joining the conversation at the next step boundary. A
+session is one AG-UI run per turn: the message is an `ask` whose message id is the AG-UI `run_id`
+(the same input sent twice is answered once), and the AG-UI run finishes with that turn's answer
+when the session waits for its next message. Either way the answer streams the run's events from
+then on, until the run (or the turn) ends:
 
 | Ratchet | AG-UI |
 | --- | --- |
@@ -16,6 +19,7 @@ answer streams the run's events from then on, until the run ends:
 | a tool call | TOOL_CALL_START / ARGS / END when it starts, TOOL_CALL_RESULT when it finishes |
 | approvals, decisions, checkpoints, rollbacks, failovers | CUSTOM `ratchet.<kind>` with the event |
 | DONE, ROLLED_BACK / any other end | RUN_FINISHED (the answer) / RUN_ERROR (phase and error) |
+| a session's turn ended (AWAITING_MESSAGE) | RUN_FINISHED (the turn's answer and number) / RUN_ERROR (its error) |
 """
 
 from __future__ import annotations
@@ -44,9 +48,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
     UserMessage,
 )
+from pydantic import BaseModel
 
 from ratchet.client import InvalidInput, LiveText, NotStartedYet, RatchetClient, RunHandle, RunNotFound
-from ratchet.contracts import Phase
+from ratchet.contracts import Phase, TurnAnswer, TurnStatus
 from ratchet.contracts.events import (
     AttemptStarted,
     PhaseChanged,
@@ -71,8 +76,19 @@ def last_user_text(request: RunAgentInput) -> str | None:
     return None
 
 
-async def begin(client: RatchetClient, request: RunAgentInput) -> tuple[RunHandle, int]:
-    """Start the thread's run, or send the message to it: the run, and the stream offset to answer from."""
+class Begun(BaseModel, arbitrary_types_allowed=True):
+    """What a request did to the thread's run, and where its answer's events start."""
+
+    run: RunHandle
+    offset: int
+    message_id: str | None = None
+    """A session's turn: the `ask` this AG-UI run answers (None: the run's first turn, or a plain run)."""
+    answered: TurnAnswer | None = None
+    """The turn had ended before (this input was sent before): its answer, with no events to stream."""
+
+
+async def begin(client: RatchetClient, request: RunAgentInput) -> Begun:
+    """Start the thread's run, or give it the message (a session: `ask`; a plain run: `send`)."""
     text = last_user_text(request)
     run = client.get(request.thread_id)
     try:
@@ -85,12 +101,17 @@ async def begin(client: RatchetClient, request: RunAgentInput) -> tuple[RunHandl
         raise InvalidInput(
             "AG-UI input", ["messages: a user message is needed (a new run's objective, or the message)"]
         )
-    if running:
-        offset = await run.stream_end()
+    if not running:
+        props = request.forwarded_props if isinstance(request.forwarded_props, dict) else {}
+        return Begun(run=await client.start({**props, "objective": text}, request.thread_id), offset=0)
+    offset = await run.stream_end()
+    state = await run.state()
+    if state.plan is None or state.plan.session is None:
         await run.send(text)
-        return run, offset
-    props = request.forwarded_props if isinstance(request.forwarded_props, dict) else {}
-    return await client.start({**props, "objective": text}, request.thread_id), 0
+        return Begun(run=run, offset=offset)
+    asked = await run.ask(text, message_id=request.run_id, wait=False)
+    answered = asked if asked.status not in (None, TurnStatus.RUNNING) else None
+    return Begun(run=run, offset=offset, message_id=request.run_id, answered=answered)
 
 
 class Translation:
@@ -175,16 +196,37 @@ class Translation:
             )
         return RunErrorEvent(message=event.error or f"the run ended {event.phase}", code=str(event.phase))
 
+    def turn_ended(self, answer: TurnAnswer) -> list[BaseEvent]:
+        out = self._close_text() + self._leave_step()
+        if answer.status == TurnStatus.ANSWERED:
+            result = {"answer": answer.answer, "turn": answer.turn}
+            return out + [RunFinishedEvent(thread_id=self.request.thread_id, run_id=self.request.run_id, result=result)]
+        return out + [
+            RunErrorEvent(message=answer.error or f"turn {answer.turn} {answer.status}", code=str(answer.status))
+        ]
+
 
 async def run_events(client: RatchetClient, request: RunAgentInput) -> AsyncIterator[BaseEvent]:
     """The AG-UI events of one request: checks and the start (or the message) happen before the
     first event, so a bad request is an HTTP error, not an event stream."""
-    run, offset = await begin(client, request)
-    stream = await run.open_stream(from_offset=offset)
-    return _translated(run, stream, Translation(request))
+    begun = await begin(client, request)
+    stream = await begun.run.open_stream(from_offset=begun.offset)
+    return _translated(begun, stream, Translation(request))
 
 
-async def _translated(run: RunHandle, stream: AsyncIterator[RunEvent], translation: Translation):
+async def _turn_answer(begun: Begun) -> TurnAnswer | None:
+    """The answer of the turn this AG-UI run follows, once the session waits for its next message."""
+    if begun.message_id is not None:
+        return await begun.run.answer(begun.message_id)
+    turns = (await begun.run.state()).turns
+    if not turns:
+        return None
+    last = turns[-1]
+    return TurnAnswer(message_id="", turn=last.number, status=last.status, answer=last.answer, error=last.error)
+
+
+async def _translated(begun: Begun, stream: AsyncIterator[RunEvent], translation: Translation):
+    run = begun.run
     try:
         state = await run.state()
         snapshot = {"phase": str(state.phase), "step": state.step, "used": state.used.model_dump()}
@@ -192,8 +234,18 @@ async def _translated(run: RunHandle, stream: AsyncIterator[RunEvent], translati
         snapshot = {"phase": str(Phase.STARTING), "step": 0}
     for event in translation.started(snapshot):
         yield event
+    if begun.answered is not None:
+        for event in translation.turn_ended(begun.answered):
+            yield event
+        return
     ended = False
     async for change in stream:
+        if isinstance(change, PhaseChanged) and change.phase == Phase.AWAITING_MESSAGE:
+            answer = await _turn_answer(begun)
+            if answer is not None:
+                for out in translation.turn_ended(answer):
+                    yield out
+                return
         for out in translation.events(change):
             yield out
             ended = ended or out.type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
