@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.core.tools import FatalToolError, ToolContext, ToolError, ToolOutput, tool, undo_for, undo_record
 from ratchet.stores.memory import MemoryStore
+from ratchet.stores.urls import ledger_path
 
 
 class RememberArgs(BaseModel):
@@ -31,12 +32,12 @@ def _scoped(ctx: ToolContext) -> tuple[MemoryStore, str]:
 
 
 def _store(ctx: ToolContext) -> MemoryStore:
+    """The ledger's database: Postgres (RATCHET_LEDGER_URL, shared by the hosts) or the SQLite file."""
     settings = ctx.settings
-    if settings is None or settings.ledger_url is not None:
-        raise FatalToolError(
-            "the memory tools need the SQLite ledger (RATCHET_LEDGER_PATH); a Postgres ledger has none yet"
-        )
-    return MemoryStore(settings.ledger_path)
+    if settings is None:
+        raise FatalToolError("the memory tools need the worker's settings (the ledger's database)")
+    url = settings.ledger_store_url
+    return MemoryStore.sqlite(ledger_path(url)) if url.startswith("sqlite") else MemoryStore.postgres(url)
 
 
 @tool(effect="compensable", timeout_s=30, idempotent=True)

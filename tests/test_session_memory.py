@@ -21,7 +21,7 @@ SCRIPT = [
 
 async def test_memory_is_scoped_undone_with_its_turn_and_recalled_by_a_later_session(client, settings, worker):
     scope = f"user-{uuid.uuid4().hex[:8]}"
-    store = MemoryStore(settings.ledger_path)
+    store = MemoryStore.sqlite(settings.ledger_path)
     run = await start(client, settings, {**session(SCRIPT), "memory_scope": scope})
     await wait_for(run, awaiting)
     assert store.recall(scope, "") == [("colour", "blue")]

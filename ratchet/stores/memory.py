@@ -1,18 +1,29 @@
 """Memory across runs: what the `remember`/`recall`/`forget` tools keep (activities/memory_tools.py),
-by `memory_scope`, in the ledger's SQLite database (tables of their own beside the ledger's).
+by `memory_scope`, in the ledger's database, in tables of their own beside the ledger's: the SQLite
+file (RATCHET_LEDGER_PATH) or, across hosts, the Postgres database (RATCHET_LEDGER_URL).
 
 Every write logs the value it replaced under the call's idempotency key, first attempt wins
-(`INSERT OR IGNORE`), so a retried call never loses what its undo restores, and an undo puts back
-exactly what the call found. A Postgres ledger (RATCHET_LEDGER_URL) has no memory tables yet: the
-tools refuse to run there, saying so.
+(`ON CONFLICT DO NOTHING`), so a retried call never loses what its undo restores, and an undo puts
+back exactly what the call found. A write is one transaction that holds the key against other
+writers while it reads, logs and sets (SQLite: `BEGIN IMMEDIATE`; Postgres: a transaction-level
+advisory lock on the scope and key, and the ledger's pool, deadlines and `LedgerUnavailable`).
+
+The statements are written once (`?` placeholders; Postgres gets `%s`); the two `Database`s differ
+only in how a transaction is opened.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
+from typing import Any, Protocol
+
+Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+"""Run one statement in the open transaction: its rows ([] for a statement with none)."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS ratchet_memory (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
@@ -22,64 +33,116 @@ SCHEMA = (
 )
 
 
-class MemoryStore:
+class Database(Protocol):
+    def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
+        """`fn` in one transaction; `lock`: held against other writers of the same name first."""
+        ...
+
+
+class SqliteDatabase:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        with self._db() as db:
-            for statement in SCHEMA:
-                db.execute(statement)
 
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
         with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
-            yield db
+            if lock is not None:
+                db.execute("BEGIN IMMEDIATE")
+            return fn(lambda sql, params: db.execute(sql, params).fetchall())
+
+
+class PostgresDatabase:
+    """The Postgres ledger's database, through its pool (ratchet/stores/postgres_ledger.py)."""
+
+    def __init__(self, url: str) -> None:
+        from ratchet.stores.postgres_ledger import PostgresLedger
+
+        self.ledger = PostgresLedger(url)
+
+    def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
+        def run(conn: Any) -> Any:
+            def query(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+                cursor = conn.execute(sql.replace("?", "%s"), params)
+                return cursor.fetchall() if cursor.description else []
+
+            with conn.transaction():
+                if lock is not None:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
+                return fn(query)
+
+        return self.ledger.call(f"memory {what}", lock or what, run)
+
+
+class MemoryStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+        def create(query: Query) -> None:
+            for statement in SCHEMA:
+                query(statement, ())
+
+        db.transaction("schema", "ratchet_memory schema", create)
+
+    @classmethod
+    def sqlite(cls, path: Path) -> MemoryStore:
+        return cls(SqliteDatabase(path))
+
+    @staticmethod
+    @functools.cache
+    def postgres(url: str) -> MemoryStore:
+        """One store (one small pool) per database URL and process."""
+        return MemoryStore(PostgresDatabase(url))
 
     def write(self, call_key: str, scope: str, key: str, value: str | None) -> str | None:
         """Set (or, with None, delete) `key` of `scope`, in one transaction with the log of what it
         replaced; the value it replaced, as the call's first attempt found it."""
-        with self._db() as db:
-            db.execute("BEGIN IMMEDIATE")
-            row = db.execute("SELECT value FROM ratchet_memory WHERE scope = ? AND key = ?", (scope, key)).fetchone()
-            db.execute(
-                "INSERT OR IGNORE INTO ratchet_memory_writes (call_key, scope, key, previous) VALUES (?, ?, ?, ?)",
-                (call_key, scope, key, row[0] if row else None),
+
+        def write(query: Query) -> str | None:
+            rows = query("SELECT value FROM ratchet_memory WHERE scope = ? AND key = ?", (scope, key))
+            query(
+                "INSERT INTO ratchet_memory_writes (call_key, scope, key, previous) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (call_key) DO NOTHING",
+                (call_key, scope, key, rows[0][0] if rows else None),
             )
-            self._set(db, scope, key, value)
-            logged = db.execute("SELECT previous FROM ratchet_memory_writes WHERE call_key = ?", (call_key,)).fetchone()
-        return logged[0]
+            _set(query, scope, key, value)
+            return query("SELECT previous FROM ratchet_memory_writes WHERE call_key = ?", (call_key,))[0][0]
+
+        return self.db.transaction("write", json.dumps([scope, key]), write)
 
     def undo(self, call_key: str) -> str | None:
         """Put back what the call `call_key` replaced; the key it restored (None: it never wrote)."""
-        with self._db() as db:
-            db.execute("BEGIN IMMEDIATE")
-            logged = db.execute(
-                "SELECT scope, key, previous FROM ratchet_memory_writes WHERE call_key = ?", (call_key,)
-            ).fetchone()
-            if logged is None:
+
+        def undo(query: Query) -> str | None:
+            logged = query("SELECT scope, key, previous FROM ratchet_memory_writes WHERE call_key = ?", (call_key,))
+            if not logged:
                 return None
-            scope, key, previous = logged
-            self._set(db, scope, key, previous)
-        return key
+            scope, key, previous = logged[0]
+            _set(query, scope, key, previous)
+            return key
+
+        return self.db.transaction("undo", call_key, undo)
 
     def recall(self, scope: str, query: str, limit: int = 20) -> list[tuple[str, str]]:
         """The scope's memories whose key or value contains `query` (all of them for ""), by key."""
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        with self._db() as db:
-            rows = db.execute(
+        rows = self.db.transaction(
+            "recall",
+            None,
+            lambda q: q(
                 "SELECT key, value FROM ratchet_memory WHERE scope = ? AND (key LIKE ? ESCAPE '\\' OR value LIKE ?"
                 " ESCAPE '\\') ORDER BY key LIMIT ?",
                 (scope, pattern, pattern, limit),
-            ).fetchall()
+            ),
+        )
         return [(key, value) for key, value in rows]
 
-    @staticmethod
-    def _set(db: sqlite3.Connection, scope: str, key: str, value: str | None) -> None:
-        if value is None:
-            db.execute("DELETE FROM ratchet_memory WHERE scope = ? AND key = ?", (scope, key))
-        else:
-            db.execute(
-                "INSERT INTO ratchet_memory (scope, key, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
-                (scope, key, value),
-            )
+
+def _set(query: Query, scope: str, key: str, value: str | None) -> None:
+    if value is None:
+        query("DELETE FROM ratchet_memory WHERE scope = ? AND key = ?", (scope, key))
+    else:
+        query(
+            "INSERT INTO ratchet_memory (scope, key, value) VALUES (?, ?, ?)"
+            " ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
+            (scope, key, value),
+        )

@@ -243,11 +243,11 @@ class PostgresLedger:
                 if row is not None:
                     return _entry(key, row)
 
-        return self._run("begin", key, begin)
+        return self.call("begin", key, begin)
 
     def set_undo(self, key: str, undo: dict[str, Any]) -> None:
         data = json.dumps(undo)
-        self._run(
+        self.call(
             "set_undo",
             key,
             lambda conn: conn.execute(
@@ -257,7 +257,7 @@ class PostgresLedger:
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
         data = json.dumps(result)
-        self._run(
+        self.call(
             "complete",
             key,
             lambda conn: conn.execute(
@@ -268,7 +268,7 @@ class PostgresLedger:
         )
 
     def release(self, key: str) -> None:
-        self._run(
+        self.call(
             "release",
             key,
             lambda conn: conn.execute(f"DELETE FROM {LEDGER_TABLE} WHERE key = %s AND status = 'started'", (key,)),
@@ -281,7 +281,7 @@ class PostgresLedger:
             ).fetchone()
             return None if row is None else _entry(key, row)
 
-        return self._run("get", key, get)
+        return self.call("get", key, get)
 
     def claim(self, workflow_id: str, chain: str) -> str | None:
         prefix, end = f"{workflow_id}/", f"{workflow_id}0"  # '0' is the character after '/'
@@ -319,7 +319,7 @@ class PostgresLedger:
             conn.execute("COMMIT")
             return previous if previous != chain else None
 
-        return self._run("claim", workflow_id, claim)
+        return self.call("claim", workflow_id, claim)
 
     def export(self) -> Iterator[LedgerRecord]:
         yield from map(entry_record, self._pages(ENTRY_SELECT, "key"))
@@ -329,7 +329,7 @@ class PostgresLedger:
         after: str | None = None
         while True:
             where, params = ("", ()) if after is None else (f" WHERE {column} > %s", (after,))
-            rows = self._run(
+            rows = self.call(
                 "export",
                 after or "",
                 lambda conn: conn.execute(f"{select}{where} ORDER BY {column} LIMIT {EXPORT_PAGE}", params).fetchall(),
@@ -378,7 +378,7 @@ class PostgresLedger:
             conn.execute("ROLLBACK" if dry_run else "COMMIT")
             return found
 
-        found = self._run("import", f"{len(records)} records", import_rows)
+        found = self.call("import", f"{len(records)} records", import_rows)
         outcomes = []
         for record in records:
             inserted, existing = found[
@@ -387,8 +387,9 @@ class PostgresLedger:
             outcomes.append(import_outcome(record, existing, inserted=inserted))
         return outcomes
 
-    def _run(self, op: str, key: str, fn: Callable[[Any], T]) -> T:
-        """`fn` on a pooled connection. An unanswered or broken connection is closed (the pool
+    def call(self, op: str, key: str, fn: Callable[[Any], T]) -> T:
+        """`fn` on a pooled connection (the ledger's calls, and the memory tables' in
+        ratchet/stores/memory.py). An unanswered or broken connection is closed (the pool
         replaces it) and the call raises `LedgerUnavailable`; other database errors (a key psycopg
         cannot send, say) propagate, and the pool rolls back what `fn` left open."""
         try:
