@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from datetime import timedelta
 
 import anthropic
 import pytest
-from ratchet.client import RunFailed
+from ratchet.client import LiveText, RunFailed
 from temporalio.exceptions import ApplicationError
 
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
-from ratchet.contracts import Message, ModelSettings, Phase, ToolCallRequest, ToolSchema, Usage
+from ratchet.contracts import Message, ModelSettings, OutputSpec, Phase, ToolCallRequest, ToolSchema, Usage
 from ratchet.core import budget
 from ratchet.models.anthropic import AnthropicProvider, AnthropicSettings
 from ratchet.models.provider import ModelCall
@@ -133,6 +135,80 @@ async def test_the_server_streams_as_the_api_does(anthropic_server, anthropic_ke
     assert final.stop_reason == "tool_use" and final.content[0].input == {"path": "a"}
 
 
+class Collected:
+    """What a provider hands a streaming call's `deltas`."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.calls: dict[int, list[str]] = {}
+
+    def text(self, text: str) -> None:
+        self.texts.append(text)
+
+    def tool_call(self, index: int, name: str = "", arguments: str = "") -> None:
+        self.calls.setdefault(index, []).append(f"{name}|{arguments}")
+
+
+def streamed(messages: list[Message], deltas: Collected, **settings) -> ModelCall:
+    return dataclasses.replace(call(messages, **settings), deltas=deltas)
+
+
+async def test_a_streamed_reply_is_the_reply_a_call_without_streaming_gets(anthropic_server, anthropic_key):
+    reply = {"content": "Reading both files now, then I will answer.",
+             "tool_calls": [{"name": "read_file", "arguments": {"path": "a"}},
+                            {"name": "read_file", "arguments": {"path": "b/ü"}}]}
+    anthropic_server.set_script([reply], key=anthropic_key)
+    plain = await provider(anthropic_server, anthropic_key).complete(call(CONVERSATION[:2]))
+    deltas = Collected()
+    anthropic_server.set_script([reply], key=anthropic_key)
+    live = await provider(anthropic_server, anthropic_key).complete(streamed(CONVERSATION[:2], deltas))
+    assert dataclasses.replace(live, usage=plain.usage) == plain  # the same message, finish reason and model
+    # the same tokens (the second request's prefix is read from the simulated cache the first wrote)
+    assert (live.usage.prompt_tokens, live.usage.completion_tokens) == (plain.usage.prompt_tokens, plain.usage.completion_tokens)
+    first, second = anthropic_server.requests_of(anthropic_key)
+    assert second.json.get("stream") is True and not first.json.get("stream")
+    assert len(deltas.texts) > 3 and "".join(deltas.texts) == plain.message.content  # in pieces, as written
+    assert deltas.calls == {i: [f"read_file|{c.arguments}"] for i, c in enumerate(plain.message.tool_calls)}
+
+
+async def test_a_paused_turn_streams_its_continuation_after_the_first_part(anthropic_server, anthropic_key):
+    anthropic_server.set_script(
+        [{"content": "half, ", "stop_reason": "pause_turn"}, {"content": "whole", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "c"}}]}],
+        key=anthropic_key,
+    )
+    deltas = Collected()
+    done = await provider(anthropic_server, anthropic_key).complete(streamed(CONVERSATION[:2], deltas))
+    assert done.message.content == "half, whole" == "".join(deltas.texts)
+    assert deltas.calls == {0: ['read_file|{"path": "c"}']}
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [({"cut_after": 4}, "stream ended before the reply finished"), ({"error_after": 4}, "overloaded_error")],
+)
+async def test_a_stream_cut_or_broken_mid_way_is_retried(anthropic_server, anthropic_key, fault, says):
+    anthropic_server.set_script([{"content": "a long answer written in many pieces"}], key=anthropic_key)
+    anthropic_server.enqueue_faults([fault], key=anthropic_key)
+    deltas = Collected()
+    with pytest.raises(ApplicationError) as failure:
+        await provider(anthropic_server, anthropic_key).complete(streamed(CONVERSATION[:2], deltas))
+    assert not failure.value.non_retryable and says in failure.value.message, failure.value.message
+    assert deltas.texts and "".join(deltas.texts) != "a long answer written in many pieces"  # it stopped part way
+
+
+async def test_a_call_with_an_output_schema_does_not_stream(anthropic_server, anthropic_key):
+    anthropic_server.set_script([{"tool_calls": [{"name": "final_answer", "arguments": {"n": 1}}]}], key=anthropic_key)
+    output = OutputSpec(name="Count", json_schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+    deltas = Collected()
+    done = await provider(anthropic_server, anthropic_key).complete(
+        dataclasses.replace(streamed(CONVERSATION[:2], deltas), output=output)
+    )
+    assert json.loads(done.message.content) == {"n": 1} and not deltas.texts and not deltas.calls
+    [request] = anthropic_server.requests_of(anthropic_key)
+    assert not request.json.get("stream")
+
+
 async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, anthropic_server, anthropic_key):
     shutil.copytree(SAMPLE, settings.workspace_root / "calc")
     anthropic_server.set_script(demo_script(), key=anthropic_key)
@@ -141,7 +217,12 @@ async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, an
         handle = await start(client, settings, run)
         result = await handle.result()
         state = await handle.state()
+        events = [e async for e in handle.stream()]
     assert result.phase == Phase.DONE, result.last_error
+    shown = LiveText()
+    text = "".join(shown.feed(e) or "" for e in events)
+    assert result.answer and result.answer in text  # the replies streamed, through the run's stream
+    assert all(r.json.get("stream") for r in anthropic_server.requests_of(anthropic_key))
     assert (settings.workspace_root / "calc" / "calc.py").read_text() == FIXED_CALC
     assert [c.id for c in state.checkpoints] == ["cp-1"] and state.rollbacks[0].clean
     requests = anthropic_server.requests_of(anthropic_key)

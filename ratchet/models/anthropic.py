@@ -12,6 +12,13 @@ prompt (the same every step) and the end of the conversation so far (the next st
 server-side turn) is continued in the same call, at most MAX_CONTINUATIONS times; `refusal` fails
 the run non-retryably, as a retry would send the same request. The SDK's own retries are off:
 Temporal's retry policy governs, and ratchet/models/anthropic_errors.py decides what is retried.
+
+A call that streams (`ModelCall.deltas`) uses the SDK's `messages.stream`: text as it arrives, and
+each tool call whole when its block closes, its arguments as the reply records them (the API's
+partial JSON is not the recorded text). The `Completion` is built from the stream's final message,
+as from `messages.create`'s. A stream that ends without `message_stop` is cut (retried, as a
+dropped connection is); an `error` event mid-stream is retried. A call with an output schema does
+not stream: its answer is the `final_answer` tool's arguments, not the text the model writes.
 """
 
 from __future__ import annotations
@@ -20,12 +27,14 @@ import json
 import re
 from typing import Any
 
+import httpx2
 from pydantic import Field, SecretStr
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import Message, ModelSettings, Strict, ToolCallRequest, ToolSchema, Usage
 from ratchet.models.provider import (
     Completion,
+    Deltas,
     ModelCall,
     PlanContext,
     answer_from_tool,
@@ -130,10 +139,15 @@ class AnthropicProvider:
 
         caching = call.settings.options.get("prompt_caching", True)
         request = render(call, self.settings.max_tokens, caching)
+        deltas = call.deltas if call.output is None else None
         content: list[Any] = []
         try:
             for _ in range(MAX_CONTINUATIONS + 1):
-                reply = await self.client().messages.create(**request, timeout=call.settings.timeout_s)
+                if deltas is None:
+                    reply = await self.client().messages.create(**request, timeout=call.settings.timeout_s)
+                else:
+                    calls = sum(1 for block in content if block.type == "tool_use")
+                    reply = await self._streamed(request, call.settings.timeout_s, deltas, calls)
                 content += reply.content
                 if reply.stop_reason != "pause_turn":
                     break
@@ -143,7 +157,7 @@ class AnthropicProvider:
                     f"the model paused its turn {MAX_CONTINUATIONS + 1} times (stop_reason pause_turn)",
                     type="ModelPaused",
                 )
-        except anthropic.AnthropicError as exc:
+        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             raise classify(exc) from None  # `from None`: see openai.py (the chain overflows the failure)
         if reply.stop_reason == "refusal":
             raise ApplicationError(
@@ -158,6 +172,25 @@ class AnthropicProvider:
             finish_reason="length" if reply.stop_reason == "max_tokens" else None,
             model=reply.model or "",
         )
+
+    async def _streamed(self, request: dict[str, Any], timeout: float, deltas: Deltas, calls: int) -> Any:
+        """One streamed request's final message; `calls`: tool calls earlier in the reply (a continuation)."""
+        stopped = False
+        async with self.client().messages.stream(**request, timeout=timeout) as stream:
+            async for event in stream:
+                if event.type == "text":
+                    deltas.text(event.text)
+                elif event.type == "content_block_stop" and event.content_block.type == "tool_use":
+                    block = event.content_block
+                    deltas.tool_call(calls, block.name, _arguments(block.input))
+                    calls += 1
+                elif event.type == "message_stop":
+                    stopped = True
+            if not stopped:
+                raise ApplicationError(
+                    "the Anthropic API's stream ended before the reply finished", type="ModelStreamCut"
+                )
+            return await stream.get_final_message()
 
 
 def render(call: ModelCall, default_max_tokens: int, caching: bool) -> dict[str, Any]:
@@ -245,11 +278,16 @@ def _input(arguments: str) -> dict[str, Any]:
 def from_anthropic(content: list[Any]) -> Message:
     text = "".join(block.text for block in content if block.type == "text")
     calls = [
-        ToolCallRequest(id=block.id, name=block.name, arguments=json.dumps(block.input, ensure_ascii=False))
+        ToolCallRequest(id=block.id, name=block.name, arguments=_arguments(block.input))
         for block in content
         if block.type == "tool_use"
     ]
     return Message(role="assistant", content=text or None, tool_calls=calls)
+
+
+def _arguments(value: Any) -> str:
+    """A tool_use block's input as the reply records it (and a stream announces it)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def usage_of(usage: Any) -> Usage:

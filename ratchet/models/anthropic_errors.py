@@ -1,14 +1,16 @@
 """Which Anthropic API errors Temporal retries (the anthropic provider's counterpart of
 openai_errors.py).
 
-429 (rate limit), 529 (overloaded), 408, 409, other 5xx, timeouts and dropped connections are
-transient: retried with backoff, honouring `retry-after`. 400, 401, 403, 404, 413 and 422 will
+429 (rate limit), 529 (overloaded), 408, 409, other 5xx, an `error` event in a stream (its
+status is the stream's 200), timeouts and dropped connections are transient: retried with backoff,
+honouring `retry-after`. 400, 401, 403, 404, 413 and 422 will
 recur on every attempt: they fail non-retryably with a message a person can act on.
 """
 
 from __future__ import annotations
 
 import anthropic
+import httpx2
 from temporalio.exceptions import ApplicationError
 
 from ratchet.models.openai_errors import retry_after
@@ -32,6 +34,8 @@ def classify(exc: Exception) -> ApplicationError:
         return ApplicationError(f"Anthropic API unreachable: {exc}", type="ModelUnavailable")
     if isinstance(exc, anthropic.APIStatusError):
         return _from_status(exc)
+    if isinstance(exc, httpx2.HTTPError):  # the connection failed while a stream was read
+        return ApplicationError(f"Anthropic API stream failed: {type(exc).__name__}: {exc}", type="ModelUnavailable")
     if isinstance(exc, anthropic.APIResponseValidationError):
         return ApplicationError(f"the Anthropic API sent an unreadable reply: {exc}", type="ModelBadReply")
     return ApplicationError(f"model call failed: {type(exc).__name__}: {exc}", type="ModelError")
@@ -41,6 +45,8 @@ def _from_status(exc: anthropic.APIStatusError) -> ApplicationError:
     status = exc.status_code
     kind, detail = _detail(exc)
     said = f"{kind}: {detail}" if kind else detail
+    if status < 400:  # an `error` event in a stream that began well (overloaded, api_error)
+        return ApplicationError(f"the Anthropic API's stream failed: {said}", type="ModelStreamError")
     if status in _RETRYABLE_STATUS or status >= 500:
         word = "overloaded" if status == 529 else "answered"
         return ApplicationError(

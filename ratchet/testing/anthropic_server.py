@@ -16,7 +16,9 @@ Reply forms (a "script" is a list of these, chosen by the conversation's assista
     {"stop_reason": "refusal"} / {"stop_reason": "pause_turn", "content": "..."}
 
 Faults (``enqueue_faults``): ``{"status": 429, "retry_after": 1}``, ``{"status": 529}`` (overloaded),
-``{"status": 500}``, any 4xx-5xx.
+``{"status": 500}``, any 4xx-5xx; for a streamed reply ``{"cut_after": 3}`` (the connection closes
+after 3 events) and ``{"error_after": 3}`` (an `error` event, overloaded, after 3 events). A stream
+writes text in deltas of STREAM_PIECE characters, and a tool call's JSON input likewise.
 
 Prompt caching is simulated: a breakpoint's prefix (tools, system, messages up to the marked block)
 seen before under the same key is a cache read; a new one is a cache write. Tokens are characters / 4.
@@ -45,6 +47,8 @@ _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _OWN_ID = re.compile(r"^call_(\d+)_\d+$")
 MAX_BREAKPOINTS = 4
+STREAM_PIECE = 8
+"""Characters per text delta (and per piece of a tool call's partial JSON) of a streamed reply."""
 LOOKBACK = 20
 """Blocks before a breakpoint at which the API still finds an earlier cache entry."""
 _ERROR_TYPES = {
@@ -238,7 +242,7 @@ class AnthropicServer:
             return self._error(record, 401, "x-api-key header is required")
         if "anthropic-version" not in headers:
             return self._error(record, 400, "anthropic-version: header is required")
-        if fault is not None:
+        if fault is not None and "status" in fault:
             extra = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
             return self._error(record, fault["status"], fault.get("message", "injected fault"), extra)
         problem = check_request(body)
@@ -247,7 +251,7 @@ class AnthropicServer:
         message = self._reply(body, key)
         record.usage = message.usage.model_dump(exclude_none=True)
         if body.get("stream"):
-            return 200, {"content-type": "text/event-stream"}, _events(message)
+            return 200, {"content-type": "text/event-stream"}, _faulty(_events(message), fault or {})
         return 200, {"content-type": "application/json"}, message.model_dump(mode="json", exclude_none=True)
 
     def _error(self, record: RecordedRequest, status: int, message: str, headers: dict[str, str] | None = None):
@@ -338,6 +342,20 @@ def _turn_of(messages: list[dict[str, Any]]) -> int:
     return max(len(assistant), newest + 1)
 
 
+def _faulty(events: list[tuple[str, dict[str, Any]]], fault: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A stream cut short (`cut_after`) or broken by an `error` event (`error_after`)."""
+    if "cut_after" in fault:
+        return events[: fault["cut_after"]]
+    if "error_after" in fault:
+        error = {"type": "overloaded_error", "message": "Overloaded (injected fault mid-stream)"}
+        return [*events[: fault["error_after"]], ("error", {"type": "error", "error": error})]
+    return events
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + STREAM_PIECE] for i in range(0, len(text), STREAM_PIECE)] or [""]
+
+
 def _events(message: Message) -> list[tuple[str, dict[str, Any]]]:
     """The message as the API streams it: message_start, each block's start, deltas and stop,
     message_delta (stop reason, output tokens), message_stop."""
@@ -347,16 +365,15 @@ def _events(message: Message) -> list[tuple[str, dict[str, Any]]]:
     for index, block in enumerate(message.content):
         first: dict[str, Any]
         if isinstance(block, TextBlock):
-            first, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block.text}
+            first = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block.text)]
         else:
             assert isinstance(block, ToolUseBlock), "this server writes text and tool_use blocks only"
             first = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block.input)}
-        events += [
-            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": first}),
-            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
-            ("content_block_stop", {"type": "content_block_stop", "index": index}),
-        ]
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(json.dumps(block.input))]
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": first}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events += [
         (
             "message_delta",
