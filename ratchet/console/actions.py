@@ -29,9 +29,7 @@ async def run_action(client: RatchetClient, request: Request, visit: Visit) -> R
     page = run_url(handle.workflow_id)
     try:
         done = await ACTIONS[action](handle, visit.form)
-    except RunNotFound:
-        raise
-    except RatchetError as exc:
+    except RatchetError as exc:  # a closed run's update reads "not found" too: _why_not tells them apart
         return _back(visit, page, await _why_not(handle, action, visit.form, exc), "error")
     return _back(visit, page, done)
 
@@ -100,7 +98,12 @@ def _required(form: dict[str, str], name: str) -> str:
 async def _why_not(run: RunHandle, action: str, form: dict[str, str], exc: RatchetError) -> str:
     """The refusal in a person's terms: who decided the call already, or that the run has closed."""
     try:
-        running = await run.running()
+        running = await run.running()  # RunNotFound: there is no such run (the 404 page)
+    except RunNotFound:
+        raise
+    except RatchetError:
+        return f"{action} failed: {exc}"
+    try:
         state = await run.state()
     except RatchetError:
         return f"{action} failed: {exc}"

@@ -51,7 +51,7 @@ async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Respon
     found = await asyncio.gather(*(of(i) for i in ids))
     waiting = [w for f in found if not isinstance(f, str) for w in f]
     problems = [f for f in found if isinstance(f, str)]
-    return HTMLResponse(inbox_page(waiting, visit.token, problems))
+    return HTMLResponse(inbox_page(waiting, visit.token, problems, visit.note(request)))
 
 
 async def start_form(client: RatchetClient, request: Request, visit: Visit) -> Response:

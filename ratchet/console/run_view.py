@@ -41,7 +41,8 @@ def run_page(
         + _summary(state, running)
         + (f"<h2>Waiting for you</h2>{waiting}" if waiting else "")
         + (_controls(state, token) if running else "<p class=closed>This run has closed.</p>")
-        + f'<h2>Live</h2><div id=live data-events="{esc(run_url(wid, "events"))}" data-from="{stream_from}" data-running="{int(running)}">'
+        + f'<h2>Live</h2><div id=live data-events="{esc(run_url(wid, "events"))}" '
+        f'data-from="{stream_from}" data-running="{int(running)}">'
         "<p class=live-status>not connected</p><pre class=tokens></pre><ol class=steps></ol></div>"
         + _transcript(wid, transcript)
         + _effects(state)
@@ -98,7 +99,8 @@ def _message(index: int, message: Message) -> str:
         for c in message.tool_calls
     )
     text = folded(message.content or "") if message.content else ""
-    return f'<li class="msg {esc(message.role)}" value="{index}"><b>{esc(message.role)}</b> {" ".join(marks)}{text}{calls}</li>'
+    role = esc(message.role)
+    return f'<li class="msg {role}" value="{index}"><b>{role}</b> {" ".join(marks)}{text}{calls}</li>'
 
 
 def _transcript(wid: str, part: TranscriptSlice) -> str:
@@ -133,7 +135,8 @@ def _effects(state: AgentState) -> str:
 
 def _checkpoints(state: AgentState, patches: dict[str, str | None], token: str, running: bool) -> str:
     base = run_url(state.workflow_id)
-    start = f'<p><a href="{esc(run_url(state.workflow_id, "checkpoints", TO_START, "rollback"))}">Plan a rollback to the start</a></p>'
+    to_start = esc(run_url(state.workflow_id, "checkpoints", TO_START, "rollback"))
+    start = f'<p><a href="{to_start}">Plan a rollback to the start</a></p>'
     cards = "".join(_checkpoint(base, c, patches.get(c.id), token) for c in reversed(state.checkpoints))
     return f"<h2>Checkpoints</h2>{cards or '<p class=empty>No checkpoint yet.</p>'}{start}"
 
@@ -148,7 +151,8 @@ def _checkpoint(base: str, checkpoint: Checkpoint, patch: str | None, token: str
             else ""
         )
         proof = (
-            f"<p class=evidence>{'passed' if evidence.passed else 'failed'}: <code>{esc(' '.join(evidence.argv))}</code> "
+            f"<p class=evidence>{'passed' if evidence.passed else 'failed'}: "
+            f"<code>{esc(' '.join(evidence.argv))}</code> "
             f"exit {evidence.exit_code}{esc(counts)}</p>{folded(evidence.output, 400)}"
         )
     shown = f"<h4>Accepted patch</h4>{diff(patch)}" if patch else "<p class=empty>No file changed.</p>"
@@ -162,7 +166,8 @@ def _checkpoint(base: str, checkpoint: Checkpoint, patch: str | None, token: str
     return (
         f'<section class=checkpoint id="cp-{esc(checkpoint.id)}"><h3>{esc(checkpoint.id)} · step {checkpoint.step}'
         f"{f' · turn {checkpoint.turn}' if checkpoint.turn else ''}</h3><p>{esc(checkpoint.summary)}</p>{proof}{shown}"
-        f'<div class=actions><a class=button href="{plan}">Plan a rollback to {esc(checkpoint.id)}</a>{fork}</div></section>'
+        f'<div class=actions><a class=button href="{plan}">Plan a rollback to {esc(checkpoint.id)}</a>'
+        f"{fork}</div></section>"
     )
 
 

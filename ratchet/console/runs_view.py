@@ -98,10 +98,11 @@ class Waiting:
     """The rule that asked for approval, or the error that left the outcome unknown."""
 
 
-def inbox_page(waiting: list[Waiting], token: str, problems: list[str]) -> str:
+def inbox_page(waiting: list[Waiting], token: str, problems: list[str], note: tuple[str, str] | None = None) -> str:
     items = sorted(waiting, key=lambda w: w.requested_at)
     cards = "".join(waiting_card(w, token, back="/inbox") for w in items)
-    notes = "".join(f'<p class="flash warn">{esc(p)}</p>' for p in problems)
+    notes = f'<p class="flash {esc(note[1])}" role=alert>{esc(note[0])}</p>' if note else ""
+    notes += "".join(f'<p class="flash warn">{esc(p)}</p>' for p in problems)
     empty = "" if items else "<p class=empty>Nothing is waiting for a person.</p>"
     body = f"<h1>Inbox <span class=count>{len(items)}</span></h1>{notes}{empty}{cards}"
     return page(f"Inbox ({len(items)})", body, nav="Inbox")
