@@ -48,7 +48,7 @@ async def test_an_approval_from_the_inbox_form_lets_the_run_finish(client, setti
     inbox = await until(listed, "the waiting call in the inbox")
     assert run.workflow_id in inbox.text and re.search(r"<title>Inbox \(\d+\)", inbox.text)
     assert inbox.headers["content-security-policy"].startswith("default-src 'self'; frame-ancestors 'none'")
-    assert inbox.headers["x-content-type-options"] == "nosniff" and inbox.headers["referrer-policy"] == "no-referrer"
+    assert inbox.headers["x-content-type-options"] == "nosniff" and inbox.headers["referrer-policy"] == "same-origin"
     assert "<script>" not in inbox.text
     form = {"csrf": csrf_of(inbox.text), "call_id": call_id, "back": "/inbox"}
     # forged: no token, a foreign origin, text/plain, another Host

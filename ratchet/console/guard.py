@@ -20,7 +20,9 @@ MAX_FORM_BYTES = 1 << 20
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # not no-referrer: under it Chromium sends `Origin: null` with the console's own form posts,
+    # which the Origin rule must refuse; same-origin sends nothing to any other site either.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
