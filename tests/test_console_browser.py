@@ -50,6 +50,7 @@ async def page(browser):
     context = await browser.new_context(viewport={"width": 1200, "height": 900})
     tab = await context.new_page()
     tab.set_default_timeout(30_000)
+    tab.set_default_navigation_timeout(60_000)
     yield tab
     await context.close()
 

@@ -72,7 +72,7 @@ def _summary(state: AgentState, running: bool) -> str:
 
 def _controls(state: AgentState, token: str) -> str:
     base = run_url(state.workflow_id)
-    session = state.run.session is not None
+    session = state.plan is not None and state.plan.session is not None
     verb, label = ("ask", "Ask") if session else ("send", "Send")
     message = form(
         f"{base}/{verb}",

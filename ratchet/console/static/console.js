@@ -11,13 +11,26 @@
   const url = live.dataset.events + "?from_offset=" + encodeURIComponent(live.dataset.from || "0");
   const source = new EventSource(url);
   const reloadOn = new Set(["AWAITING_APPROVAL", "AWAITING_DECISION", "AWAITING_MESSAGE", "PAUSED"]);
-  let text = "", step = -1, reloading = false;
+  let text = "", step = -1, reloading = false, submitting = false;
+  document.addEventListener("submit", function () { submitting = true; });
 
+  function typing() {
+    return Array.from(document.querySelectorAll("main textarea, main input:not([type=hidden])"))
+      .some(function (field) { return field.value !== ""; });
+  }
+  // A page being sent or written in is not reloaded under the person: it says what changed instead.
   function reload() {
     if (reloading) return;
     reloading = true;
     source.close();
-    setTimeout(function () { window.location.reload(); }, 300);
+    setTimeout(function () {
+      if (submitting) return;
+      if (typing()) {
+        status.textContent = "the run has moved on: reload the page to see it";
+        return;
+      }
+      window.location.reload();
+    }, 300);
   }
   function line(what) {
     const item = document.createElement("li");
