@@ -4,7 +4,10 @@ The same in a real browser: tests/test_console_browser.py (`make test-browser`).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import uuid
 
 import httpx2 as httpx
@@ -14,6 +17,7 @@ from ratchet.client import RatchetClient
 from ratchet.console.app import build_app
 from ratchet.contracts import Phase
 from ratchet.ops.http_guard import HttpGuard
+from tests.ops_workers import ROOT
 from tests.runs import call, scripted, until, wait_for
 
 ORIGIN = "http://127.0.0.1"
@@ -100,3 +104,28 @@ async def test_the_runs_page_filters_and_pages(client, settings, worker, console
     page = await console.get("/?agent=probe")
     assert page.status_code == 200 and agent_runs[-1].workflow_id in page.text
     assert "localhost:8233/namespaces/default/workflows/" in page.text
+
+
+async def test_a_console_with_a_token_asks_for_it_and_its_sign_in_sets_a_cookie(client, settings):
+    guard = HttpGuard.for_server("0.0.0.0", token="s3cret-console", same_origin=True)
+    app = build_app(RatchetClient(client, settings), guard)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=30) as http:
+        refused = await http.get("/")
+        assert refused.status_code == 401 and "sign in at /login" in refused.text and "s3cret" not in refused.text
+        login = await http.get("/login")
+        assert login.status_code == 200
+        wrong = await http.post("/login", data={"csrf": csrf_of(login.text), "token": "guess"})
+        assert wrong.status_code == 401 and "not the console&#x27;s token" in wrong.text
+        right = await http.post("/login", data={"csrf": csrf_of(login.text), "token": "s3cret-console"})
+        assert right.status_code == 303
+        assert (await http.get("/")).status_code == 200
+        assert (await http.get("/", headers={"Authorization": "Bearer s3cret-console"})).status_code == 200
+
+
+def test_the_console_refuses_to_bind_beyond_loopback_without_a_token():
+    env = {k: v for k, v in os.environ.items() if k not in ("RATCHET_SERVE_TOKEN", "RATCHET_CONSOLE_TOKEN")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ratchet.cli.main", "console", "--host", "0.0.0.0", "--port", "0"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and "set RATCHET_CONSOLE_TOKEN" in done.stdout, done.stdout + done.stderr
