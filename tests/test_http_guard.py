@@ -181,8 +181,8 @@ def test_the_guard_reads_host_headers_as_browsers_send_them():
     assert [host_name(h) for h in ("a.b:81", "A.B", "[::1]:81", "::1", "127.0.0.1")] == [
         "a.b", "a.b", "::1", "::1", "127.0.0.1"]
     with pytest.raises(GuardSettingsError, match="RATCHET_SERVE_TOKEN"):
-        HttpHttpGuard.for_server("192.168.1.5", token_setting="RATCHET_SERVE_TOKEN")
-    guard = HttpHttpGuard.for_server("192.168.1.5", token="t")
+        HttpGuard.for_server("192.168.1.5", token_setting="RATCHET_SERVE_TOKEN")
+    guard = HttpGuard.for_server("192.168.1.5", token="t")
     assert "192.168.1.5" in guard.allowed_hosts and "localhost" in guard.allowed_hosts
 
 

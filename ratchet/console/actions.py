@@ -4,7 +4,7 @@ from with a note saying what happened (or why not: decided by someone else, clos
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -123,11 +123,12 @@ async def _why_not(run: RunHandle, action: str, form: dict[str, str], exc: Ratch
 async def rollback(client: RatchetClient, request: Request, visit: Visit) -> Response:
     handle = client.get(request.path_params["workflow_id"])
     checkpoint_id = request.path_params["checkpoint_id"]
-    then = visit.form.get("then", "continue")
-    if then not in ("continue", "stop"):
-        raise InvalidInput("rollback", [f"then: continue or stop, not {then!r}"])
+    asked = visit.form.get("then", "continue")
+    if asked not in ("continue", "stop"):
+        raise InvalidInput("rollback", [f"then: continue or stop, not {asked!r}"])
+    then: Literal["continue", "stop"] = "stop" if asked == "stop" else "continue"
     try:
-        outcome = await handle.rollback(checkpoint_id, then=then)  # type: ignore[arg-type]
+        outcome = await handle.rollback(checkpoint_id, then=then)
     except RunNotFound:
         raise
     except RatchetError as exc:

@@ -87,7 +87,7 @@ def diff(patch: str) -> str:
         if line.startswith(("+++", "---")):
             kind = "file"
         lines.append(f'<span class="{kind}">{esc(line)}</span>')
-    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
+    return '<pre class="diff">' + "".join(lines) + "</pre>"  # each line a block of its own
 
 
 def waited(since: str | datetime | None, now: datetime | None = None) -> str:

@@ -153,7 +153,8 @@ def _checkpoint(base: str, checkpoint: Checkpoint, patch: str | None, token: str
         proof = (
             f"<p class=evidence>{'passed' if evidence.passed else 'failed'}: "
             f"<code>{esc(' '.join(evidence.argv))}</code> "
-            f"exit {evidence.exit_code}{esc(counts)}</p>{folded(evidence.output, 400)}"
+            f"exit {evidence.exit_code}{esc(counts)}</p>"
+            + (folded(evidence.output, 400) if evidence.output.strip() else "")
         )
     shown = f"<h4>Accepted patch</h4>{diff(patch)}" if patch else "<p class=empty>No file changed.</p>"
     plan = esc(f"{base}/checkpoints/{checkpoint.id}/rollback")
