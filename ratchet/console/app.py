@@ -27,6 +27,7 @@ from ratchet.console import actions, pages
 from ratchet.console.forms_view import error_page, login_page
 from ratchet.console.guard import TOKEN_COOKIE, ConsoleGuard, Visit, secured
 from ratchet.ops.http_guard import HttpGuard
+from ratchet.payloads.codec import CodecKeyError
 
 log = logging.getLogger("ratchet.console")
 
@@ -49,6 +50,8 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
                 response = await handler(request, visit)
             except RatchetError as exc:
                 response = failure(exc)
+            except CodecKeyError as exc:  # an encrypted run, and this console lacks its key
+                response = _page(502, "Cannot decrypt", f"{exc} (the console needs the workers' RATCHET_CODEC_KEYS)")
             except Exception:
                 log.exception("console: %s %s", request.method, request.url.path)
                 response = _page(500, "Something went wrong", "The console could not do this; its log says why.")
