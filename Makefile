@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# CONSOLE=1: then an ops run waiting for approval and `ratchet console` on it, until Ctrl-C.
 demo: install
-	$(PY) -m devtools.demo
+	$(PY) -m devtools.demo $(if $(filter 1,$(CONSOLE)),--console)
 
 test: install
 	$(PY) -m pytest -q -n 2 --durations=10 -m "not e2e and not browser"
