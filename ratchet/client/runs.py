@@ -185,6 +185,7 @@ class RatchetClient:
                 id=workflow_id,
                 task_queue=self.settings.task_queue,
                 result_type=AgentResult,
+                static_summary=start_summary(checked),
             )
         except WorkflowAlreadyStartedError:
             raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
@@ -337,6 +338,16 @@ class RunHandle:
             return model.model_validate(result.output)
         except ValidationError as exc:
             raise InvalidInput.of(f"output as {model.__name__}", exc) from None
+
+    async def current_details(self) -> str:
+        """What the Temporal Web UI shows as the run's current details (workflows/details.py):
+        what it waits for, with the command that answers it, and its last checkpoint."""
+        from temporalio.api.sdk.v1 import WorkflowMetadata
+
+        metadata = await self._ask(
+            "details", self._handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        )
+        return metadata.current_details
 
     async def checkpoints(self) -> list[Checkpoint]:
         return (await self.state()).checkpoints
@@ -641,6 +652,13 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+def start_summary(run: AgentRun) -> str:
+    """The run's static summary in the Temporal Web UI: its agent and objective (encrypted as
+    payloads are, when the client has codec keys)."""
+    objective = run.objective if len(run.objective) <= 200 else run.objective[:199] + "…"
+    return f"{run.agent}: {objective}"
 
 
 def turns_after(state: AgentState, checkpoint_id: str) -> list[int]:
