@@ -4,6 +4,7 @@ The same in a real browser: tests/test_console_browser.py (`make test-browser`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -129,3 +130,28 @@ def test_the_console_refuses_to_bind_beyond_loopback_without_a_token():
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2 and "set RATCHET_CONSOLE_TOKEN" in done.stdout, done.stdout + done.stderr
+
+
+async def test_start_from_the_form_then_fork_from_a_checkpoint(client, settings, worker, console):
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"content": "wrote it"}]
+    form = await console.get("/start")
+    extra = json.dumps({"model": {"provider": "scripted", "options": {"script": script}}})
+    wid = f"console-start-{uuid.uuid4().hex[:6]}"
+    started = await console.post(
+        "/start",
+        data={"csrf": csrf_of(form.text), "agent": "saga", "objective": "write a.txt", "workspace": wid,
+              "max_steps": "5", "workflow_id": wid, "extra": extra},
+    )
+    assert started.status_code == 303 and started.headers["location"].startswith(f"/runs/{wid}?note=Started")
+    run = RatchetClient(client, settings).get(wid)
+    result = await run.result()
+    assert result.phase == Phase.DONE and (await run.state()).run.budget.max_steps == 5
+    page = await console.get(f"/runs/{wid}")
+    assert "+v1" in page.text and "Fork from here" in page.text
+    forked = await console.post(
+        f"/runs/{wid}/checkpoints/cp-1/fork", data={"csrf": csrf_of(page.text), "objective": "again"}
+    )
+    assert forked.status_code == 303 and f"/runs/{wid}-fork-" in forked.headers["location"]
+    twin = RatchetClient(client, settings).get(forked.headers["location"].split("/runs/")[1].split("?")[0])
+    assert (await twin.state()).run.resume_from.checkpoint_id == "cp-1"
+    await twin.result()
