@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-e2e test-real-model worker histories bench chaos clean
+.PHONY: install demo test test-e2e test-browser test-real-model worker histories bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,17 +14,32 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# CONSOLE=1: then an ops run waiting for approval and `ratchet console` on it, until Ctrl-C.
 demo: install
-	$(PY) -m devtools.demo
+	$(PY) -m devtools.demo $(if $(filter 1,$(CONSOLE)),--console)
 
 test: install
-	$(PY) -m pytest -q -n 2 --durations=10 -m "not e2e"
+	$(PY) -m pytest -q -n 2 --durations=10 -m "not e2e and not browser"
 
 # The slow suites (marked e2e): worker processes SIGKILLed, chaos on one and two hosts, the npm
 # clients (AG-UI, Azurite), `make demo` and the wheel as a user runs them, long runs and
 # continue-as-new, mypy. `.ci/run` runs them after `make test`.
 test-e2e: install
-	$(PY) -m pytest -q -n 2 --durations=10 -m e2e
+	$(PY) -m pytest -q -n 2 --durations=10 -m "e2e and not browser"
+
+# `ratchet console` in a real browser (tests/test_console_browser.py): Playwright for Python (the
+# `browser` extra) driving the system's Chromium, never Playwright's own download. As root and with
+# no /usr/bin/chromium, Debian's `chromium` is installed with apt-get; otherwise it says how.
+CHROMIUM ?= /usr/bin/chromium
+
+test-browser: install
+	$(PY) -m pip install -q -e '.[test,browser]'
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y chromium || (apt-get update && apt-get install -y chromium); \
+	  else echo "make test-browser needs Chromium at $(CHROMIUM): run 'sudo apt-get install chromium' (Debian, Ubuntu)," \
+	    "or set CHROMIUM=/path/to/chromium"; exit 1; fi; \
+	fi
+	RATCHET_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q -n 2 --durations=10 -m browser $(BROWSER_ARGS)
 
 # The coder agent against a real model server, through the real path (dev server, worker, openai
 # client): llama.cpp's llama-server, built from source for this CPU the first time (about 10 minutes

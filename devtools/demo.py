@@ -2,7 +2,9 @@
 
 The coder agent fixes a bug in examples/calculator. With OPENAI_API_KEY or OPENAI_BASE_URL set,
 a real model drives it; otherwise the scripted provider replays a fixed sequence of tool calls.
-Every process started here is stopped before exit.
+Every process started here is stopped before exit. With `--console` (`make demo CONSOLE=1`) the
+demo then starts an ops run that waits for an approval and `ratchet console`, prints its URL and
+keeps everything up until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -70,17 +72,26 @@ def main() -> int:
     try:
         print(f"Temporal Web UI: {server.ui_url}  (open it while the demo runs)", flush=True)
         worker = _start_worker(server, state_dir)
-        return _run_agent(server, state_dir, real_model)
+        status = _run_agent(server, state_dir, real_model)
+        if "--console" in sys.argv[1:]:
+            _console(server, state_dir)
+        return status
     finally:
         stop_worker(worker)
         server.stop()
         print("stopped the worker and the dev server", flush=True)
 
 
-def _start_worker(server: DevServer, state_dir: Path) -> subprocess.Popen:
+def _env(server: DevServer, state_dir: Path) -> dict[str, str]:
     env = dict(os.environ, TEMPORAL_ADDRESS=server.address, RATCHET_WORKSPACE_ROOT=str(state_dir / "workspaces"))
     env.setdefault("RATCHET_ARTIFACT_DIR", str(state_dir / "artifacts"))
     env.setdefault("RATCHET_LEDGER_PATH", str(state_dir / "ledger.sqlite3"))
+    env.setdefault("RATCHET_TRACKER_PATH", str(state_dir / "tracker.sqlite3"))
+    return env
+
+
+def _start_worker(server: DevServer, state_dir: Path) -> subprocess.Popen:
+    env = _env(server, state_dir)
     log = open(state_dir / "worker.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "ratchet.worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
     print(f"worker started (pid {proc.pid}, log {state_dir / 'worker.log'})", flush=True)
@@ -148,6 +159,43 @@ def _show(state: AgentState, shown: list[int]) -> None:
     for _, _, line in sorted(lines, key=lambda item: item[:2]):
         print(line, flush=True)
     shown[:] = [len(state.tool_calls), len(state.checkpoints), len(state.rollbacks)]
+
+
+def _console(server: DevServer, state_dir: Path) -> None:
+    """An ops run waiting for approval, and `ratchet console` on it until Ctrl-C."""
+    workflow_id = f"ops-demo-{int(time.time())}"
+    script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod deploy of v2"}}]},
+              {"content": "Opened the ticket for the prod deploy of v2."}]
+    run = {"agent": "ops", "objective": "open a ticket for the prod deploy of v2",
+           "model": {"provider": "scripted", "options": {"script": script}}}
+    asyncio.run(_start_waiting(server.address, run, workflow_id))
+    port = free_port()
+    env = _env(server, state_dir)
+    log = open(state_dir / "console.log", "ab")
+    console = subprocess.Popen([sys.executable, "-m", "ratchet.cli.main", "console", "--port", str(port)],
+                               env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        print(f"\n{workflow_id} waits for an approval (create_ticket 'prod deploy of v2').")
+        print(f"console: http://127.0.0.1:{port}/inbox   (Ctrl-C stops the console, the worker and the dev server)",
+              flush=True)
+        console.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_worker(console)
+
+
+async def _start_waiting(address: str, run: dict, workflow_id: str) -> None:
+    settings = load_settings().model_copy(update={"temporal_address": address})
+    client = await RatchetClient.connect(settings)
+    handle = await client.start(run, workflow_id)
+    while True:
+        try:
+            if (await handle.state()).pending_approvals:
+                return
+        except NotStartedYet:
+            pass
+        await asyncio.sleep(0.2)
 
 
 def _args(raw: str) -> str:

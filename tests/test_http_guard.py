@@ -184,3 +184,16 @@ def test_the_guard_reads_host_headers_as_browsers_send_them():
         HttpGuard.for_server("192.168.1.5", token_setting="RATCHET_SERVE_TOKEN")
     guard = HttpGuard.for_server("192.168.1.5", token="t")
     assert "192.168.1.5" in guard.allowed_hosts and "localhost" in guard.allowed_hosts
+
+
+def test_a_server_serving_its_own_pages_allows_its_own_origin_only():
+    guard = HttpGuard.for_server("127.0.0.1", same_origin=True)
+    own = {"Host": "127.0.0.1:8780", "Origin": "http://127.0.0.1:8780"}
+    assert guard.check("POST", own, json_body=False) is None
+    other_port = {"Host": "127.0.0.1:8780", "Origin": "http://127.0.0.1:9999"}
+    assert guard.check("POST", other_port, json_body=False).status == 403
+    rebound = {"Host": "evil.example:8780", "Origin": "http://evil.example:8780"}
+    assert guard.check("POST", rebound, json_body=False).status == 421
+    assert HttpGuard.for_server("127.0.0.1").check("POST", own, json_body=False).status == 403
+    assert HttpGuard.for_server("127.0.0.1", token="s3").accepts_token("s3")
+    assert not HttpGuard.for_server("127.0.0.1", token="s3").accepts_token("s4")

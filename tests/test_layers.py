@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"ratchet": ROOT / "ratchet", "ratchet.workflows": ROOT / "workflows",
             "ratchet.activities": ROOT / "activities", "ratchet.worker": ROOT / "worker"}
-SURFACES = {"ratchet.cli", "ratchet.client", "ratchet.replay", "ratchet.worker", "ratchet.serve"}
+SURFACES = {"ratchet.cli", "ratchet.client", "ratchet.replay", "ratchet.worker", "ratchet.serve", "ratchet.console"}
 """What people and programs use; nothing beneath them imports them."""
 RULES = {
     "ratchet.contracts": set(),

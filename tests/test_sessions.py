@@ -12,7 +12,7 @@ import pytest
 from ratchet.client import InvalidInput, Refused, RunCancelled
 from ratchet.contracts import Phase, TurnStatus
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import call, runs, scripted, start, wait_for
+from tests.runs import call, runs, scripted, start, until, wait_for
 
 
 def session(script: list[dict], objective: str = "first question", workspace: str | None = None, **options) -> dict:
@@ -37,7 +37,10 @@ async def test_a_session_answers_turn_after_turn_and_closes_done(client, setting
     run = await start(client, settings, session(script, workspace="sess-turns"))
     state = await wait_for(run, awaiting)
     assert [(t.number, t.status, t.answer) for t in state.turns] == [(1, TurnStatus.ANSWERED, "answer one")]
-    listed = await runs(client, settings).list(phase="AWAITING_MESSAGE", query=f'WorkflowId="{run.workflow_id}"')
+    listed = await until(  # visibility follows the search attributes a moment after the state
+        lambda: runs(client, settings).list(phase="AWAITING_MESSAGE", query=f'WorkflowId="{run.workflow_id}"'),
+        "the session listed as AWAITING_MESSAGE",
+    )
     assert [r.workflow_id for r in listed] == [run.workflow_id]
 
     second = await run.ask("second question")

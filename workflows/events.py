@@ -44,7 +44,8 @@ from ratchet.contracts.events import (
     TextDelta,
     rest_of_reply,
 )
-from ratchet.contracts.payloads import Evidence
+
+from .details import current_details, evidence_line
 
 RETAINED = 200
 """Items the log keeps (it is cut back to this when it reaches twice as many)."""
@@ -120,9 +121,10 @@ class RunStream:
             self.observe(state)
 
     def observe(self, state: AgentState) -> None:
-        """Publish what changed since the last look."""
+        """Publish what changed since the last look, and say it in the run's current details."""
         if self._seen is None:
             self._seen = _Seen(state, fresh=True)
+        workflow.set_current_details(current_details(state))
         for event in self._seen.changes(state):
             self.publish(event)
             if isinstance(event, RunEnded):
@@ -261,18 +263,6 @@ class _Seen:
             self.ended = True
             out.append(RunEnded(step=step, phase=state.phase, answer=state.answer, error=state.last_error))
         return out
-
-
-def evidence_line(evidence: Evidence | None) -> str:
-    """`pytest -q -> exit 0, 12 tests` (what `ratchet checkpoints` shows)."""
-    if evidence is None:
-        return "no verifier"
-    line = f"{' '.join(evidence.argv)} -> exit {evidence.exit_code}"
-    if evidence.tests_run is not None:
-        line += f", {evidence.tests_run} tests"
-    if evidence.tests_failed:
-        line += f", {evidence.tests_failed} failed"
-    return line
 
 
 def _json(value: Any) -> str:

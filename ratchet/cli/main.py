@@ -152,6 +152,9 @@ def parser() -> argparse.ArgumentParser:
     from ratchet.cli.serve import register as register_serve
 
     register_serve(sub)
+    from ratchet.cli.console import register as register_console
+
+    register_console(sub)
     from ratchet.cli.offer import register as register_offer
 
     register_offer(sub)

@@ -11,11 +11,20 @@ from ratchet.client.errors import (
     Unavailable,
 )
 from ratchet.client.stream import LiveText
-from ratchet.client.runs import RatchetClient, RollbackOutcome, RunHandle, RunSummary, TranscriptSlice, validated_run
+from ratchet.client.runs import (
+    RatchetClient,
+    RollbackOutcome,
+    RunHandle,
+    RunPage,
+    RunSummary,
+    TranscriptSlice,
+    validated_run,
+)
 
 __all__ = [
     "RatchetClient",
     "RunHandle",
+    "RunPage",
     "RunSummary",
     "TranscriptSlice",
     "RollbackOutcome",

@@ -18,6 +18,7 @@ A rollback works the same on a running run (its `rollback` update) and on a clos
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
@@ -27,6 +28,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import (
     Client,
+    WorkflowExecution,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -94,6 +96,13 @@ class RunSummary(BaseModel):
     phase: str | None = None
     awaiting_approval: bool = False
     start_time: datetime | None = None
+
+
+class RunPage(BaseModel):
+    """One page of `RatchetClient.list_page`: the runs, and the token of the next page (None: the last)."""
+
+    runs: list[RunSummary]
+    next_page: str | None = None
 
 
 class TranscriptSlice(BaseModel):
@@ -176,6 +185,7 @@ class RatchetClient:
                 id=workflow_id,
                 task_queue=self.settings.task_queue,
                 result_type=AgentResult,
+                static_summary=start_summary(checked),
             )
         except WorkflowAlreadyStartedError:
             raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
@@ -197,33 +207,76 @@ class RatchetClient:
         limit: int = 50,
     ) -> list[RunSummary]:
         """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause."""
-        clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
-        for name, value in (("RatchetPhase", phase), ("RatchetAgent", agent)):
-            if value:
-                clauses.append(f'{name}="{value}"')
-        if awaiting_approval is not None:
-            clauses.append(f"RatchetAwaitingApproval={'true' if awaiting_approval else 'false'}")
-        if running:
-            clauses.append('ExecutionStatus="Running"')
-        if query:
-            clauses.append(f"({query})")
         found = []
         try:
-            async for run in self.temporal.list_workflows(" AND ".join(clauses), limit=limit):
-                attributes = run.search_attributes
-                found.append(
-                    RunSummary(
-                        workflow_id=run.id,
-                        status=run.status.name if run.status else "-",
-                        agent=(attributes.get("RatchetAgent") or [None])[0],
-                        phase=(attributes.get("RatchetPhase") or [None])[0],
-                        awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
-                        start_time=run.start_time,
-                    )
-                )
+            async for run in self.temporal.list_workflows(
+                _visibility(agent, phase, awaiting_approval, running, query), limit=limit
+            ):
+                found.append(_summary(run))
         except RPCError as exc:
             raise rpc_error("cannot list runs", exc) from None
         return found
+
+    async def list_page(
+        self,
+        agent: str | None = None,
+        phase: str | None = None,
+        awaiting_approval: bool | None = None,
+        running: bool | None = None,
+        page_size: int = 50,
+        page: str | None = None,
+    ) -> RunPage:
+        """One page of `list` (newest first): `page` is the `next_page` of the page before (None:
+        the first). One visibility request per page, however many runs there are."""
+        try:
+            token = base64.urlsafe_b64decode(page.encode()) if page else None
+        except ValueError:
+            raise InvalidInput("runs page", [f"page: not a page token: {page!r}"]) from None
+        listing = self.temporal.list_workflows(
+            _visibility(agent, phase, awaiting_approval, running, None), page_size=page_size, next_page_token=token
+        )
+        try:
+            await listing.fetch_next_page(page_size=page_size)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+                raise InvalidInput("runs page", [f"page: {exc.message}"]) from None
+            raise rpc_error("cannot list runs", exc) from None
+        following = listing.next_page_token
+        return RunPage(
+            runs=[_summary(run) for run in listing.current_page or []],
+            next_page=base64.urlsafe_b64encode(following).decode() if following else None,
+        )
+
+
+def _visibility(
+    agent: str | None, phase: str | None, awaiting_approval: bool | None, running: bool | None, query: str | None
+) -> str:
+    """The visibility query of a listing: Ratchet's runs, with its search attributes as filters."""
+    clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
+    for name, value in (("RatchetPhase", phase), ("RatchetAgent", agent)):
+        if value:
+            if '"' in value or "\\" in value:
+                raise InvalidInput("runs filter", [f"{name}: no quotes or backslashes, not {value!r}"])
+            clauses.append(f'{name}="{value}"')
+    if awaiting_approval is not None:
+        clauses.append(f"RatchetAwaitingApproval={'true' if awaiting_approval else 'false'}")
+    if running:
+        clauses.append('ExecutionStatus="Running"')
+    if query:
+        clauses.append(f"({query})")
+    return " AND ".join(clauses)
+
+
+def _summary(run: WorkflowExecution) -> RunSummary:
+    attributes = run.search_attributes
+    return RunSummary(
+        workflow_id=run.id,
+        status=run.status.name if run.status else "-",
+        agent=(attributes.get("RatchetAgent") or [None])[0],
+        phase=(attributes.get("RatchetPhase") or [None])[0],
+        awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
+        start_time=run.start_time,
+    )
 
 
 class RunHandle:
@@ -286,8 +339,39 @@ class RunHandle:
         except ValidationError as exc:
             raise InvalidInput.of(f"output as {model.__name__}", exc) from None
 
+    async def current_details(self) -> str:
+        """What the Temporal Web UI shows as the run's current details (workflows/details.py):
+        what it waits for, with the command that answers it, and its last checkpoint."""
+        from temporalio.api.sdk.v1 import WorkflowMetadata
+
+        metadata = await self._ask(
+            "details", self._handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        )
+        return metadata.current_details
+
     async def checkpoints(self) -> list[Checkpoint]:
         return (await self.state()).checkpoints
+
+    async def checkpoint(self, checkpoint_id: str) -> Checkpoint:
+        """The run's checkpoint `checkpoint_id`; Refused naming the ones it has if there is none."""
+        checkpoints = await self.checkpoints()
+        for checkpoint in checkpoints:
+            if checkpoint.id == checkpoint_id:
+                return checkpoint
+        have = ", ".join(c.id for c in checkpoints) or "none"
+        raise Refused("checkpoint", f"{self.workflow_id} has no checkpoint {checkpoint_id!r} (it has: {have})")
+
+    async def patch(self, checkpoint_id: str) -> str | None:
+        """The patch the checkpoint accepted, as a unified diff (None: the step changed no file),
+        read from the artifact store."""
+        from ratchet.stores.urls import open_artifacts
+
+        checkpoint = await self.checkpoint(checkpoint_id)
+        if checkpoint.patch_ref is None:
+            return None
+        store = open_artifacts(self.client.settings.artifact_store_url)
+        data = await asyncio.to_thread(store.get, checkpoint.patch_ref)
+        return data.decode(errors="replace")
 
     async def transcript(self, offset: int = 0, limit: int = 50) -> TranscriptSlice:
         """Messages `offset` .. `offset + limit` of the conversation; those from before a
@@ -568,6 +652,13 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+def start_summary(run: AgentRun) -> str:
+    """The run's static summary in the Temporal Web UI: its agent and objective (encrypted as
+    payloads are, when the client has codec keys)."""
+    objective = run.objective if len(run.objective) <= 200 else run.objective[:199] + "…"
+    return f"{run.agent}: {objective}"
 
 
 def turns_after(state: AgentState, checkpoint_id: str) -> list[int]:

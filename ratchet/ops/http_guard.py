@@ -9,7 +9,9 @@ no preflight). So, in this order:
    default; more with `allowed_hosts`), else 421 Misdirected Request. A rebinding page's requests
    carry its own name.
 2. **Origin**, when the request has one (every browser POST does), must be an allowed origin,
-   else 403. Programs (the Temporal CLI, curl, SDKs) send none.
+   else 403. Programs (the Temporal CLI, curl, SDKs) send none. A server that serves its own
+   pages (`ratchet console`, `same_origin`) also allows its own origin: `http://` plus the Host
+   header, which rule 1 has checked, so a rebinding page's origin never matches.
 3. **A bearer token**, when the server has one: `Authorization: Bearer <token>` (how the Temporal
    Web UI passes its access token, `codec.passAccessToken`, and `temporal --codec-auth`), compared
    in constant time, else 401. A server bound to anything but loopback must have one
@@ -73,6 +75,8 @@ class HttpGuard:
     """Browser origins (`scheme://host[:port]`) that may call; requests without Origin are programs."""
     token: str | None = None
     """The bearer token every request but a CORS preflight must carry; None: no token asked."""
+    same_origin: bool = False
+    """Allow the server's own origin (`http://<Host header>`): a server whose pages post to it."""
 
     @classmethod
     def for_server(
@@ -82,6 +86,7 @@ class HttpGuard:
         hosts: Iterable[str] = (),
         token: str | None = None,
         token_setting: str = "the token setting",
+        same_origin: bool = False,
     ) -> HttpGuard:
         """The guard of a server bound to `bind`: loopback names and `bind` itself (unless a
         wildcard) as hosts, plus `hosts`. Raises GuardSettingsError for a non-loopback bind
@@ -94,7 +99,8 @@ class HttpGuard:
         names = set(LOOPBACK_NAMES) | {h.strip().lower() for h in hosts if h.strip()}
         if bind not in ("0.0.0.0", "::", ""):
             names.add(host_name(bind))
-        return cls(frozenset(names), frozenset(o.strip().rstrip("/") for o in origins if o.strip()), token or None)
+        allowed = frozenset(o.strip().rstrip("/") for o in origins if o.strip())
+        return cls(frozenset(names), allowed, token or None, same_origin)
 
     def check(self, method: str, headers: Headers, json_body: bool = True) -> Refusal | None:
         """Why this request is refused, or None. `headers` is case-insensitive (http.server's
@@ -103,7 +109,8 @@ class HttpGuard:
         if host not in self.allowed_hosts:
             return Refusal(421, f"this server does not answer for host {host!r}")
         origin = headers.get("Origin")
-        if origin is not None and origin.rstrip("/") not in self.allowed_origins:
+        own = self.same_origin and origin is not None and origin.rstrip("/") == "http://" + (headers.get("Host") or "")
+        if origin is not None and not own and origin.rstrip("/") not in self.allowed_origins:
             return Refusal(403, f"origin {origin!r} is not allowed (configure it as an allowed origin)")
         if method == "OPTIONS":
             return None
@@ -114,6 +121,10 @@ class HttpGuard:
             if media_type != "application/json":
                 return Refusal(415, "the body must be sent as Content-Type: application/json")
         return None
+
+    def accepts_token(self, given: str) -> bool:
+        """`given` is the server's token (compared in constant time); any is, when it has none."""
+        return self.token is None or self._token_matches(f"Bearer {given}")
 
     def _token_matches(self, authorization: str) -> bool:
         scheme, _, given = authorization.partition(" ")

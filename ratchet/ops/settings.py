@@ -194,6 +194,12 @@ class Settings(TemporalSettings):
         description="The bearer token `ratchet serve` requires of every request (`Authorization: Bearer ...`). "
         "Required when it binds beyond loopback.",
     )
+    console_token: SecretStr | None = Field(
+        None,
+        validation_alias=_env("RATCHET_CONSOLE_TOKEN"),
+        description="The token `ratchet console` asks for (a sign-in page sets it as a cookie; programs send "
+        "`Authorization: Bearer ...`). Unset: RATCHET_SERVE_TOKEN. One of them is required beyond loopback.",
+    )
     codec_token: SecretStr | None = Field(
         None,
         validation_alias=_env("RATCHET_CODEC_TOKEN"),

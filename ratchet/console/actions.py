@@ -1,0 +1,187 @@
+"""The console's POST handlers: each the client call the CLI makes, then back to the page it came
+from with a note saying what happened (or why not: decided by someone else, closed meanwhile)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from ratchet.client import InvalidInput, RatchetClient, RatchetError, RunHandle, RunNotFound, validated_run
+from ratchet.console.forms_view import start_page
+from ratchet.console.guard import Visit
+from ratchet.console.html import run_url
+
+
+def _back(visit: Visit, default: str, text: str, kind: str = "ok") -> Response:
+    back = visit.form.get("back", "")
+    target = back if back.startswith("/") and not back.startswith("//") else default
+    return RedirectResponse(visit.note_url(target, text, kind), status_code=303)
+
+
+async def run_action(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    handle = client.get(request.path_params["workflow_id"])
+    action = request.path_params["action"]
+    if action not in ACTIONS:
+        raise InvalidInput("action", [f"{action!r} is not an action of a run ({', '.join(sorted(ACTIONS))})"])
+    page = run_url(handle.workflow_id)
+    try:
+        done = await ACTIONS[action](handle, visit.form)
+    except RatchetError as exc:  # a closed run's update reads "not found" too: _why_not tells them apart
+        return _back(visit, page, await _why_not(handle, action, visit.form, exc), "error")
+    return _back(visit, page, done)
+
+
+async def _approve(run: RunHandle, form: dict[str, str]) -> str:
+    await run.approve(_required(form, "call_id"))
+    return f"Approved {form['call_id']}."
+
+
+async def _reject(run: RunHandle, form: dict[str, str]) -> str:
+    await run.reject(_required(form, "call_id"), form.get("reason") or "rejected by a person")
+    return f"Rejected {form['call_id']}."
+
+
+async def _decide(run: RunHandle, form: dict[str, str]) -> str:
+    await run.decide(
+        _required(form, "call_id"), form.get("choice", ""), form.get("result") or None, form.get("reason", "")
+    )
+    return f"Decided {form['call_id']}: {form.get('choice')}."
+
+
+async def _send(run: RunHandle, form: dict[str, str]) -> str:
+    await run.send(form.get("text", ""))
+    return "Sent: it joins the conversation at the next step."
+
+
+async def _ask(run: RunHandle, form: dict[str, str]) -> str:
+    turn = await run.ask(form.get("text", ""), wait=False)
+    return f"Asked: turn {turn.turn} answers it." if turn.turn else "Asked: queued behind the turn in flight."
+
+
+async def _pause(run: RunHandle, form: dict[str, str]) -> str:
+    await run.pause()
+    return "Pause asked: the run pauses at the next step boundary."
+
+
+async def _resume(run: RunHandle, form: dict[str, str]) -> str:
+    await run.resume()
+    return "Resumed."
+
+
+async def _cancel(run: RunHandle, form: dict[str, str]) -> str:
+    await run.cancel()
+    return "Cancel asked: the step is cancelled and the run ends under its failure policy."
+
+
+ACTIONS = {
+    "approve": _approve,
+    "reject": _reject,
+    "decide": _decide,
+    "send": _send,
+    "ask": _ask,
+    "pause": _pause,
+    "resume": _resume,
+    "cancel": _cancel,
+}
+
+
+def _required(form: dict[str, str], name: str) -> str:
+    value = form.get(name, "").strip()
+    if not value:
+        raise InvalidInput("form", [f"{name}: required"])
+    return value
+
+
+async def _why_not(run: RunHandle, action: str, form: dict[str, str], exc: RatchetError) -> str:
+    """The refusal in a person's terms: who decided the call already, or that the run has closed."""
+    try:
+        running = await run.running()  # RunNotFound: there is no such run (the 404 page)
+    except RunNotFound:
+        raise
+    except RatchetError:
+        return f"{action} failed: {exc}"
+    try:
+        state = await run.state()
+    except RatchetError:
+        return f"{action} failed: {exc}"
+    call_id = form.get("call_id", "")
+    decided = state.decisions.get(call_id) or state.outcome_decisions.get(call_id)
+    if action in ("approve", "reject", "decide") and decided is not None:
+        verdict = getattr(decided, "choice", None) or (
+            "approved" if getattr(decided, "approved", False) else "rejected"
+        )
+        reason = f" ({decided.reason})" if decided.reason else ""
+        return f"{call_id} was already decided: {verdict} by {decided.by}{reason}."
+    if not running:
+        return f"The run closed ({state.phase.value}) while the page was open: {action} was not done."
+    return f"{action} was refused: {exc}"
+
+
+async def rollback(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    handle = client.get(request.path_params["workflow_id"])
+    checkpoint_id = request.path_params["checkpoint_id"]
+    asked = visit.form.get("then", "continue")
+    if asked not in ("continue", "stop"):
+        raise InvalidInput("rollback", [f"then: continue or stop, not {asked!r}"])
+    then: Literal["continue", "stop"] = "stop" if asked == "stop" else "continue"
+    try:
+        outcome = await handle.rollback(checkpoint_id, then=then)
+    except RunNotFound:
+        raise
+    except RatchetError as exc:
+        return _back(visit, run_url(handle.workflow_id), f"Rollback to {checkpoint_id} not done: {exc}", "error")
+    kind = "ok" if outcome.complete else "error"
+    return _back(visit, run_url(handle.workflow_id), f"Rolled back to {checkpoint_id}: {outcome.summary()}.", kind)
+
+
+async def fork(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    handle = client.get(request.path_params["workflow_id"])
+    forked = await handle.fork(request.path_params["checkpoint_id"], visit.form.get("objective") or None)
+    return RedirectResponse(visit.note_url(run_url(forked.workflow_id), f"Forked from {handle.workflow_id}."), 303)
+
+
+async def start(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    values = visit.form
+    try:
+        fields = _run_fields(values)
+        run = validated_run(fields)
+        started = await client.start(run, values.get("workflow_id", "").strip() or None)
+    except InvalidInput as exc:
+        return HTMLResponse(start_page(visit.token, values, exc.problems), status_code=400)
+    except RatchetError as exc:
+        return HTMLResponse(start_page(visit.token, values, [str(exc)]), status_code=409)
+    return RedirectResponse(visit.note_url(run_url(started.workflow_id), "Started."), status_code=303)
+
+
+def _run_fields(values: dict[str, str]) -> dict[str, Any]:
+    """The run's fields from the form: the JSON of `extra` under the named fields."""
+    problems: list[str] = []
+    fields: dict[str, Any] = {}
+    extra = values.get("extra", "").strip()
+    if extra:
+        try:
+            fields = json.loads(extra)
+        except ValueError as exc:
+            problems.append(f"more fields: not JSON: {exc}")
+        if not isinstance(fields, dict):
+            problems.append("more fields: must be a JSON object")
+            fields = {}
+    for name in ("agent", "objective", "workspace"):
+        if values.get(name, "").strip():
+            fields[name] = values[name].strip()
+    budget = dict(fields.get("budget") or {})
+    for name, kind in (("max_steps", int), ("max_cost_usd", float)):
+        raw = values.get(name, "").strip()
+        if raw:
+            try:
+                budget[name] = kind(raw)
+            except ValueError:
+                problems.append(f"budget.{name}: must be a {'whole ' if kind is int else ''}number, not {raw!r}")
+    if budget:
+        fields["budget"] = budget
+    if problems:
+        raise InvalidInput("run", problems)
+    return fields

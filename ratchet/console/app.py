@@ -1,0 +1,121 @@
+"""`ratchet console`: the web app (Starlette, served by uvicorn as `ratchet serve` is).
+
+    GET  /                                  runs, filtered by agent, phase, awaiting; paged
+    GET  /inbox                             every pending approval and decision, oldest first
+    GET  /start, POST /start                start a run, checked as `ratchet start` checks it
+    GET  /runs/{id}                         a run: state, waiting calls, conversation, checkpoints
+    GET  /runs/{id}/events                  its stream as Server-Sent Events (console.js shows them)
+    GET  /runs/{id}/checkpoints/{cp}/rollback   the rollback plan; POST: roll back (the confirmation)
+    POST /runs/{id}/{approve,reject,decide,send,ask,pause,resume,cancel}, .../checkpoints/{cp}/fork
+
+Every request passes ConsoleGuard (ratchet/console/guard.py); every action is the same client
+call the CLI makes, so the audit trail is Temporal's history. Errors are pages, never traces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound, Unavailable
+from ratchet.console import actions, pages
+from ratchet.console.forms_view import error_page, login_page
+from ratchet.console.guard import TOKEN_COOKIE, ConsoleGuard, Visit, secured
+from ratchet.ops.http_guard import HttpGuard
+from ratchet.payloads.codec import CodecKeyError
+
+log = logging.getLogger("ratchet.console")
+
+Handler = Callable[[Request, Visit], Awaitable[Response]]
+
+
+def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None = None) -> Starlette:
+    console = guard or ConsoleGuard(http)
+
+    def guarded(handler: Handler, needs_token: bool = True) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            visit = console.visit(request)
+            refused = console.refusal(request, needs_token)
+            if refused is None and request.method == "POST":
+                refused = await console.form(request, visit)
+            if refused is not None:
+                detail = refused.reason + (" (sign in at /login)" if refused.status == 401 else "")
+                return secured(_page(refused.status, "Refused", detail), visit)
+            try:
+                response = await handler(request, visit)
+            except RatchetError as exc:
+                response = failure(exc)
+            except CodecKeyError as exc:  # an encrypted run, and this console lacks its key
+                response = _page(502, "Cannot decrypt", f"{exc} (the console needs the workers' RATCHET_CODEC_KEYS)")
+            except Exception:
+                log.exception("console: %s %s", request.method, request.url.path)
+                response = _page(500, "Something went wrong", "The console could not do this; its log says why.")
+            return secured(response, visit)
+
+        return endpoint
+
+    async def login(request: Request, visit: Visit) -> Response:
+        if request.method == "GET":
+            return HTMLResponse(login_page(visit.token))
+        given = visit.form.get("token", "")
+        if not given or not console.token_matches(given):
+            return HTMLResponse(login_page(visit.token, "That is not the console's token."), status_code=401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/")
+        return response
+
+    def bound(handler: Callable[[RatchetClient, Request, Visit], Awaitable[Response]]) -> Handler:
+        async def call(request: Request, visit: Visit) -> Response:
+            return await handler(client, request, visit)
+
+        return call
+
+    routes = [
+        Route("/", guarded(bound(pages.runs)), methods=["GET"]),
+        Route("/inbox", guarded(bound(pages.inbox)), methods=["GET"]),
+        Route("/start", guarded(bound(pages.start_form)), methods=["GET"]),
+        Route("/start", guarded(bound(actions.start)), methods=["POST"]),
+        Route("/login", guarded(login, needs_token=False), methods=["GET", "POST"]),
+        Route("/runs/{workflow_id}", guarded(bound(pages.run)), methods=["GET"]),
+        Route("/runs/{workflow_id}/events", guarded(bound(pages.events)), methods=["GET"]),
+        Route("/runs/{workflow_id}/checkpoints/{checkpoint_id}/rollback", guarded(bound(pages.plan)), methods=["GET"]),
+        Route(
+            "/runs/{workflow_id}/checkpoints/{checkpoint_id}/rollback",
+            guarded(bound(actions.rollback)),
+            methods=["POST"],
+        ),
+        Route("/runs/{workflow_id}/checkpoints/{checkpoint_id}/fork", guarded(bound(actions.fork)), methods=["POST"]),
+        Route("/runs/{workflow_id}/{action}", guarded(bound(actions.run_action)), methods=["POST"]),
+        Route("/static/{name}", guarded(pages.static, needs_token=False), methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+
+
+def failure(exc: RatchetError) -> Response:
+    """The page for a client error: no such run 404, bad input 400, refused 409, unreachable 503."""
+    if isinstance(exc, RunNotFound):
+        return _page(404, "No such run", str(exc))
+    if isinstance(exc, InvalidInput):
+        return _page(400, "Not valid", str(exc))
+    if isinstance(exc, Refused):
+        return _page(409, "Refused", str(exc))
+    if isinstance(exc, Unavailable):
+        return _page(503, "Temporal is unavailable", str(exc))
+    return _page(502, "Temporal did not do it", str(exc))
+
+
+def _page(status: int, title: str, detail: str) -> Response:
+    return HTMLResponse(error_page(status, title, detail), status_code=status)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return secured(_page(404, "Not found", f"There is no page {request.url.path}."), None)
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return secured(_page(405, "Not allowed", f"{request.method} is not how {request.url.path} is used."), None)

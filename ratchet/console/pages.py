@@ -1,0 +1,121 @@
+"""The console's GET handlers: each asks `ratchet.client` and renders a view."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response, StreamingResponse
+
+from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused
+from ratchet.console.forms_view import error_page, start_page
+from ratchet.console.guard import Visit
+from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, waiting_of
+from ratchet.console.runs_view import RunFilter, Waiting, inbox_page, runs_page
+from ratchet.contracts.events import RunEvent
+from ratchet.contracts.rollback import TO_START
+
+PAGE_SIZE = 50
+INBOX_RUNS = 200
+FOLDER = Path(__file__).with_name("static")
+STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
+
+
+async def runs(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    params = request.query_params
+    chosen = RunFilter(params.get("agent", "").strip(), params.get("phase", ""), params.get("awaiting", ""))
+    if chosen.errors():
+        return HTMLResponse(runs_page(None, chosen, "; ".join(chosen.errors())), status_code=400)
+    listing = await client.list_page(**chosen.client_args(), page_size=PAGE_SIZE, page=params.get("page") or None)
+    return HTMLResponse(runs_page(listing, chosen, first=not params.get("page")))
+
+
+async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    approvals, decisions = await asyncio.gather(
+        client.list(awaiting_approval=True, running=True, limit=INBOX_RUNS),
+        client.list(phase="AWAITING_DECISION", running=True, limit=INBOX_RUNS),
+    )
+    ids = list(dict.fromkeys(r.workflow_id for r in approvals + decisions))
+    limit = asyncio.Semaphore(16)
+
+    async def of(workflow_id: str) -> list[Waiting] | str:
+        async with limit:
+            try:
+                return waiting_of(await client.get(workflow_id).state())
+            except RatchetError as exc:
+                return f"{workflow_id}: {exc}"
+
+    found = await asyncio.gather(*(of(i) for i in ids))
+    waiting = [w for f in found if not isinstance(f, str) for w in f]
+    problems = [f for f in found if isinstance(f, str)]
+    return HTMLResponse(inbox_page(waiting, visit.token, problems, visit.note(request)))
+
+
+async def start_form(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    return HTMLResponse(start_page(visit.token, {"agent": request.query_params.get("agent", "")}))
+
+
+async def run(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    handle = client.get(request.path_params["workflow_id"])
+    running = await handle.running()  # RunNotFound: the 404 page
+    end = await handle.stream_end() if running else 0  # first: the page's live part starts after its state
+    state = await handle.state()
+    try:
+        offset = max(0, int(request.query_params.get("offset", "0")))
+    except ValueError:
+        raise InvalidInput("page", ["offset: must be a whole number"]) from None
+    transcript = await handle.transcript(offset, TRANSCRIPT_PAGE)
+    patches = dict(
+        zip([c.id for c in state.checkpoints], await asyncio.gather(*(_patch(handle, c.id) for c in state.checkpoints)))
+    )
+    return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, visit.note(request)))
+
+
+async def _patch(handle, checkpoint_id: str) -> str | None:
+    try:
+        return await handle.patch(checkpoint_id)
+    except Exception as exc:  # a missing artifact must not hide the run's page
+        return f"(the patch could not be read: {exc})"
+
+
+async def plan(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    handle = client.get(request.path_params["workflow_id"])
+    checkpoint_id = request.path_params["checkpoint_id"]
+    running = await handle.running()
+    if checkpoint_id != TO_START:
+        await handle.checkpoint(checkpoint_id)  # Refused, naming the checkpoints it has
+    try:
+        items = await handle.rollback_plan(checkpoint_id)
+    except Refused as exc:
+        return HTMLResponse(error_page(409, "No rollback plan", str(exc)), status_code=409)
+    return HTMLResponse(plan_page(handle.workflow_id, checkpoint_id, items, running, visit.token))
+
+
+async def events(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    """The run's stream as Server-Sent Events, from `from_offset` (or after `Last-Event-ID`)."""
+    last = request.headers.get("Last-Event-ID")
+    raw = str(int(last) + 1) if last and last.isdigit() else request.query_params.get("from_offset", "0")
+    if not raw.isdigit():
+        raise InvalidInput("stream", [f"from_offset: must be an offset (a whole number), not {raw!r}"])
+    topics = [t for t in request.query_params.get("topics", "").split(",") if t]
+    stream = await client.get(request.path_params["workflow_id"]).open_stream(int(raw), topics)
+    return StreamingResponse(_sse(stream), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _sse(stream: AsyncIterator[RunEvent]) -> AsyncIterator[str]:
+    yield ": stream open\n\n"
+    try:
+        async for event in stream:
+            yield f"id: {event.offset}\nevent: {event.kind}\ndata: {event.model_dump_json()}\n\n"
+    except RatchetError as exc:
+        yield f"event: console_error\ndata: {json.dumps(str(exc))}\n\n"
+
+
+async def static(request: Request, visit: Visit) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return HTMLResponse(error_page(404, "Not found", f"no file {name}"), status_code=404)
+    return FileResponse(FOLDER / name, media_type=STATIC[name])

@@ -1,0 +1,157 @@
+"""`ratchet console`'s app in-process (httpx over ASGI), on the dev server with a real worker: the
+pages, an approval sent as a form, the guard (Host, Origin, CSRF, media type) and the error pages.
+The same in a real browser: tests/test_console_browser.py (`make test-browser`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+
+import httpx2 as httpx
+import pytest
+
+from ratchet.client import RatchetClient
+from ratchet.console.app import build_app
+from ratchet.contracts import Phase
+from ratchet.ops.http_guard import HttpGuard
+from tests.ops_workers import ROOT
+from tests.runs import call, scripted, until, wait_for
+
+ORIGIN = "http://127.0.0.1"
+
+
+def ops_run(title: str) -> dict:
+    script = [{"tool_calls": [call("create_ticket", title=title)]}, {"content": "opened"}]
+    return {"agent": "ops", "objective": f"open {title}", "model": {"provider": "scripted", "options": {"script": script}}}
+
+
+@pytest.fixture
+async def console(client, settings):
+    app = build_app(RatchetClient(client, settings), HttpGuard.for_server("127.0.0.1", same_origin=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=60) as http:
+        yield http
+
+
+def csrf_of(page: str) -> str:
+    return re.search(r'name=csrf value="([0-9a-f]+)"', page).group(1)
+
+
+async def test_an_approval_from_the_inbox_form_lets_the_run_finish(client, settings, worker, console):
+    rc = RatchetClient(client, settings)
+    run = await rc.start(ops_run("prod console"), f"console-{uuid.uuid4().hex[:6]}")
+    state = await wait_for(run, lambda s: s.pending_approvals)
+    call_id = state.pending_approvals[0].call_id
+
+    async def listed():  # visibility follows the run's search attributes a moment later
+        page = await console.get("/inbox")
+        return page if page.status_code == 200 and call_id in page.text else None
+
+    inbox = await until(listed, "the waiting call in the inbox")
+    assert run.workflow_id in inbox.text and re.search(r"<title>Inbox \(\d+\)", inbox.text)
+    assert inbox.headers["content-security-policy"].startswith("default-src 'self'; frame-ancestors 'none'")
+    assert inbox.headers["x-content-type-options"] == "nosniff" and inbox.headers["referrer-policy"] == "same-origin"
+    assert "<script>" not in inbox.text
+    form = {"csrf": csrf_of(inbox.text), "call_id": call_id, "back": "/inbox"}
+    # forged: no token, a foreign origin, text/plain, another Host
+    assert (await console.post(f"/runs/{run.workflow_id}/approve", data={"call_id": call_id})).status_code == 403
+    foreign = await console.post(f"/runs/{run.workflow_id}/approve", data=form, headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    plain = await console.post(
+        f"/runs/{run.workflow_id}/approve", content=f"csrf={form['csrf']}", headers={"Content-Type": "text/plain"}
+    )
+    assert plain.status_code == 415
+    rebound = await console.get("/", headers={"Host": "evil.example"})
+    assert rebound.status_code == 421
+    assert (await run.state()).pending_approvals  # nothing forged got through
+    done = await console.post(f"/runs/{run.workflow_id}/approve", data=form, headers={"Origin": ORIGIN})
+    assert done.status_code == 303 and done.headers["location"].startswith("/inbox?note=Approved")
+    assert (await run.result()).phase == Phase.DONE
+    again = await console.post(f"/runs/{run.workflow_id}/approve", data=form, headers={"Origin": ORIGIN})
+    shown = await console.get(again.headers["location"])
+    assert "was already decided: approved by" in shown.text or "closed" in shown.text
+    page = await console.get(f"/runs/{run.workflow_id}")
+    assert page.status_code == 200 and "DONE" in page.text and "create_ticket" in page.text
+
+
+async def test_bad_input_gets_a_page_not_a_trace(client, settings, worker, console):
+    missing = await console.get(f"/runs/no-such-{uuid.uuid4().hex[:6]}")
+    assert missing.status_code == 404 and "run not found" in missing.text and "Traceback" not in missing.text
+    run = await RatchetClient(client, settings).start(scripted("probe", [{"content": "done"}]))
+    await run.result()
+    nope = await console.get(f"/runs/{run.workflow_id}/checkpoints/cp-9/rollback")
+    assert nope.status_code == 409 and "no checkpoint &#x27;cp-9&#x27;" in nope.text
+    bad_phase = await console.get("/?phase=SLEEPING")
+    assert bad_phase.status_code == 400 and "not a phase" in bad_phase.text
+    page = await console.get("/start")
+    started = await console.post("/start", data={"csrf": csrf_of(page.text), "agent": "x y", "objective": "", "max_steps": "z"})
+    assert started.status_code == 400 and "budget.max_steps: must be a whole number" in started.text
+    unknown = await console.get("/nowhere")
+    assert unknown.status_code == 404 and "There is no page /nowhere" in unknown.text
+
+
+async def test_the_runs_page_filters_and_pages(client, settings, worker, console):
+    rc = RatchetClient(client, settings)
+    agent_runs = [await rc.start(scripted("probe", [{"content": "done"}])) for _ in range(3)]
+    for run in agent_runs:
+        await run.result()
+    first = await rc.list_page(agent="probe", page_size=2, running=None)
+    assert len(first.runs) == 2 and first.next_page
+    second = await rc.list_page(agent="probe", page_size=2, page=first.next_page)
+    assert {r.workflow_id for r in second.runs}.isdisjoint({r.workflow_id for r in first.runs})
+    page = await console.get("/?agent=probe")
+    assert page.status_code == 200 and agent_runs[-1].workflow_id in page.text
+    assert "localhost:8233/namespaces/default/workflows/" in page.text
+
+
+async def test_a_console_with_a_token_asks_for_it_and_its_sign_in_sets_a_cookie(client, settings):
+    guard = HttpGuard.for_server("0.0.0.0", token="s3cret-console", same_origin=True)
+    app = build_app(RatchetClient(client, settings), guard)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=30) as http:
+        refused = await http.get("/")
+        assert refused.status_code == 401 and "sign in at /login" in refused.text and "s3cret" not in refused.text
+        login = await http.get("/login")
+        assert login.status_code == 200
+        wrong = await http.post("/login", data={"csrf": csrf_of(login.text), "token": "guess"})
+        assert wrong.status_code == 401 and "not the console&#x27;s token" in wrong.text
+        right = await http.post("/login", data={"csrf": csrf_of(login.text), "token": "s3cret-console"})
+        assert right.status_code == 303
+        assert (await http.get("/")).status_code == 200
+        assert (await http.get("/", headers={"Authorization": "Bearer s3cret-console"})).status_code == 200
+
+
+def test_the_console_refuses_to_bind_beyond_loopback_without_a_token():
+    env = {k: v for k, v in os.environ.items() if k not in ("RATCHET_SERVE_TOKEN", "RATCHET_CONSOLE_TOKEN")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ratchet.cli.main", "console", "--host", "0.0.0.0", "--port", "0"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and "set RATCHET_CONSOLE_TOKEN" in done.stdout, done.stdout + done.stderr
+
+
+async def test_start_from_the_form_then_fork_from_a_checkpoint(client, settings, worker, console):
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"content": "wrote it"}]
+    form = await console.get("/start")
+    extra = json.dumps({"model": {"provider": "scripted", "options": {"script": script}}})
+    wid = f"console-start-{uuid.uuid4().hex[:6]}"
+    started = await console.post(
+        "/start",
+        data={"csrf": csrf_of(form.text), "agent": "saga", "objective": "write a.txt", "workspace": wid,
+              "max_steps": "5", "workflow_id": wid, "extra": extra},
+    )
+    assert started.status_code == 303 and started.headers["location"].startswith(f"/runs/{wid}?note=Started")
+    run = RatchetClient(client, settings).get(wid)
+    result = await run.result()
+    assert result.phase == Phase.DONE and (await run.state()).run.budget.max_steps == 5
+    page = await console.get(f"/runs/{wid}")
+    assert "+v1" in page.text and "Fork from here" in page.text
+    forked = await console.post(
+        f"/runs/{wid}/checkpoints/cp-1/fork", data={"csrf": csrf_of(page.text), "objective": "again"}
+    )
+    assert forked.status_code == 303 and f"/runs/{wid}-fork-" in forked.headers["location"]
+    twin = RatchetClient(client, settings).get(forked.headers["location"].split("/runs/")[1].split("?")[0])
+    assert (await twin.state()).run.resume_from.checkpoint_id == "cp-1"
+    await twin.result()

@@ -1,0 +1,38 @@
+"""What the Temporal Web UI shows of a run (issue #25, item 6): its static summary (agent and
+objective) and its current details (what it waits for, the command that answers it, the last
+checkpoint with its evidence line), on the dev server with a real worker."""
+
+from __future__ import annotations
+
+from ratchet.client import RatchetClient
+from tests.runs import call, scripted, until, wait_for
+
+
+async def test_a_waiting_run_says_what_it_waits_for_and_how_to_answer(client, settings, worker):
+    script = [{"tool_calls": [call("create_ticket", title="prod deploy v3")]}, {"content": "opened"}]
+    run = await RatchetClient(client, settings).start(
+        {"agent": "ops", "objective": "open the prod ticket", "model": {"provider": "scripted", "options": {"script": script}}}
+    )
+    state = await wait_for(run, lambda s: s.pending_approvals)
+    call_id = state.pending_approvals[0].call_id
+    details = await until(lambda: _having(run, call_id), "the waiting call in the current details")
+    assert "**AWAITING_APPROVAL**" in details and "`create_ticket`" in details
+    assert '"title": "prod deploy v3"' in details
+    assert f"ratchet approve {run.workflow_id} {call_id}" in details
+    assert await (await run.describe()).static_summary() == "ops: open the prod ticket"
+    await run.approve(call_id)
+    await run.result()
+
+
+async def test_the_last_checkpoint_and_its_evidence_are_in_the_details(client, settings, worker):
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"tool_calls": [call("probe_wait", seconds=30)]}]
+    run = await RatchetClient(client, settings).start(scripted("saga", script, workspace="details-cp"))
+    await wait_for(run, lambda s: s.checkpoints)
+    details = await until(lambda: _having(run, "Last checkpoint cp-1"), "the checkpoint in the current details")
+    assert "-> exit 0" in details
+    await run.cancel()
+
+
+async def _having(run, text: str) -> str | None:
+    details = await run.current_details()
+    return details if text in details else None

@@ -1,0 +1,57 @@
+"""What the Temporal Web UI and `temporal workflow describe` show as the run's current details
+(`workflow.set_current_details`): what the run waits for, in a person's terms, with the exact
+command that answers it, and its last checkpoint with the evidence line. A pure function of the
+state, set by the run's stream as the state changes (workflows/events.py); nothing of it goes into
+history, so replay is unaffected."""
+
+from __future__ import annotations
+
+import json
+
+from ratchet.contracts import AgentState, Phase
+from ratchet.contracts.payloads import Evidence
+
+MAX_ARGUMENTS = 300
+
+
+def current_details(state: AgentState) -> str:
+    """Markdown: the phase and step, every call waiting for a person, the last checkpoint."""
+    lines = [f"**{state.phase.value}** at step {state.step}"]
+    wid = state.workflow_id
+    for approval in state.pending_approvals:
+        lines += [
+            "",
+            f"Waiting for approval: `{approval.tool}` ({approval.reason})",
+            f"arguments: `{_arguments(approval.arguments)}`",
+            f"`ratchet approve {wid} {approval.call_id}` or `ratchet reject {wid} {approval.call_id} --reason ...`",
+        ]
+    for decision in state.pending_decisions:
+        lines += [
+            "",
+            f"Outcome unknown: `{decision.tool}` ({decision.error})",
+            f"arguments: `{_arguments(decision.arguments)}`",
+            f"`ratchet decide {wid} {decision.call_id} retry|assume_done|skip|fail`",
+        ]
+    if state.phase == Phase.AWAITING_MESSAGE:
+        lines += ["", f"Waiting for the next message: `ratchet ask {wid} '...'`"]
+    if state.checkpoints:
+        last = state.checkpoints[-1]
+        lines += ["", f"Last checkpoint {last.id} (step {last.step}): {evidence_line(last.evidence)}"]
+    return "\n".join(lines)
+
+
+def _arguments(arguments: dict) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True).replace("`", "'")
+    return text if len(text) <= MAX_ARGUMENTS else text[: MAX_ARGUMENTS - 1] + "…"
+
+
+def evidence_line(evidence: Evidence | None) -> str:
+    """`pytest -q -> exit 0, 12 tests` (what `ratchet checkpoints` shows)."""
+    if evidence is None:
+        return "no verifier"
+    line = f"{' '.join(evidence.argv)} -> exit {evidence.exit_code}"
+    if evidence.tests_run is not None:
+        line += f", {evidence.tests_run} tests"
+    if evidence.tests_failed:
+        line += f", {evidence.tests_failed} failed"
+    return line
