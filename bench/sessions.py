@@ -63,6 +63,14 @@ async def until_idle(run: RunHandle) -> None:
         await asyncio.sleep(0.2)
 
 
+async def idle_count(env: Env, queue: str, sessions: int) -> None:
+    """Until `sessions` sessions of the queue wait for a message, by visibility: one count request
+    a poll, not a state query per session (a query of an evicted session replays it on the worker)."""
+    query = f'TaskQueue="{queue}" AND RatchetPhase="AWAITING_MESSAGE" AND ExecutionStatus="Running"'
+    while (await env.raw.count_workflows(query)).count < sessions:
+        await asyncio.sleep(0.2)
+
+
 async def run_bytes(run: RunHandle, run_id: str | None) -> tuple[int, str | None]:
     """Bytes of a run's history, and the run before it."""
     history = await run.history(run_id=run_id)
@@ -116,8 +124,8 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
         started: list[RunHandle] = []
         for _ in range(0, idle, 50):  # fifty at a time
             batch = await asyncio.gather(*(runs.start(session_run(4)) for _ in range(min(50, idle - len(started)))))
-            await asyncio.gather(*(until_idle(run) for run in batch))
             started += batch
+            await idle_count(env, worker.queue, len(started))
         out["idle"] = {"sessions": idle, "rss_mib": worker.stats()["rss_mib"]}
         sample = random.Random(7).sample(started, min(20, idle))
         idle_ms = [(await timed_asks(run, 1))[0] for run in sample]
