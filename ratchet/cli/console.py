@@ -28,22 +28,12 @@ def console(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings, guard, host: str, port: int) -> int:
-    import uvicorn
-
+    from ratchet.cli.http_app import serve_app
     from ratchet.client import RatchetClient
     from ratchet.console.app import build_app
 
     client = await RatchetClient.connect(settings)
-    config = uvicorn.Config(build_app(client, guard), host=host, port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    started = asyncio.create_task(server.serve())
-    while not server.started and not started.done():
-        await asyncio.sleep(0.05)
-    if server.started:
-        bound = server.servers[0].sockets[0].getsockname()
-        print(f"{READY} http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{bound[1]}/", flush=True)
-    await started
-    return 0 if server.started else 1
+    return await serve_app(build_app(client, guard), host, port, lambda url: f"{READY} {url}/")
 
 
 def register(sub) -> None:

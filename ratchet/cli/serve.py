@@ -28,21 +28,14 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings, guard, host: str, port: int) -> int:
-    import uvicorn
-
+    from ratchet.cli.http_app import serve_app
     from ratchet.client import RatchetClient
     from ratchet.serve.app import build_app
 
     client = await RatchetClient.connect(settings)
-    server = uvicorn.Server(uvicorn.Config(build_app(client, guard), host=host, port=port, log_level="warning"))
-    started = asyncio.create_task(server.serve())
-    while not server.started and not started.done():
-        await asyncio.sleep(0.05)
-    if server.started:
-        bound = server.servers[0].sockets[0].getsockname()
-        print(f"{READY} http://{host}:{bound[1]} (GET /runs/ID/events, POST /agui)", flush=True)
-    await started
-    return 0 if server.started else 1
+    return await serve_app(
+        build_app(client, guard), host, port, lambda url: f"{READY} {url} (GET /runs/ID/events, POST /agui)"
+    )
 
 
 def register(sub) -> None:
