@@ -25,6 +25,7 @@ then on, until the run (or the turn) ends:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import (
@@ -48,7 +49,6 @@ from ag_ui.core import (
     ToolCallStartEvent,
     UserMessage,
 )
-from pydantic import BaseModel
 
 from ratchet.client import InvalidInput, LiveText, NotStartedYet, RatchetClient, RunHandle, RunNotFound
 from ratchet.contracts import Phase, TurnAnswer, TurnStatus
@@ -76,7 +76,8 @@ def last_user_text(request: RunAgentInput) -> str | None:
     return None
 
 
-class Begun(BaseModel, arbitrary_types_allowed=True):
+@dataclass
+class Begun:
     """What a request did to the thread's run, and where its answer's events start."""
 
     run: RunHandle
