@@ -66,6 +66,8 @@ async def test_a_session_answers_turn_after_turn_and_closes_done(client, setting
     assert result.phase == Phase.DONE and result.answer == "answer three"
     with pytest.raises(Refused, match="has ended DONE"):
         await run.ask("fourth question")
+    # a close sent again (its first answer lost on the way) is answered, not refused
+    assert await run.close() == f"session {run.workflow_id} has ended DONE (COMPLETED)"
 
 
 async def test_an_idle_session_closes_done_after_its_timeout(client, settings, worker):

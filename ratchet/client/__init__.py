@@ -8,6 +8,7 @@ from ratchet.client.errors import (
     RunCancelled,
     RunFailed,
     RunNotFound,
+    SessionEnded,
     Unavailable,
 )
 from ratchet.client.stream import LiveText
@@ -33,6 +34,7 @@ __all__ = [
     "RatchetError",
     "RunNotFound",
     "Refused",
+    "SessionEnded",
     "NotStartedYet",
     "InvalidInput",
     "RunFailed",

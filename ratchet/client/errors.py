@@ -32,6 +32,15 @@ class Refused(RatchetError):
         self.what, self.reason = what, reason
 
 
+class SessionEnded(Refused):
+    """A session's update reached a session that has closed: `phase` and `status` say how it ended."""
+
+    def __init__(self, what: str, workflow_id: str, phase: str | None, status: str) -> None:
+        ended = f"{phase} ({status})" if phase else status
+        super().__init__(what, f"session {workflow_id} has ended {ended}; start a new one or fork it")
+        self.workflow_id, self.phase, self.status = workflow_id, phase, status
+
+
 class NotStartedYet(RatchetError):
     """The run exists but has no state yet (its first workflow task has not run): ask again."""
 

@@ -51,6 +51,7 @@ from ratchet.client.errors import (
     RunCancelled,
     RunFailed,
     RunNotFound,
+    SessionEnded,
     Unavailable,
 )
 from ratchet.contracts import (
@@ -68,6 +69,7 @@ from ratchet.contracts import (
     FollowRequest,
     Message,
     OutcomeChoice,
+    Phase,
     RejectRequest,
     ResumeFrom,
     RollbackPlanItem,
@@ -437,8 +439,15 @@ class RunHandle:
         return await self._session_update(RunMessages.ANSWER, request)
 
     async def close(self) -> str:
-        """End a session once its turn in flight (and the messages queued before) are answered."""
-        return await self._session_update(RunMessages.CLOSE, None, str)
+        """End a session once its turn in flight (and the messages queued before) are answered.
+        Safe to send again (after a close whose answer was lost): a session that has ended DONE
+        says so; one that ended otherwise (FAILED, cancelled, ...) refuses, naming how."""
+        try:
+            return await self._session_update(RunMessages.CLOSE, None, str)
+        except SessionEnded as ended:
+            if ended.status != WorkflowExecutionStatus.COMPLETED.name or ended.phase != Phase.DONE:
+                raise
+            return f"session {self.workflow_id} has ended {ended.phase} ({ended.status})"
 
     async def pause(self) -> None:
         await self._ask(RunMessages.PAUSE, self._handle.signal(RunMessages.PAUSE))
@@ -575,8 +584,7 @@ class RunHandle:
                 raise
             phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
             status = description.status.name if description.status else "CLOSED"
-            ended = f"{phase} ({status})" if phase else status
-            raise Refused(name, f"session {self.workflow_id} has ended {ended}; start a new one or fork it") from None
+            raise SessionEnded(name, self.workflow_id, phase, status) from None
 
     async def _running_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         plan = await self._ask(
