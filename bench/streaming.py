@@ -8,6 +8,10 @@ or not: a step is a reply of `REPLY_CHARS` characters with a `bench_echo` call. 
 Latency: `concurrent` runs streaming at once, each read by a `ratchet.client` subscriber; then as
 many read by SSE clients of `ratchet serve`; per text event, its arrival time minus its `sent_s` (the batch's
 send time in the activity, the same machine's clock): `stream_latency_{subscriber,sse}_{p50,p99}_ms`.
+These runs write at a model's pace (`LATENCY_CHARS_PER_S`, about 100 tokens a second: replies of
+`LATENCY_REPLY_CHARS` take 3 s), not the cost cells' tenth of a second a reply: 20 runs of those
+would ask more steps a second than this machine's server and worker can take (bench `throughput`),
+and the latency measured would be the queue's.
 """
 
 from __future__ import annotations
@@ -33,14 +37,22 @@ CHARS_PER_S = 2000
 REPLY_CHARS = 200
 VARIANT = Variant("stream", "ratchet", AGENT_WORKFLOW, env=(("BENCH_SCRIPTED_CHARS_PER_S", str(CHARS_PER_S)),),
                   label=f"Ratchet, replies of {REPLY_CHARS} characters written at {CHARS_PER_S}/s")
+LATENCY_CHARS_PER_S = 400
+LATENCY_REPLY_CHARS = 1200
+LATENCY_STEPS = 3
+LATENCY_VARIANT = Variant(
+    "stream_latency", "ratchet", AGENT_WORKFLOW, env=(("BENCH_SCRIPTED_CHARS_PER_S", str(LATENCY_CHARS_PER_S)),),
+    label=f"Ratchet, replies of {LATENCY_REPLY_CHARS} characters written at {LATENCY_CHARS_PER_S}/s",
+)
 
 
-def run_input(root: Path, steps: int, stream: bool) -> dict[str, Any]:
-    name = f"script-stream-{steps}.json"
+def run_input(root: Path, steps: int, stream: bool, reply_chars: int = REPLY_CHARS) -> dict[str, Any]:
+    name = f"script-stream-{steps}-{reply_chars}.json"
     path = root / "workspaces" / "bench" / name
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = ("The next step echoes a number; " * 10)[:REPLY_CHARS]
+        sentence = "The next step echoes a number; "
+        text = (sentence * (reply_chars // len(sentence) + 1))[:reply_chars]
         calls = [{"content": text, "tool_calls": [{"name": "bench_echo", "arguments": {"text": str(i)}}]}
                  for i in range(steps)]
         path.write_text(json.dumps([*calls, {"content": text}]))
@@ -48,9 +60,10 @@ def run_input(root: Path, steps: int, stream: bool) -> dict[str, Any]:
             "model": {"provider": "scripted", "options": {"script_file": name}, "stream": stream}, "budget": {"max_steps": steps + 1}}
 
 
-async def one_run(env: Env, queue: str, steps: int, stream: bool) -> Any:
+async def one_run(env: Env, queue: str, steps: int, stream: bool, reply_chars: int = REPLY_CHARS) -> Any:
     return await env.ratchet.start_workflow(
-        AGENT_WORKFLOW, run_input(env.root, steps, stream), id=f"bench-stream-{uuid.uuid4().hex[:10]}", task_queue=queue,
+        AGENT_WORKFLOW, run_input(env.root, steps, stream, reply_chars), id=f"bench-stream-{uuid.uuid4().hex[:10]}",
+        task_queue=queue,
     )
 
 
@@ -72,8 +85,9 @@ async def stream_cost(env: Env, progress: Progress, steps: int, reps: int, concu
                               "cpu_ms_per_step": cpu / steps * 1000, "bytes_per_step": history.bytes / steps,
                               "events_per_step": history.events / steps, "load": machine_load()})
                 progress.end(f"{cells[-1]['ms_per_step']:.0f} ms/step, {cells[-1]['bytes_per_step']:.0f} B/step")
+    async with env.worker(LATENCY_VARIANT) as worker:
         progress.begin(f"stream: latency, {concurrent} runs streaming at once")
-        latency = await latencies(env, worker.queue, steps, concurrent)
+        latency = await latencies(env, worker.queue, LATENCY_STEPS, concurrent)
         progress.end(f"subscriber p50 {percentile(latency['subscriber'], 50):.0f} ms, "
                      f"SSE p50 {percentile(latency['sse'], 50):.0f} ms")
     return {"cells": cells, "latency_ms": latency}
@@ -112,7 +126,7 @@ async def latencies(env: Env, queue: str, steps: int, concurrent: int) -> dict[s
 
     async with serve:
         for read in (lambda h: subscriber(client.get(h.id)), lambda h: sse(h.id)):  # one kind of reader at a time
-            handles = [await one_run(env, queue, steps, True) for _ in range(concurrent)]
+            handles = [await one_run(env, queue, steps, True, LATENCY_REPLY_CHARS) for _ in range(concurrent)]
             await asyncio.wait_for(asyncio.gather(*(read(h) for h in handles)), 600)
             for h in handles:
                 await h.result()
