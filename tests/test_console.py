@@ -155,3 +155,47 @@ async def test_start_from_the_form_then_fork_from_a_checkpoint(client, settings,
     twin = RatchetClient(client, settings).get(forked.headers["location"].split("/runs/")[1].split("?")[0])
     assert (await twin.state()).run.resume_from.checkpoint_id == "cp-1"
     await twin.result()
+
+
+async def test_an_approval_decided_by_someone_else_says_who_and_when(client, settings, worker, console):
+    rc = RatchetClient(client, settings)
+    run = await rc.start(ops_run("prod decided elsewhere"), f"console-{uuid.uuid4().hex[:6]}")
+    state = await wait_for(run, lambda s: s.pending_approvals)
+    call_id = state.pending_approvals[0].call_id
+    page = await console.get(f"/runs/{run.workflow_id}")
+    assert f'data-call="{call_id}"' in page.text  # the page offers the approval...
+    await run.approve(call_id, by="alice")  # ...which someone else gives meanwhile
+    form = {"csrf": csrf_of(page.text), "call_id": call_id}
+    late = await console.post(f"/runs/{run.workflow_id}/reject", data={**form, "reason": "too late"})
+    shown = await console.get(late.headers["location"])
+    assert re.search(rf"{call_id} was already decided: approved by alice at \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown.text)
+    decided = (await run.state()).decisions[call_id]
+    assert decided.by == "alice" and decided.at
+    assert (await run.result()).phase == Phase.DONE
+
+
+async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(client, settings, worker, console):
+    rc = RatchetClient(client, settings)
+    session = await rc.start(scripted("probe", [{"content": "hello"}, {"content": "again"}], session={}))
+    plain = await rc.start(scripted("probe", [{"tool_calls": [call("probe_echo", text="x")]}, {"content": "done"}]))
+    assert (await plain.result()).phase == Phase.DONE
+    await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+
+    def row(page: str, workflow_id: str) -> str | None:
+        found = re.search(rf"<tr><td><a href=\"/runs/{workflow_id}\">.*?</tr>", page)
+        return found.group(0) if found else None
+
+    async def listed(query: str, workflow_id: str):
+        page = await console.get(f"/?agent=probe&{query}")
+        return page.text if row(page.text, workflow_id) else None
+
+    sessions = await until(lambda: listed("session=yes", session.workflow_id), "the session listed as one")
+    assert row(sessions, plain.workflow_id) is None
+    cells = re.findall(r"<td>(.*?)</td>", row(sessions, session.workflow_id))
+    assert "session" in cells[1] and cells[2] == "AWAITING_MESSAGE" and cells[4:7] == ["1", "1", "$0.0000"]
+    others = await until(lambda: listed("session=no", plain.workflow_id), "the plain run listed as not a session")
+    assert row(others, session.workflow_id) is None
+    cells = re.findall(r"<td>(.*?)</td>", row(others, plain.workflow_id))  # a closed run: its search attributes
+    assert cells[3] == "COMPLETED" and cells[4:7] == ["2", "-", "$0.0000"]
+    assert (await console.get("/?session=maybe")).status_code == 400
+    await session.close()

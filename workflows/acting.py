@@ -363,7 +363,7 @@ async def _await_approval(
     try:
         await workflow.wait_condition(lambda: call_id in state.decisions, timeout=timeout)
     except TimeoutError:
-        state.decisions[call_id] = approvals.on_timeout(plan)
+        state.decisions[call_id] = approvals.on_timeout(plan, workflow.now().isoformat())
     state.pending_approvals = [p for p in state.pending_approvals if p.call_id != call_id]
     if not state.pending_approvals:
         state.phase = Phase.ACTING

@@ -44,9 +44,9 @@ def validate_decision(state: AgentState, call_id: str) -> None:
     raise ValueError(f"no pending approval for call {call_id!r}; pending: {pending}")
 
 
-def on_timeout(plan: RunPlan) -> Decision:
+def on_timeout(plan: RunPlan, at: str) -> Decision:
     approved = plan.on_approval_timeout == "approve"
-    return Decision(approved=approved, reason="no decision before the approval timeout", by="timeout")
+    return Decision(approved=approved, reason="no decision before the approval timeout", by="timeout", at=at)
 
 
 def timer_seconds(args: dict[str, Any], now: datetime) -> tuple[float, str | None]:

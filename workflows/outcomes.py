@@ -75,6 +75,7 @@ async def ask(
             choice=OutcomeChoice(plan.on_decision_timeout),
             reason="no decision before the decision timeout",
             by="timeout",
+            at=workflow.now().isoformat(),
         )
     state.pending_decisions = [p for p in state.pending_decisions if p.call_id != call_id]
     if not state.pending_decisions:
@@ -95,7 +96,13 @@ def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
 
 def decide(state: AgentState, request: DecideRequest) -> str:
     """A person's decision on a call whose outcome is unknown (the `decide` update)."""
-    decision = OutcomeDecision(choice=request.choice, result=request.result, reason=request.reason)
+    decision = OutcomeDecision(
+        choice=request.choice,
+        result=request.result,
+        reason=request.reason,
+        by=request.by,
+        at=workflow.now().isoformat(),
+    )
     state.outcome_decisions[request.call_id] = decision
     return f"{request.choice} {request.call_id}"
 

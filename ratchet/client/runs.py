@@ -22,7 +22,7 @@ import base64
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
@@ -98,6 +98,13 @@ class RunSummary(BaseModel):
     phase: str | None = None
     awaiting_approval: bool = False
     start_time: datetime | None = None
+    session: bool = False
+    turn: int | None = None
+    """A session's latest turn (RatchetTurn)."""
+    steps: int | None = None
+    """The steps a closed run took (RatchetSteps; None while it runs: ask its state)."""
+    cost_usd: float | None = None
+    """What a closed run spent (RatchetCostUsd; None while it runs)."""
 
 
 class RunPage(BaseModel):
@@ -207,12 +214,14 @@ class RatchetClient:
         running: bool | None = None,
         query: str | None = None,
         limit: int = 50,
+        session: bool | None = None,
     ) -> list[RunSummary]:
-        """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause."""
+        """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause,
+        `session` keeps only sessions (True) or only runs that are not (False)."""
         found = []
         try:
             async for run in self.temporal.list_workflows(
-                _visibility(agent, phase, awaiting_approval, running, query), limit=limit
+                _visibility(agent, phase, awaiting_approval, running, query, session), limit=limit
             ):
                 found.append(_summary(run))
         except RPCError as exc:
@@ -227,6 +236,7 @@ class RatchetClient:
         running: bool | None = None,
         page_size: int = 50,
         page: str | None = None,
+        session: bool | None = None,
     ) -> RunPage:
         """One page of `list` (newest first): `page` is the `next_page` of the page before (None:
         the first). One visibility request per page, however many runs there are."""
@@ -235,7 +245,9 @@ class RatchetClient:
         except ValueError:
             raise InvalidInput("runs page", [f"page: not a page token: {page!r}"]) from None
         listing = self.temporal.list_workflows(
-            _visibility(agent, phase, awaiting_approval, running, None), page_size=page_size, next_page_token=token
+            _visibility(agent, phase, awaiting_approval, running, None, session),
+            page_size=page_size,
+            next_page_token=token,
         )
         try:
             await listing.fetch_next_page(page_size=page_size)
@@ -251,7 +263,12 @@ class RatchetClient:
 
 
 def _visibility(
-    agent: str | None, phase: str | None, awaiting_approval: bool | None, running: bool | None, query: str | None
+    agent: str | None,
+    phase: str | None,
+    awaiting_approval: bool | None,
+    running: bool | None,
+    query: str | None,
+    session: bool | None = None,
 ) -> str:
     """The visibility query of a listing: Ratchet's runs, with its search attributes as filters."""
     clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
@@ -264,6 +281,8 @@ def _visibility(
         clauses.append(f"RatchetAwaitingApproval={'true' if awaiting_approval else 'false'}")
     if running:
         clauses.append('ExecutionStatus="Running"')
+    if session is not None:
+        clauses.append("RatchetSession=true" if session else "RatchetSession IS NULL")  # only sessions carry it
     if query:
         clauses.append(f"({query})")
     return " AND ".join(clauses)
@@ -278,6 +297,10 @@ def _summary(run: WorkflowExecution) -> RunSummary:
         phase=(attributes.get("RatchetPhase") or [None])[0],
         awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
         start_time=run.start_time,
+        session=bool((attributes.get("RatchetSession") or [False])[0]),
+        turn=(attributes.get("RatchetTurn") or [None])[0],
+        steps=(attributes.get("RatchetSteps") or [None])[0],
+        cost_usd=(attributes.get("RatchetCostUsd") or [None])[0],
     )
 
 
@@ -295,8 +318,12 @@ class RunHandle:
             result_type=AgentResult,
         )
 
-    async def state(self) -> AgentState:
-        state = await self._ask(RunMessages.STATE, self._handle.query(RunMessages.STATE, result_type=AgentState))
+    async def state(self, timeout_s: float | None = None) -> AgentState:
+        """The run's state (its `state` query); `timeout_s` bounds the wait for a worker to answer
+        (Unavailable past it), for a caller that would rather show nothing than wait."""
+        rpc_timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
+        query = self._handle.query(RunMessages.STATE, result_type=AgentState, rpc_timeout=rpc_timeout)
+        state = await self._ask(RunMessages.STATE, query)
         if state is None:
             raise NotStartedYet(self.workflow_id)
         return state
@@ -363,12 +390,14 @@ class RunHandle:
         have = ", ".join(c.id for c in checkpoints) or "none"
         raise Refused("checkpoint", f"{self.workflow_id} has no checkpoint {checkpoint_id!r} (it has: {have})")
 
-    async def patch(self, checkpoint_id: str) -> str | None:
+    async def patch(self, checkpoint: str | Checkpoint) -> str | None:
         """The patch the checkpoint accepted, as a unified diff (None: the step changed no file),
-        read from the artifact store."""
+        read from the artifact store. Given the `Checkpoint` itself (from a state already read),
+        the run is not asked again."""
         from ratchet.stores.urls import open_artifacts
 
-        checkpoint = await self.checkpoint(checkpoint_id)
+        if isinstance(checkpoint, str):
+            checkpoint = await self.checkpoint(checkpoint)
         if checkpoint.patch_ref is None:
             return None
         store = open_artifacts(self.client.settings.artifact_store_url)
@@ -392,17 +421,24 @@ class RunHandle:
                 messages, first = (earlier + messages)[:limit], offset
         return TranscriptSlice(offset=first, total=page.total, messages=messages)
 
-    async def approve(self, call_id: str) -> str:
-        return await self._update(RunMessages.APPROVE, ApproveRequest(call_id=call_id), str)
+    async def approve(self, call_id: str, by: str | None = None) -> str:
+        """Approve a pending call; the decision records `by` (default: this client's identity) and when."""
+        return await self._update(RunMessages.APPROVE, ApproveRequest(call_id=call_id, by=self._by(by)), str)
 
-    async def reject(self, call_id: str, reason: str = "rejected by a person") -> str:
-        return await self._update(RunMessages.REJECT, RejectRequest(call_id=call_id, reason=reason), str)
+    async def reject(self, call_id: str, reason: str = "rejected by a person", by: str | None = None) -> str:
+        request = RejectRequest(call_id=call_id, reason=reason, by=self._by(by))
+        return await self._update(RunMessages.REJECT, request, str)
 
     async def decide(
-        self, call_id: str, choice: OutcomeChoice | str, result: str | None = None, reason: str = ""
+        self,
+        call_id: str,
+        choice: OutcomeChoice | str,
+        result: str | None = None,
+        reason: str = "",
+        by: str | None = None,
     ) -> str:
         try:
-            request = DecideRequest(call_id=call_id, choice=choice, result=result, reason=reason)
+            request = DecideRequest(call_id=call_id, choice=choice, result=result, reason=reason, by=self._by(by))
         except ValidationError as exc:
             raise InvalidInput.of("decision", exc) from None
         return await self._update(RunMessages.DECIDE, request, str)
@@ -547,6 +583,10 @@ class RunHandle:
         return await self.client.start(run, new_id or f"{self.workflow_id}-fork-{uuid.uuid4().hex[:6]}")
 
     # ---- inside ------------------------------------------------------------------------------
+
+    def _by(self, by: str | None) -> str:
+        """Who a decision is recorded as made by: `by`, else the Temporal client's identity (`pid@host`)."""
+        return (by or self.client.temporal.identity or "person")[:200]
 
     async def _ask(self, what: str, call: Awaitable[T]) -> T:
         try:

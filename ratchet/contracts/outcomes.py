@@ -32,6 +32,8 @@ class DecideRequest(Strict):
     result: str | None = Field(default=None, max_length=100_000)
     """With `assume_done`: the call's output as the model will see it."""
     reason: str = Field(default="", max_length=2_000)
+    by: str = Field("person", min_length=1, max_length=200)
+    """Who decides, as the decision records it (`ratchet.client` sends its Temporal identity, `pid@host`)."""
 
 
 class PendingDecision(BaseModel):
@@ -49,3 +51,5 @@ class OutcomeDecision(BaseModel):
     result: str | None = None
     reason: str = ""
     by: str = "person"
+    at: str = ""
+    """When it was decided (the workflow's time, ISO 8601)."""

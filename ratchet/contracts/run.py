@@ -145,11 +145,15 @@ class RollbackRequest(Strict):
 
 class ApproveRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
+    by: str = Field("person", min_length=1, max_length=200)
+    """Who decides, as the decision records it (`ratchet.client` sends its Temporal identity, `pid@host`)."""
 
 
 class RejectRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
     reason: str = Field("rejected", max_length=10_000)
+    by: str = Field("person", min_length=1, max_length=200)
+    """Who decides, as the decision records it (`ratchet.client` sends its Temporal identity, `pid@host`)."""
 
 
 class TranscriptPage(Strict):

@@ -156,6 +156,8 @@ class Decision(BaseModel):
     approved: bool
     reason: str = ""
     by: str = "person"
+    at: str = ""
+    """When it was decided (the workflow's time, ISO 8601)."""
 
 
 class Transcript(BaseModel):
