@@ -328,6 +328,10 @@ class RunHandle:
             raise NotStartedYet(self.workflow_id)
         return state
 
+    async def summary(self) -> RunSummary:
+        """The run as visibility lists it (its search attributes: readable without the codec keys)."""
+        return _summary(await self.describe())
+
     async def running(self) -> bool:
         description = await self.describe()
         return description.status == WorkflowExecutionStatus.RUNNING

@@ -13,11 +13,12 @@ from starlette.responses import FileResponse, HTMLResponse, Response, StreamingR
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunHandle
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
-from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, shown_checkpoints, waiting_of
+from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
 from ratchet.console.runs_view import Progress, RunFilter, Waiting, inbox_page, runs_page
 from ratchet.contracts import Checkpoint
 from ratchet.contracts.events import RunEvent
 from ratchet.contracts.rollback import TO_START
+from ratchet.payloads.codec import CodecKeyError
 
 PAGE_SIZE = 50
 ROW_STATE_TIMEOUT_S = 1.0
@@ -45,7 +46,7 @@ async def _progress(client: RatchetClient, workflow_id: str) -> Progress | None:
     """A running row's step, turn and cost, if its worker answers within ROW_STATE_TIMEOUT_S."""
     try:
         state = await asyncio.wait_for(client.get(workflow_id).state(ROW_STATE_TIMEOUT_S), ROW_STATE_TIMEOUT_S + 0.5)
-    except (RatchetError, TimeoutError):
+    except (RatchetError, TimeoutError, CodecKeyError):
         return None
     return Progress(state.step, state.turn_number, state.used.cost_usd)
 
@@ -62,7 +63,7 @@ async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Respon
         async with limit:
             try:
                 return waiting_of(await client.get(workflow_id).state())
-            except RatchetError as exc:
+            except (RatchetError, CodecKeyError) as exc:
                 return f"{workflow_id}: {exc}"
 
     found = await asyncio.gather(*(of(i) for i in ids))
@@ -78,6 +79,13 @@ async def start_form(client: RatchetClient, request: Request, visit: Visit) -> R
 async def run(client: RatchetClient, request: Request, visit: Visit) -> Response:
     handle = client.get(request.path_params["workflow_id"])
     running = await handle.running()  # RunNotFound: the 404 page
+    try:
+        return await _run(handle, running, request, visit)
+    except CodecKeyError as exc:  # encrypted, and this console lacks the keys: what visibility knows
+        return HTMLResponse(sealed_page(await handle.summary(), str(exc)))
+
+
+async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit) -> Response:
     end = await handle.stream_end() if running else 0  # first: the page's live part starts after its state
     offset, older = _whole(request, "offset"), _whole(request, "checkpoints")
     state, transcript = await asyncio.gather(handle.state(), handle.transcript(offset, TRANSCRIPT_PAGE))

@@ -3,7 +3,7 @@ with their evidence and patch) and a checkpoint's rollback plan, shown before it
 
 from __future__ import annotations
 
-from ratchet.client import TranscriptSlice
+from ratchet.client import RunSummary, TranscriptSlice
 from ratchet.console.html import diff, esc, folded, form, page, query_url, run_url, table, temporal_link
 from ratchet.console.runs_view import Waiting, waiting_card
 from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem
@@ -57,6 +57,26 @@ def run_page(
         + _checkpoints(state, patches, token, older)
     )
     return page(wid, body, script=True)
+
+
+def sealed_page(run: RunSummary, problem: str) -> str:
+    """A run whose payloads this console cannot decrypt: what visibility says of it, and why no more."""
+    cells = [
+        ("agent", run.agent or "-"),
+        ("phase", run.phase or "-"),
+        ("status", run.status),
+        ("step", "-" if run.steps is None else run.steps),
+        ("turn", run.turn or "-"),
+    ]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in cells)
+    body = (
+        f"<h1>{esc(run.workflow_id)} <small>{temporal_link(run.workflow_id)}</small></h1>"
+        f'<p class="flash error" role=alert>This console cannot read this run: {esc(problem)}. With the '
+        "workers' RATCHET_CODEC_KEYS it shows the run's conversation, effects and checkpoints and can act on it; "
+        "until then, what Temporal's visibility shows (search attributes are not encrypted):</p>"
+        f"<table class=state>{rows}</table>"
+    )
+    return page(run.workflow_id, body)
 
 
 def _summary(state: AgentState, running: bool) -> str:
