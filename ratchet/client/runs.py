@@ -43,6 +43,7 @@ from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.client import stream
+from ratchet.client.shared_stream import SharedStreams
 from ratchet.client.errors import (
     InvalidInput,
     NotStartedYet,
@@ -171,6 +172,8 @@ class RatchetClient:
 
     def __init__(self, temporal: Client, settings: Settings) -> None:
         self.temporal, self.settings = temporal, settings
+        self.shared_streams = SharedStreams()
+        """One reader of each run's stream for this client's `open_stream(shared=True)` callers."""
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> RatchetClient:
@@ -570,8 +573,15 @@ class RunHandle:
         """The offset the next event of the run's stream will have (to read only what comes next)."""
         return await stream.end_of(self)
 
-    async def open_stream(self, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
-        """`stream`, with its errors (RunNotFound, InvalidInput) raised here rather than at the first event."""
+    async def open_stream(
+        self, from_offset: int = 0, topics: Iterable[str] | None = None, shared: bool = False
+    ) -> AsyncIterator[RunEvent]:
+        """`stream`, with its errors (RunNotFound, InvalidInput) raised here rather than at the first
+        event. `shared`: read through the client's one reader of the run (ratchet/client/shared_stream.py),
+        for a server whose readers come and go (a page's live view): a reader that leaves can then
+        never leave a poll update in flight on the run beside the one the shared reader has."""
+        if shared:
+            return await self.client.shared_streams.open(self, from_offset, list(topics or []))
         return await stream.opened(self, from_offset, topics)
 
     async def fork(self, checkpoint_id: str, objective: str | None = None, new_id: str | None = None) -> RunHandle:

@@ -128,7 +128,7 @@ async def events(client: RatchetClient, request: Request, visit: Visit) -> Respo
     if not raw.isdigit():
         raise InvalidInput("stream", [f"from_offset: must be an offset (a whole number), not {raw!r}"])
     topics = [t for t in request.query_params.get("topics", "").split(",") if t]
-    stream = await client.get(request.path_params["workflow_id"]).open_stream(int(raw), topics)
+    stream = await client.get(request.path_params["workflow_id"]).open_stream(int(raw), topics, shared=True)
     return StreamingResponse(_sse(stream), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
