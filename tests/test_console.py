@@ -4,6 +4,7 @@ The same in a real browser: tests/test_console_browser.py (`make test-browser`).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 
 import httpx2 as httpx
 import pytest
@@ -232,3 +234,16 @@ async def test_a_console_without_the_codec_keys_says_so_instead_of_failing(dev_s
         assert inbox.status_code == 200 and f"{run.workflow_id}: payloads are encrypted" in inbox.text
         await run.approve(call_id)
         assert (await run.result()).phase == Phase.DONE
+
+
+async def test_a_closed_runs_page_is_read_once_then_served_with_no_worker_up(client, settings, console):
+    wid = f"console-closed-{uuid.uuid4().hex[:6]}"
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"content": "wrote it"}]
+    async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
+        run = await RatchetClient(client, settings).start(scripted("saga", script, workspace=wid), wid)
+        assert (await run.result()).phase == Phase.DONE
+        first = await console.get(f"/runs/{wid}")
+        assert first.status_code == 200 and "+v1" in first.text and "This run has closed" in first.text
+    # no worker polls the run's queue now: a state query would wait for one; the page does not
+    again = await asyncio.wait_for(console.get(f"/runs/{wid}?offset=2"), 10)
+    assert again.status_code == 200 and "+v1" in again.text and "wrote it" in again.text

@@ -21,6 +21,7 @@ import asyncio
 import base64
 import json
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
@@ -87,6 +88,8 @@ from ratchet.contracts.events import RunEvent
 from ratchet.ops.settings import Settings
 
 T = TypeVar("T")
+CLOSED_STATES = 100
+"""Closed runs' states a client keeps (a 200-step run's is about 100 KB)."""
 Output = TypeVar("Output", bound=BaseModel)
 
 
@@ -174,6 +177,8 @@ class RatchetClient:
         self.temporal, self.settings = temporal, settings
         self.shared_streams = SharedStreams()
         """One reader of each run's stream for this client's `open_stream(shared=True)` callers."""
+        self.closed_states: OrderedDict[tuple[str, str], AgentState] = OrderedDict()
+        """Closed runs' states by (workflow id, run id), newest read last (`RunHandle.closed_state`)."""
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> RatchetClient:
@@ -335,6 +340,22 @@ class RunHandle:
         """The run as visibility lists it (its search attributes: readable without the codec keys)."""
         return _summary(await self.describe())
 
+    async def closed_state(self) -> AgentState:
+        """The state of a closed run, read once per client and kept (CLOSED_STATES of them): it can
+        no longer change, and each read replays the run's whole history on a worker. Refused if the
+        run is running (ask `state`)."""
+        description = await self.describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            raise Refused("closed state", f"{self.workflow_id} is running")
+        key = (self.workflow_id, description.run_id)
+        kept = self.client.closed_states
+        if key not in kept:
+            kept[key] = await self.state()
+            while len(kept) > CLOSED_STATES:
+                kept.popitem(last=False)
+        kept.move_to_end(key)
+        return kept[key]
+
     async def running(self) -> bool:
         description = await self.describe()
         return description.status == WorkflowExecutionStatus.RUNNING
@@ -411,19 +432,23 @@ class RunHandle:
         data = await asyncio.to_thread(store.get, checkpoint.patch_ref)
         return data.decode(errors="replace")
 
-    async def transcript(self, offset: int = 0, limit: int = 50) -> TranscriptSlice:
+    async def transcript(self, offset: int = 0, limit: int = 50, state: AgentState | None = None) -> TranscriptSlice:
         """Messages `offset` .. `offset + limit` of the conversation; those from before a
-        continue-as-new are read from the transcript artifact in the artifact store."""
+        continue-as-new are read from the transcript artifact in the artifact store. Given the
+        run's `state` (read already), the run is not asked again."""
         try:
             request = TranscriptPage(offset=offset, limit=limit)
         except ValidationError as exc:
             raise InvalidInput.of("transcript page", exc) from None
-        page: Transcript = await self._ask(
-            RunMessages.TRANSCRIPT, self._handle.query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
-        )
+        if state is not None:
+            page = state.transcript_page(offset, limit)
+        else:
+            page = await self._ask(
+                RunMessages.TRANSCRIPT, self._handle.query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
+            )
         messages, first = list(page.messages), page.offset
         if offset < page.offset:
-            earlier = await self._earlier(offset, min(page.offset, offset + limit))
+            earlier = await self._earlier(offset, min(page.offset, offset + limit), state)
             if earlier:
                 messages, first = (earlier + messages)[:limit], offset
         return TranscriptSlice(offset=first, total=page.total, messages=messages)
@@ -704,11 +729,11 @@ class RunHandle:
             earlier=earlier,
         )
 
-    async def _earlier(self, start: int, stop: int) -> list[Message]:
+    async def _earlier(self, start: int, stop: int, state: AgentState | None = None) -> list[Message]:
         from ratchet.stores import transcripts
         from ratchet.stores.urls import open_artifacts
 
-        state = await self.state()
+        state = state or await self.state()
         if state.transcript is None:
             return []
         store = open_artifacts(self.client.settings.artifact_store_url)

@@ -86,9 +86,13 @@ async def run(client: RatchetClient, request: Request, visit: Visit) -> Response
 
 
 async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit) -> Response:
-    end = await handle.stream_end() if running else 0  # first: the page's live part starts after its state
     offset, older = _whole(request, "offset"), _whole(request, "checkpoints")
-    state, transcript = await asyncio.gather(handle.state(), handle.transcript(offset, TRANSCRIPT_PAGE))
+    if running:
+        end = await handle.stream_end()  # first: the page's live part starts after its state
+        state, transcript = await asyncio.gather(handle.state(), handle.transcript(offset, TRANSCRIPT_PAGE))
+    else:  # replayed once for this console, then kept; the conversation paged from it
+        end, state = 0, await handle.closed_state()
+        transcript = await handle.transcript(offset, TRANSCRIPT_PAGE, state=state)
     shown = shown_checkpoints(state, older)
     patches = dict(zip([c.id for c in shown], await asyncio.gather(*(_patch(handle, c) for c in shown))))
     return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, visit.note(request), older))

@@ -267,6 +267,13 @@ class AgentState(BaseModel):
         """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
         return self.messages_base + len(self.messages)
 
+    def transcript_page(self, offset: int, limit: int) -> Transcript:
+        """A page of the conversation (the `transcript` query); messages before the last handover are
+        in the transcript artifact (`ratchet.client` reads them from there)."""
+        first = max(offset, self.messages_base)
+        start = first - self.messages_base
+        return Transcript(total=self.message_count, offset=first, messages=self.messages[start : start + limit])
+
 
 class ArchiveEffects(BaseModel):
     """Input of `effects.archive`: effects leaving a handover, after the segment `prev`."""
