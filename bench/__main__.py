@@ -5,7 +5,8 @@ Sections, in order: steps (step and history cost), components, scaleout (the Pos
 artifacts against SQLite and a directory; starts both servers), sandbox (a run_command step in the
 nsjail sandbox against RATCHET_SANDBOX=off), sessions (a session's turn against a raw-SDK update, idle
 sessions on one worker, a long session's history per run; bench/sessions.py), console (`ratchet console`'s
-runs page with 1,000 runs in visibility and a 200-step run's page: TTFB and last request; bench/console.py), mcp (a tool call on a lean stdio MCP server and on the SDK's
+runs page with 1,000 runs in visibility and a 200-step run's page, running and closed: TTFB and last request;
+bench/console.py), mcp (a tool call on a lean stdio MCP server and on the SDK's
 `MCPServer` against the same `@tool`), stream (model calls streamed against not, same worker; the
 delay from a delta's send to a subscriber and to an SSE client, 20 runs at once), throughput, sweep, cached,
 long (long run + replay), profile (py-spy), micro (model.call in-process), providers (the anthropic provider
@@ -62,7 +63,7 @@ def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
     units = {
         "steps": len(cfg["variants"]) * len(cfg["steps"]) * cfg["reps"],
         "components": len(cfg["component_variants"]) * cfg["component_reps"],
-        "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1, "stream": 2 * cfg["stream"][1] + 1, "sessions": 3, "console": 3,
+        "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1, "stream": 2 * cfg["stream"][1] + 1, "sessions": 3, "console": 4,
         "throughput": len(scale.THROUGHPUT_VARIANTS) * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
         "profile": 2, "micro": 1, "providers": 1,
     }
