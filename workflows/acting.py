@@ -20,6 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError, FailureError
 
+from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import (
     AGENT_WORKFLOW,
     AgentResult,
@@ -369,7 +370,7 @@ async def _await_approval(
         state.phase = Phase.ACTING
     visibility.publish(state, plan)
     decision = state.decisions[call_id]
-    if decision.by == "timeout" and plan.on_approval_timeout == "fail":
+    if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
         raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
     return decision
 

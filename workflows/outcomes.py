@@ -21,6 +21,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import (
     AgentState,
     DecideRequest,
@@ -74,7 +75,7 @@ async def ask(
         state.outcome_decisions[call_id] = OutcomeDecision(
             choice=OutcomeChoice(plan.on_decision_timeout),
             reason="no decision before the decision timeout",
-            by="timeout",
+            by=BY_TIMEOUT,
             at=workflow.now().isoformat(),
         )
     state.pending_decisions = [p for p in state.pending_decisions if p.call_id != call_id]

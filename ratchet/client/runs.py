@@ -455,10 +455,17 @@ class RunHandle:
 
     async def approve(self, call_id: str, by: str | None = None) -> str:
         """Approve a pending call; the decision records `by` (default: this client's identity) and when."""
-        return await self._update(RunMessages.APPROVE, ApproveRequest(call_id=call_id, by=self._by(by)), str)
+        try:
+            request = ApproveRequest(call_id=call_id, by=self._by(by))
+        except ValidationError as exc:
+            raise InvalidInput.of("approval", exc) from None
+        return await self._update(RunMessages.APPROVE, request, str)
 
     async def reject(self, call_id: str, reason: str = "rejected by a person", by: str | None = None) -> str:
-        request = RejectRequest(call_id=call_id, reason=reason, by=self._by(by))
+        try:
+            request = RejectRequest(call_id=call_id, reason=reason, by=self._by(by))
+        except ValidationError as exc:
+            raise InvalidInput.of("rejection", exc) from None
         return await self._update(RunMessages.REJECT, request, str)
 
     async def decide(

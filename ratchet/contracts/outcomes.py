@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ratchet.contracts.base import Strict
+from ratchet.contracts.base import Decider, Strict
 
 
 class OutcomeChoice(StrEnum):
@@ -32,8 +32,7 @@ class DecideRequest(Strict):
     result: str | None = Field(default=None, max_length=100_000)
     """With `assume_done`: the call's output as the model will see it."""
     reason: str = Field(default="", max_length=2_000)
-    by: str = Field("person", min_length=1, max_length=200)
-    """Who decides, as the decision records it (`ratchet.client` sends its Temporal identity, `pid@host`)."""
+    by: Decider = "person"
 
 
 class PendingDecision(BaseModel):
