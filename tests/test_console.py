@@ -206,6 +206,16 @@ async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(cli
     cells = re.findall(r"<td>(.*?)</td>", row(others, plain.workflow_id))  # a closed run: its search attributes
     assert cells[3] == "COMPLETED" and cells[4:7] == ["2", "-", "$0.0000"]
     assert (await console.get("/?session=maybe")).status_code == 400
+    busy = await rc.start(scripted("saga", [{"tool_calls": [call("probe_wait", seconds=60)]}], workspace="busy"))
+    await wait_for(busy, lambda s: s.phase == Phase.ACTING)
+
+    async def busy_row():
+        page = await console.get("/?agent=saga&session=no")
+        return row(page.text, busy.workflow_id)
+
+    cells = re.findall(r"<td>(.*?)</td>", await until(busy_row, "the busy run listed"))
+    assert cells[2] == "RUNNING" and cells[4:7] == ["1", "-", "$0.0000"]  # thinking or acting: from its state
+    await busy.cancel()
     await session.close()
 
 

@@ -1,8 +1,9 @@
 """Search attributes: a run's agent, phase and whether it waits for a person, for
 `temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once)
-with its latest turn (a turn changes with the phase: no upsert of its own); a closed run its steps
-and cost. Only what changed is upserted, and rarely: the phase shows RUNNING while a run thinks
-and acts, so a step upserts nothing (history bytes per step stay flat)."""
+with its latest turn; a run that waits (for a person, a message, a resume) or has closed, its steps
+and cost. Turn, steps and cost change only with the phase, so they ride on its upserts. Only what
+changed is upserted, and rarely: the phase shows RUNNING while a run thinks and acts, so a step
+upserts nothing (history bytes per step stay flat)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
     if plan is not None and plan.session is not None:
         values[SA_SESSION] = True
         values[SA_TURN] = state.turn_number
-    if state.phase.terminal:
+    if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
         values[SA_STEPS] = state.step
         values[SA_COST] = round(state.used.cost_usd, 6)
     return values

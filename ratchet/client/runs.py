@@ -106,9 +106,10 @@ class RunSummary(BaseModel):
     turn: int | None = None
     """A session's latest turn (RatchetTurn)."""
     steps: int | None = None
-    """The steps a closed run took (RatchetSteps; None while it runs: ask its state)."""
+    """Steps taken when the run last came to wait or closed (RatchetSteps; while `phase` is RUNNING
+    it is older than that: ask the run's state)."""
     cost_usd: float | None = None
-    """What a closed run spent (RatchetCostUsd; None while it runs)."""
+    """What it had spent then (RatchetCostUsd)."""
 
 
 class RunPage(BaseModel):

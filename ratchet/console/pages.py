@@ -36,7 +36,9 @@ async def runs(client: RatchetClient, request: Request, visit: Visit) -> Respons
     if chosen.errors():
         return HTMLResponse(runs_page(None, chosen, "; ".join(chosen.errors())), status_code=400)
     listing = await client.list_page(**chosen.client_args(), page_size=PAGE_SIZE, page=params.get("page") or None)
-    running = [r.workflow_id for r in listing.runs if r.status == "RUNNING"]
+    # a run that waits or has closed shows its steps and cost in visibility; one thinking or acting
+    # is asked (likely cached on its worker: an idle one asked would be replayed there)
+    running = [r.workflow_id for r in listing.runs if r.status == "RUNNING" and r.phase in (None, "RUNNING")]
     found = await asyncio.gather(*(_progress(client, workflow_id) for workflow_id in running))
     progress = {workflow_id: p for workflow_id, p in zip(running, found) if p is not None}
     return HTMLResponse(runs_page(listing, chosen, first=not params.get("page"), progress=progress))

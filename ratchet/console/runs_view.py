@@ -91,9 +91,12 @@ def runs_page(
 
 
 def _progress(run: RunSummary, live: Progress | None) -> list[str]:
-    """Step, turn and cost: a closed run's from its search attributes, a running one's from its state."""
+    """Step, turn and cost: a run thinking or acting from its state (dashes if its worker did not
+    answer: its search attributes hold them as of its last wait), any other from its search attributes."""
     if live is not None:
         step, turn, cost = live.step, live.turn or None, live.cost_usd
+    elif run.status == "RUNNING" and run.phase in (None, "RUNNING"):
+        step, turn, cost = None, run.turn, None
     else:
         step, turn, cost = run.steps, run.turn, run.cost_usd
     turn = turn if run.session else None
