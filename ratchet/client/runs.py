@@ -670,6 +670,7 @@ class RunHandle:
             if description.status == WorkflowExecutionStatus.RUNNING:
                 raise
             phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+            phase = str(phase) if phase is not None else None
             status = description.status.name if description.status else "CLOSED"
             raise SessionEnded(name, self.workflow_id, phase, status) from None
 
