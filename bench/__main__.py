@@ -4,7 +4,9 @@ as `name=value`, write DIR/latest.md, latest.json and PNG plots (default DIR: be
 Sections, in order: steps (step and history cost), components, scaleout (the Postgres ledger and S3
 artifacts against SQLite and a directory; starts both servers), sandbox (a run_command step in the
 nsjail sandbox against RATCHET_SANDBOX=off), sessions (a session's turn against a raw-SDK update, idle
-sessions on one worker, a long session's history per run; bench/sessions.py), mcp (a tool call on a lean stdio MCP server and on the SDK's
+sessions on one worker, a long session's history per run; bench/sessions.py), console (`ratchet console`'s
+runs page with 1,000 runs in visibility and a 200-step run's page, running and closed: TTFB and last request;
+bench/console.py), mcp (a tool call on a lean stdio MCP server and on the SDK's
 `MCPServer` against the same `@tool`), stream (model calls streamed against not, same worker; the
 delay from a delta's send to a subscriber and to an SSE client, 20 runs at once), throughput, sweep, cached,
 long (long run + replay), profile (py-spy), micro (model.call in-process), providers (the anthropic provider
@@ -31,19 +33,19 @@ from typing import Any
 
 import temporalio
 
-from bench import longrun, mcp_calls, micro, profiling, providers, sandbox, scale, scaleout, sessions, steps, streaming
+from bench import console, longrun, mcp_calls, micro, profiling, providers, sandbox, scale, scaleout, sessions, steps, streaming
 from bench.harness import SERVER_CONFIG, REPO, connect_env, machine_load
 from bench.progress import Progress
 from bench.report import compute_figures, fmt, markdown
 
-SECTIONS = ("steps", "components", "scaleout", "sandbox", "mcp", "stream", "sessions", "throughput", "sweep", "cached", "long",
+SECTIONS = ("steps", "components", "scaleout", "sandbox", "mcp", "stream", "sessions", "console", "throughput", "sweep", "cached", "long",
             "profile", "micro", "providers")
 FULL = dict(
     variants=["floor", "ratchet", "regular", "workspace", "workspace_write", "workspace_2hosts"], steps=[5, 20, 50],
     reps=3, warm_runs=2,
     component_variants=["ratchet", "ledger", "verify", "no_sa"],
     component_steps=20, component_reps=2, scaleout_steps=20, scaleout_reps=3, scaleout_concurrent=(10, 10),
-    sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(50, 10_000, 1000),
+    sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(50, 10_000, 1000), console=(1000, 200, 50),
     throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
     profile=(25, 4), providers=(20, 3),
@@ -51,7 +53,7 @@ FULL = dict(
 QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify"],
     component_steps=10, component_reps=1, scaleout_steps=10, scaleout_reps=1, scaleout_concurrent=(10, 5),
-    sandbox=(10, 2, 3), mcp=(30, 1), stream=(10, 1, 20), sessions=(20, 200, 100),
+    sandbox=(10, 2, 3), mcp=(30, 1), stream=(10, 1, 20), sessions=(20, 200, 100), console=(200, 50, 20),
     throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
     headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2), providers=(20, 1),
 )
@@ -61,7 +63,7 @@ def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
     units = {
         "steps": len(cfg["variants"]) * len(cfg["steps"]) * cfg["reps"],
         "components": len(cfg["component_variants"]) * cfg["component_reps"],
-        "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1, "stream": 2 * cfg["stream"][1] + 1, "sessions": 3,
+        "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1, "stream": 2 * cfg["stream"][1] + 1, "sessions": 3, "console": 4,
         "throughput": len(scale.THROUGHPUT_VARIANTS) * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
         "profile": 2, "micro": 1, "providers": 1,
     }
@@ -114,6 +116,8 @@ async def run(cfg: dict[str, Any], args: argparse.Namespace, only: set[str]) -> 
             results["stream"] = await streaming.stream_cost(env, progress, *cfg["stream"])
         if "sessions" in only:
             results["sessions"] = await sessions.session_cost(env, progress, *cfg["sessions"])
+        if "console" in only:
+            results["console"] = await console.console_cost(env, progress, *cfg["console"])
         if "throughput" in only:
             results["throughput"] = await scale.throughput_pair(env, progress, *cfg["throughput"])
         if "sweep" in only:

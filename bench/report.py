@@ -5,6 +5,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from bench.console import console_figures, console_rows
 from bench.findings import findings
 from bench.harness import VARIANTS
 from bench.history import PHASES
@@ -48,6 +49,12 @@ TARGETS = {
     "idle_sessions_rss_mib": ("<=", 400, "worker RSS with the idle sessions waiting for a message"),
     "idle_turn_p99_ratio": ("<=", 2.0, "a turn's p99 on an idle session over a fresh session's"),
     "session_history_bytes_ratio": ("<=", 1.1, "history bytes of the run ending at the last turn over the one ending at turn 20"),
+    "console_runs_ttfb_p99_ms": ("<=", 300, "the console's runs page, 1,000 runs in visibility: request -> first byte, p99"),
+    "console_runs_last_p99_ms": ("<=", 1000, "same: request -> the end of its last request (static files), p99"),
+    "console_run_ttfb_p99_ms": ("<=", 300, "the page of a 200-step run (a checkpoint a step): request -> first byte, p99"),
+    "console_run_last_p99_ms": ("<=", 1000, "same: request -> its last request (static files, the live stream opened), p99"),
+    "console_closed_run_ttfb_p99_ms": ("<=", 300, "the same run's page once closed (its state read once, then kept), p99"),
+    "console_closed_run_last_p99_ms": ("<=", 1000, "same: request -> its last request, p99"),
     "cached_rss_mib": ("<=", 250, "worker RSS with 1,000 cached runs"),
     "replay_ratio": (">=", 1.0, "Replayer, 1,000-step history: Ratchet's events/s over the raw-SDK floor's, same run"),
     "long_rss_ratio": ("<=", 1.1, "worker RSS, last quarter / first quarter"),
@@ -71,6 +78,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(stream_figures(results["stream"]))
     if results.get("sessions"):
         figures.update(session_figures(results["sessions"]))
+    if results.get("console"):
+        figures.update(console_figures(results["console"]))
     if results.get("providers"):
         figures.update({k: v for k, v in results["providers"].items() if k.endswith(("_ratio", "_ms", "_per_step_cached", "_per_step_uncached"))})
     pair = results.get("throughput") or []
@@ -191,6 +200,10 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
     if results.get("sessions"):
         out += ["## Sessions", "", "A session's turn against a raw-SDK update, idle sessions on one worker, a long "
                 "session's history per run (bench/sessions.py).", "", *_table(*session_rows(results["sessions"])), ""]
+    if results.get("console"):
+        out += ["## Console", "", "`ratchet console`'s pages loaded as a browser loads them (the page, then its static "
+                "files and live stream in parallel) by a plain HTTP client (bench/console.py).", "",
+                *_table(*console_rows(results["console"])), ""]
     if results.get("stream"):
         out += ["## Streaming", "", "Model calls streamed to the run's stream against not, runs alternating in one worker; "
                 "the scripted provider writes at a fixed rate either way (bench/streaming.py).", "",

@@ -77,3 +77,16 @@ async def test_bench_workspace_cells_run_the_coders_file_tools_locally_on_one_an
     # `fields` names the payloads of scheduled activities ("tool in: arguments" for a tool activity)
     tool_activities = {cell["variant"]: any(k.startswith("tool in") for k in cell["fields"]) for cell in cells}
     assert tool_activities == {"workspace": False, "workspace_write": True, "workspace_2hosts": False}, tool_activities
+
+
+async def test_bench_console_times_the_runs_page_and_a_run_page_running_and_closed(dev_server, tmp_path):
+    from bench.console import console_cost, console_figures, console_rows
+    from bench.progress import Progress
+
+    env = await connect_env(dev_server.address, dev_server.process.pid, tmp_path / "work")
+    section = await console_cost(env, Progress(4), runs=5, steps=3, samples=2)
+    figures = console_figures(section)
+    for page in ("runs", "run", "closed_run"):
+        assert 0 < figures[f"console_{page}_ttfb_p50_ms"] <= figures[f"console_{page}_last_p50_ms"], figures
+    assert figures["console_closed_run_first_ms"] > 0
+    assert [row[0] for row in console_rows(section)[1]] == ["runs", "run", "closed_run"]

@@ -4,20 +4,27 @@ The same in a real browser: tests/test_console_browser.py (`make test-browser`).
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import os
 import re
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 
 import httpx2 as httpx
 import pytest
+from pydantic import SecretStr
+from temporalio.client import Client
 
 from ratchet.client import RatchetClient
 from ratchet.console.app import build_app
 from ratchet.contracts import Phase
 from ratchet.ops.http_guard import HttpGuard
+from ratchet.payloads.converter import data_converter
+from ratchet.worker.main import build_worker
 from tests.ops_workers import ROOT
 from tests.runs import call, scripted, until, wait_for
 
@@ -155,3 +162,98 @@ async def test_start_from_the_form_then_fork_from_a_checkpoint(client, settings,
     twin = RatchetClient(client, settings).get(forked.headers["location"].split("/runs/")[1].split("?")[0])
     assert (await twin.state()).run.resume_from.checkpoint_id == "cp-1"
     await twin.result()
+
+
+async def test_an_approval_decided_by_someone_else_says_who_and_when(client, settings, worker, console):
+    rc = RatchetClient(client, settings)
+    run = await rc.start(ops_run("prod decided elsewhere"), f"console-{uuid.uuid4().hex[:6]}")
+    state = await wait_for(run, lambda s: s.pending_approvals)
+    call_id = state.pending_approvals[0].call_id
+    page = await console.get(f"/runs/{run.workflow_id}")
+    assert f'data-call="{call_id}"' in page.text  # the page offers the approval...
+    await run.approve(call_id, by="alice")  # ...which someone else gives meanwhile
+    form = {"csrf": csrf_of(page.text), "call_id": call_id}
+    late = await console.post(f"/runs/{run.workflow_id}/reject", data={**form, "reason": "too late"})
+    shown = await console.get(late.headers["location"])
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)"
+    assert re.search(f"{call_id} was already decided: approved by alice at {when}", shown.text), shown.text
+    decided = (await run.state()).decisions[call_id]
+    assert decided.by == "alice" and decided.at
+    assert (await run.result()).phase == Phase.DONE
+
+
+async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(client, settings, worker, console):
+    rc = RatchetClient(client, settings)
+    session = await rc.start(scripted("probe", [{"content": "hello"}, {"content": "again"}], session={}))
+    plain = await rc.start(scripted("probe", [{"tool_calls": [call("probe_echo", text="x")]}, {"content": "done"}]))
+    assert (await plain.result()).phase == Phase.DONE
+    await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+
+    def row(page: str, workflow_id: str) -> str | None:
+        found = re.search(rf"<tr><td><a href=\"/runs/{workflow_id}\">.*?</tr>", page)
+        return found.group(0) if found else None
+
+    async def listed(query: str, workflow_id: str):
+        page = await console.get(f"/?agent=probe&{query}")
+        return page.text if row(page.text, workflow_id) else None
+
+    sessions = await until(lambda: listed("session=yes", session.workflow_id), "the session listed as one")
+    assert row(sessions, plain.workflow_id) is None
+    cells = re.findall(r"<td>(.*?)</td>", row(sessions, session.workflow_id))
+    assert "session" in cells[1] and cells[2] == "AWAITING_MESSAGE" and cells[4:7] == ["1", "1", "$0.0000"]
+    others = await until(lambda: listed("session=no", plain.workflow_id), "the plain run listed as not a session")
+    assert row(others, session.workflow_id) is None
+    cells = re.findall(r"<td>(.*?)</td>", row(others, plain.workflow_id))  # a closed run: its search attributes
+    assert cells[3] == "COMPLETED" and cells[4:7] == ["2", "-", "$0.0000"]
+    assert (await console.get("/?session=maybe")).status_code == 400
+    busy = await rc.start(scripted("saga", [{"tool_calls": [call("probe_wait", seconds=60)]}], workspace="busy"))
+    await wait_for(busy, lambda s: s.phase == Phase.ACTING)
+
+    async def busy_row():
+        page = await console.get("/?agent=saga&session=no")
+        return row(page.text, busy.workflow_id)
+
+    cells = re.findall(r"<td>(.*?)</td>", await until(busy_row, "the busy run listed"))
+    assert cells[2] == "RUNNING" and cells[4:7] == ["1", "-", "$0.0000"]  # thinking or acting: from its state
+    await busy.cancel()
+    await session.close()
+
+
+async def test_a_console_without_the_codec_keys_says_so_instead_of_failing(dev_server, settings):
+    keys = SecretStr(f"k1:{base64.b64encode(os.urandom(32)).decode()}")
+    keyed = settings.model_copy(update={"codec_keys": keys, "task_queue": f"{settings.task_queue}-enc"})
+    enc_client = await Client.connect(dev_server.address, data_converter=data_converter(keyed))
+    keyless = await Client.connect(dev_server.address, data_converter=data_converter(settings))
+    app = build_app(RatchetClient(keyless, settings), HttpGuard.for_server("127.0.0.1", same_origin=True))
+    async with build_worker(enc_client, keyed), httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=60
+    ) as console:
+        run = await RatchetClient(enc_client, keyed).start(ops_run("prod sealed"), f"sealed-{uuid.uuid4().hex[:6]}")
+        call_id = (await wait_for(run, lambda s: s.pending_approvals)).pending_approvals[0].call_id
+
+        async def listed():
+            page = await console.get("/?agent=ops&awaiting=approval")
+            return page if run.workflow_id in page.text else None
+
+        runs_page = await until(listed, "the encrypted run in the runs list")
+        assert runs_page.status_code == 200  # its row from visibility; its step a dash
+        page = await console.get(f"/runs/{run.workflow_id}")
+        assert page.status_code == 200 and "Traceback" not in page.text
+        assert "RATCHET_CODEC_KEYS is not set here" in page.text and "AWAITING_APPROVAL" in page.text
+        inbox = await console.get("/inbox")
+        assert inbox.status_code == 200 and f"{run.workflow_id}: payloads are encrypted" in inbox.text
+        await run.approve(call_id)
+        assert (await run.result()).phase == Phase.DONE
+
+
+async def test_a_closed_runs_page_is_read_once_then_served_with_no_worker_up(client, settings, console):
+    wid = f"console-closed-{uuid.uuid4().hex[:6]}"
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"content": "wrote it"}]
+    async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
+        run = await RatchetClient(client, settings).start(scripted("saga", script, workspace=wid), wid)
+        assert (await run.result()).phase == Phase.DONE
+        first = await console.get(f"/runs/{wid}")
+        assert first.status_code == 200 and "+v1" in first.text and "This run has closed" in first.text
+    # no worker polls the run's queue now: a state query would wait for one; the page does not
+    again = await asyncio.wait_for(console.get(f"/runs/{wid}?offset=2"), 10)
+    assert again.status_code == 200 and "+v1" in again.text and "wrote it" in again.text

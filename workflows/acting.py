@@ -20,6 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError, FailureError
 
+from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import (
     AGENT_WORKFLOW,
     AgentResult,
@@ -363,13 +364,13 @@ async def _await_approval(
     try:
         await workflow.wait_condition(lambda: call_id in state.decisions, timeout=timeout)
     except TimeoutError:
-        state.decisions[call_id] = approvals.on_timeout(plan)
+        state.decisions[call_id] = approvals.on_timeout(plan, workflow.now().isoformat())
     state.pending_approvals = [p for p in state.pending_approvals if p.call_id != call_id]
     if not state.pending_approvals:
         state.phase = Phase.ACTING
     visibility.publish(state, plan)
     decision = state.decisions[call_id]
-    if decision.by == "timeout" and plan.on_approval_timeout == "fail":
+    if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
         raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
     return decision
 

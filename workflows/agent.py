@@ -168,7 +168,8 @@ class AgentWorkflow:
 
     @workflow.update(name=RunMessages.APPROVE)
     def approve(self, request: ApproveRequest) -> str:
-        return approvals.decide(self._require_state(), request.call_id, Decision(approved=True))
+        decision = Decision(approved=True, by=request.by, at=workflow.now().isoformat())
+        return approvals.decide(self._require_state(), request.call_id, decision)
 
     @approve.validator
     def _validate_approve(self, request: ApproveRequest) -> None:
@@ -176,7 +177,8 @@ class AgentWorkflow:
 
     @workflow.update(name=RunMessages.REJECT)
     def reject(self, request: RejectRequest) -> str:
-        return approvals.decide(self._require_state(), request.call_id, Decision(approved=False, reason=request.reason))
+        decision = Decision(approved=False, reason=request.reason, by=request.by, at=workflow.now().isoformat())
+        return approvals.decide(self._require_state(), request.call_id, decision)
 
     @reject.validator
     def _validate_reject(self, request: RejectRequest) -> None:

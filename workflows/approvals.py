@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import AgentState, Decision, EffectClass, RunPlan, ToolSpec
 
 
@@ -44,9 +45,9 @@ def validate_decision(state: AgentState, call_id: str) -> None:
     raise ValueError(f"no pending approval for call {call_id!r}; pending: {pending}")
 
 
-def on_timeout(plan: RunPlan) -> Decision:
+def on_timeout(plan: RunPlan, at: str) -> Decision:
     approved = plan.on_approval_timeout == "approve"
-    return Decision(approved=approved, reason="no decision before the approval timeout", by="timeout")
+    return Decision(approved=approved, reason="no decision before the approval timeout", by=BY_TIMEOUT, at=at)
 
 
 def timer_seconds(args: dict[str, Any], now: datetime) -> tuple[float, str | None]:

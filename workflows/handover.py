@@ -49,11 +49,8 @@ def due(plan: RunPlan) -> bool:
 
 
 def page(state: AgentState, page: TranscriptPage) -> Transcript:
-    """A page of the conversation (the `transcript` query); messages before the last handover are
-    in the transcript artifact (`ratchet.client` reads them from there)."""
-    offset = max(page.offset, state.messages_base)
-    start = offset - state.messages_base
-    return Transcript(total=state.message_count, offset=offset, messages=state.messages[start : start + page.limit])
+    """A page of the conversation (the `transcript` query): `AgentState.transcript_page`."""
+    return state.transcript_page(page.offset, page.limit)
 
 
 async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interrupted: Callable[[], bool]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import (
     AgentState,
     DecideRequest,
@@ -74,7 +75,8 @@ async def ask(
         state.outcome_decisions[call_id] = OutcomeDecision(
             choice=OutcomeChoice(plan.on_decision_timeout),
             reason="no decision before the decision timeout",
-            by="timeout",
+            by=BY_TIMEOUT,
+            at=workflow.now().isoformat(),
         )
     state.pending_decisions = [p for p in state.pending_decisions if p.call_id != call_id]
     if not state.pending_decisions:
@@ -95,7 +97,13 @@ def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
 
 def decide(state: AgentState, request: DecideRequest) -> str:
     """A person's decision on a call whose outcome is unknown (the `decide` update)."""
-    decision = OutcomeDecision(choice=request.choice, result=request.result, reason=request.reason)
+    decision = OutcomeDecision(
+        choice=request.choice,
+        result=request.result,
+        reason=request.reason,
+        by=request.by,
+        at=workflow.now().isoformat(),
+    )
     state.outcome_decisions[request.call_id] = decision
     return f"{request.choice} {request.call_id}"
 

@@ -136,6 +136,21 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
     return report
 
 
+UNDO_TARGETS = ("path", "ticket_id", "id", "key", "name", "title")
+"""Arguments that name what a call acted on, for an undo's summary when the tool recorded no description."""
+
+
+def undo_summary(effect: Effect) -> str:
+    """The undo activity's summary in the Temporal Web UI: the step, the tool and what the undo
+    does to which file or ticket, in the tool's words (`undo step 3: write_file: restore
+    src/app.py (181 bytes)`, `undo step 4: create_ticket: delete ticket #12 (...)`); without the
+    tool's words (the call never reported), the argument that names the target."""
+    what = effect.undo_description
+    if what is None:
+        what = next((str(effect.arguments[k]) for k in UNDO_TARGETS if effect.arguments.get(k) is not None), "")
+    return f"undo step {effect.step}: {effect.tool}" + (f": {what}" if what else "")[:200]
+
+
 async def _undo(
     state: AgentState, plan: RunPlan, effect: Effect, workspace: str | None = None, host: str | None = None
 ) -> None:
@@ -156,7 +171,7 @@ async def _undo(
             workspace=workspace or plan.workspace,
             undo=effect.undo,
         ),
-        summary=f"undo step {effect.step}: {effect.tool}",
+        summary=undo_summary(effect),
         **hosts.on_host(host if effect.workspace else None, plan),  # a workspace undo: on its host
     )
 

@@ -1,7 +1,13 @@
 """Search attributes: a run's agent, phase and whether it waits for a person, for
-`temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`. Upserted only when they change."""
+`temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once)
+with its latest turn; a run that waits (for a person, a message, a resume) or has closed, its steps
+and cost. Turn, steps and cost change only with the phase, so they ride on its upserts. Only what
+changed is upserted, and rarely: the phase shows RUNNING while a run thinks and acts, so a step
+upserts nothing (history bytes per step stay flat)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
@@ -11,24 +17,42 @@ from ratchet.contracts import AgentState, Phase, RunPlan
 SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
 SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
 SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
+SA_SESSION = SearchAttributeKey.for_bool("RatchetSession")
+SA_TURN = SearchAttributeKey.for_int("RatchetTurn")
+SA_STEPS = SearchAttributeKey.for_int("RatchetSteps")
+SA_COST = SearchAttributeKey.for_float("RatchetCostUsd")
 SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
 """Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
 
 
+def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[Any], Any]:
+    """The attributes the run should show now."""
+    phase = state.phase if state.phase in SHOWN_PHASES or state.phase.terminal else "RUNNING"
+    values: dict[SearchAttributeKey[Any], Any] = {
+        SA_AGENT: state.run.agent,
+        SA_PHASE: str(phase),
+        SA_APPROVAL: bool(state.pending_approvals),
+    }
+    if plan is not None and plan.session is not None:
+        values[SA_SESSION] = True
+        values[SA_TURN] = state.turn_number
+    if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
+        values[SA_STEPS] = state.step
+        values[SA_COST] = round(state.used.cost_usd, 6)
+    return values
+
+
 class Visibility:
     def __init__(self) -> None:
-        self._published: tuple[str, str, bool] | None = None
+        self._published: dict[str, Any] = {}
 
     def publish(self, state: AgentState, plan: RunPlan | None, search_attributes: bool | None = None) -> None:
         """Upsert what changed. Without a plan (a run that failed while being planned),
         `search_attributes` says whether the worker has them (run.prepare's failure tells)."""
         if not (plan.search_attributes if plan is not None else search_attributes):
             return
-        phase = state.phase if state.phase in SHOWN_PHASES or state.phase.terminal else "RUNNING"
-        wanted = (state.run.agent, str(phase), bool(state.pending_approvals))
-        if wanted == self._published:
+        changed = [(key, value) for key, value in wanted(state, plan).items() if self._published.get(key.name) != value]
+        if not changed:
             return
-        self._published = wanted
-        workflow.upsert_search_attributes(
-            [SA_AGENT.value_set(wanted[0]), SA_PHASE.value_set(wanted[1]), SA_APPROVAL.value_set(wanted[2])]
-        )
+        self._published.update((key.name, value) for key, value in changed)
+        workflow.upsert_search_attributes([key.value_set(value) for key, value in changed])

@@ -21,8 +21,9 @@ import asyncio
 import base64
 import json
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
@@ -43,6 +44,7 @@ from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.client import stream
+from ratchet.client.shared_stream import SharedStreams
 from ratchet.client.errors import (
     InvalidInput,
     NotStartedYet,
@@ -86,6 +88,8 @@ from ratchet.contracts.events import RunEvent
 from ratchet.ops.settings import Settings
 
 T = TypeVar("T")
+CLOSED_STATES = 100
+"""Closed runs' states a client keeps (a 200-step run's is about 100 KB)."""
 Output = TypeVar("Output", bound=BaseModel)
 
 
@@ -98,6 +102,14 @@ class RunSummary(BaseModel):
     phase: str | None = None
     awaiting_approval: bool = False
     start_time: datetime | None = None
+    session: bool = False
+    turn: int | None = None
+    """A session's latest turn (RatchetTurn)."""
+    steps: int | None = None
+    """Steps taken when the run last came to wait or closed (RatchetSteps; while `phase` is RUNNING
+    it is older than that: ask the run's state)."""
+    cost_usd: float | None = None
+    """What it had spent then (RatchetCostUsd)."""
 
 
 class RunPage(BaseModel):
@@ -164,6 +176,10 @@ class RatchetClient:
 
     def __init__(self, temporal: Client, settings: Settings) -> None:
         self.temporal, self.settings = temporal, settings
+        self.shared_streams = SharedStreams()
+        """One reader of each run's stream for this client's `open_stream(shared=True)` callers."""
+        self.closed_states: OrderedDict[tuple[str, str], AgentState] = OrderedDict()
+        """Closed runs' states by (workflow id, run id), newest read last (`RunHandle.closed_state`)."""
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> RatchetClient:
@@ -207,12 +223,14 @@ class RatchetClient:
         running: bool | None = None,
         query: str | None = None,
         limit: int = 50,
+        session: bool | None = None,
     ) -> list[RunSummary]:
-        """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause."""
+        """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause,
+        `session` keeps only sessions (True) or only runs that are not (False)."""
         found = []
         try:
             async for run in self.temporal.list_workflows(
-                _visibility(agent, phase, awaiting_approval, running, query), limit=limit
+                _visibility(agent, phase, awaiting_approval, running, query, session), limit=limit
             ):
                 found.append(_summary(run))
         except RPCError as exc:
@@ -227,6 +245,7 @@ class RatchetClient:
         running: bool | None = None,
         page_size: int = 50,
         page: str | None = None,
+        session: bool | None = None,
     ) -> RunPage:
         """One page of `list` (newest first): `page` is the `next_page` of the page before (None:
         the first). One visibility request per page, however many runs there are."""
@@ -235,7 +254,9 @@ class RatchetClient:
         except ValueError:
             raise InvalidInput("runs page", [f"page: not a page token: {page!r}"]) from None
         listing = self.temporal.list_workflows(
-            _visibility(agent, phase, awaiting_approval, running, None), page_size=page_size, next_page_token=token
+            _visibility(agent, phase, awaiting_approval, running, None, session),
+            page_size=page_size,
+            next_page_token=token,
         )
         try:
             await listing.fetch_next_page(page_size=page_size)
@@ -251,7 +272,12 @@ class RatchetClient:
 
 
 def _visibility(
-    agent: str | None, phase: str | None, awaiting_approval: bool | None, running: bool | None, query: str | None
+    agent: str | None,
+    phase: str | None,
+    awaiting_approval: bool | None,
+    running: bool | None,
+    query: str | None,
+    session: bool | None = None,
 ) -> str:
     """The visibility query of a listing: Ratchet's runs, with its search attributes as filters."""
     clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
@@ -264,6 +290,8 @@ def _visibility(
         clauses.append(f"RatchetAwaitingApproval={'true' if awaiting_approval else 'false'}")
     if running:
         clauses.append('ExecutionStatus="Running"')
+    if session is not None:
+        clauses.append("RatchetSession=true" if session else "RatchetSession IS NULL")  # only sessions carry it
     if query:
         clauses.append(f"({query})")
     return " AND ".join(clauses)
@@ -278,6 +306,10 @@ def _summary(run: WorkflowExecution) -> RunSummary:
         phase=(attributes.get("RatchetPhase") or [None])[0],
         awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
         start_time=run.start_time,
+        session=bool((attributes.get("RatchetSession") or [False])[0]),
+        turn=(attributes.get("RatchetTurn") or [None])[0],
+        steps=(attributes.get("RatchetSteps") or [None])[0],
+        cost_usd=(attributes.get("RatchetCostUsd") or [None])[0],
     )
 
 
@@ -295,11 +327,35 @@ class RunHandle:
             result_type=AgentResult,
         )
 
-    async def state(self) -> AgentState:
-        state = await self._ask(RunMessages.STATE, self._handle.query(RunMessages.STATE, result_type=AgentState))
+    async def state(self, timeout_s: float | None = None) -> AgentState:
+        """The run's state (its `state` query); `timeout_s` bounds the wait for a worker to answer
+        (Unavailable past it), for a caller that would rather show nothing than wait."""
+        rpc_timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
+        query = self._handle.query(RunMessages.STATE, result_type=AgentState, rpc_timeout=rpc_timeout)
+        state = await self._ask(RunMessages.STATE, query)
         if state is None:
             raise NotStartedYet(self.workflow_id)
         return state
+
+    async def summary(self) -> RunSummary:
+        """The run as visibility lists it (its search attributes: readable without the codec keys)."""
+        return _summary(await self.describe())
+
+    async def closed_state(self) -> AgentState:
+        """The state of a closed run, read once per client and kept (CLOSED_STATES of them): it can
+        no longer change, and each read replays the run's whole history on a worker. Refused if the
+        run is running (ask `state`)."""
+        description = await self.describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            raise Refused("closed state", f"{self.workflow_id} is running")
+        key = (self.workflow_id, description.run_id)
+        kept = self.client.closed_states
+        if key not in kept:
+            kept[key] = await self.state()
+            while len(kept) > CLOSED_STATES:
+                kept.popitem(last=False)
+        kept.move_to_end(key)
+        return kept[key]
 
     async def running(self) -> bool:
         description = await self.describe()
@@ -363,46 +419,66 @@ class RunHandle:
         have = ", ".join(c.id for c in checkpoints) or "none"
         raise Refused("checkpoint", f"{self.workflow_id} has no checkpoint {checkpoint_id!r} (it has: {have})")
 
-    async def patch(self, checkpoint_id: str) -> str | None:
+    async def patch(self, checkpoint: str | Checkpoint) -> str | None:
         """The patch the checkpoint accepted, as a unified diff (None: the step changed no file),
-        read from the artifact store."""
+        read from the artifact store. Given the `Checkpoint` itself (from a state already read),
+        the run is not asked again."""
         from ratchet.stores.urls import open_artifacts
 
-        checkpoint = await self.checkpoint(checkpoint_id)
+        if isinstance(checkpoint, str):
+            checkpoint = await self.checkpoint(checkpoint)
         if checkpoint.patch_ref is None:
             return None
         store = open_artifacts(self.client.settings.artifact_store_url)
         data = await asyncio.to_thread(store.get, checkpoint.patch_ref)
         return data.decode(errors="replace")
 
-    async def transcript(self, offset: int = 0, limit: int = 50) -> TranscriptSlice:
+    async def transcript(self, offset: int = 0, limit: int = 50, state: AgentState | None = None) -> TranscriptSlice:
         """Messages `offset` .. `offset + limit` of the conversation; those from before a
-        continue-as-new are read from the transcript artifact in the artifact store."""
+        continue-as-new are read from the transcript artifact in the artifact store. Given the
+        run's `state` (read already), the run is not asked again."""
         try:
             request = TranscriptPage(offset=offset, limit=limit)
         except ValidationError as exc:
             raise InvalidInput.of("transcript page", exc) from None
-        page: Transcript = await self._ask(
-            RunMessages.TRANSCRIPT, self._handle.query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
-        )
+        if state is not None:
+            page = state.transcript_page(offset, limit)
+        else:
+            page = await self._ask(
+                RunMessages.TRANSCRIPT, self._handle.query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
+            )
         messages, first = list(page.messages), page.offset
         if offset < page.offset:
-            earlier = await self._earlier(offset, min(page.offset, offset + limit))
+            earlier = await self._earlier(offset, min(page.offset, offset + limit), state)
             if earlier:
                 messages, first = (earlier + messages)[:limit], offset
         return TranscriptSlice(offset=first, total=page.total, messages=messages)
 
-    async def approve(self, call_id: str) -> str:
-        return await self._update(RunMessages.APPROVE, ApproveRequest(call_id=call_id), str)
+    async def approve(self, call_id: str, by: str | None = None) -> str:
+        """Approve a pending call; the decision records `by` (default: this client's identity) and when."""
+        try:
+            request = ApproveRequest(call_id=call_id, by=self._by(by))
+        except ValidationError as exc:
+            raise InvalidInput.of("approval", exc) from None
+        return await self._update(RunMessages.APPROVE, request, str)
 
-    async def reject(self, call_id: str, reason: str = "rejected by a person") -> str:
-        return await self._update(RunMessages.REJECT, RejectRequest(call_id=call_id, reason=reason), str)
+    async def reject(self, call_id: str, reason: str = "rejected by a person", by: str | None = None) -> str:
+        try:
+            request = RejectRequest(call_id=call_id, reason=reason, by=self._by(by))
+        except ValidationError as exc:
+            raise InvalidInput.of("rejection", exc) from None
+        return await self._update(RunMessages.REJECT, request, str)
 
     async def decide(
-        self, call_id: str, choice: OutcomeChoice | str, result: str | None = None, reason: str = ""
+        self,
+        call_id: str,
+        choice: OutcomeChoice | str,
+        result: str | None = None,
+        reason: str = "",
+        by: str | None = None,
     ) -> str:
         try:
-            request = DecideRequest(call_id=call_id, choice=choice, result=result, reason=reason)
+            request = DecideRequest(call_id=call_id, choice=choice, result=result, reason=reason, by=self._by(by))
         except ValidationError as exc:
             raise InvalidInput.of("decision", exc) from None
         return await self._update(RunMessages.DECIDE, request, str)
@@ -530,8 +606,15 @@ class RunHandle:
         """The offset the next event of the run's stream will have (to read only what comes next)."""
         return await stream.end_of(self)
 
-    async def open_stream(self, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
-        """`stream`, with its errors (RunNotFound, InvalidInput) raised here rather than at the first event."""
+    async def open_stream(
+        self, from_offset: int = 0, topics: Iterable[str] | None = None, shared: bool = False
+    ) -> AsyncIterator[RunEvent]:
+        """`stream`, with its errors (RunNotFound, InvalidInput) raised here rather than at the first
+        event. `shared`: read through the client's one reader of the run (ratchet/client/shared_stream.py),
+        for a server whose readers come and go (a page's live view): a reader that leaves can then
+        never leave a poll update in flight on the run beside the one the shared reader has."""
+        if shared:
+            return await self.client.shared_streams.open(self, from_offset, list(topics or []))
         return await stream.opened(self, from_offset, topics)
 
     async def fork(self, checkpoint_id: str, objective: str | None = None, new_id: str | None = None) -> RunHandle:
@@ -547,6 +630,10 @@ class RunHandle:
         return await self.client.start(run, new_id or f"{self.workflow_id}-fork-{uuid.uuid4().hex[:6]}")
 
     # ---- inside ------------------------------------------------------------------------------
+
+    def _by(self, by: str | None) -> str:
+        """Who a decision is recorded as made by: `by`, else the Temporal client's identity (`pid@host`)."""
+        return (by or self.client.temporal.identity or "person")[:200]
 
     async def _ask(self, what: str, call: Awaitable[T]) -> T:
         try:
@@ -583,6 +670,7 @@ class RunHandle:
             if description.status == WorkflowExecutionStatus.RUNNING:
                 raise
             phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+            phase = str(phase) if phase is not None else None
             status = description.status.name if description.status else "CLOSED"
             raise SessionEnded(name, self.workflow_id, phase, status) from None
 
@@ -650,11 +738,11 @@ class RunHandle:
             earlier=earlier,
         )
 
-    async def _earlier(self, start: int, stop: int) -> list[Message]:
+    async def _earlier(self, start: int, stop: int, state: AgentState | None = None) -> list[Message]:
         from ratchet.stores import transcripts
         from ratchet.stores.urls import open_artifacts
 
-        state = await self.state()
+        state = state or await self.state()
         if state.transcript is None:
             return []
         store = open_artifacts(self.client.settings.artifact_store_url)

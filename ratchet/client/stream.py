@@ -45,17 +45,22 @@ def checked_topics(topics: Iterable[str] | None) -> list[str]:
 async def opened(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
     """The checks first (a run that does not exist, an unknown topic, an offset beyond the end
     raise here), then the events (what an HTTP server needs before it answers 200)."""
+    wanted = await checked(run, from_offset, topics)
+    return read(run, wanted, from_offset)
+
+
+async def checked(run: RunHandle, from_offset: int, topics: Iterable[str] | None) -> list[str]:
+    """The topics asked, once the run exists and the offset is within its stream (see `opened`)."""
     wanted = checked_topics(topics)
     if from_offset < 0:
         raise InvalidInput("stream", [f"from_offset: must be 0 or more, not {from_offset}"])
     await run._ask("describe", run._handle.describe())  # RunNotFound
-    reader = WorkflowStreamClient.create(run.client.temporal, run.workflow_id)
-    end = await run._ask("stream", reader.get_offset())
+    end = await end_of(run)
     if from_offset > end:
         raise InvalidInput(
             "stream", [f"from_offset: {from_offset} is beyond the end of the stream ({end} events so far)"]
         )
-    return _read(run, reader, wanted, from_offset)
+    return wanted
 
 
 async def end_of(run: RunHandle) -> int:
@@ -68,9 +73,11 @@ async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | N
         yield event
 
 
-async def _read(
-    run: RunHandle, reader: WorkflowStreamClient, topics: list[str], from_offset: int
-) -> AsyncIterator[RunEvent]:
+async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIterator[RunEvent]:
+    """The run's events from `from_offset`, unchecked. Each step of it waits on a poll update the
+    run answers when it has new events; a reader dropped meanwhile leaves that poll in flight until
+    then (see ratchet/client/shared_stream.py)."""
+    reader = WorkflowStreamClient.create(run.client.temporal, run.workflow_id)
     items = reader.subscribe(topics, from_offset, poll_cooldown=POLL_COOLDOWN)
     try:
         async for item in items:

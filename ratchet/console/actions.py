@@ -4,6 +4,7 @@ from with a note saying what happened (or why not: decided by someone else, clos
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from starlette.requests import Request
@@ -12,7 +13,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, RunHandle, RunNotFound, validated_run
 from ratchet.console.forms_view import start_page
 from ratchet.console.guard import Visit
-from ratchet.console.html import run_url
+from ratchet.console.html import run_url, waited
 
 
 def _back(visit: Visit, default: str, text: str, kind: str = "ok") -> Response:
@@ -35,18 +36,22 @@ async def run_action(client: RatchetClient, request: Request, visit: Visit) -> R
 
 
 async def _approve(run: RunHandle, form: dict[str, str]) -> str:
-    await run.approve(_required(form, "call_id"))
+    await run.approve(_required(form, "call_id"), by=_by(run))
     return f"Approved {form['call_id']}."
 
 
 async def _reject(run: RunHandle, form: dict[str, str]) -> str:
-    await run.reject(_required(form, "call_id"), form.get("reason") or "rejected by a person")
+    await run.reject(_required(form, "call_id"), form.get("reason") or "rejected by a person", by=_by(run))
     return f"Rejected {form['call_id']}."
 
 
 async def _decide(run: RunHandle, form: dict[str, str]) -> str:
     await run.decide(
-        _required(form, "call_id"), form.get("choice", ""), form.get("result") or None, form.get("reason", "")
+        _required(form, "call_id"),
+        form.get("choice", ""),
+        form.get("result") or None,
+        form.get("reason", ""),
+        by=_by(run),
     )
     return f"Decided {form['call_id']}: {form.get('choice')}."
 
@@ -88,6 +93,11 @@ ACTIONS = {
 }
 
 
+def _by(run: RunHandle) -> str:
+    """Who a decision made here is recorded as made by: this console, by its Temporal identity."""
+    return f"ratchet console ({run.client.temporal.identity})"
+
+
 def _required(form: dict[str, str], name: str) -> str:
     value = form.get(name, "").strip()
     if not value:
@@ -114,10 +124,19 @@ async def _why_not(run: RunHandle, action: str, form: dict[str, str], exc: Ratch
             "approved" if getattr(decided, "approved", False) else "rejected"
         )
         reason = f" ({decided.reason})" if decided.reason else ""
-        return f"{call_id} was already decided: {verdict} by {decided.by}{reason}."
+        return f"{call_id} was already decided: {verdict} by {decided.by}{_when(decided.at)}{reason}."
     if not running:
         return f"The run closed ({state.phase.value}) while the page was open: {action} was not done."
     return f"{action} was refused: {exc}"
+
+
+def _when(at: str) -> str:
+    """` at 14:02:07 UTC (3 min ago)`, from a decision's ISO time (empty if it has none)."""
+    try:
+        moment = datetime.fromisoformat(at).astimezone(UTC)
+    except ValueError:
+        return ""
+    return f" at {moment:%Y-%m-%d %H:%M:%S} UTC ({waited(moment)} ago)"
 
 
 async def rollback(client: RatchetClient, request: Request, visit: Visit) -> Response:

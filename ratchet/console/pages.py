@@ -10,15 +10,19 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
-from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused
+from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunHandle
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
-from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, waiting_of
-from ratchet.console.runs_view import RunFilter, Waiting, inbox_page, runs_page
+from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
+from ratchet.console.runs_view import Progress, RunFilter, Waiting, inbox_page, runs_page
+from ratchet.contracts import Checkpoint
 from ratchet.contracts.events import RunEvent
 from ratchet.contracts.rollback import TO_START
+from ratchet.payloads.codec import CodecKeyError
 
 PAGE_SIZE = 50
+ROW_STATE_TIMEOUT_S = 1.0
+"""How long the runs page waits for a running row's state (its step and cost) before a dash."""
 INBOX_RUNS = 200
 FOLDER = Path(__file__).with_name("static")
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
@@ -26,11 +30,27 @@ STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 
 async def runs(client: RatchetClient, request: Request, visit: Visit) -> Response:
     params = request.query_params
-    chosen = RunFilter(params.get("agent", "").strip(), params.get("phase", ""), params.get("awaiting", ""))
+    chosen = RunFilter(
+        params.get("agent", "").strip(), params.get("phase", ""), params.get("awaiting", ""), params.get("session", "")
+    )
     if chosen.errors():
         return HTMLResponse(runs_page(None, chosen, "; ".join(chosen.errors())), status_code=400)
     listing = await client.list_page(**chosen.client_args(), page_size=PAGE_SIZE, page=params.get("page") or None)
-    return HTMLResponse(runs_page(listing, chosen, first=not params.get("page")))
+    # a run that waits or has closed shows its steps and cost in visibility; one thinking or acting
+    # is asked (likely cached on its worker: an idle one asked would be replayed there)
+    running = [r.workflow_id for r in listing.runs if r.status == "RUNNING" and r.phase in (None, "RUNNING")]
+    found = await asyncio.gather(*(_progress(client, workflow_id) for workflow_id in running))
+    progress = {workflow_id: p for workflow_id, p in zip(running, found) if p is not None}
+    return HTMLResponse(runs_page(listing, chosen, first=not params.get("page"), progress=progress))
+
+
+async def _progress(client: RatchetClient, workflow_id: str) -> Progress | None:
+    """A running row's step, turn and cost, if its worker answers within ROW_STATE_TIMEOUT_S."""
+    try:
+        state = await asyncio.wait_for(client.get(workflow_id).state(ROW_STATE_TIMEOUT_S), ROW_STATE_TIMEOUT_S + 0.5)
+    except (RatchetError, TimeoutError, CodecKeyError):
+        return None
+    return Progress(state.step, state.turn_number, state.used.cost_usd)
 
 
 async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Response:
@@ -45,7 +65,7 @@ async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Respon
         async with limit:
             try:
                 return waiting_of(await client.get(workflow_id).state())
-            except RatchetError as exc:
+            except (RatchetError, CodecKeyError) as exc:
                 return f"{workflow_id}: {exc}"
 
     found = await asyncio.gather(*(of(i) for i in ids))
@@ -61,22 +81,35 @@ async def start_form(client: RatchetClient, request: Request, visit: Visit) -> R
 async def run(client: RatchetClient, request: Request, visit: Visit) -> Response:
     handle = client.get(request.path_params["workflow_id"])
     running = await handle.running()  # RunNotFound: the 404 page
-    end = await handle.stream_end() if running else 0  # first: the page's live part starts after its state
-    state = await handle.state()
     try:
-        offset = max(0, int(request.query_params.get("offset", "0")))
+        return await _run(handle, running, request, visit)
+    except CodecKeyError as exc:  # encrypted, and this console lacks the keys: what visibility knows
+        return HTMLResponse(sealed_page(await handle.summary(), str(exc)))
+
+
+async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit) -> Response:
+    offset, older = _whole(request, "offset"), _whole(request, "checkpoints")
+    if running:
+        end = await handle.stream_end()  # first: the page's live part starts after its state
+        state, transcript = await asyncio.gather(handle.state(), handle.transcript(offset, TRANSCRIPT_PAGE))
+    else:  # replayed once for this console, then kept; the conversation paged from it
+        end, state = 0, await handle.closed_state()
+        transcript = await handle.transcript(offset, TRANSCRIPT_PAGE, state=state)
+    shown = shown_checkpoints(state, older)
+    patches = dict(zip([c.id for c in shown], await asyncio.gather(*(_patch(handle, c) for c in shown))))
+    return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, visit.note(request), older))
+
+
+def _whole(request: Request, name: str) -> int:
+    try:
+        return max(0, int(request.query_params.get(name, "0")))
     except ValueError:
-        raise InvalidInput("page", ["offset: must be a whole number"]) from None
-    transcript = await handle.transcript(offset, TRANSCRIPT_PAGE)
-    patches = dict(
-        zip([c.id for c in state.checkpoints], await asyncio.gather(*(_patch(handle, c.id) for c in state.checkpoints)))
-    )
-    return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, visit.note(request)))
+        raise InvalidInput("page", [f"{name}: must be a whole number"]) from None
 
 
-async def _patch(handle, checkpoint_id: str) -> str | None:
+async def _patch(handle: RunHandle, checkpoint: Checkpoint) -> str | None:
     try:
-        return await handle.patch(checkpoint_id)
+        return await handle.patch(checkpoint)
     except Exception as exc:  # a missing artifact must not hide the run's page
         return f"(the patch could not be read: {exc})"
 
@@ -101,7 +134,7 @@ async def events(client: RatchetClient, request: Request, visit: Visit) -> Respo
     if not raw.isdigit():
         raise InvalidInput("stream", [f"from_offset: must be an offset (a whole number), not {raw!r}"])
     topics = [t for t in request.query_params.get("topics", "").split(",") if t]
-    stream = await client.get(request.path_params["workflow_id"]).open_stream(int(raw), topics)
+    stream = await client.get(request.path_params["workflow_id"]).open_stream(int(raw), topics, shared=True)
     return StreamingResponse(_sse(stream), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 

@@ -3,13 +3,20 @@ with their evidence and patch) and a checkpoint's rollback plan, shown before it
 
 from __future__ import annotations
 
-from ratchet.client import TranscriptSlice
+from ratchet.client import RunSummary, TranscriptSlice
 from ratchet.console.html import diff, esc, folded, form, page, query_url, run_url, table, temporal_link
 from ratchet.console.runs_view import Waiting, waiting_card
 from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem
 from ratchet.contracts.rollback import TO_START
 
 TRANSCRIPT_PAGE = 20
+CHECKPOINT_PAGE = 10
+"""Checkpoints shown whole (evidence, patch) on a run's page, newest first; older ones a page further."""
+
+
+def shown_checkpoints(state: AgentState, older: int = 0) -> list[Checkpoint]:
+    """The checkpoints a run's page shows: CHECKPOINT_PAGE of them, newest first, after the `older` newest."""
+    return list(reversed(state.checkpoints))[older : older + CHECKPOINT_PAGE]
 
 
 def waiting_of(state: AgentState) -> list[Waiting]:
@@ -32,6 +39,7 @@ def run_page(
     token: str,
     stream_from: int = 0,
     note: tuple[str, str] | None = None,
+    older: int = 0,
 ) -> str:
     wid = state.workflow_id
     flash = f'<p class="flash {esc(note[1])}" role=alert>{esc(note[0])}</p>' if note else ""
@@ -46,9 +54,29 @@ def run_page(
         "<p class=live-status>not connected</p><pre class=tokens></pre><ol class=steps></ol></div>"
         + _transcript(wid, transcript)
         + _effects(state)
-        + _checkpoints(state, patches, token, running)
+        + _checkpoints(state, patches, token, older)
     )
     return page(wid, body, script=True)
+
+
+def sealed_page(run: RunSummary, problem: str) -> str:
+    """A run whose payloads this console cannot decrypt: what visibility says of it, and why no more."""
+    cells = [
+        ("agent", run.agent or "-"),
+        ("phase", run.phase or "-"),
+        ("status", run.status),
+        ("step", "-" if run.steps is None else run.steps),
+        ("turn", run.turn or "-"),
+    ]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in cells)
+    body = (
+        f"<h1>{esc(run.workflow_id)} <small>{temporal_link(run.workflow_id)}</small></h1>"
+        f'<p class="flash error" role=alert>This console cannot read this run: {esc(problem)}. With the '
+        "workers' RATCHET_CODEC_KEYS it shows the run's conversation, effects and checkpoints and can act on it; "
+        "until then, what Temporal's visibility shows (search attributes are not encrypted):</p>"
+        f"<table class=state>{rows}</table>"
+    )
+    return page(run.workflow_id, body)
 
 
 def _summary(state: AgentState, running: bool) -> str:
@@ -133,12 +161,20 @@ def _effects(state: AgentState) -> str:
     return "<h2>Effects</h2>" + table(["step", "tool", "class", "status", "undo"], rows, "No effects yet.")
 
 
-def _checkpoints(state: AgentState, patches: dict[str, str | None], token: str, running: bool) -> str:
+def _checkpoints(state: AgentState, patches: dict[str, str | None], token: str, older: int) -> str:
     base = run_url(state.workflow_id)
     to_start = esc(run_url(state.workflow_id, "checkpoints", TO_START, "rollback"))
     start = f'<p><a href="{to_start}">Plan a rollback to the start</a></p>'
-    cards = "".join(_checkpoint(base, c, patches.get(c.id), token) for c in reversed(state.checkpoints))
-    return f"<h2>Checkpoints</h2>{cards or '<p class=empty>No checkpoint yet.</p>'}{start}"
+    shown = shown_checkpoints(state, older)
+    cards = "".join(_checkpoint(base, c, patches.get(c.id), token) for c in shown)
+    total, links = len(state.checkpoints), []
+    if older > 0:
+        links.append(f'<a href="{esc(query_url(base, checkpoints=max(0, older - CHECKPOINT_PAGE)))}">← newer</a>')
+    if older + len(shown) < total:
+        links.append(f'<a href="{esc(query_url(base, checkpoints=older + len(shown)))}">older checkpoints →</a>')
+    counted = f" <small>{older + 1}–{older + len(shown)} of {total}, newest first</small>" if shown else ""
+    more = f"<p>{' · '.join(links)}</p>" if links else ""
+    return f"<h2>Checkpoints{counted}</h2>{cards or '<p class=empty>No checkpoint yet.</p>'}{more}{start}"
 
 
 def _checkpoint(base: str, checkpoint: Checkpoint, patch: str | None, token: str) -> str:

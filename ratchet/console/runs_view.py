@@ -6,12 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ratchet.client import RunPage
+from ratchet.client import RunPage, RunSummary
 from ratchet.console.html import esc, form, page, pretty, query_url, run_url, table, temporal_link, waited
 from ratchet.contracts import Phase
 from ratchet.contracts.outcomes import OutcomeChoice
 
 AWAITING = {"": "anything", "approval": "an approval", "decision": "a decision"}
+SESSION = {"": "any run", "yes": "sessions", "no": "not sessions"}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a running run's row shows beside its search attributes: read from its state."""
+
+    step: int
+    turn: int
+    cost_usd: float
 
 
 @dataclass(frozen=True)
@@ -19,6 +29,7 @@ class RunFilter:
     agent: str = ""
     phase: str = ""
     awaiting: str = ""
+    session: str = ""
 
     def errors(self) -> list[str]:
         wrong = []
@@ -26,6 +37,8 @@ class RunFilter:
             wrong.append(f"phase: not a phase: {self.phase!r} (one of {', '.join(Phase.__members__)})")
         if self.awaiting not in AWAITING:
             wrong.append(f"awaiting: {self.awaiting!r} is not one of approval, decision")
+        if self.session not in SESSION:
+            wrong.append(f"session: {self.session!r} is not one of yes, no")
         return wrong
 
     def client_args(self) -> dict[str, Any]:
@@ -34,18 +47,28 @@ class RunFilter:
             "agent": self.agent or None,
             "phase": phase or None,
             "awaiting_approval": True if self.awaiting == "approval" else None,
+            "session": {"yes": True, "no": False}.get(self.session),
         }
 
 
-def runs_page(listing: RunPage | None, chosen: RunFilter, problem: str = "", first: bool = True) -> str:
+def runs_page(
+    listing: RunPage | None,
+    chosen: RunFilter,
+    problem: str = "",
+    first: bool = True,
+    progress: dict[str, Progress] | None = None,
+) -> str:
+    """`progress`: the running rows' step, turn and cost, from their states (a row missing from it
+    shows dashes: its worker did not answer in time)."""
     rows = []
     for run in listing.runs if listing else []:
         rows.append(
             [
                 f'<a href="{esc(run_url(run.workflow_id))}">{esc(run.workflow_id)}</a>',
-                esc(run.agent or "-"),
+                esc(run.agent or "-") + (" <b class=mark>session</b>" if run.session else ""),
                 esc(run.phase or "-") + (" <b class=waiting>awaiting approval</b>" if run.awaiting_approval else ""),
                 esc(run.status),
+                *_progress(run, (progress or {}).get(run.workflow_id)),
                 esc(waited(run.start_time)) + " ago",
                 temporal_link(run.workflow_id),
             ]
@@ -59,10 +82,25 @@ def runs_page(listing: RunPage | None, chosen: RunFilter, problem: str = "", fir
         "<h1>Runs</h1>"
         + _filters(chosen)
         + (f'<p class="flash error" role=alert>{esc(problem)}</p>' if problem else "")
-        + table(["run", "agent", "phase", "status", "started", ""], rows, "No runs match.")
+        + table(
+            ["run", "agent", "phase", "status", "step", "turn", "budget used", "started", ""], rows, "No runs match."
+        )
         + f"<p>{more}</p>"
     )
     return page("Runs", body, nav="Runs")
+
+
+def _progress(run: RunSummary, live: Progress | None) -> list[str]:
+    """Step, turn and cost: a run thinking or acting from its state (dashes if its worker did not
+    answer: its search attributes hold them as of its last wait), any other from its search attributes."""
+    if live is not None:
+        step, turn, cost = live.step, live.turn or None, live.cost_usd
+    elif run.status == "RUNNING" and run.phase in (None, "RUNNING"):
+        step, turn, cost = None, run.turn, None
+    else:
+        step, turn, cost = run.steps, run.turn, run.cost_usd
+    turn = turn if run.session else None
+    return [esc("-" if step is None else step), esc(turn or "-"), esc("-" if cost is None else f"${cost:.4f}")]
 
 
 def _filters(chosen: RunFilter) -> str:
@@ -74,11 +112,16 @@ def _filters(chosen: RunFilter) -> str:
         f'<option{" selected" if chosen.awaiting == k else ""} value="{esc(k)}">{esc(v)}</option>'
         for k, v in AWAITING.items()
     )
+    session = "".join(
+        f'<option{" selected" if chosen.session == k else ""} value="{esc(k)}">{esc(v)}</option>'
+        for k, v in SESSION.items()
+    )
     return (
         '<form method=get action="/" class=filters>'
         f'<label>agent <input name=agent value="{esc(chosen.agent)}"></label>'
         f"<label>phase <select name=phase>{phases}</select></label>"
         f"<label>awaiting <select name=awaiting>{awaiting}</select></label>"
+        f"<label>show <select name=session>{session}</select></label>"
         "<button>Filter</button></form>"
     )
 

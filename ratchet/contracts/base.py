@@ -7,8 +7,9 @@ import it without dragging in openai, httpx, sqlite3 or the filesystem.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -29,6 +30,20 @@ def valid_unicode(text: str) -> bool:
 def scrub_text(text: str) -> str:
     """NUL characters dropped and lone surrogates replaced, so the text always serializes."""
     return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+BY_TIMEOUT = "timeout"
+"""The `by` of a decision the run made itself when nobody decided in time."""
+
+
+def _a_person(value: str) -> str:
+    if value == BY_TIMEOUT:
+        raise ValueError(f"{BY_TIMEOUT!r} is the run's own name for a decision nobody made in time")
+    return value
+
+
+Decider = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_a_person)]
+"""Who decides, as a request names them (`ratchet.client` sends its Temporal identity, `pid@host`)."""
 
 
 class Strict(BaseModel):

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ratchet.contracts.base import Strict
+from ratchet.contracts.base import Decider, Strict
 
 
 class OutcomeChoice(StrEnum):
@@ -32,6 +32,7 @@ class DecideRequest(Strict):
     result: str | None = Field(default=None, max_length=100_000)
     """With `assume_done`: the call's output as the model will see it."""
     reason: str = Field(default="", max_length=2_000)
+    by: Decider = "person"
 
 
 class PendingDecision(BaseModel):
@@ -49,3 +50,5 @@ class OutcomeDecision(BaseModel):
     result: str | None = None
     reason: str = ""
     by: str = "person"
+    at: str = ""
+    """When it was decided (the workflow's time, ISO 8601)."""

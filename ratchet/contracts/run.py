@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ratchet.contracts.base import MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
+from ratchet.contracts.base import Decider, MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
 from ratchet.contracts.session import SessionOverride
 
 
@@ -145,11 +145,13 @@ class RollbackRequest(Strict):
 
 class ApproveRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
+    by: Decider = "person"
 
 
 class RejectRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
     reason: str = Field("rejected", max_length=10_000)
+    by: Decider = "person"
 
 
 class TranscriptPage(Strict):

@@ -156,6 +156,8 @@ class Decision(BaseModel):
     approved: bool
     reason: str = ""
     by: str = "person"
+    at: str = ""
+    """When it was decided (the workflow's time, ISO 8601)."""
 
 
 class Transcript(BaseModel):
@@ -264,6 +266,13 @@ class AgentState(BaseModel):
     def message_count(self) -> int:
         """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
         return self.messages_base + len(self.messages)
+
+    def transcript_page(self, offset: int, limit: int) -> Transcript:
+        """A page of the conversation (the `transcript` query); messages before the last handover are
+        in the transcript artifact (`ratchet.client` reads them from there)."""
+        first = max(offset, self.messages_base)
+        start = first - self.messages_base
+        return Transcript(total=self.message_count, offset=first, messages=self.messages[start : start + limit])
 
 
 class ArchiveEffects(BaseModel):

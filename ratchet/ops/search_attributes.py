@@ -18,10 +18,23 @@ from temporalio.service import RPCError
 
 from ratchet.ops.settings import SettingsError
 
-SEARCH_ATTRIBUTES = {"RatchetAgent": "Keyword", "RatchetPhase": "Keyword", "RatchetAwaitingApproval": "Bool"}
+SEARCH_ATTRIBUTES = {
+    "RatchetAgent": "Keyword",
+    "RatchetPhase": "Keyword",
+    "RatchetAwaitingApproval": "Bool",
+    "RatchetSession": "Bool",
+    "RatchetTurn": "Int",
+    "RatchetSteps": "Int",
+    "RatchetCostUsd": "Double",
+}
 """Name -> type, as `temporal operator search-attribute create --type` spells it."""
 
-_INDEXED = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD, "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL}
+_INDEXED = {
+    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+}
 log = logging.getLogger("ratchet.worker")
 
 

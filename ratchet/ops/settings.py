@@ -219,8 +219,8 @@ class Settings(TemporalSettings):
     search_attributes: bool = Field(
         True,
         validation_alias=_env("RATCHET_SEARCH_ATTRIBUTES"),
-        description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval; they must be registered on the"
-        " namespace.",
+        description="Upsert RatchetAgent/RatchetPhase/RatchetAwaitingApproval (and RatchetSession/RatchetTurn,"
+        " RatchetSteps/RatchetCostUsd); they must be registered on the namespace.",
     )
 
     def model_task_queue(self, provider: str) -> str | None:

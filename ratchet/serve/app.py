@@ -65,7 +65,7 @@ def build_app(client: RatchetClient, guard: HttpGuard) -> Starlette:
     async def run_events(request: Request) -> Response:
         run = client.get(request.path_params["workflow_id"])
         topics = [t for t in request.query_params.get("topics", "").split(",") if t]
-        stream = await run.open_stream(from_offset=_offset(request), topics=topics)
+        stream = await run.open_stream(from_offset=_offset(request), topics=topics, shared=True)
         return EventSourceResponse(_sse(stream))
 
     async def agui_run(request: Request) -> Response:
