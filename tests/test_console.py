@@ -182,6 +182,27 @@ async def test_an_approval_decided_by_someone_else_says_who_and_when(client, set
     assert (await run.result()).phase == Phase.DONE
 
 
+async def test_an_approval_sent_after_the_run_closed_says_it_closed_while_the_page_was_open(
+    client, settings, worker, console
+):
+    rc = RatchetClient(client, settings)
+    run = await rc.start(ops_run("prod closed meanwhile"), f"console-{uuid.uuid4().hex[:6]}")
+    state = await wait_for(run, lambda s: s.pending_approvals)
+    call_id = state.pending_approvals[0].call_id
+    page = await console.get(f"/runs/{run.workflow_id}")
+    assert f'data-call="{call_id}"' in page.text
+    await run.cancel()  # someone cancels the run while the page is open
+
+    async def closed() -> bool:
+        return not await run.running()
+
+    await until(closed, "the run closed")
+    late = await console.post(f"/runs/{run.workflow_id}/approve", data={"csrf": csrf_of(page.text), "call_id": call_id})
+    shown = await console.get(late.headers["location"])
+    assert re.search(r"The run closed \(\w+\) while the page was open: approve was not done", shown.text), shown.text
+    assert "Traceback" not in shown.text
+
+
 async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(client, settings, worker, console):
     rc = RatchetClient(client, settings)
     session = await rc.start(scripted("probe", [{"content": "hello"}, {"content": "again"}], session={}))
