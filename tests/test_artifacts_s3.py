@@ -96,6 +96,15 @@ def test_prefixes_in_one_bucket_do_not_see_each_others_blobs(s3: SeaweedS3):
     assert _keys(s3, base) == [first.key(ref.digest)] and _keys(s3, f"{base}-other") == [second.key(ref.digest)]
 
 
+def _head(reader: Any) -> bytes:
+    """A request's head, up to the blank line; empty once the connection has closed (readline
+    returns b"" from then on: reading to a blank line alone would spin there, eating a core)."""
+    lines = []
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        lines.append(line)
+    return b"".join(lines)
+
+
 class _RecordingProxy:
     """A TCP proxy in front of the real server that records each request's method and path (the
     bytes go through unchanged), so a test sees the requests a store call puts on the wire."""
@@ -119,8 +128,9 @@ class _RecordingProxy:
             threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
 
     def _requests(self, reader: Any, upstream: socket.socket) -> None:
-        """Client to server, a request at a time: its head, then Content-Length bytes of body."""
-        while head := b"".join(iter(reader.readline, b"\r\n")):
+        """Client to server, a request at a time: its head, then Content-Length bytes of body; until
+        the client closes the connection."""
+        while head := _head(reader):
             method, path, _ = head.split(b"\r\n", 1)[0].decode().split(" ", 2)
             self.requests.append((method, path))
             self.heads.append(head)
