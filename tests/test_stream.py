@@ -72,6 +72,8 @@ async def test_a_run_streams_its_steps_tokens_and_answer_and_a_closed_run_drains
     assert [e.offset for e in await read_all(run, from_offset=middle)] == [o for o in offsets if o >= middle]
     answers = await read_all(run, topics=["answer"])
     assert [type(e) for e in answers] == [RunEnded]
+    tokens = await asyncio.wait_for(read_all(run, topics=["tokens"]), 30)  # ends at the run's end, unseen
+    assert tokens and [e.offset for e in tokens] == [e.offset for e in live if e.topic == "tokens"]
     text = LiveText()
     assert "".join(text.feed(e) for e in live if e.step == 3) == ANSWER
 

@@ -6,7 +6,8 @@ closes (a closed run: what its stream retains). `LiveText` renders a model's tex
         print(event.offset, event)           # resume after a disconnect: from_offset=event.offset + 1
 
 Built on temporalio.contrib.workflow_streams' subscription (long-poll updates on a running run,
-queries on a closed one). What it would wait on forever is refused first: a run that does not
+queries on a closed one); it ends at the run's `RunEnded`, its last event (always polled for,
+whatever the topics asked), so the end needs no query of the closed run. What it would wait on forever is refused first: a run that does not
 exist (`RunNotFound`), an unknown topic or an offset beyond the stream's end (`InvalidInput`).
 """
 
@@ -22,7 +23,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from ratchet.client.errors import InvalidInput, RatchetError, Refused
-from ratchet.contracts.events import RUN_EVENT, AttemptStarted, RunEvent, TextDelta, Topic
+from ratchet.contracts.events import RUN_EVENT, AttemptStarted, RunEnded, RunEvent, TextDelta, Topic
 
 if TYPE_CHECKING:
     from ratchet.client.runs import RunHandle
@@ -78,7 +79,8 @@ async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIter
     run answers when it has new events; a reader dropped meanwhile leaves that poll in flight until
     then (see ratchet/client/shared_stream.py)."""
     reader = WorkflowStreamClient.create(run.client.temporal, run.workflow_id)
-    items = reader.subscribe(topics, from_offset, poll_cooldown=POLL_COOLDOWN)
+    polled = topics if not topics or Topic.ANSWER.value in topics else [*topics, Topic.ANSWER.value]
+    items = reader.subscribe(polled, from_offset, poll_cooldown=POLL_COOLDOWN)
     try:
         async for item in items:
             try:
@@ -86,7 +88,12 @@ async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIter
             except ValidationError as exc:
                 raise RatchetError(f"{run.workflow_id}: event {item.offset} is not a Ratchet event: {exc}") from None
             event.offset = item.offset
-            yield event
+            if not topics or item.topic in topics:
+                yield event
+            if isinstance(event, RunEnded):
+                # the run's last event (read whatever the topics asked): the end is known without
+                # polling the closed run, which the SDK does by a query that replays its history
+                return
     except WorkflowUpdateFailedError as exc:
         raise Refused("stream", str(exc.cause or exc)) from None
     finally:
