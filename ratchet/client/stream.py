@@ -7,8 +7,9 @@ closes (a closed run: what its stream retains). `LiveText` renders a model's tex
 
 Built on temporalio.contrib.workflow_streams' subscription (long-poll updates on a running run,
 queries on a closed one); it ends at the run's `RunEnded`, its last event (always polled for,
-whatever the topics asked), so the end needs no query of the closed run. What it would wait on forever is refused first: a run that does not
-exist (`RunNotFound`), an unknown topic or an offset beyond the stream's end (`InvalidInput`).
+whatever the topics asked), so the end needs no query of the closed run. What it would wait on
+forever is refused first: a run that does not exist (`RunNotFound`), an unknown topic or an offset
+beyond the stream's end (`InvalidInput`).
 """
 
 from __future__ import annotations
