@@ -150,9 +150,14 @@ async def test_a_rollback_from_the_browser_undoes_the_files(client, settings, wo
 
 @pytest.fixture
 async def slow_worker(client, settings, monkeypatch):
-    """A worker whose scripted model writes 40 characters a second (its replies stream for seconds)."""
+    """A worker whose scripted model writes 40 characters a second (its replies stream for seconds).
+    With a workflow cache: without one (the tests' default) every batch's workflow task evicts the
+    run, and a query that sdk-core buffered behind that task can be dropped with it ("leftover
+    buffered tasks when evicting run"), so the page's state query waited 30 s for its timeout."""
     monkeypatch.setenv("RATCHET_SCRIPTED_CHARS_PER_S", "40")
-    async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)) as running:
+    async with build_worker(
+        client, settings, graceful_shutdown_timeout=timedelta(0), max_cached_workflows=10
+    ) as running:
         yield running
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
-from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunHandle
+from ratchet.client import InvalidInput, NotStartedYet, RatchetClient, RatchetError, Refused, RunHandle
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
 from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
 from ratchet.console.runs_view import Progress, RunFilter, Waiting, inbox_page, runs_page
-from ratchet.contracts import Checkpoint
+from ratchet.contracts import AgentState, Checkpoint
 from ratchet.contracts.events import RunEvent
 from ratchet.contracts.rollback import TO_START
 from ratchet.payloads.codec import CodecKeyError
@@ -91,13 +91,31 @@ async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit)
     offset, older = _whole(request, "offset"), _whole(request, "checkpoints")
     if running:
         end = await handle.stream_end()  # first: the page's live part starts after its state
-        state, transcript = await asyncio.gather(handle.state(), handle.transcript(offset, TRANSCRIPT_PAGE))
+        state = await _started(handle)
+        transcript = await handle.transcript(offset, TRANSCRIPT_PAGE, state=state)
     else:  # replayed once for this console, then kept; the conversation paged from it
         end, state = 0, await handle.closed_state()
         transcript = await handle.transcript(offset, TRANSCRIPT_PAGE, state=state)
     shown = shown_checkpoints(state, older)
     patches = dict(zip([c.id for c in shown], await asyncio.gather(*(_patch(handle, c) for c in shown))))
     return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, visit.note(request), older))
+
+
+START_WAIT_S = 5.0
+"""How long a run's page waits for a run that has not run its first workflow task yet (a page
+opened right after the start) before it says so."""
+
+
+async def _started(handle: RunHandle) -> AgentState:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + START_WAIT_S
+    while True:
+        try:
+            return await handle.state()
+        except NotStartedYet:
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 def _whole(request: Request, name: str) -> int:
