@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+import asyncio
 import os
 import subprocess
 import sys
 
 from devtools.demo import demo_script
 from tests.ops_workers import ROOT
+from tests.runs import until
 
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
@@ -43,3 +45,44 @@ def test_make_demo_runs_on_anthropic_when_it_is_the_workers_provider(tmp_path, a
     assert "model: your endpoint" in done.stdout and "phase: DONE" in done.stdout, done.stdout
     requests = anthropic_server.requests_of(key)
     assert len(requests) == 5 and all(r.status == 200 for r in requests), [r.error for r in requests]
+
+
+def test_make_demo_console_leaves_one_approval_in_the_inbox_until_ctrl_c(tmp_path):
+    """`make demo CONSOLE=1`: after the demo, the console's URL; its inbox holds the ops run waiting
+    for approval; Ctrl-C (SIGINT) stops the console, the worker and the dev server."""
+    import re
+    import signal
+
+    import httpx2 as httpx
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "RATCHET_", "TEMPORAL_"))}
+    env["RATCHET_DEMO_DIR"] = str(tmp_path / "demo")
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "devtools.demo", "--console"], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if found := re.search(r"console: (http://127\.0\.0\.1:\d+)/inbox", line):
+                break
+        else:
+            raise AssertionError("no console URL:\n" + "".join(seen))
+        url = found[1]
+
+        def inbox_page():
+            try:
+                page = httpx.get(f"{url}/inbox", timeout=30)
+            except httpx.ConnectError:  # the console process may still be binding its port
+                return None
+            return page if page.status_code == 200 and "create_ticket" in page.text else None
+
+        inbox = asyncio.run(until(inbox_page, "the demo's approval in the console's inbox", timeout=60))
+        assert re.search(r"<title>\(1\)", inbox.text) or "(1)" in inbox.text  # the count in the title
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+        assert "stopped the worker and the dev server" in rest, "".join(seen) + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
