@@ -90,6 +90,9 @@ from ratchet.ops.settings import Settings
 T = TypeVar("T")
 CLOSED_STATES = 100
 """Closed runs' states a client keeps (a 200-step run's is about 100 KB)."""
+QUERY_FIRST_WAIT_S, QUERY_DEADLINE_S, QUERY_BUSY_PAUSE_S = 5.0, 35.0, 0.2
+"""A query's first attempt waits 5 s for its answer, each next one twice as long, all 35 s at most;
+after a "buffer full" it is asked again 0.2 s later (RunHandle._query)."""
 Output = TypeVar("Output", bound=BaseModel)
 
 
@@ -330,9 +333,7 @@ class RunHandle:
     async def state(self, timeout_s: float | None = None) -> AgentState:
         """The run's state (its `state` query); `timeout_s` bounds the wait for a worker to answer
         (Unavailable past it), for a caller that would rather show nothing than wait."""
-        rpc_timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
-        query = self._handle.query(RunMessages.STATE, result_type=AgentState, rpc_timeout=rpc_timeout)
-        state = await self._ask(RunMessages.STATE, query)
+        state = await self._query(RunMessages.STATE, result_type=AgentState, timeout_s=timeout_s)
         if state is None:
             raise NotStartedYet(self.workflow_id)
         return state
@@ -402,9 +403,7 @@ class RunHandle:
         what it waits for, with the command that answers it, and its last checkpoint."""
         from temporalio.api.sdk.v1 import WorkflowMetadata
 
-        metadata = await self._ask(
-            "details", self._handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
-        )
+        metadata = await self._query("__temporal_workflow_metadata", result_type=WorkflowMetadata, what="details")
         return metadata.current_details
 
     async def checkpoints(self) -> list[Checkpoint]:
@@ -444,9 +443,7 @@ class RunHandle:
         if state is not None:
             page = state.transcript_page(offset, limit)
         else:
-            page = await self._ask(
-                RunMessages.TRANSCRIPT, self._handle.query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
-            )
+            page = await self._query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
         messages, first = list(page.messages), page.offset
         if offset < page.offset:
             earlier = await self._earlier(offset, min(page.offset, offset + limit), state)
@@ -648,7 +645,37 @@ class RunHandle:
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise RunNotFound(self.workflow_id) from None
+            if exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise _AskAgain(f"{self.workflow_id}: {what}: no answer in time ({exc})", busy=False) from None
+            if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+                raise _AskAgain(f"{self.workflow_id}: {what}: the service is busy ({exc})", busy=True) from None
             raise rpc_error(self.workflow_id, exc) from None
+
+    async def _query(
+        self, name: str, *args: Any, result_type: type[T], what: str | None = None, timeout_s: float | None = None
+    ) -> T:
+        """The query `name`, asked again when no answer came within an attempt's wait: sdk-core drops
+        a query it buffered behind a workflow task when that task evicts the run (a worker whose cache
+        is full or off logs "There were leftover buffered tasks when evicting run"), and the server then
+        waits for an answer that never comes; the query asked again reaches the run as it is now. The
+        waits grow (a run that is not cached replays its history to answer); a query the server refuses
+        while its buffer of queries is full (the dropped ones hold it) is asked again shortly. `timeout_s`
+        (default QUERY_DEADLINE_S) bounds them all; Unavailable past it."""
+        what, bound_s = what or name, timeout_s if timeout_s is not None else QUERY_DEADLINE_S
+        clock = asyncio.get_running_loop()
+        deadline, wait_s = clock.time() + bound_s, QUERY_FIRST_WAIT_S
+        while (left_s := deadline - clock.time()) > 0:
+            timeout = timedelta(seconds=min(wait_s, left_s))
+            try:
+                return await self._ask(
+                    what, self._handle.query(name, *args, result_type=result_type, rpc_timeout=timeout)
+                )
+            except _AskAgain as again:
+                if again.busy:
+                    await asyncio.sleep(min(QUERY_BUSY_PAUSE_S, left_s))
+                else:
+                    wait_s *= 2
+        raise Unavailable(f"{self.workflow_id}: {what}: no worker answered within {bound_s:g} s")
 
     async def _update(self, name: str, request: BaseModel, result_type: type[T]) -> T:
         try:
@@ -675,8 +702,8 @@ class RunHandle:
             raise SessionEnded(name, self.workflow_id, phase, status) from None
 
     async def _running_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
-        plan = await self._ask(
-            "rollback", self._handle.query(RunMessages.ROLLBACK_PLAN, checkpoint_id, result_type=list[RollbackPlanItem])
+        plan = await self._query(
+            RunMessages.ROLLBACK_PLAN, checkpoint_id, result_type=list[RollbackPlanItem], what="rollback"
         )
         if any(item.action == "archived" for item in plan):
             plan = await self._with_archived(checkpoint_id)
@@ -762,6 +789,15 @@ def turns_after(state: AgentState, checkpoint_id: str) -> list[int]:
     checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
     turn = checkpoint.turn if checkpoint is not None else 0
     return [t.number for t in state.turns if t.number > turn and not (turn == 0 and t.number == 1)]
+
+
+class _AskAgain(Unavailable):
+    """An RPC with no answer in time (it may have reached the run) or refused for now (`busy`): a
+    query is asked again; an update or a signal is its caller's to send again."""
+
+    def __init__(self, message: str, busy: bool) -> None:
+        super().__init__(message)
+        self.busy = busy
 
 
 def rpc_error(doing: str, exc: RPCError) -> RatchetError:
