@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from devtools.devserver import DevServer, free_port, temporal_binary
+from devtools.devserver import DevServer, port_open, free_port, temporal_binary
 from devtools.workers import stop_worker
 from ratchet.client import NotStartedYet, RatchetClient
 from ratchet.contracts import AGENT_WORKFLOW, AgentState
@@ -30,6 +30,8 @@ SAMPLE = ROOT / "examples" / "calculator"
 FIXED_CALC = (SAMPLE / "calc.py").read_text().replace("return a - b", "return a + b")
 BROKEN_CALC = FIXED_CALC.replace("return a * b", "return a ** b")
 TESTS = ["python", "-m", "unittest", "-q"]
+CONSOLE_START_S = 30.0
+"""How long `ratchet console` may take to answer on its port before the demo gives up."""
 
 
 def demo_script() -> list[dict]:
@@ -175,6 +177,11 @@ def _console(server: DevServer, state_dir: Path) -> None:
     console = subprocess.Popen([sys.executable, "-m", "ratchet.cli.main", "console", "--port", str(port)],
                                env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
+        deadline = time.monotonic() + CONSOLE_START_S
+        while not port_open(port):  # the URL is printed once it answers
+            if console.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"ratchet console did not start: see {state_dir / 'console.log'}")
+            time.sleep(0.1)
         print(f"\n{workflow_id} waits for an approval (create_ticket 'prod deploy of v2').")
         print(f"console: http://127.0.0.1:{port}/inbox   (Ctrl-C stops the console, the worker and the dev server)",
               flush=True)

@@ -92,7 +92,7 @@ class DevServer:
         while time.monotonic() < deadline:
             if self.process and self.process.poll() is not None:
                 raise RuntimeError(f"temporal dev server exited with {self.process.returncode}; see {self.log_file}")
-            if _port_open(self.port):
+            if port_open(self.port):
                 done = subprocess.run(check, capture_output=True, timeout=10)
                 if done.returncode == 0:
                     return
@@ -111,7 +111,7 @@ class DevServer:
         self.stop()
 
 
-def _port_open(port: int) -> bool:
+def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -14,8 +14,12 @@ from devtools.chaos.sessions import SessionsOptions, run_sessions
 
 @pytest.mark.e2e
 async def test_sessions_survive_sigkills_and_a_server_restart(tmp_path: Path):
+    # a turn's replies are 66 characters: at 50 a second its four turns take 5 s at least, so the
+    # first kill (2.9 s in, for this seed) and the restart (4 s) come while turns run, however fast
+    # the machine (on an idle one all 12 turns were once answered before the first kill)
     opts = SessionsOptions(
-        sessions=3, turns=4, seed=3, kill_every=(2.0, 6.0), restart_after_s=4.0, deadline_s=240.0, base=tmp_path
+        sessions=3, turns=4, seed=3, kill_every=(2.0, 6.0), restart_after_s=4.0, deadline_s=240.0, base=tmp_path,
+        model_chars_per_s=50.0, max_kills=2,
     )
     done = await run_sessions(opts, log=lambda line: None)
     figures = done.figures

@@ -71,11 +71,8 @@ def test_make_demo_console_leaves_one_approval_in_the_inbox_until_ctrl_c(tmp_pat
             raise AssertionError("no console URL:\n" + "".join(seen))
         url = found[1]
 
-        def inbox_page():
-            try:
-                page = httpx.get(f"{url}/inbox", timeout=30)
-            except httpx.ConnectError:  # the console process may still be binding its port
-                return None
+        def inbox_page():  # the URL is printed once the console answers: no connection refused
+            page = httpx.get(f"{url}/inbox", timeout=30)
             return page if page.status_code == 200 and "create_ticket" in page.text else None
 
         inbox = asyncio.run(until(inbox_page, "the demo's approval in the console's inbox", timeout=60))

@@ -48,7 +48,7 @@ def parse(argv: list[str] | None = None) -> Options | HostsOptions | SessionsOpt
     a = p.parse_args(argv)
     if a.sessions:
         return SessionsOptions(
-            sessions=a.sessions, turns=a.turns, seed=a.seed, kill_every=tuple(a.kill_every),
+            sessions=a.sessions, turns=a.turns, seed=a.seed, kill_every=tuple(a.kill_every), max_kills=a.max_kills,
             restart_server=not a.no_server_restart, deadline_s=a.deadline, base=a.dir,
         )
     if a.hosts == 2:

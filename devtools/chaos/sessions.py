@@ -41,11 +41,15 @@ class SessionsOptions:
     turns: int = 10
     seed: int = 1
     kill_every: tuple[float, float] = (4.0, 15.0)
+    max_kills: int | None = None
     restart_server: bool = True
     restart_after_s: float = 20.0
     """When the dev server restarts, seconds after the first session starts."""
     deadline_s: float = 900.0
     base: Path | None = None
+    model_chars_per_s: float = 0.0
+    """How fast the scripted model writes (RATCHET_SCRIPTED_CHARS_PER_S; 0: at once): a floor under a
+    turn's time, so a short run still has turns running when the first kill comes."""
 
 
 @dataclass
@@ -177,8 +181,11 @@ async def run_sessions(opts: SessionsOptions, log=print) -> SessionsRun:
     rng = random.Random(opts.seed)
     server = DevServer(db_file=base / "temporal.db", log_file=base / "server.log")
     await asyncio.to_thread(server.start)
-    stack = Stack(base, server.address)
-    supervisor = Supervisor(stack, base / "logs", opts.kill_every, rng=random.Random(opts.seed + 1))
+    pace = {"RATCHET_SCRIPTED_CHARS_PER_S": str(opts.model_chars_per_s)} if opts.model_chars_per_s else {}
+    stack = Stack(base, server.address, env=pace)
+    supervisor = Supervisor(
+        stack, base / "logs", opts.kill_every, rng=random.Random(opts.seed + 1), max_kills=opts.max_kills
+    )
     figures = SessionFigures(sessions=opts.sessions)
     try:
         log(f"chaos: {opts.sessions} sessions of {opts.turns} turns in {base}, server {server.address}")
