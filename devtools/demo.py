@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from devtools.devserver import DevServer, port_open, free_port, temporal_binary
+from devtools.devserver import DevServer, free_port, port_open, temporal_binary
 from devtools.workers import stop_worker
 from ratchet.client import NotStartedYet, RatchetClient
 from ratchet.contracts import AGENT_WORKFLOW, AgentState
