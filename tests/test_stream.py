@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
+from temporalio.contrib.workflow_streams import PollResult
 
+import ratchet.client.stream as client_stream
 from ratchet.client import InvalidInput, LiveText, RatchetClient, RunNotFound
 from ratchet.contracts import Phase
 from ratchet.contracts.events import (
@@ -39,7 +42,10 @@ async def read_all(run, **kw) -> list:
 async def test_a_run_streams_its_steps_tokens_and_answer_and_a_closed_run_drains_them(client, settings, worker):
     rc = ratchet_client(client, settings)
     script = [
-        {"content": "Writing the file.", "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},
+        {
+            "content": "Writing the file.",
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}],
+        },
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
         {"content": ANSWER},
     ]
@@ -90,6 +96,28 @@ async def test_a_readers_mistakes_are_errors_not_waits(client, settings, worker)
         await asyncio.wait_for(read_all(run, from_offset=10_000), 10)
     with pytest.raises(InvalidInput, match="from_offset"):
         await read_all(run, from_offset=-1)
+
+
+async def test_a_reader_between_polls_when_the_run_ends_takes_the_end_from_the_run(
+    client, settings, worker, monkeypatch
+):
+    """A run that a reader follows waits for its next poll before it closes (workflows/events.py
+    `RunStream.close`): a reader in its cooldown then gets the end from a poll, not by a query of
+    the closed run, which replays the run's whole history on a worker."""
+    monkeypatch.setattr(client_stream, "POLL_COOLDOWN", timedelta(milliseconds=500))  # the steps are faster
+    rc = ratchet_client(client, settings)
+    run = await rc.start(
+        scripted("probe", [{"tool_calls": [{"name": "list_files", "arguments": {}}]}, {"content": "done"}])
+    )
+    live = await asyncio.wait_for(read_all(run), 60)
+    assert isinstance(live[-1], RunEnded) and live[-1].answer == "done"
+    polls = [
+        e.workflow_execution_update_completed_event_attributes.outcome.success
+        async for e in run._handle.fetch_history_events()
+        if e.HasField("workflow_execution_update_completed_event_attributes")
+    ]
+    [last] = await client.data_converter.decode(polls[-1].payloads, [PollResult])
+    assert live[-1].offset in [item.offset for item in last.items], "the last poll returned the end"
 
 
 async def test_the_stream_follows_continue_as_new_and_carries_checkpoints(client, settings, worker):

@@ -114,6 +114,9 @@ class AgentWorkflow:
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             self._visibility.publish(state, plan)  # `ratchet list` and RatchetPhase show how it ended
             raise
+        finally:
+            if state.phase.terminal:  # not when continuing as new: its readers follow to the next run
+                await self.events.close(state)
 
     # --- queries, signals and updates --------------------------------------------------------
 

@@ -11,7 +11,9 @@ before the call ended is published from here with the reply (`rest_of`).
 
 The log keeps the last `RETAINED` items (older ones are truncated; a reader that asks for them
 reads from the oldest kept), so a long run's memory and its continue-as-new input stay flat; the
-handover carries them and the publishers' dedup state (`Continuation.stream`).
+handover carries them and the publishers' dedup state (`Continuation.stream`). At the end
+(`close`) a run that a reader follows waits a moment for it to poll the end, so the reader reads
+it from the run rather than by a query of the closed run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream, WorkflowStreamState
 
 from ratchet.contracts import AgentState, Continuation, ModelReply
 from ratchet.contracts.events import (
@@ -56,6 +58,8 @@ SESSION_PUBLISHERS = timedelta(seconds=60)
 """How long a session's handover keeps a stream publisher's dedup state (each model call attempt
 is one): longer than a cancelled call takes to notice (its heartbeat timeout) and then give up its
 last flush (PUBLISH_RETRY), so what a session hands over is bounded by a minute of model calls."""
+END_WAIT = timedelta(seconds=1)
+"""How long a closing run waits for a reader that follows it to poll for its end (`RunStream.close`)."""
 _STATE = TypeAdapter(WorkflowStreamState)
 
 
@@ -92,12 +96,40 @@ def rest_of(step: int, reply: ModelReply) -> None:
         stream.publish(event)
 
 
+class _Stream(WorkflowStream):
+    """The SDK's stream, counting its long polls: who is reading, and how far they have read."""
+
+    def __init__(self, prior: WorkflowStreamState | None) -> None:
+        super().__init__(prior)
+        self.polling = 0
+        """Polls waiting in the run."""
+        self.served = 0
+        """The offset after the last item a poll returned."""
+        self.polled_s = float("-inf")
+        """When (workflow time) a poll last returned."""
+
+    async def _on_poll(self, payload: PollInput) -> PollResult:
+        self.polling += 1
+        try:
+            result = await super()._on_poll(payload)
+        finally:
+            self.polling -= 1
+        self.served = max(self.served, result.next_offset)
+        self.polled_s = workflow.now().timestamp()
+        return result
+
+    def followed(self) -> bool:
+        """A reader follows the run: it has a poll waiting, or it had one answered within END_WAIT
+        (a reader polls again a cooldown after each answer)."""
+        return self.polling > 0 or workflow.now().timestamp() - self.polled_s < END_WAIT.total_seconds()
+
+
 class RunStream:
     def __init__(self, prior: WorkflowStreamState | None, state: Callable[[], AgentState | None]) -> None:
         """Call from the workflow's `__init__` (the SDK registers the stream's handlers there);
         `state`: the run's state, once it has one. From then on its changes are published as they
         happen (a continuation's from what its predecessor published)."""
-        self.stream = WorkflowStream(prior)
+        self.stream = _Stream(prior)
         self._topics = {t: self.stream.topic(t.value) for t in Topic}
         self._seen: _Seen | None = None
         self._follower = asyncio.create_task(self._follow(state))
@@ -127,8 +159,21 @@ class RunStream:
         workflow.set_current_details(current_details(state))
         for event in self._seen.changes(state):
             self.publish(event)
-            if isinstance(event, RunEnded):
-                self.stream.detach_pollers()  # waiting readers get the end; later ones read the closed run
+
+    async def close(self, state: AgentState) -> None:
+        """Before the run closes (it ended: `RunEnded` is published now): if a reader follows it,
+        wait up to END_WAIT for a poll to take the end. A poll between two others (its reader in its
+        cooldown) would otherwise find the run closed, and read the end by a query, which replays the
+        run's whole history on a worker (with 20 runs ending at once, the last text 2.5 s late).
+        Then the waiting polls are released (a reader of other topics than the end's)."""
+        self.observe(state)
+        end = self.stream._on_offset()
+        if self.stream.served < end and self.stream.followed():
+            try:
+                await workflow.wait_condition(lambda: self.stream.served >= end, timeout=END_WAIT)
+            except TimeoutError:
+                pass  # the reader went away, or is slow: it reads the closed run
+        self.stream.detach_pollers()
 
     def detach(self) -> None:
         """Before continuing as new: release the readers' long polls (they follow to the next run)."""
