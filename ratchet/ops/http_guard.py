@@ -39,7 +39,7 @@ class GuardSettingsError(ValueError):
 
 
 class Headers(Protocol):
-    """A request's headers, looked up case-insensitively: http.server's message, Starlette's Headers."""
+    """A request's headers, looked up case-insensitively (Starlette's Headers)."""
 
     def get(self, name: str, /) -> str | None: ...
 
@@ -103,8 +103,8 @@ class HttpGuard:
         return cls(frozenset(names), allowed, token or None, same_origin)
 
     def check(self, method: str, headers: Headers, json_body: bool = True) -> Refusal | None:
-        """Why this request is refused, or None. `headers` is case-insensitive (http.server's
-        message, Starlette's Headers); `json_body`: the endpoint reads a JSON body."""
+        """Why this request is refused, or None. `headers` is case-insensitive (Starlette's
+        Headers); `json_body`: the endpoint reads a JSON body."""
         host = host_name(headers.get("Host") or "")
         if host not in self.allowed_hosts:
             return Refusal(421, f"this server does not answer for host {host!r}")
