@@ -83,6 +83,14 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]  # RawValue: any input
+        try:
+            return await self._run(raw)
+        finally:
+            state = self._state
+            if state is not None and state.phase.terminal:  # not when continuing as new: readers follow
+                await self.events.close(state)  # however it ended: done, failed (planning too), cancelled
+
+    async def _run(self, raw: RawValue) -> AgentResult:
         parsed = self._continuation or parse_run(raw)
         if isinstance(parsed, Continuation):
             state = parsed.continuation  # the state since __init__: handlers of the first task may have used it
@@ -114,9 +122,6 @@ class AgentWorkflow:
             state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
             self._visibility.publish(state, plan)  # `ratchet list` and RatchetPhase show how it ended
             raise
-        finally:
-            if state.phase.terminal:  # not when continuing as new: its readers follow to the next run
-                await self.events.close(state)
 
     # --- queries, signals and updates --------------------------------------------------------
 
