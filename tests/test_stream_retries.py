@@ -65,7 +65,10 @@ async def test_a_worker_killed_mid_stream_the_reader_sees_the_reply_once(client,
 async def test_ratchet_watch_exits_with_the_runs_status(client, settings, worker):
     rc = RatchetClient(client, settings)
     script = [
-        {"content": "I will write it.", "tool_calls": [{"name": "write_file", "arguments": {"path": "../x", "content": "1"}}]},
+        {
+            "content": "I will write it.",
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "../x", "content": "1"}}],
+        },
         {"content": "could not"},
     ]
     run = await rc.start(scripted("probe", script, budget={"max_steps": 1}))
@@ -76,3 +79,33 @@ async def test_ratchet_watch_exits_with_the_runs_status(client, settings, worker
     await done.result()
     code, out = await ratchet(settings, "watch", done.workflow_id, "--topics", "answer")
     assert code == 0 and "[DONE] ended at step 1" in out and "answer: fine" in out, out  # no text shown: the answer
+
+
+async def test_streaming_is_on_by_default_and_off_per_run_or_profile(client, settings):
+    """Off, the model call publishes nothing (no signal in history, no text on the stream) and the
+    stream still ends with the answer; a run's `model.stream` overrides its profile's."""
+    rc = RatchetClient(client, settings)
+    worker = await start_worker(settings, RATCHET_SCRIPTED_CHARS_PER_S="400")  # ~0.8 s: several batches
+    cases = [("default", "probe", None), ("run off", "probe", False), ("profile off", "quiet", None)]
+    cases.append(("run on over profile off", "quiet", True))
+    try:
+        for name, agent, stream in cases:
+            spec = scripted(agent, [{"content": REPLY[:320]}])
+            if stream is not None:
+                spec["model"]["stream"] = stream
+            run = await rc.start(spec)
+            assert (await run.result()).answer == REPLY[:320]
+            publishes = [
+                e
+                async for e in run._handle.fetch_history_events()
+                if e.workflow_execution_signaled_event_attributes.signal_name == "__temporal_workflow_stream_publish"
+            ]
+            streams = name in ("default", "run on over profile off")
+            assert bool(publishes) == streams, f"{name}: {len(publishes)} batches"
+            # a closed run's stream is read by a query: a worker answers it
+            events = [e async for e in run.stream(topics=["tokens", "answer"])]
+            text = "".join(e.text for e in events if isinstance(e, TextDelta))
+            assert text == (REPLY[:320] if streams else ""), name
+            assert isinstance(events[-1], RunEnded) and events[-1].answer == REPLY[:320], name
+    finally:
+        await worker.stop()

@@ -58,6 +58,17 @@ register_profile(
 
 register_profile(
     AgentProfile(
+        name="quiet",
+        system_prompt="You are a test agent that does not stream.",
+        tools=["list_files"],
+        budget=Budget(max_steps=50),
+        stream=False,
+    )
+)
+
+
+register_profile(
+    AgentProfile(
         name="chatter",
         system_prompt="You are a test assistant in a conversation.",
         tools=["probe_append", "probe_wait", "probe_echo", "write_file", "read_file", "remember", "recall", "forget"],
