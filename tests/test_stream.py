@@ -113,7 +113,7 @@ async def test_a_reader_between_polls_when_the_run_ends_takes_the_end_from_the_r
     assert isinstance(live[-1], RunEnded) and live[-1].answer == "done"
     polls = [
         e.workflow_execution_update_completed_event_attributes.outcome.success
-        async for e in run._handle.fetch_history_events()
+        for e in (await run.history()).events
         if e.HasField("workflow_execution_update_completed_event_attributes")
     ]
     [last] = await client.data_converter.decode(polls[-1].payloads, [PollResult])

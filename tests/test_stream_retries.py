@@ -97,7 +97,7 @@ async def test_streaming_is_on_by_default_and_off_per_run_or_profile(client, set
             assert (await run.result()).answer == REPLY[:320]
             publishes = [
                 e
-                async for e in run._handle.fetch_history_events()
+                for e in (await run.history()).events
                 if e.workflow_execution_signaled_event_attributes.signal_name == "__temporal_workflow_stream_publish"
             ]
             streams = name in ("default", "run on over profile off")

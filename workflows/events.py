@@ -97,31 +97,24 @@ def rest_of(step: int, reply: ModelReply) -> None:
 
 
 class _Stream(WorkflowStream):
-    """The SDK's stream, counting its long polls: who is reading, and how far they have read."""
+    """The SDK's stream, noting its long polls' answers: how far readers have read, and when."""
 
     def __init__(self, prior: WorkflowStreamState | None) -> None:
         super().__init__(prior)
-        self.polling = 0
-        """Polls waiting in the run."""
         self.served = 0
         """The offset after the last item a poll returned."""
         self.polled_s = float("-inf")
         """When (workflow time) a poll last returned."""
 
     async def _on_poll(self, payload: PollInput) -> PollResult:
-        self.polling += 1
-        try:
-            result = await super()._on_poll(payload)
-        finally:
-            self.polling -= 1
+        result = await super()._on_poll(payload)
         self.served = max(self.served, result.next_offset)
         self.polled_s = workflow.now().timestamp()
         return result
 
     def followed(self) -> bool:
-        """A reader follows the run: it has a poll waiting, or it had one answered within END_WAIT
-        (a reader polls again a cooldown after each answer)."""
-        return self.polling > 0 or workflow.now().timestamp() - self.polled_s < END_WAIT.total_seconds()
+        """A reader had a poll answered within END_WAIT (it polls again a cooldown after each)."""
+        return workflow.now().timestamp() - self.polled_s < END_WAIT.total_seconds()
 
 
 class RunStream:
@@ -165,7 +158,8 @@ class RunStream:
         wait up to END_WAIT for a poll to take the end. A poll between two others (its reader in its
         cooldown) would otherwise find the run closed, and read the end by a query, which replays the
         run's whole history on a worker (with 20 runs ending at once, the last text 2.5 s late).
-        Then the waiting polls are released (a reader of other topics than the end's)."""
+        Then the polls waiting in the run are released, with the end (a poll waiting is answered
+        either way: `detach_pollers` returns what it has)."""
         self.observe(state)
         end = self.stream._on_offset()
         if self.stream.served < end and self.stream.followed():
