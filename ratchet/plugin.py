@@ -522,12 +522,15 @@ async def connect(settings: Settings, runtime: Runtime | None = None, *, plugin:
     SettingsError naming a bad variable). With `plugin`, the client carries it: its data converter
     and tracing, and every worker built on the client runs Ratchet. Without, the client gets the
     settings' data converter and tracing only (the CLI's case: no ledger, no plugin modules).
-    `runtime`: the worker's Temporal runtime when it serves metrics."""
-    connection = settings.temporal_connection().connect_kwargs()
+    `runtime`: the worker's Temporal runtime when it serves metrics. A service it cannot reach:
+    TemporalUnreachable (ratchet/ops/connection.py), one line naming the address."""
+    from ratchet.ops.connection import open_client
+
+    connection = settings.temporal_connection()
     if plugin is not None:
-        return await Client.connect(**connection, plugins=[plugin], runtime=runtime)
-    return await Client.connect(
-        **connection,
+        return await open_client(connection, plugins=[plugin], runtime=runtime)
+    return await open_client(
+        connection,
         data_converter=converter_for(settings),
         interceptors=tracing_interceptors(settings),
         runtime=runtime,

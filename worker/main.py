@@ -23,6 +23,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from ratchet.ops.connection import EXIT_UNREACHABLE, TemporalUnreachable
 from ratchet.ops.logs import configure_logging
 from ratchet.ops.metrics import metrics_runtime
 from ratchet.ops.process import exit_now
@@ -137,6 +138,9 @@ def main() -> None:
     except SettingsError as exc:
         print(f"ratchet worker: {exc}", file=sys.stderr, flush=True)
         exit_now(2)
+    except TemporalUnreachable as exc:
+        print(f"ratchet worker: {exc}", file=sys.stderr, flush=True)
+        exit_now(EXIT_UNREACHABLE)
     except DrainIncomplete as exc:
         log.error("%s", exc)
         exit_now(1)

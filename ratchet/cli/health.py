@@ -16,16 +16,17 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
-
+from ratchet.ops.connection import TemporalUnreachable
 from ratchet.ops.settings import Settings, SettingsError, load_settings, mask_url
 
 PROBE_BLOB = b"ratchet health check\n"
 
 
 async def _temporal(settings: Settings) -> str:
+    from ratchet.ops.connection import open_client
+
     connection = settings.temporal_connection()
-    client = await Client.connect(**connection.connect_kwargs())
+    client = await open_client(connection)
     await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=client.namespace))
     return f"{connection.address}, namespace {client.namespace!r}"
 
@@ -60,6 +61,9 @@ async def _check(name: str, settings: Settings, timeout: float) -> bool:
             where = await asyncio.wait_for(asyncio.to_thread(check, settings), timeout)
     except TimeoutError:
         print(f"FAIL {name}: no answer in {timeout:g}s", flush=True)
+        return False
+    except TemporalUnreachable as exc:  # its message says it all
+        print(f"FAIL {name}: {exc}", flush=True)
         return False
     except Exception as exc:  # any failure is the answer: say which check and why
         print(f"FAIL {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", flush=True)

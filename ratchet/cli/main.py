@@ -9,6 +9,13 @@ import sys
 from ratchet.cli.verbs import verb
 from ratchet.ops.process import exit_now
 
+EXIT_STATUSES = """exit status:
+  0   done (the run ended DONE, the request was taken)
+  1   the run failed or ended otherwise, or it refused the request (it says why)
+  2   a usage or input error, or no such run
+  3   `result --no-wait`: the run is still running
+  69  Temporal cannot be reached (or no worker answered): the message names the address"""
+
 
 def _worker(args: argparse.Namespace) -> int:
     from ratchet.worker.main import main as worker_main
@@ -66,7 +73,12 @@ def _migrate_stores(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="ratchet", description="Durable LLM agents on Temporal.")
+    root = argparse.ArgumentParser(
+        prog="ratchet",
+        description="Durable LLM agents on Temporal.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = root.add_subparsers(dest="command", required=True)
     verb(
         sub,
@@ -175,6 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     except CodecKeyError as exc:  # any verb that reads a run's payloads: which key or setting is missing
         print(f"ratchet: {exc}", file=sys.stderr, flush=True)
         status = 2
+    except Exception as exc:  # a verb that connects outside `run_verb` (serve, console, replay --server)
+        from ratchet.ops.connection import EXIT_UNREACHABLE, TemporalUnreachable
+
+        if not isinstance(exc, TemporalUnreachable):
+            raise
+        print(f"ratchet: {exc}", file=sys.stderr, flush=True)
+        status = EXIT_UNREACHABLE
     exit_now(status)
 
 

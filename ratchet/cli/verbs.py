@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -35,15 +36,16 @@ async def connected() -> RatchetClient:
 
 
 def run_verb(fn: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
-    """`fn` as a verb: a RatchetError it did not handle (no such run, Temporal unreachable) is one
-    line and exit status 2."""
-    from ratchet.client import RatchetError
+    """`fn` as a verb: a RatchetError it did not handle is one line on stderr and exit status 2
+    (no such run, ...), or EXIT_UNREACHABLE when Temporal (or a worker) did not answer."""
+    from ratchet.client import RatchetError, Unavailable
+    from ratchet.ops.connection import EXIT_UNREACHABLE
 
     def run(args: argparse.Namespace) -> int:
         try:
             return asyncio.run(fn(args))
         except RatchetError as exc:
-            print(f"ratchet: {exc}")
-            return 2
+            print(f"ratchet: {exc}", file=sys.stderr)
+            return EXIT_UNREACHABLE if isinstance(exc, Unavailable) else 2
 
     return run

@@ -10,6 +10,7 @@ from ratchet.client.errors import (
     RunNotFound,
     SessionEnded,
     Unavailable,
+    Unreachable,
 )
 from ratchet.client.stream import LiveText
 from ratchet.client.runs import (
@@ -40,4 +41,5 @@ __all__ = [
     "RunFailed",
     "RunCancelled",
     "Unavailable",
+    "Unreachable",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ratchet.contracts import problems
+from ratchet.ops.connection import TemporalUnreachable
 
 
 class RatchetError(Exception):
@@ -14,6 +15,14 @@ class RatchetError(Exception):
 class Unavailable(RatchetError):
     """The Temporal service did not answer (down, restarting, out of reach): the same request may
     succeed later."""
+
+
+class Unreachable(Unavailable, TemporalUnreachable):
+    """No connection to the Temporal service at all (refused, unknown host): the message names the
+    address and what to start. Also a `TemporalUnreachable`, as the worker raises it."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        TemporalUnreachable.__init__(self, address, reason)
 
 
 class RunNotFound(RatchetError):

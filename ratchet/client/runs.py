@@ -55,6 +55,7 @@ from ratchet.client.errors import (
     RunNotFound,
     SessionEnded,
     Unavailable,
+    Unreachable,
 )
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -191,8 +192,13 @@ class RatchetClient:
         from ratchet.ops.settings import load_settings
         from ratchet.plugin import connect
 
+        from ratchet.ops.connection import TemporalUnreachable
+
         settings = settings if settings is not None else load_settings()
-        return cls(await connect(settings), settings)
+        try:
+            return cls(await connect(settings), settings)
+        except TemporalUnreachable as exc:
+            raise Unreachable(exc.address, exc.reason) from None
 
     async def start(self, run: AgentRun | Mapping[str, Any] | str, workflow_id: str | None = None) -> RunHandle:
         """Start a run: an `AgentRun`, its fields, or its JSON (what `temporal workflow start --input`

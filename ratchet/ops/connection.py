@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
 from ratchet.core.settings_errors import SettingsError
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 
 class TemporalSettings(BaseSettings):
@@ -105,6 +108,49 @@ class TemporalSettings(BaseSettings):
 
 
 DEFAULT_TEMPORAL_ADDRESS = "localhost:7233"
+UNREACHABLE_HINT = "start it with 'temporal server start-dev' or set TEMPORAL_ADDRESS"
+
+
+class TemporalUnreachable(Exception):
+    """No connection to the Temporal service at `address` (refused, unknown host, ...): one line
+    naming the address, why, and what to start. The CLI and the worker exit with EXIT_UNREACHABLE."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"cannot reach Temporal at {address} ({reason}): {UNREACHABLE_HINT}")
+        self.address, self.reason = address, reason
+
+
+EXIT_UNREACHABLE = 69
+"""The exit status of a `ratchet` verb or worker that cannot reach Temporal (sysexits' EX_UNAVAILABLE)."""
+
+
+async def open_client(connection: TemporalConnection, **options: Any) -> Client:
+    """`temporalio.client.Client.connect` to `connection` (with `options`: plugins, data converter,
+    ...); a connection that cannot be made raises TemporalUnreachable instead of the bridge's
+    RuntimeError (`Failed client connect: ... tonic::transport::Error(...)`)."""
+    from temporalio.client import Client
+
+    try:
+        return await Client.connect(**connection.connect_kwargs(), **options)
+    except RuntimeError as exc:
+        if "Failed client connect" not in str(exc):
+            raise
+        raise TemporalUnreachable(connection.address, _connect_reason(str(exc))) from None
+
+
+def _connect_reason(error: str) -> str:
+    """A few words for the bridge's connect error: the tonic text is for Rust programmers."""
+    if "ConnectionRefused" in error or "Connection refused" in error:
+        return "connection refused"
+    if "dns error" in error:
+        return "unknown host"
+    if "timed out" in error.lower() or "TimedOut" in error:
+        return "timed out"
+    if "tls" in error.lower() or "certificate" in error.lower():
+        return "TLS handshake failed: check TEMPORAL_TLS_* and TEMPORAL_API_KEY"
+    detail = error.split("Failed client connect:", 1)[-1].strip()
+    return detail if len(detail) <= 160 else detail[:159] + "…"
+
 
 TEMPORAL_VARIABLES = {
     "temporal_address": "TEMPORAL_ADDRESS",

@@ -78,9 +78,10 @@ async def server_histories(settings: Settings, query: str, limit: int, progress:
             handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
             found.append(Loaded(f"run {execution.run_id}", await handle.fetch_history()))
     except Exception as exc:  # connection, query syntax, permissions: the tool failed, not the code
-        found.append(
-            Outcome("-", "server", result=ERROR, detail=f"server: {type(exc).__name__}: {_one_line(str(exc))}")
-        )
+        from ratchet.ops.connection import TemporalUnreachable
+
+        what = "" if isinstance(exc, TemporalUnreachable) else f"{type(exc).__name__}: "
+        found.append(Outcome("-", "server", result=ERROR, detail=f"server: {what}{_one_line(str(exc))}"))
     if not found:
         progress(f"no runs match {query}")
     return found

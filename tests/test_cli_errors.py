@@ -1,0 +1,48 @@
+"""CLI errors that tell the truth (issue 38): Temporal unreachable, a closed pipe, a closed run,
+abbreviations refused; each through the `ratchet` command as a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+
+import pytest
+
+from ratchet.ops.connection import EXIT_UNREACHABLE
+
+pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def ratchet_at(address: str, *args: str) -> tuple[int, str, str]:
+    """`ratchet ARGS` against the Temporal service at `address`: exit code, stdout, stderr."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=address)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize("verb", [
+    ["list"], ["result", "ops-8"], ["send", "ops-8", "hi"], ["start", "coder", "hi"], ["worker"],
+    ["serve", "--port", "0"],
+])
+async def test_temporal_unreachable_is_one_line_naming_the_address_and_what_to_start(verb, tmp_path):
+    address = f"127.0.0.1:{closed_port()}"
+    code, out, err = await ratchet_at(address, *verb)
+    assert code == EXIT_UNREACHABLE, (code, out, err)
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert f"cannot reach Temporal at {address} (connection refused)" in lines[0], lines
+    assert "temporal server start-dev" in lines[0] and "TEMPORAL_ADDRESS" in lines[0], lines
+    assert "Traceback" not in err and "tonic" not in err and "RuntimeError" not in err, err
