@@ -127,6 +127,33 @@ async def test_the_server_refuses_what_the_api_refuses(anthropic_server, anthrop
             await client.messages.create(model="m", max_tokens=10, messages=messages)
 
 
+async def test_the_server_refuses_a_field_the_api_does_not_take(anthropic_server, anthropic_key):
+    """As the API does: a test server that accepts anything hid a provider bug only llama-server showed."""
+    client = anthropic.AsyncAnthropic(api_key=anthropic_key, base_url=anthropic_server.base_url, max_retries=0)
+    messages = [{"role": "user", "content": "a"}]
+    with pytest.raises(anthropic.BadRequestError, match="temprature: Extra inputs are not permitted"):
+        await client.messages.create(model="m", max_tokens=10, messages=messages, extra_body={"temprature": 0})
+    with pytest.raises(anthropic.BadRequestError, match="temperature: must be a number between 0 and 1"):
+        await client.messages.create(model="m", max_tokens=10, messages=messages, extra_body={"temperature": "0"})
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_sampling_settings_reach_the_api_whatever_the_sdk_names(anthropic_server, anthropic_key, streaming):
+    """anthropic 2.x has no `temperature` keyword (a run at temperature 0 failed at step 1): the
+    provider passes the SDK only what its method names and the rest in `extra_body`."""
+    anthropic_server.set_script([{"content": "cold"}, {"content": "capped"}], key=anthropic_key)
+    model = provider(anthropic_server, anthropic_key)
+    deltas = Collected() if streaming else None
+    made = dataclasses.replace(call(CONVERSATION[:2], temperature=0), deltas=deltas)
+    assert (await model.complete(made)).message.content == "cold"
+    capped = dataclasses.replace(call(CONVERSATION[:2], temperature=1.5), deltas=deltas)
+    await model.complete(capped)
+    first, second = anthropic_server.requests_of(anthropic_key)
+    assert (first.status, second.status) == (200, 200), (first.error, second.error)
+    assert (first.json["temperature"], second.json["temperature"]) == (0, 1.0)
+    assert bool(first.json.get("stream")) is streaming
+
+
 async def test_the_server_streams_as_the_api_does(anthropic_server, anthropic_key):
     anthropic_server.set_script([{"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}]}], key=anthropic_key)
     client = anthropic.AsyncAnthropic(api_key=anthropic_key, base_url=anthropic_server.base_url, max_retries=0)

@@ -13,6 +13,10 @@ server-side turn) is continued in the same call, at most MAX_CONTINUATIONS times
 the run non-retryably, as a retry would send the same request. The SDK's own retries are off:
 Temporal's retry policy governs, and ratchet/models/anthropic_errors.py decides what is retried.
 
+The request is rendered as the API's body; the fields the installed SDK's method does not name go in
+its `extra_body` (`sdk_arguments`). anthropic 2.x dropped `temperature` from `messages.create` while
+the API (and llama-server's `/v1/messages`) still takes it; as a keyword it failed every call.
+
 A call that streams (`ModelCall.deltas`) uses the SDK's `messages.stream`: text as it arrives, and
 each tool call whole when its block closes, its arguments as the reply records them (the API's
 partial JSON is not the recorded text). The `Completion` is built from the stream's final message,
@@ -23,8 +27,11 @@ not stream: its answer is the `final_answer` tool's arguments, not the text the 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
@@ -144,7 +151,8 @@ class AnthropicProvider:
         try:
             for _ in range(MAX_CONTINUATIONS + 1):
                 if deltas is None:
-                    reply = await self.client().messages.create(**request, timeout=call.settings.timeout_s)
+                    create = self.client().messages.create
+                    reply = await create(**sdk_arguments(create, request), timeout=call.settings.timeout_s)
                 else:
                     calls = sum(1 for block in content if block.type == "tool_use")
                     reply = await self._streamed(request, call.settings.timeout_s, deltas, calls)
@@ -176,7 +184,8 @@ class AnthropicProvider:
     async def _streamed(self, request: dict[str, Any], timeout: float, deltas: Deltas, calls: int) -> Any:
         """One streamed request's final message; `calls`: tool calls earlier in the reply (a continuation)."""
         stopped = False
-        async with self.client().messages.stream(**request, timeout=timeout) as stream:
+        method = self.client().messages.stream
+        async with method(**sdk_arguments(method, request), timeout=timeout) as stream:
             async for event in stream:
                 if event.type == "text":
                     deltas.text(event.text)
@@ -193,8 +202,25 @@ class AnthropicProvider:
             return await stream.get_final_message()
 
 
+def sdk_arguments(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+    """`method`'s keyword arguments for a request `body`: the fields its signature names, the others
+    (fields the API takes that this SDK version does not name) in `extra_body`, which the SDK merges
+    into the body it sends."""
+    named = _named(getattr(method, "__func__", method))
+    arguments = {k: v for k, v in body.items() if k in named}
+    extra = {k: v for k, v in body.items() if k not in named}
+    return {**arguments, "extra_body": extra} if extra else arguments
+
+
+@functools.cache
+def _named(function: Callable[..., Any]) -> frozenset[str]:
+    parameters = inspect.signature(function).parameters.values()
+    named = (p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return frozenset(named) - {"self", "extra_body"}
+
+
 def render(call: ModelCall, default_max_tokens: int, caching: bool) -> dict[str, Any]:
-    """The Messages API request of a call (the SDK's keyword arguments)."""
+    """The Messages API request body of a call (`sdk_arguments` makes it the SDK's keyword arguments)."""
     settings = call.settings
     system: list[dict[str, Any]] = [
         {"type": "text", "text": m.content} for m in call.messages if m.role == "system" and m.content

@@ -1,12 +1,14 @@
 """A small, real, local Anthropic-compatible Messages API server for tests and the bench.
 
 Strict where the API is: every request is validated against the anthropic SDK's own request types
-(`MessageCreateParams`) and the API's rules: the first turn is the user's and roles alternate; every
-`tool_use` is answered by a `tool_result` with its id in the next user turn, results before any
-text; no empty text block; at most 4 `cache_control` breakpoints; tool names and ids of the allowed
-characters; `input_schema` an object schema; `temperature` within 0..1. A request that breaks one is
-answered 400 `invalid_request_error` naming the rule, and recorded (`rejected`). Replies stream (SSE,
-`"stream": true`) or not, built from the SDK's response types.
+(`MessageCreateParams`) and the API's rules: no top-level field the API does not take (`API_FIELDS`:
+the SDK's, and the sampling fields the API takes that anthropic 2.x no longer names); the first turn
+is the user's and roles alternate; every `tool_use` is answered by a `tool_result` with its id in the
+next user turn, results before any text; no empty text block; at most 4 `cache_control` breakpoints;
+tool names and ids of the allowed characters; `input_schema` an object schema; `temperature` and
+`top_p` within 0..1. A request that breaks one is answered 400 `invalid_request_error` naming the
+rule, and recorded (`rejected`). Replies stream (SSE, `"stream": true`) or not, built from the SDK's
+response types.
 
 Reply forms (a "script" is a list of these, chosen by the conversation's assistant turns)::
 
@@ -38,7 +40,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from anthropic.types import Message, TextBlock, ToolUseBlock, Usage
-from anthropic.types.message_create_params import MessageCreateParamsNonStreaming, MessageCreateParamsStreaming
+from anthropic.types.message_create_params import (
+    MessageCreateParamsBase,
+    MessageCreateParamsNonStreaming,
+    MessageCreateParamsStreaming,
+)
 from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["AnthropicServer", "RecordedRequest", "check_request"]
@@ -61,6 +67,12 @@ _ERROR_TYPES = {
     500: "api_error",
     529: "overloaded_error",
 }
+SAMPLING = frozenset({"temperature", "top_p", "top_k"})
+"""Body fields the API takes that the installed SDK may not name (2.x sends them through `extra_body`)."""
+SENT_AS_HEADERS = frozenset({"user_profile_id", "workspace_id"})
+"""The SDK's request fields it sends as headers, not in the body."""
+API_FIELDS = (frozenset(MessageCreateParamsBase.__annotations__) | {"stream"} | SAMPLING) - SENT_AS_HEADERS
+"""The top-level fields of a request body the API takes; any other is refused, as the API refuses it."""
 _ADAPTERS: dict[bool, TypeAdapter] = {}
 _ADAPTERS_LOCK = threading.Lock()
 
@@ -95,6 +107,9 @@ def check_request(body: Any) -> str | None:
     """Why the API would refuse `body` (a Messages API request), or None."""
     if not isinstance(body, dict):
         return "the body must be a JSON object"
+    unknown = sorted(set(body) - API_FIELDS)
+    if unknown:
+        return f"{unknown[0]}: Extra inputs are not permitted"
     try:
         _materialized(_adapter(bool(body.get("stream"))).validate_python(body))
     except ValidationError as exc:
@@ -106,8 +121,13 @@ def check_request(body: Any) -> str | None:
 def _rules(body: dict[str, Any]) -> str | None:
     if body["max_tokens"] < 1:
         return "max_tokens: must be at least 1"
-    if not 0 <= body.get("temperature", 0) <= 1:
-        return "temperature: must be between 0 and 1"
+    for name in ("temperature", "top_p"):
+        value = body.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            return f"{name}: must be a number between 0 and 1"
+    top_k = body.get("top_k", 0)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        return "top_k: must be a non-negative integer"
     names = [t.get("name") for t in body.get("tools", [])]
     for tool in body.get("tools", []):
         if not _NAME.match(str(tool.get("name"))):
