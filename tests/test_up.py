@@ -1,0 +1,121 @@
+"""`make up` end to end: `python -m devtools.up` starts a dev server and a worker that stay up; the
+lines it prints, then the README's first block, run verbatim in bash, start a run that completes;
+Ctrl-C (SIGINT) stops everything it started."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devtools.devserver import free_port
+from devtools.up import READY, STOPPED
+from devtools.workers import WorkerProcess
+
+pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
+
+ROOT = Path(__file__).resolve().parents[1]
+README_SECTION = "## Start an agent with the plain Temporal CLI"
+
+
+def readme_block(heading: str) -> str:
+    """The first ```bash block under `heading` in README.md, as a user would paste it."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(heading + "\n"):]
+    found = re.search(r"^```bash\n(.*?)^```$", section, re.S | re.M)
+    assert found, f"no bash block under {heading!r}"
+    return found[1]
+
+
+def user_env() -> dict[str, str]:
+    """A new terminal's environment: no Ratchet or Temporal settings, the venv not on PATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "ANTHROPIC_", "RATCHET_", "TEMPORAL_")) and k != "VIRTUAL_ENV"}
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    return env
+
+
+def up(state_dir: Path, *args: str) -> WorkerProcess:
+    return WorkerProcess([sys.executable, "-u", "-m", "devtools.up", "--dir", state_dir, *args], env=user_env(),
+                         cwd=ROOT, ready=READY, ready_timeout=120, name="make up")
+
+
+def shell_lines(output: str) -> str:
+    """The indented lines `make up` prints for another terminal (cd, activate, exports)."""
+    block = output.split("In another terminal", 1)[1].split(READY, 1)[0]
+    return "\n".join(line.strip() for line in block.splitlines() if line.startswith("  "))
+
+
+def run_in_bash(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-e", "-c", script], env=user_env(), cwd="/", capture_output=True, text=True,
+                          timeout=120)
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Processes of this user whose command line or environment mentions `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            seen = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if text.encode() in seen:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{proc.name}: {command[:200]}")
+    return found
+
+
+async def test_make_up_serves_the_readme_block_until_ctrl_c(tmp_path):
+    """Port taken: another is used and said so. The README's "plain Temporal CLI" block, after the
+    printed lines, completes its run. SIGINT: exit 0, worker and server gone."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = await up(tmp_path / "up", "--port", str(port), "--ui-port", str(free_port())).start()
+        try:
+            assert f"port {port} is taken" in server.output, server.output
+            lines = shell_lines(server.output)
+            assert re.search(r"^cd .* && source \.venv/bin/activate$", lines, re.M), lines
+            assert re.search(r"^export TEMPORAL_ADDRESS=127\.0\.0\.1:\d+$", lines, re.M), lines
+            assert f":{port}\n" not in lines
+            done = run_in_bash(lines + "\n" + readme_block(README_SECTION))
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert re.search(r"Status\s+COMPLETED", done.stdout) and '"phase":"DONE"' in done.stdout, done.stdout
+            assert (tmp_path / "up" / "workspaces" / "hello" / "hello.txt").read_text() == "hi\n"
+        finally:
+            code = await server.stop(signal.SIGINT, timeout=60)
+    assert code == 0, server.output
+    assert STOPPED in server.output, server.output
+    assert not processes_mentioning(str(tmp_path)), processes_mentioning(str(tmp_path))
+
+
+async def test_make_up_keeps_its_runs_across_restarts_and_runs_once_per_directory(tmp_path):
+    """A second `make up` on the same directory is refused while the first runs (two servers on one
+    SQLite file); restarted, the server still has the runs it had."""
+    first = await up(tmp_path / "up", "--port", str(free_port()), "--ui-port", str(free_port())).start()
+    try:
+        lines = shell_lines(first.output)
+        start = "temporal workflow start --type AgentWorkflow --task-queue ratchet --workflow-id kept-1 --input '{}'"
+        assert run_in_bash(f"{lines}\n{start}").returncode == 0
+        second = subprocess.run([sys.executable, "-m", "devtools.up", "--dir", str(tmp_path / "up")], env=user_env(),
+                                cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "already running" in second.stderr, second.stdout + second.stderr
+    finally:
+        assert await first.stop(signal.SIGINT, timeout=60) == 0, first.output
+    again = await up(tmp_path / "up", "--port", str(free_port()), "--ui-port", str(free_port())).start()
+    try:
+        described = run_in_bash(f"{shell_lines(again.output)}\ntemporal workflow describe --workflow-id kept-1")
+        assert described.returncode == 0 and "AgentWorkflow" in described.stdout, described.stdout + described.stderr
+    finally:
+        assert await again.stop(signal.SIGINT, timeout=60) == 0, again.output
+    assert not processes_mentioning(str(tmp_path)), processes_mentioning(str(tmp_path))
