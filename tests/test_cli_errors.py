@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 
 import pytest
 
 from ratchet.ops.connection import EXIT_UNREACHABLE
+from tests.runs import scripted, start
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
+
+WRITE_AND_FINISH = [
+    {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},
+    {"content": "wrote a.txt"},
+]
 
 
 def closed_port() -> int:
@@ -46,3 +53,28 @@ async def test_temporal_unreachable_is_one_line_naming_the_address_and_what_to_s
     assert f"cannot reach Temporal at {address} (connection refused)" in lines[0], lines
     assert "temporal server start-dev" in lines[0] and "TEMPORAL_ADDRESS" in lines[0], lines
     assert "Traceback" not in err and "tonic" not in err and "RuntimeError" not in err, err
+
+
+async def ratchet_into_closed_pipe(settings, *args: str) -> tuple[int, str]:
+    """`ratchet ARGS` whose stdout is a pipe nobody reads any more (`| head -c 0`): exit code, stderr."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away before the first byte
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ratchet.cli.main", *args, env=env, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, err.decode()
+
+
+async def test_every_verb_survives_a_closed_pipe_as_unix_tools_do(client, settings, worker):
+    handle = await start(client, settings, scripted("probe", WRITE_AND_FINISH))
+    await handle.result()
+    run = handle.workflow_id
+    for verb in (["list"], ["result", run], ["transcript", run], ["watch", run], ["checkpoints", run]):
+        code, err = await ratchet_into_closed_pipe(settings, *verb)
+        assert code == -signal.SIGPIPE, (verb, code, err)  # a shell shows 141, as for `seq 1000000 | head -1`
+        assert "Traceback" not in err and "BrokenPipe" not in err, (verb, err)

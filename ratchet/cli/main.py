@@ -7,7 +7,7 @@ import json
 import sys
 
 from ratchet.cli.verbs import verb
-from ratchet.ops.process import exit_now
+from ratchet.ops.process import exit_now, exit_on_closed_pipe
 
 EXIT_STATUSES = """exit status:
   0   done (the run ended DONE, the request was taken)
@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         status = args.fn(args)
+        sys.stdout.flush()  # what is still buffered: a reader that went away shows here
+    except BrokenPipeError:  # `ratchet list | head -1`: end as a Unix tool does, no traceback
+        exit_on_closed_pipe()
     except KeyboardInterrupt:
         status = 130
     except CodecKeyError as exc:  # any verb that reads a run's payloads: which key or setting is missing

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -22,3 +23,18 @@ def exit_now(status: int) -> NoReturn:
         except Exception:  # a closed pipe must not change the status
             pass
     os._exit(status)
+
+
+def exit_on_closed_pipe() -> NoReturn:
+    """End as a Unix tool whose reader went away (`ratchet list | head -1`): killed by SIGPIPE (a
+    shell shows status 141), no traceback. Python ignores SIGPIPE so that a write raises
+    BrokenPipeError instead; once that has reached the entry point, the default comes back and the
+    process sends the signal to itself. What is still buffered for the closed pipe is dropped."""
+    logging.shutdown()
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + signal.SIGPIPE)  # not reached: the signal ends the process
