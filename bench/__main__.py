@@ -1,5 +1,10 @@
-"""`python -m bench [--quick] [--out DIR] [--only SECTION ...]`: run the benchmarks, print every figure
-as `name=value`, write DIR/latest.md, latest.json and PNG plots (default DIR: bench/results).
+"""`python -m bench [--quick | --smoke] [--out DIR] [--only SECTION ...]`: run the benchmarks, print every
+figure as `name=value`, write DIR/latest.md, latest.json and PNG plots (default DIR: bench/results).
+
+The results are written as each section finishes (bench/record.py): a section that raises is
+recorded as failed with its traceback, the others still run and count, and the exit status is 1
+when any failed. Each section records how much CPU other programs took meanwhile (bench/quiet.py);
+its figures are marked not comparable when the machine was busy.
 
 Sections, in order: steps (step and history cost), components, scaleout (the Postgres ledger and S3
 artifacts against SQLite and a directory; starts both servers), sandbox (a run_command step in the
@@ -10,9 +15,8 @@ bench/console.py), mcp (a tool call on a lean stdio MCP server and on the SDK's
 `MCPServer` against the same `@tool`), stream (model calls streamed against not, same worker; the
 delay from a delta's send to a subscriber and to an SSE client, 20 runs at once), throughput, sweep, cached,
 long (long run + replay), profile (py-spy), micro (model.call in-process), providers (the anthropic provider
-against the openai one, prompt caching on against off, in-process against the local strict servers). A dev
-server of its own is
-started in a temporary directory and stopped at the end.
+against the openai one, prompt caching on against off, in-process against the local strict servers); their
+table is bench/sections.py. A dev server of its own is started in a temporary directory and stopped at the end.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import os
 import platform
 import shutil
@@ -33,13 +36,13 @@ from typing import Any
 
 import temporalio
 
-from bench import console, longrun, mcp_calls, micro, profiling, providers, sandbox, scale, scaleout, sessions, steps, streaming
+from bench import record
 from bench.harness import SERVER_CONFIG, REPO, connect_env, machine_load
+from bench.micro import LENGTHS
 from bench.progress import Progress
-from bench.report import compute_figures, fmt, markdown
+from bench.report import fmt
+from bench.sections import BY_NAME, NAMES, Context, Record, run_sections
 
-SECTIONS = ("steps", "components", "scaleout", "sandbox", "mcp", "stream", "sessions", "console", "throughput", "sweep", "cached", "long",
-            "profile", "micro", "providers")
 FULL = dict(
     variants=["floor", "ratchet", "regular", "workspace", "workspace_write", "workspace_2hosts"], steps=[5, 20, 50],
     reps=3, warm_runs=2,
@@ -48,7 +51,7 @@ FULL = dict(
     sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(50, 10_000, 1000), console=(1000, 200, 50),
     throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
-    profile=(25, 4), providers=(20, 3),
+    profile=(25, 4), micro=(LENGTHS, 7), providers=(20, 3),
 )
 QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify"],
@@ -57,17 +60,14 @@ QUICK = dict(
     throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
     headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2), providers=(20, 1),
 )
-
-
-def planned_units(cfg: dict[str, Any], only: set[str]) -> int:
-    units = {
-        "steps": len(cfg["variants"]) * len(cfg["steps"]) * cfg["reps"],
-        "components": len(cfg["component_variants"]) * cfg["component_reps"],
-        "scaleout": 2 * (len(scaleout.WORKLOADS) + 1) * cfg["scaleout_reps"], "sandbox": cfg["sandbox"][1], "mcp": cfg["mcp"][1] + 1, "stream": 2 * cfg["stream"][1] + 1, "sessions": 3, "console": 4,
-        "throughput": len(scale.THROUGHPUT_VARIANTS) * cfg["throughput"][2], "sweep": len(cfg["levels"]), "cached": 1, "long": 3,
-        "profile": 2, "micro": 1, "providers": 1,
-    }
-    return sum(n for section, n in units.items() if section in only)
+SMOKE = dict(
+    QUICK, variants=["floor", "ratchet", "workspace"], steps=[2], warm_runs=1, component_variants=["ratchet"],
+    component_steps=2, scaleout_steps=2, scaleout_concurrent=(2, 2), sandbox=(2, 1, 1), mcp=(4, 1), stream=(2, 1, 2),
+    sessions=(3, 3, 3), console=(3, 3, 2), throughput=(2, 2, 1), levels=[2], level_steps=2, headline_agents=2,
+    headline_steps=2, cached=3, long_steps=30, long_budget_s=60, replay_steps=20, profile=(2, 1), micro=((2,), 1),
+    providers=(2, 1),
+)
+"""Every section at its smallest, so a test can run them all (tests/test_bench_sections.py)."""
 
 
 def server_version() -> str:
@@ -77,128 +77,84 @@ def server_version() -> str:
     return done.stdout.strip()
 
 
-def meta(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def meta(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "command": "python -m bench " + " ".join(sys.argv[1:]) if sys.argv[1:] else "make bench", "quick": args.quick,
+        "command": "python -m bench " + " ".join(sys.argv[1:]) if sys.argv[1:] else "make bench", "size": args.size,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "cores": os.cpu_count(), "memory_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
         "load_start": machine_load(), "temporalio": temporalio.__version__, "server": server_version(),
-        "python": platform.python_version(), "variants": cfg["variants"], "component_steps": cfg["component_steps"],
-        "headline_agents": cfg["headline_agents"], "load_note": args.load_note,
+        "python": platform.python_version(), "load_note": args.load_note, "finished": False,
     }
 
 
-async def run(cfg: dict[str, Any], args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
+async def run(cfg: dict[str, Any], args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    """Run the sections `names`, writing the results file after each one; the final document."""
     from devtools.devserver import DevServer
 
-    results: dict[str, Any] = {"meta": meta(cfg, args), "config": cfg}
-    progress = Progress(planned_units(cfg, only))
+    chosen = [BY_NAME[n] for n in names]
+    doc = record.start(record.load(args.out), meta(args), cfg)
+    progress = Progress(sum(s.units(cfg) for s in chosen))
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="ratchet-bench-"))
-    server = DevServer(db_file=work / "temporal.db", log_file=work / "server.log", dynamic_config=SERVER_CONFIG)
-    progress.note(f"dev server starting in {work}; {planned_units(cfg, only)} measurements planned")
-    with server:
-        env = await connect_env(server.address, server.process.pid if server.process else None, work)
-        if "steps" in only:
-            results["step_cost"] = await steps.step_cost(env, progress, cfg["variants"], cfg["steps"], cfg["reps"], cfg["warm_runs"])
-        if "components" in only:
-            results["components"] = await steps.step_cost(
-                env, progress, cfg["component_variants"], [cfg["component_steps"]], cfg["component_reps"],
-                cfg["warm_runs"], section="components")
-        if "scaleout" in only:
-            results["scaleout"] = await scaleout.scaleout(env, progress, cfg["scaleout_steps"], cfg["scaleout_reps"],
-                                                          cfg["warm_runs"], cfg["scaleout_concurrent"])
-        if "sandbox" in only:
-            results["sandbox"] = await sandbox.sandbox_cost(env, progress, *cfg["sandbox"])
-        if "mcp" in only:
-            results["mcp"] = await mcp_calls.mcp_cost(env, progress, *cfg["mcp"])
-        if "stream" in only:
-            results["stream"] = await streaming.stream_cost(env, progress, *cfg["stream"])
-        if "sessions" in only:
-            results["sessions"] = await sessions.session_cost(env, progress, *cfg["sessions"])
-        if "console" in only:
-            results["console"] = await console.console_cost(env, progress, *cfg["console"])
-        if "throughput" in only:
-            results["throughput"] = await scale.throughput_pair(env, progress, *cfg["throughput"])
-        if "sweep" in only:
-            results["sweep"] = await scale.sweep(env, progress, cfg["levels"], cfg["level_steps"],
-                                                 cfg["headline_agents"], cfg["headline_steps"])
-        if "cached" in only:
-            results["cached"] = await scale.cached_runs(env, progress, cfg["cached"])
-        if "long" in only:
-            results["long"] = await longrun.long_and_replay(env, progress, cfg["long_steps"], cfg["replay_steps"],
-                                                            cfg["long_budget_s"])
-        if "profile" in only:
-            results["profile"] = await profiling.profile(env, progress, *cfg["profile"], work)
-    if "micro" in only:
-        progress.begin("micro: model.call in-process by transcript length")
-        results["micro"] = await micro.model_call_costs()
-        progress.end("done")
-    if "providers" in only:
-        progress.begin("providers: anthropic against openai, caching on against off")
-        results["providers"] = await providers.provider_costs(*cfg["providers"])
-        progress.end("done")
-    results["meta"]["load_end"] = machine_load()
-    results["meta"]["duration_s"] = time.monotonic() - began
+    ctx = Context(progress, cfg, work, probe_s=args.probe_s)
+
+    def done(rec: Record) -> None:
+        record.add(doc, rec)
+        doc["meta"]["duration_s"] = time.monotonic() - began
+        record.write(doc, args.out)
+
+    served, local = [s for s in chosen if s.server], [s for s in chosen if not s.server]
+    if served:
+        server = DevServer(db_file=work / "temporal.db", log_file=work / "server.log", dynamic_config=SERVER_CONFIG)
+        progress.note(f"dev server starting in {work}; {progress.total} measurements planned")
+        with server:
+            ctx.env = await connect_env(server.address, server.process.pid if server.process else None, work)
+            await run_sections(ctx, served, done)
+    await run_sections(ctx, local, done)
+    doc["meta"].update(load_end=machine_load(), duration_s=time.monotonic() - began, finished=True)
+    record.write(doc, args.out)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    return results
-
-
-def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """`old` with the sections `new` measured replaced; the report names what was re-run when."""
-    merged = {**old, **{k: v for k, v in new.items() if k not in ("meta", "config", "figures")}}
-    sections = sorted(k for k in new if k not in ("meta", "config", "figures"))
-    merged["meta"] = dict(old["meta"])
-    merged["meta"].setdefault("updates", []).append(
-        f"{', '.join(sections)} re-measured by `{new['meta']['command']}` on {new['meta']['date']} "
-        f"({new['meta']['duration_s'] / 60:.1f} min; load {new['meta']['load_start']} -> {new['meta']['load_end']}; "
-        f"long-run budget {new['config']['long_budget_s']:.0f} s)")
-    merged["config"] = {**old.get("config", {}), **{k: v for k, v in new["config"].items() if k.startswith(("long", "replay", "cached"))}}
-    return merged
-
-
-def write(results: dict[str, Any], out: Path) -> dict[str, float]:
-    from bench.plots import plot_all
-
-    out.mkdir(parents=True, exist_ok=True)
-    figures = compute_figures(results)
-    results["figures"] = figures
-    plots = [p.name for p in plot_all(results, out)]
-    (out / "latest.md").write_text(markdown(results, figures, plots))
-    (out / "latest.json").write_text(json.dumps(results, indent=1, default=str))
-    return figures
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions (a few minutes)")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="size", action="store_const", const="quick",
+                      help="smaller sizes, fewer repetitions (a few minutes)")
+    size.add_argument("--smoke", dest="size", action="store_const", const="smoke",
+                      help="every section at its smallest: does it still run? (figures mean nothing)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these sections (the others keep their results)")
     parser.add_argument("--long-budget-s", type=float, help="time budget of the long run (default 900 s, quick 180 s)")
-    parser.add_argument("--merge", action="store_true",
-                        help="with --only: replace just those sections in OUT/latest.json and re-render the report")
-    parser.add_argument("--from-json", type=Path, help="re-render the report and plots from a saved latest.json")
+    parser.add_argument("--from-json", action="store_true", help="re-render OUT/latest.md and the plots from OUT/latest.json")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (server db, worker logs, py-spy raw stacks)")
-    parser.add_argument("--load-note", default="other agents' test suites share this machine",
-                        help="what else ran on the machine (goes into the report)")
+    parser.add_argument("--probe-s", type=float, default=1.0,
+                        help="seconds of other programs' CPU measured before each section (0: none)")
+    parser.add_argument("--load-note", default="", help="what else ran on the machine (goes into the report)")
+    parser.set_defaults(size="full")
     args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
+    cfg = dict({"full": FULL, "quick": QUICK, "smoke": SMOKE}[args.size])
     if args.long_budget_s is not None:
         cfg["long_budget_s"] = args.long_budget_s
+    names = list(args.only or NAMES)
     if args.from_json:
-        results = json.loads(args.from_json.read_text())
+        doc = record.load(args.out)
+        figures = record.write(doc, args.out)
     else:
-        results = asyncio.run(run(cfg, args, set(args.only or SECTIONS)))
-        if args.merge:
-            results = merge(json.loads((args.out / "latest.json").read_text()), results)
-    figures = write(results, args.out)
-    print(f"cores={results['meta']['cores']}")
-    print(f"temporalio={results['meta']['temporalio']}")
-    print(f"dev_server={results['meta']['server'].splitlines()[0] if results['meta']['server'] else '?'}")
+        doc = asyncio.run(run(cfg, args, names))
+        figures = doc["figures"]
+    print(f"cores={doc['meta']['cores']}")
+    print(f"temporalio={doc['meta']['temporalio']}")
+    print(f"dev_server={doc['meta']['server'].splitlines()[0] if doc['meta']['server'] else '?'}")
     for name, value in figures.items():
-        print(f"{name}={fmt(value)}")
+        print(f"{name}={fmt(value)}{' (not comparable)' if name in doc.get('not_comparable', []) else ''}")
     print(f"report: {args.out / 'latest.md'}", file=sys.stderr)
+    failed = [] if args.from_json else record.failed(doc, names)
+    if failed:
+        print(f"FAILED sections: {', '.join(failed)} (tracebacks in {args.out / 'latest.md'})", file=sys.stderr)
+        return 1
     return 0
 
 

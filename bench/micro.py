@@ -59,11 +59,10 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
     from ratchet.stores import transcripts
     from ratchet.stores.artifacts import DirectoryArtifactStore, get_json, put_json
     from ratchet.contracts import Message, ModelCallConfig, ModelRequest, ModelSettings
-    from ratchet.ops.settings import Settings
 
     root = Path(tempfile.mkdtemp(prefix="bench-micro-"))
     store, ledger = DirectoryArtifactStore(root / "artifacts"), SqliteLedger(root / "ledger.sqlite3")
-    model = ModelActivities(builtin_providers(Settings(), store), store, ledger)
+    model = ModelActivities(builtin_providers(store), store, ledger)
     env = ActivityEnvironment()
     rows = []
     for steps in lengths:

@@ -1,0 +1,91 @@
+"""`make bench` cannot lose its results: every section at its smallest size, a failing section
+recorded with its traceback while the others still count, and the machine's other work measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from bench import quiet, sections
+from bench.__main__ import main
+from bench.harness import REPO
+from bench.sections import Section
+
+
+def test_every_section_runs_at_its_smallest_size_and_is_written(tmp_path):
+    """The whole bench, each section at its smallest: a changed signature fails here, not 40 minutes
+    into `make bench`."""
+    out = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--out", str(out), "--probe-s", "0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    doc = json.loads((out / "latest.json").read_text())
+    failed = {n: s["traceback"] for n, s in doc["sections"].items() if s["status"] != "ok"}
+    assert not failed and done.returncode == 0, (failed, done.stderr[-3000:])
+    assert list(doc["sections"]) == list(sections.NAMES)
+    for section in sections.SECTIONS:
+        assert section.results_key in doc, section.name
+    assert doc["figures"]["throughput_ratio"] > 0 and doc["figures"]["step_time_ratio"] > 0
+    assert "## Sections" in (out / "latest.md").read_text()
+
+
+def test_a_failing_section_is_recorded_with_its_traceback_and_the_others_still_count(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    seen_before_failure = {}
+
+    async def breaks(ctx):
+        # the section before this one is already in the file: a crash from here on loses nothing
+        seen_before_failure.update(json.loads((out / "latest.json").read_text())["sections"])
+        raise TypeError("builtin_providers() takes 1 positional argument but 2 were given")
+
+    monkeypatch.setitem(sections.BY_NAME, "micro", Section("micro", breaks, lambda cfg: 1, server=False))
+    status = main(["--smoke", "--only", "providers", "micro", "--out", str(out), "--probe-s", "0"])
+    assert status == 1
+    assert seen_before_failure["providers"]["status"] == "ok"
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["sections"]["providers"]["status"] == "ok" and doc["providers"]
+    micro = doc["sections"]["micro"]
+    assert micro["status"] == "failed" and "TypeError: builtin_providers()" in micro["traceback"]
+    assert "micro" not in doc
+    assert doc["figures"]["anthropic_openai_cpu_ratio"] > 0
+    report = (out / "latest.md").read_text()
+    assert "### micro failed" in report and "in breaks" in report
+
+    # re-measuring one section keeps the others, with their provenance
+    monkeypatch.undo()
+    assert main(["--smoke", "--only", "micro", "--out", str(out), "--probe-s", "0"]) == 0
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["sections"]["micro"]["status"] == "ok" and doc["micro"]
+    assert doc["sections"]["providers"] == micro_free(doc)["providers"] and doc["providers"]
+
+
+def micro_free(doc):
+    return {k: v for k, v in doc["sections"].items() if k != "micro"}
+
+
+def test_the_bench_own_processes_are_not_counted_as_other_work():
+    before = quiet.read()
+    burner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 0.8: pass"])
+    burner.wait(timeout=30)
+    during = quiet.between(before, quiet.read())
+    # the child's 0.8 s of CPU belongs to the bench (reaped into its cutime), whatever else the machine does
+    assert quiet.read().mine_s - before.mine_s >= 0.6
+    assert during["bench_cores"] >= 0.5 * 0.8 / during["wall_s"]
+
+
+def test_a_busy_machine_or_a_slow_floor_makes_a_section_not_comparable():
+    assert quiet.verdict({"foreign_cores": 0.1, "steal_share": 0.0}) == (True, "")
+    ok, why = quiet.verdict({"foreign_cores": 1.2, "steal_share": 0.0})
+    assert not ok and "1.20 cores" in why
+    ok, why = quiet.verdict({"foreign_cores": 0.0, "steal_share": 0.2})
+    assert not ok and "steal" in why
+    assert quiet.floor_verdict(20.7, 55.0)[0] is False
+    assert quiet.floor_verdict(50.0, 55.0) == (True, "")
+    assert quiet.floor_verdict(20.7, None) == (True, "")
+
+
+def test_probe_waits_the_time_it_is_given():
+    began = time.monotonic()
+    reading = quiet.probe(0.2)
+    assert time.monotonic() - began >= 0.2 and reading["wall_s"] >= 0.2
