@@ -806,10 +806,20 @@ class _AskAgain(Unavailable):
         self.busy = busy
 
 
+TEMPORAL_FIELDS = {"WorkflowId": "workflow_id"}
+"""Temporal's names of a request's fields, as its INVALID_ARGUMENT messages begin, and Ratchet's."""
+
+
 def rpc_error(doing: str, exc: RPCError) -> RatchetError:
-    """The error to raise for an RPC that failed: Unavailable when the service did not answer."""
+    """The error to raise for an RPC that failed: Unavailable when the service did not answer,
+    InvalidInput when it refused the request itself (INVALID_ARGUMENT: an empty or too long
+    workflow id, a payload over its size limit), which no retry can fix."""
     if exc.status == RPCStatusCode.UNAVAILABLE:
         return Unavailable(f"{doing}: the Temporal service is unavailable ({exc})")
+    if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+        message = exc.message.rstrip(".")
+        field = next((ours for theirs, ours in TEMPORAL_FIELDS.items() if message.startswith(theirs + " ")), None)
+        return InvalidInput("request", [f"{field}: {message}" if field else message])
     return RatchetError(f"{doing}: {exc}")
 
 
