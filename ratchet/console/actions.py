@@ -22,11 +22,9 @@ def _back(visit: Visit, default: str, text: str, kind: str = "ok") -> Response:
     return RedirectResponse(visit.note_url(target, text, kind), status_code=303)
 
 
-async def run_action(client: RatchetClient, request: Request, visit: Visit) -> Response:
+async def run_action(client: RatchetClient, request: Request, visit: Visit, action: str) -> Response:
+    """POST /runs/{id}/{action}, `action` one of ACTIONS (its own route: any other path is 404)."""
     handle = client.get(request.path_params["workflow_id"])
-    action = request.path_params["action"]
-    if action not in ACTIONS:
-        raise InvalidInput("action", [f"{action!r} is not an action of a run ({', '.join(sorted(ACTIONS))})"])
     page = run_url(handle.workflow_id)
     try:
         done = await ACTIONS[action](handle, visit.form)

@@ -8,8 +8,9 @@
     GET  /runs/{id}/checkpoints/{cp}/rollback   the rollback plan; POST: roll back (the confirmation)
     POST /runs/{id}/{approve,reject,decide,send,ask,pause,resume,cancel}, .../checkpoints/{cp}/fork
 
-Every request passes ConsoleGuard (ratchet/console/guard.py); every action is the same client
-call the CLI makes, so the audit trail is Temporal's history. Errors are pages, never traces.
+Every request passes ConsoleGuard (ratchet/console/guard.py), and a body over MAX_FORM_BYTES is
+413 as it arrives (`BodyLimit`); every action is the same client call the CLI makes, so the audit
+trail is Temporal's history. Errors are pages, never traces; a path that is none of these is 404.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -25,8 +27,8 @@ from starlette.routing import Route
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound, Unavailable
 from ratchet.console import actions, pages
 from ratchet.console.forms_view import error_page, login_page
-from ratchet.console.guard import TOKEN_COOKIE, ConsoleGuard, Visit, secured
-from ratchet.ops.http_guard import HttpGuard
+from ratchet.console.guard import MAX_FORM_BYTES, TOKEN_COOKIE, ConsoleGuard, Visit, secured
+from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
 from ratchet.payloads.codec import CodecKeyError
 
 log = logging.getLogger("ratchet.console")
@@ -75,6 +77,12 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
 
         return call
 
+    def acting(action: str) -> Handler:
+        async def call(request: Request, visit: Visit) -> Response:
+            return await actions.run_action(client, request, visit, action)
+
+        return call
+
     routes = [
         Route("/", guarded(bound(pages.runs)), methods=["GET"]),
         Route("/inbox", guarded(bound(pages.inbox)), methods=["GET"]),
@@ -90,10 +98,11 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
             methods=["POST"],
         ),
         Route("/runs/{workflow_id}/checkpoints/{checkpoint_id}/fork", guarded(bound(actions.fork)), methods=["POST"]),
-        Route("/runs/{workflow_id}/{action}", guarded(bound(actions.run_action)), methods=["POST"]),
+        *(Route(f"/runs/{{workflow_id}}/{name}", guarded(acting(name)), methods=["POST"]) for name in actions.ACTIONS),
         Route("/static/{name}", guarded(pages.static, needs_token=False), methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+    limit = Middleware(BodyLimit, max_bytes=MAX_FORM_BYTES, answer=_too_large)
+    return Starlette(routes=routes, middleware=[limit], exception_handlers={404: _not_found, 405: _not_allowed})
 
 
 def failure(exc: RatchetError) -> Response:
@@ -107,6 +116,10 @@ def failure(exc: RatchetError) -> Response:
     if isinstance(exc, Unavailable):
         return _page(503, "Temporal is unavailable", str(exc))
     return _page(502, "Temporal did not do it", str(exc))
+
+
+def _too_large(refusal: Refusal) -> Response:
+    return secured(_page(refusal.status, "Too large", refusal.reason), None)
 
 
 def _page(status: int, title: str, detail: str) -> Response:

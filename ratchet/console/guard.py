@@ -1,6 +1,7 @@
 """What every console request passes before its handler: HttpGuard (ratchet/ops/http_guard.py:
 Host, Origin, the token), then for a form POST its media type and CSRF token; and the headers
-every answer carries."""
+every answer carries. A body over MAX_FORM_BYTES never reaches a handler: `BodyLimit` (the same
+middleware as every Ratchet server's, ratchet/console/app.py) answers 413 as it arrives."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ratchet.ops.http_guard import HttpGuard, Refusal
 TOKEN_COOKIE = "ratchet_console_token"
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FORM_BYTES = 1 << 20
+"""A request body at most (a form: an objective, a message, a reason), enforced by `BodyLimit`."""
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -83,13 +85,11 @@ class ConsoleGuard:
         return Visit(token=self.forms.token_for(nonce), nonce=nonce, new_nonce=fresh, forms=self.forms)
 
     async def form(self, request: Request, visit: Visit) -> Refusal | None:
-        """Read a POST's form into `visit.form`; why it is refused (media type, size, CSRF), or None."""
+        """Read a POST's form into `visit.form`; why it is refused (media type, CSRF), or None."""
         media_type = (request.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         if media_type != FORM_TYPE:
             return Refusal(415, f"a console form is sent as {FORM_TYPE}, not {media_type or 'nothing'}")
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            return Refusal(413, "the form is too large")
+        body = await request.body()  # at most MAX_FORM_BYTES: BodyLimit stops the read past it
         visit.form = dict(parse_qsl(body.decode(errors="replace"), keep_blank_values=True))
         if visit.new_nonce or not self.forms.valid(visit.nonce, visit.form.get(csrf.FIELD)):
             return Refusal(

@@ -20,6 +20,9 @@ no preflight). So, in this order:
 4. **JSON bodies only** for the JSON endpoints (`Content-Type: application/json`), else 415: a
    browser cannot send that cross-origin without a preflight, which rule 2 refuses.
 
+And around the app, `BodyLimit` (ASGI middleware): a body over the server's limit is 413 as it
+arrives, chunked or not, and the server reads no further.
+
 Refusals never echo a token. `ratchet mcp --port` keeps the MCP SDK's own checks of the same kind.
 """
 
@@ -27,9 +30,9 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -133,3 +136,94 @@ class HttpGuard:
 
     def allows_origin(self, origin: str | None) -> bool:
         return origin is not None and origin.rstrip("/") in self.allowed_origins
+
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class BodyTooLarge(Exception):
+    """Raised by `BodyLimit`'s `receive` once a request's body has passed the limit: the app
+    stops reading, and the middleware answers 413 in its place."""
+
+
+def size(n: int) -> str:
+    """`1048576` -> `1 MiB`; bytes when not a whole number of KiB or MiB."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` is refused with 413 while it arrives.
+
+    A `Content-Length` over the limit is answered before a byte of the body is read (and before
+    `Expect: 100-continue` is granted); any other body (chunked, or longer than it said) is counted
+    as the app reads it, and the read that passes the limit raises `BodyTooLarge` in the app, so
+    nothing more is read or kept. Whatever the app then sends is dropped: `answer(refusal)`, an
+    ASGI app (the server's own error format), answers instead, with `Connection: close`, so the
+    server closes the connection rather than reading the rest of the body to reuse it. Memory per
+    request stays within `max_bytes` plus the server's read buffer (uvicorn pauses at 64 KiB).
+
+    Used as `Starlette(middleware=[Middleware(BodyLimit, max_bytes=..., answer=...)])`: inside
+    Starlette's error middleware, so a refusal is never turned into a 500."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, answer: Callable[[Refusal], ASGIApp]) -> None:
+        self.app, self.max_bytes, self.answer = app, max_bytes, answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refusal = Refusal(413, f"the request body is over this server's limit of {size(self.max_bytes)}")
+        if _content_length(scope) > self.max_bytes:
+            return await self._refuse(refusal, scope, receive, send)
+        read, over, started = 0, False, False
+
+        async def limited() -> Message:
+            nonlocal read, over
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.max_bytes:
+                    over = True
+                    raise BodyTooLarge(refusal.reason)
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if over and not started:
+                return  # the app's answer to BodyTooLarge (its error page): the 413 goes instead
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited, tracked)
+        except Exception:
+            if not over or started:
+                raise
+        if over and not started:
+            await self._refuse(refusal, scope, receive, send)
+
+    async def _refuse(self, refusal: Refusal, scope: Scope, receive: Receive, send: Send) -> None:
+        async def closing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.answer(refusal)(scope, receive, closing)
+
+
+def _content_length(scope: Scope) -> int:
+    """The request's Content-Length, 0 without one (the server has checked its syntax)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0

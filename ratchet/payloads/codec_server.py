@@ -12,7 +12,8 @@ names, the bound address or `--allowed-host` is answered 421 (a DNS-rebinding pa
 other than `--cors-origin` 403, a body that is not `application/json` 415, and, when
 RATCHET_CODEC_TOKEN is set (required for a non-loopback `--host`), a request without
 `Authorization: Bearer <token>` 401. `/encode` answers only with `--encode`: it seals whatever it
-is sent with the workers' key, so the worker would accept it as genuine.
+is sent with the workers' key, so the worker would accept it as genuine. A body over
+MAX_BODY_BYTES is 413 as it arrives, chunked or not, and no more of it is read (`BodyLimit`).
 
 The server transforms payloads with the workers' data converter (`data_converter(settings)`,
 ratchet/payloads/converter.py), values untouched: decoding resolves offloaded payloads (the SDK's
@@ -35,14 +36,16 @@ import time
 import uvicorn
 from google.protobuf import json_format
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DataConverter
 
 from ratchet.payloads.codec import CodecKeyError, EncryptionCodec
-from ratchet.ops.http_guard import GuardSettingsError, HttpGuard
+from ratchet.ops.http_guard import BodyLimit, GuardSettingsError, HttpGuard, Refusal
 from ratchet.payloads.converter import decode_payloads, encode_payloads
 from ratchet.payloads.offload import OffloadedPayloadError
 
@@ -84,7 +87,9 @@ class CodecServer:
         return f"http://{self.host}:{self.port}"
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "OPTIONS"])])
+        route = Route("/{path:path}", self._handle, methods=["GET", "POST", "OPTIONS"])
+        limit = Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, answer=self._refused)
+        return Starlette(routes=[route], middleware=[limit])
 
     def start(self, timeout_s: float = 30) -> CodecServer:
         config = uvicorn.Config(
@@ -165,13 +170,18 @@ class CodecServer:
         refusal = self.refusal(action, namespace)
         if refusal:
             return self._reply(request, 403, refusal.encode() + b"\n")
-        if int(request.headers.get("Content-Length") or 0) > MAX_BODY_BYTES:
-            return self._reply(request, 413, f"body over {MAX_BODY_BYTES} bytes\n".encode())
         try:
             body = await self.transform(action, await request.body())
         except (json_format.ParseError, CodecKeyError, ValueError) as exc:
             return self._reply(request, 400, f"{action} failed: {exc}\n".encode())
         return self._reply(request, 200, body, content_type="application/json")
+
+    def _refused(self, refusal: Refusal) -> ASGIApp:
+        async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+            response = self._reply(Request(scope), refusal.status, refusal.reason.encode() + b"\n")
+            await response(scope, receive, send)
+
+        return answer
 
     def _reply(
         self, request: Request, status: int, body: bytes, content_type: str = "text/plain", preflight: bool = False

@@ -90,6 +90,8 @@ class Begun:
 
 async def begin(client: RatchetClient, request: RunAgentInput) -> Begun:
     """Start the thread's run, or give it the message (a session: `ask`; a plain run: `send`)."""
+    if not request.thread_id:
+        raise InvalidInput("AG-UI input", ["threadId: must not be empty (it is the run's id)"])
     text = last_user_text(request)
     run = client.get(request.thread_id)
     try:
@@ -104,7 +106,14 @@ async def begin(client: RatchetClient, request: RunAgentInput) -> Begun:
         )
     if not running:
         props = request.forwarded_props if isinstance(request.forwarded_props, dict) else {}
-        return Begun(run=await client.start({**props, "objective": text}, request.thread_id), offset=0)
+        try:
+            started = await client.start({**props, "objective": text}, request.thread_id)
+        except InvalidInput as exc:  # Temporal refused the id (too long): the thread's, to an AG-UI client
+            problems = [p.replace("workflow_id:", "threadId:", 1) for p in exc.problems]
+            if problems == exc.problems:
+                raise
+            raise InvalidInput("AG-UI input", problems) from None
+        return Begun(run=started, offset=0)
     offset = await run.stream_end()
     state = await run.state()
     if state.plan is None or state.plan.session is None:

@@ -8,8 +8,10 @@
 
 Every request passes `HttpGuard` first (ratchet/ops/http_guard.py: Host, Origin, the bearer token
 RATCHET_SERVE_TOKEN, JSON bodies), so a web page the user opens cannot drive runs; binding beyond
-loopback needs the token. A bad request is an HTTP error before any event: 404 for a run that does
-not exist, 400 for an unknown topic, an offset beyond the stream or an input that does not validate.
+loopback needs the token; a body over MAX_BODY_BYTES is 413 as it arrives, and no more of it is read
+(`BodyLimit`). A bad request is an HTTP error before any event: 404 for a run that does not exist or
+a path that is not one of the two, 400 for an unknown topic, an offset beyond the stream or an input
+that does not validate (a run id Temporal refuses, an empty or too long `threadId`, included).
 Everything goes through `ratchet.client` (payloads decoded with the client's codec keys; the
 stream carries what the worker redacted).
 """
@@ -23,22 +25,28 @@ from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound
 from ratchet.contracts.events import RunEvent
-from ratchet.ops.http_guard import HttpGuard
+from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
 from ratchet.serve import agui
 
 TOKEN_SETTING = "RATCHET_SERVE_TOKEN"
 ALLOWED_HEADERS = "Authorization, Content-Type, Last-Event-ID, Accept"
+MAX_BODY_BYTES = 4 << 20
+"""An AG-UI request's body at most: a client sends the conversation it holds each time (Ratchet
+reads only its last user message and `forwardedProps`), and a start input is bounded far below
+this by Temporal's own payload limit (2 MB by default)."""
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def build_app(client: RatchetClient, guard: HttpGuard) -> Starlette:
+def build_app(client: RatchetClient, guard: HttpGuard, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
     def guarded(handler: Handler, json_body: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
             refused = guard.check(request.method, request.headers, json_body=json_body)
@@ -53,14 +61,16 @@ def build_app(client: RatchetClient, guard: HttpGuard) -> Starlette:
                     response = await handler(request)
                 except RatchetError as exc:
                     response = _error(exc)
-            origin = request.headers.get("Origin")
-            if guard.allows_origin(origin):
-                response.headers["Access-Control-Allow-Origin"] = origin or ""
-                response.headers["Access-Control-Allow-Credentials"] = "true"
-                response.headers["Vary"] = "Origin"
-            return response
+            return _cors(guard, request, response)
 
         return endpoint
+
+    def refused(refusal: Refusal) -> ASGIApp:
+        async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+            response = JSONResponse({"error": refusal.reason}, status_code=refusal.status)
+            await _cors(guard, Request(scope), response)(scope, receive, send)
+
+        return answer
 
     async def run_events(request: Request) -> Response:
         run = client.get(request.path_params["workflow_id"])
@@ -83,8 +93,19 @@ def build_app(client: RatchetClient, guard: HttpGuard) -> Starlette:
         routes=[
             Route("/runs/{workflow_id:path}/events", guarded(run_events), methods=["GET", "OPTIONS"]),
             Route("/agui", guarded(agui_run, json_body=True), methods=["POST", "OPTIONS"]),
-        ]
+        ],
+        middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes, answer=refused)],
     )
+
+
+def _cors(guard: HttpGuard, request: Request, response: Response) -> Response:
+    """`response` with the CORS headers of an allowed origin (none for any other)."""
+    origin = request.headers.get("Origin")
+    if guard.allows_origin(origin):
+        response.headers["Access-Control-Allow-Origin"] = origin or ""
+        response.headers["Access-Control-Allow-Credentials"] = "true"
+        response.headers["Vary"] = "Origin"
+    return response
 
 
 def _offset(request: Request) -> int:
