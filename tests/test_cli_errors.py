@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+from ratchet.client import RunClosed, RunFailed
 from ratchet.ops.connection import EXIT_UNREACHABLE
-from tests.runs import scripted, start
+from tests.runs import ratchet, runs, scripted, start
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
@@ -78,3 +79,28 @@ async def test_every_verb_survives_a_closed_pipe_as_unix_tools_do(client, settin
         code, err = await ratchet_into_closed_pipe(settings, *verb)
         assert code == -signal.SIGPIPE, (verb, code, err)  # a shell shows 141, as for `seq 1000000 | head -1`
         assert "Traceback" not in err and "BrokenPipe" not in err, (verb, err)
+
+
+async def test_a_closed_run_says_it_ended_and_how_to_send_approve_and_cancel(client, settings, worker):
+    done = await start(client, settings, scripted("probe", WRITE_AND_FINISH))
+    await done.result()
+    failed = await start(client, settings, scripted("no-such-profile", WRITE_AND_FINISH))
+    with pytest.raises(RunFailed):
+        await failed.result()
+    for run, how in ((done.workflow_id, "DONE (COMPLETED)"), (failed.workflow_id, "FAILED")):
+        for verb, then in ((["send", run, "hello?"], "it takes no messages"),
+                           (["approve", run, "call_1_0"], "no call of it waits for approval"),
+                           (["cancel", run], "there is nothing to cancel")):
+            code, out = await ratchet(settings, *verb)
+            assert code == 1, (verb, code, out)
+            assert out.strip() == f"{run} has ended {how}: {then}", (verb, out)
+    with pytest.raises(RunClosed, match="has ended DONE"):  # the client says it, the CLI only prints it
+        await runs(client, settings).get(done.workflow_id).send("hello?")
+
+
+async def test_abbreviated_options_are_refused_under_the_verbs_own_usage():
+    code, out, err = await ratchet_at(f"127.0.0.1:{closed_port()}", "start", "coder", "x", "--max-step", "3")
+    assert code == 2 and "ratchet start: error: unrecognized arguments: --max-step 3" in err, (code, out, err)
+    assert err.startswith("usage: ratchet start "), err
+    code, out, err = await ratchet_at(f"127.0.0.1:{closed_port()}", "list", "--lim", "3")
+    assert code == 2 and "unrecognized arguments: --lim 3" in err, (code, out, err)

@@ -78,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
         description="Durable LLM agents on Temporal.",
         epilog=EXIT_STATUSES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     sub = root.add_subparsers(dest="command", required=True)
     verb(
@@ -179,7 +180,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     from ratchet.payloads.codec import CodecKeyError
 
-    args = parser().parse_args(argv)
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:  # said under the verb's usage line, not the root's list of every verb
+        args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         status = args.fn(args)
         sys.stdout.flush()  # what is still buffered: a reader that went away shows here

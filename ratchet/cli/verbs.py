@@ -15,13 +15,16 @@ if TYPE_CHECKING:
 
 def verb(sub, name: str, help: str, example: str, description: str | None = None) -> argparse.ArgumentParser:
     """A subcommand whose `--help` says what it does and shows `example` (examples may be several lines)."""
-    return sub.add_parser(
+    cmd = sub.add_parser(
         name,
         help=help,
         description=description or help[:1].upper() + help[1:] + ".",
         epilog="example: " + example,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # `--max-step 3` is a typo, not `--max-steps 3`
     )
+    cmd.set_defaults(verb_parser=cmd)  # its own usage line for an argument it does not know (main)
+    return cmd
 
 
 def workflow_id(cmd: argparse.ArgumentParser) -> None:
@@ -36,14 +39,18 @@ async def connected() -> RatchetClient:
 
 
 def run_verb(fn: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Callable[[argparse.Namespace], int]:
-    """`fn` as a verb: a RatchetError it did not handle is one line on stderr and exit status 2
-    (no such run, ...), or EXIT_UNREACHABLE when Temporal (or a worker) did not answer."""
-    from ratchet.client import RatchetError, Unavailable
+    """`fn` as a verb: a RatchetError it did not handle is one line on stderr: a refusal (a closed
+    run: `ops-8 has ended DONE (COMPLETED): it takes no messages`) exit status 1, no such run and
+    the like 2, EXIT_UNREACHABLE when Temporal (or a worker) did not answer."""
+    from ratchet.client import RatchetError, Refused, Unavailable
     from ratchet.ops.connection import EXIT_UNREACHABLE
 
     def run(args: argparse.Namespace) -> int:
         try:
             return asyncio.run(fn(args))
+        except Refused as exc:
+            print(exc, file=sys.stderr)
+            return 1
         except RatchetError as exc:
             print(f"ratchet: {exc}", file=sys.stderr)
             return EXIT_UNREACHABLE if isinstance(exc, Unavailable) else 2

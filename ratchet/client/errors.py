@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from ratchet.contracts import problems
+from ratchet.contracts import RunMessages, problems
 from ratchet.ops.connection import TemporalUnreachable
 
 
@@ -41,13 +41,50 @@ class Refused(RatchetError):
         self.what, self.reason = what, reason
 
 
-class SessionEnded(Refused):
+def ended(phase: str | None, status: str) -> str:
+    """How a run ended, in a few words: its phase and, when it says more, the execution's status
+    (`DONE (COMPLETED)`, `FAILED`, `BUDGET_EXHAUSTED (COMPLETED)`, `(TERMINATED)`)."""
+    if phase is None:
+        return f"({status})"
+    return phase if phase == status else f"{phase} ({status})"
+
+
+NO_LONGER = {
+    RunMessages.SEND_MESSAGE: "it takes no messages",
+    RunMessages.ASK: "it takes no messages",
+    RunMessages.APPROVE: "no call of it waits for approval",
+    RunMessages.REJECT: "no call of it waits for approval",
+    RunMessages.DECIDE: "no call of it waits for a decision",
+    RunMessages.PAUSE: "it cannot be paused",
+    RunMessages.RESUME: "it is not paused",
+    RunMessages.CLOSE: "there is nothing to close",
+    "cancel": "there is nothing to cancel",
+    "terminate": "there is nothing to terminate",
+}
+"""What a closed run no longer does, by the request it refused (else: it takes no requests)."""
+
+
+class RunClosed(Refused):
+    """A request for a running run (a message, an approval, a cancel, ...) reached a run that has
+    ended: `phase` (RatchetPhase: DONE, FAILED, ...) and `status` (the execution's: COMPLETED,
+    FAILED, CANCELED, TERMINATED, ...) say how. Its message is one sentence:
+    `ops-8 has ended DONE (COMPLETED): it takes no messages`."""
+
+    def __init__(self, what: str, workflow_id: str, phase: str | None, status: str, then: str | None = None) -> None:
+        then = then or NO_LONGER.get(what, "it takes no requests")
+        super().__init__(what, f"{workflow_id} has ended {ended(phase, status)}: {then}")
+        self.workflow_id, self.phase, self.status = workflow_id, phase, status
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class SessionEnded(RunClosed):
     """A session's update reached a session that has closed: `phase` and `status` say how it ended."""
 
     def __init__(self, what: str, workflow_id: str, phase: str | None, status: str) -> None:
-        ended = f"{phase} ({status})" if phase else status
-        super().__init__(what, f"session {workflow_id} has ended {ended}; start a new one or fork it")
-        self.workflow_id, self.phase, self.status = workflow_id, phase, status
+        super().__init__(what, workflow_id, phase, status, "start a new one or fork it")
+        self.reason = f"session {self.reason}"
 
 
 class NotStartedYet(RatchetError):

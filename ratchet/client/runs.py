@@ -51,11 +51,13 @@ from ratchet.client.errors import (
     RatchetError,
     Refused,
     RunCancelled,
+    RunClosed,
     RunFailed,
     RunNotFound,
     SessionEnded,
     Unavailable,
     Unreachable,
+    ended,
 )
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -523,10 +525,10 @@ class RunHandle:
         says so; one that ended otherwise (FAILED, cancelled, ...) refuses, naming how."""
         try:
             return await self._session_update(RunMessages.CLOSE, None, str)
-        except SessionEnded as ended:
-            if ended.status != WorkflowExecutionStatus.COMPLETED.name or ended.phase != Phase.DONE:
+        except SessionEnded as closed:
+            if closed.status != WorkflowExecutionStatus.COMPLETED.name or closed.phase != Phase.DONE:
                 raise
-            return f"session {self.workflow_id} has ended {ended.phase} ({ended.status})"
+            return f"session {self.workflow_id} has ended {ended(closed.phase, closed.status)}"
 
     async def pause(self) -> None:
         await self._ask(RunMessages.PAUSE, self._handle.signal(RunMessages.PAUSE))
@@ -535,12 +537,15 @@ class RunHandle:
         await self._ask(RunMessages.RESUME, self._handle.signal(RunMessages.RESUME))
 
     async def cancel(self) -> None:
-        """The running step is cancelled and the run ends under its failure policy."""
+        """The running step is cancelled and the run ends under its failure policy. RunClosed if
+        the run has ended (the service would take the request and do nothing)."""
+        await self._running_or_closed("cancel")
         await self._ask("cancel", self._handle.cancel())
 
     async def terminate(self, reason: str) -> None:
         """End the run at once: no step boundary, no failure policy, no rollback (`cancel` does
-        those). For runs that are stuck or no longer wanted at any price."""
+        those). For runs that are stuck or no longer wanted at any price. RunClosed if it has ended."""
+        await self._running_or_closed("terminate")
         await self._ask("terminate", self._handle.terminate(reason=reason))
 
     async def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
@@ -549,6 +554,8 @@ class RunHandle:
         if await self.running():
             try:
                 return await self._running_plan(checkpoint_id)
+            except RunClosed:
+                pass
             except (RunNotFound, Refused):
                 raise
             except RatchetError:
@@ -590,6 +597,9 @@ class RunHandle:
                     report=report,
                     turns_removed=report.turns_removed,
                 )
+            except RunClosed:
+                outcome = await self._rollback_closed(checkpoint_id, dry_run)
+                return outcome.model_copy(update={"closed_meanwhile": True})
             except (RunNotFound, Refused):
                 raise
             except RatchetError:
@@ -650,12 +660,39 @@ class RunHandle:
             ) from None
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
-                raise RunNotFound(self.workflow_id) from None
+                raise (await self._not_found(what)) from None
             if exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
                 raise _AskAgain(f"{self.workflow_id}: {what}: no answer in time ({exc})", busy=False) from None
             if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
                 raise _AskAgain(f"{self.workflow_id}: {what}: the service is busy ({exc})", busy=True) from None
             raise rpc_error(self.workflow_id, exc) from None
+
+    async def _not_found(self, what: str) -> RatchetError:
+        """What the service's NOT_FOUND means for the request `what`: a signal, an update or a
+        cancel that needs a running run reached one that has closed (RunClosed, saying how), or
+        there is no such run (RunNotFound)."""
+        if what not in TO_RUNNING:
+            return RunNotFound(self.workflow_id)
+        description = await self.describe()  # RunNotFound: there is no such run
+        if description.status == WorkflowExecutionStatus.RUNNING:  # it continued as new meanwhile
+            return Unavailable(
+                f"{self.workflow_id}: {what}: the run moved on while the request was on its way; send it again"
+            )
+        return self._closed(what, description)
+
+    async def _running_or_closed(self, what: str) -> None:
+        """Nothing if the run is running; else RunClosed (RunNotFound: no such run)."""
+        description = await self.describe()
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            raise self._closed(what, description)
+
+    def _closed(self, what: str, description: WorkflowExecutionDescription) -> RunClosed:
+        """The refusal of `what` by the closed run `description`; of a session, SessionEnded."""
+        attributes = description.search_attributes
+        phase = (attributes.get("RatchetPhase") or [None])[0]
+        status = description.status.name if description.status else "CLOSED"
+        closed = SessionEnded if (attributes.get("RatchetSession") or [False])[0] else RunClosed
+        return closed(what, self.workflow_id, str(phase) if phase is not None else None, status)
 
     async def _query(
         self, name: str, *args: Any, result_type: type[T], what: str | None = None, timeout_s: float | None = None
@@ -698,14 +735,13 @@ class RunHandle:
             return await self._ask(name, call)
         except WorkflowUpdateFailedError as exc:
             raise Refused(name, str(exc.cause)) from None
-        except RatchetError:
+        except RunClosed:
+            raise
+        except RatchetError:  # the session may have closed while the update was on its way
             description = await self.describe()  # RunNotFound if there is no such run
             if description.status == WorkflowExecutionStatus.RUNNING:
                 raise
-            phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
-            phase = str(phase) if phase is not None else None
-            status = description.status.name if description.status else "CLOSED"
-            raise SessionEnded(name, self.workflow_id, phase, status) from None
+            raise self._closed(name, description) from None
 
     async def _running_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         plan = await self._query(
@@ -781,6 +817,25 @@ class RunHandle:
         store = open_artifacts(self.client.settings.artifact_store_url)
         conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
         return conversation[start:stop]
+
+
+TO_RUNNING = frozenset(
+    {
+        RunMessages.SEND_MESSAGE,
+        RunMessages.PAUSE,
+        RunMessages.RESUME,
+        RunMessages.APPROVE,
+        RunMessages.REJECT,
+        RunMessages.DECIDE,
+        RunMessages.ROLLBACK,
+        RunMessages.ASK,
+        RunMessages.ANSWER,
+        RunMessages.CLOSE,
+        "cancel",
+        "terminate",
+    }
+)
+"""The requests only a running run takes: on a closed one, RunClosed."""
 
 
 def start_summary(run: AgentRun) -> str:
