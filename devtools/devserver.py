@@ -37,6 +37,11 @@ a journal and two fsyncs (the default): on this VM, streamed deltas reach their 
 the time with 20 runs streaming at once (bench/streaming.py)."""
 
 
+TEMPORAL_PORT = 7233
+UI_PORT = 8233
+"""The ports `temporal server start-dev` and every Temporal tool assume: `make up` takes them when free."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -115,6 +120,25 @@ def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def pick_port(wanted: int, what: str) -> int:
+    """`wanted` if nothing listens there and it can be bound on 127.0.0.1, else a free port (and
+    say so: `what` names who gets it)."""
+    if not port_open(wanted) and _bindable(wanted):
+        return wanted
+    port = free_port()
+    print(f"port {wanted} is taken (another Temporal server or `make up`?): {what} on port {port} instead", flush=True)
+    return port
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def stop_group(proc: subprocess.Popen | None, timeout_s: float) -> None:

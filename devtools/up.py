@@ -21,19 +21,16 @@ import fcntl
 import os
 import shlex
 import signal
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from devtools.devserver import DevServer, free_port, port_open
+from devtools.devserver import TEMPORAL_PORT, UI_PORT, DevServer, pick_port
 from devtools.workers import WorkerProcess
 from ratchet.ops.search_attributes import ensure_search_attributes
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / ".ratchet"
-TEMPORAL_PORT = 7233
-UI_PORT = 8233
 READY = "ratchet is up"
 """The last line printed once the server and the worker are ready (tests wait for it)."""
 STOPPED = "stopped the worker and the dev server"
@@ -65,24 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make up is already running on {state_dir} (stop it with Ctrl-C there)", file=sys.stderr)
         return 1
     return asyncio.run(_up(state_dir, args.port, args.ui_port))
-
-
-def pick_port(wanted: int, what: str) -> int:
-    """`wanted` if nothing listens there and it can be bound, else a free port (and say so)."""
-    if not port_open(wanted) and _bindable(wanted):
-        return wanted
-    port = free_port()
-    print(f"port {wanted} is taken (another Temporal server or `make up`?): {what} on port {port} instead", flush=True)
-    return port
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 async def _up(state_dir: Path, port: int, ui_port: int) -> int:
