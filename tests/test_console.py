@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from datetime import timedelta
+from urllib.parse import quote
 
 import httpx2 as httpx
 import pytest
@@ -23,6 +24,7 @@ from ratchet.client import RatchetClient
 from ratchet.console.app import build_app
 from ratchet.contracts import Phase
 from ratchet.ops.http_guard import HttpGuard
+from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.payloads.converter import data_converter
 from ratchet.worker.main import build_worker
 from tests.ops_workers import ROOT
@@ -278,3 +280,20 @@ async def test_a_closed_runs_page_is_read_once_then_served_with_no_worker_up(cli
     # no worker polls the run's queue now: a state query would wait for one; the page does not
     again = await asyncio.wait_for(console.get(f"/runs/{wid}?offset=2"), 10)
     assert again.status_code == 200 and "+v1" in again.text and "wrote it" in again.text
+
+
+async def test_the_temporal_link_goes_to_the_web_ui_of_the_settings(client, settings, worker, console, monkeypatch):
+    run = await RatchetClient(client, settings).start(scripted("probe", [{"content": "done"}]))
+    await run.result()
+    quoted = quote(run.workflow_id, safe="")
+    page = await console.get(f"/runs/{run.workflow_id}")  # unset: the dev server's UI, the client's namespace
+    assert f'href="http://localhost:8233/namespaces/{client.namespace}/workflows/{quoted}"' in page.text
+    monkeypatch.setenv("RATCHET_TEMPORAL_UI_URL", "http://localhost:8080/namespaces/prod/")  # compose's UI
+    configured = Settings(temporal_address=settings.temporal_address, task_queue=settings.task_queue)
+    app = build_app(RatchetClient(client, configured), HttpGuard.for_server("127.0.0.1", same_origin=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=60) as other:
+        page = await other.get(f"/runs/{run.workflow_id}")
+    assert page.status_code == 200 and f'href="http://localhost:8080/namespaces/prod/workflows/{quoted}"' in page.text
+    monkeypatch.setenv("RATCHET_TEMPORAL_UI_URL", "javascript:alert(1)")
+    with pytest.raises(SettingsError, match="RATCHET_TEMPORAL_UI_URL: .*http:// or https://"):
+        load_settings()

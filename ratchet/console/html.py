@@ -10,8 +10,6 @@ from datetime import datetime, UTC
 from typing import Any
 from urllib.parse import quote, urlencode
 
-TEMPORAL_UI = "http://localhost:8233/namespaces/default/workflows/"
-
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
@@ -26,8 +24,11 @@ def query_url(path: str, **params: Any) -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
-def temporal_link(workflow_id: str) -> str:
-    return f'<a href="{esc(TEMPORAL_UI + quote(workflow_id, safe=""))}" rel="noreferrer">Temporal</a>'
+def temporal_link(temporal_ui: str, workflow_id: str) -> str:
+    """A link to the run in the Temporal Web UI; `temporal_ui` is its namespace's page
+    (`Settings.temporal_ui`: RATCHET_TEMPORAL_UI_URL)."""
+    href = f"{temporal_ui}/workflows/{quote(workflow_id, safe='')}"
+    return f'<a href="{esc(href)}" rel="noreferrer">Temporal</a>'
 
 
 def page(title: str, body: str, *, nav: str = "", script: bool = False) -> str:

@@ -34,14 +34,21 @@ async def runs(client: RatchetClient, request: Request, visit: Visit) -> Respons
         params.get("agent", "").strip(), params.get("phase", ""), params.get("awaiting", ""), params.get("session", "")
     )
     if chosen.errors():
-        return HTMLResponse(runs_page(None, chosen, "; ".join(chosen.errors())), status_code=400)
+        page = runs_page(None, chosen, "; ".join(chosen.errors()), temporal_ui=temporal_ui(client))
+        return HTMLResponse(page, status_code=400)
     listing = await client.list_page(**chosen.client_args(), page_size=PAGE_SIZE, page=params.get("page") or None)
     # a run that waits or has closed shows its steps and cost in visibility; one thinking or acting
     # is asked (likely cached on its worker: an idle one asked would be replayed there)
     running = [r.workflow_id for r in listing.runs if r.status == "RUNNING" and r.phase in (None, "RUNNING")]
     found = await asyncio.gather(*(_progress(client, workflow_id) for workflow_id in running))
     progress = {workflow_id: p for workflow_id, p in zip(running, found) if p is not None}
-    return HTMLResponse(runs_page(listing, chosen, first=not params.get("page"), progress=progress))
+    page = runs_page(listing, chosen, first=not params.get("page"), progress=progress, temporal_ui=temporal_ui(client))
+    return HTMLResponse(page)
+
+
+def temporal_ui(client: RatchetClient) -> str:
+    """The Temporal Web UI's page of the client's namespace (RATCHET_TEMPORAL_UI_URL, else the dev server's)."""
+    return client.settings.temporal_ui(client.temporal.namespace)
 
 
 async def _progress(client: RatchetClient, workflow_id: str) -> Progress | None:
@@ -84,7 +91,7 @@ async def run(client: RatchetClient, request: Request, visit: Visit) -> Response
     try:
         return await _run(handle, running, request, visit)
     except CodecKeyError as exc:  # encrypted, and this console lacks the keys: what visibility knows
-        return HTMLResponse(sealed_page(await handle.summary(), str(exc)))
+        return HTMLResponse(sealed_page(await handle.summary(), str(exc), temporal_ui=temporal_ui(client)))
 
 
 async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit) -> Response:
@@ -98,7 +105,8 @@ async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit)
         transcript = await handle.transcript(offset, TRANSCRIPT_PAGE, state=state)
     shown = shown_checkpoints(state, older)
     patches = dict(zip([c.id for c in shown], await asyncio.gather(*(_patch(handle, c) for c in shown))))
-    return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, visit.note(request), older))
+    ui, note = temporal_ui(handle.client), visit.note(request)
+    return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, note, older, temporal_ui=ui))
 
 
 START_WAIT_S = 5.0

@@ -40,12 +40,14 @@ def run_page(
     stream_from: int = 0,
     note: tuple[str, str] | None = None,
     older: int = 0,
+    *,
+    temporal_ui: str,
 ) -> str:
     wid = state.workflow_id
     flash = f'<p class="flash {esc(note[1])}" role=alert>{esc(note[0])}</p>' if note else ""
     waiting = "".join(waiting_card(w, token, back=run_url(wid)) for w in waiting_of(state))
     body = (
-        f"<h1>{esc(wid)} <small>{temporal_link(wid)}</small></h1>{flash}"
+        f"<h1>{esc(wid)} <small>{temporal_link(temporal_ui, wid)}</small></h1>{flash}"
         + _summary(state, running)
         + (f"<h2>Waiting for you</h2>{waiting}" if waiting else "")
         + (_controls(state, token) if running else "<p class=closed>This run has closed.</p>")
@@ -59,7 +61,7 @@ def run_page(
     return page(wid, body, script=True)
 
 
-def sealed_page(run: RunSummary, problem: str) -> str:
+def sealed_page(run: RunSummary, problem: str, *, temporal_ui: str) -> str:
     """A run whose payloads this console cannot decrypt: what visibility says of it, and why no more."""
     cells = [
         ("agent", run.agent or "-"),
@@ -70,7 +72,7 @@ def sealed_page(run: RunSummary, problem: str) -> str:
     ]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in cells)
     body = (
-        f"<h1>{esc(run.workflow_id)} <small>{temporal_link(run.workflow_id)}</small></h1>"
+        f"<h1>{esc(run.workflow_id)} <small>{temporal_link(temporal_ui, run.workflow_id)}</small></h1>"
         f'<p class="flash error" role=alert>This console cannot read this run: {esc(problem)}. With the '
         "workers' RATCHET_CODEC_KEYS it shows the run's conversation, effects and checkpoints and can act on it; "
         "until then, what Temporal's visibility shows (search attributes are not encrypted):</p>"

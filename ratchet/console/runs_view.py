@@ -57,9 +57,11 @@ def runs_page(
     problem: str = "",
     first: bool = True,
     progress: dict[str, Progress] | None = None,
+    *,
+    temporal_ui: str,
 ) -> str:
     """`progress`: the running rows' step, turn and cost, from their states (a row missing from it
-    shows dashes: its worker did not answer in time)."""
+    shows dashes: its worker did not answer in time); `temporal_ui`: the Web UI's namespace page."""
     rows = []
     for run in listing.runs if listing else []:
         rows.append(
@@ -70,7 +72,7 @@ def runs_page(
                 esc(run.status),
                 *_progress(run, (progress or {}).get(run.workflow_id)),
                 esc(waited(run.start_time)) + " ago",
-                temporal_link(run.workflow_id),
+                temporal_link(temporal_ui, run.workflow_id),
             ]
         )
     more = ""

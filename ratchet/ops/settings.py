@@ -23,6 +23,10 @@ from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  
 from ratchet.ops.connection import TemporalSettings
 
 
+DEV_SERVER_UI = "http://localhost:8233"
+"""The Web UI of `temporal server start-dev` (its default --ui-port)."""
+
+
 def _env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
@@ -206,6 +210,29 @@ class Settings(TemporalSettings):
         description="The bearer token `ratchet codec-server` requires of every request (`Authorization: Bearer ...`; "
         "the Web UI with codec.passAccessToken, `temporal --codec-auth`). Required when it binds beyond loopback.",
     )
+
+    temporal_ui_url: str | None = Field(
+        None,
+        validation_alias=_env("RATCHET_TEMPORAL_UI_URL"),
+        description="The Temporal Web UI's page of the namespace, where `ratchet console` links each run "
+        "(`<it>/workflows/<id>`): e.g. http://localhost:8080/namespaces/default (docker compose's UI), "
+        "https://cloud.temporal.io/namespaces/NAMESPACE.ACCOUNT (Temporal Cloud). Unset: the dev server's UI, "
+        "http://localhost:8233/namespaces/<the client's namespace>.",
+    )
+
+    @field_validator("temporal_ui_url")
+    @classmethod
+    def _web_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://localhost:8080/namespaces/default")
+        return value.rstrip("/") if value is not None else None
+
+    def temporal_ui(self, namespace: str | None = None) -> str:
+        """The Web UI's page of the namespace (no trailing slash): RATCHET_TEMPORAL_UI_URL, else the
+        dev server's UI (DEV_SERVER_UI) for `namespace` (default: TEMPORAL_NAMESPACE)."""
+        if self.temporal_ui_url is not None:
+            return self.temporal_ui_url
+        return f"{DEV_SERVER_UI}/namespaces/{quote(namespace or self.temporal_namespace, safe='')}"
 
     @field_validator("codec_keys")
     @classmethod
