@@ -13,7 +13,7 @@ import pytest
 
 from ratchet.client import RunClosed, RunFailed
 from ratchet.ops.connection import EXIT_UNREACHABLE
-from tests.runs import ratchet, runs, scripted, start
+from tests.runs import call, ratchet, runs, scripted, start, wait_for
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
@@ -104,3 +104,18 @@ async def test_abbreviated_options_are_refused_under_the_verbs_own_usage():
     assert err.startswith("usage: ratchet start "), err
     code, out, err = await ratchet_at(f"127.0.0.1:{closed_port()}", "list", "--lim", "3")
     assert code == 2 and "unrecognized arguments: --lim 3" in err, (code, out, err)
+
+
+async def test_refusals_say_the_runs_reason_without_python_class_names(client, settings, worker):
+    run = await start(client, settings, scripted("saga", [{"tool_calls": [call("probe_wait", seconds=60)]}]))
+    await wait_for(run, lambda s: s.step >= 1)
+    code, out = await ratchet(settings, "approve", run.workflow_id, "call_9_9")
+    assert code == 1 and out.strip() == "approve refused: no pending approval for call 'call_9_9'; pending: none", out
+    code, out = await ratchet(settings, "ask", run.workflow_id, "and now?")
+    assert code == 1 and out.startswith(f"ask refused: run {run.workflow_id} is not a session"), out
+    code, out = await ratchet(settings, "rollback", run.workflow_id, "cp-9")
+    assert code == 1 and "Error" not in out, out
+    await run.terminate("test over")
+    failed = await start(client, settings, scripted("no-such-profile", WRITE_AND_FINISH))
+    code, out = await ratchet(settings, "result", failed.workflow_id)
+    assert code == 1 and "InvalidInput: agent: unknown profile 'no-such-profile'" in out, out

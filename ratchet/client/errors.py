@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from ratchet.contracts import RunMessages, problems
+from ratchet.contracts import ErrorType, RunMessages, problems
 from ratchet.ops.connection import TemporalUnreachable
+
+
+def failure_reason(failure: BaseException | None) -> str:
+    """What a run's failure says, for a person: its message, after its type when the type is one of
+    Ratchet's `ErrorType`s (`InvalidInput: agent: unknown profile 'codr'`), never a Python class
+    name (an update validator's `ValueError` is its message alone)."""
+    if failure is None:
+        return "no reason given"
+    message = getattr(failure, "message", None)
+    if not isinstance(message, str):
+        return str(failure)
+    kind = getattr(failure, "type", None)
+    return f"{kind}: {message}" if kind in ErrorType.__members__.values() else message
 
 
 class RatchetError(Exception):

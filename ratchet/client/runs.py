@@ -58,6 +58,7 @@ from ratchet.client.errors import (
     Unavailable,
     Unreachable,
     ended,
+    failure_reason,
 )
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -377,7 +378,7 @@ class RunHandle:
             return await self._ask("result", self._handle.result())
         except WorkflowFailureError as exc:
             failed = RunCancelled if isinstance(exc.cause, CancelledError) else RunFailed
-            raise failed(self.workflow_id, str(exc.cause or exc)) from None
+            raise failed(self.workflow_id, failure_reason(exc.cause or exc)) from None
 
     async def describe(self) -> WorkflowExecutionDescription:
         """What Temporal knows of the execution: status, times, pending activities (in
@@ -724,7 +725,7 @@ class RunHandle:
         try:
             return await self._ask(name, self._handle.execute_update(name, request, result_type=result_type))
         except WorkflowUpdateFailedError as exc:
-            raise Refused(name, str(exc.cause)) from None
+            raise Refused(name, failure_reason(exc.cause)) from None
 
     async def _session_update(self, name: str, request: BaseModel | None, result_type: type[Any] = TurnAnswer) -> Any:
         """A session's update; a closed session refuses it, saying how it ended."""
@@ -734,7 +735,7 @@ class RunHandle:
             )
             return await self._ask(name, call)
         except WorkflowUpdateFailedError as exc:
-            raise Refused(name, str(exc.cause)) from None
+            raise Refused(name, failure_reason(exc.cause)) from None
         except RunClosed:
             raise
         except RatchetError:  # the session may have closed while the update was on its way
@@ -795,7 +796,7 @@ class RunHandle:
         try:
             closed = await handle.result()
         except WorkflowFailureError as exc:
-            raise RunFailed(rollback_workflow, str(getattr(exc.cause, "message", exc.cause))) from None
+            raise RunFailed(rollback_workflow, failure_reason(exc.cause)) from None
         return RollbackOutcome(
             workflow_id=self.workflow_id,
             checkpoint_id=checkpoint_id,

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from ratchet.client.errors import InvalidInput, RatchetError, Refused
+from ratchet.client.errors import InvalidInput, RatchetError, Refused, failure_reason
 from ratchet.contracts.events import RUN_EVENT, AttemptStarted, RunEnded, RunEvent, TextDelta, Topic
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIter
                 # polling the closed run, which the SDK does by a query that replays its history
                 return
     except WorkflowUpdateFailedError as exc:
-        raise Refused("stream", str(exc.cause or exc)) from None
+        raise Refused("stream", failure_reason(exc.cause or exc)) from None
     finally:
         await items.aclose()  # type: ignore[attr-defined]  # an async generator: its polls stop now
 
