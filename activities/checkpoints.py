@@ -47,7 +47,10 @@ from ratchet.contracts import STATE_QUERY, TranscriptSlice
 MAX_SNAPSHOT_FILES = 2000
 _UNITTEST = re.compile(r"Ran (\d+) tests?")
 _UNITTEST_FAILED = re.compile(r"FAILED \((?:failures=(\d+))?(?:, )?(?:errors=(\d+))?")
-_PYTEST = re.compile(r"(?:(\d+) failed)?(?:, )?(?:(\d+) passed)")
+_PYTEST = re.compile(r"(?m)^=*\s*(no tests ran|(?:\d+ [a-z]+(?:, )?)+) in \d+(?:\.\d+)?s\b")
+_PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
+NO_TESTS_EXIT = 5
+"""The exit code of pytest (and of unittest since Python 3.12) when it collected no test."""
 
 
 class CheckpointActivities:
@@ -80,16 +83,18 @@ class CheckpointActivities:
             exit_code, output = 127, str(exc)
         output = redacted(output)  # before the full output is stored (the evidence is redacted anyway)
         run, failed = count_tests(output)
+        no_tests = run == 0 and exit_code in (0, NO_TESTS_EXIT)
         evidence = Evidence(
             argv=req.verifier.argv,
             exit_code=exit_code,
-            passed=exit_code == 0,
+            passed=exit_code == 0 and not no_tests,
+            no_tests=no_tests,
             tests_run=run,
             tests_failed=failed,
             output=cap(output, 4000),
             output_ref=await asyncio.to_thread(self.artifacts.put, output.encode(), "text/plain"),
         )
-        if not evidence.passed:
+        if evidence.failed:
             return VerifyResult(evidence=evidence)
         async with heartbeating():  # a large workspace's snapshot takes a while
             patch_ref, workspace_ref = await asyncio.to_thread(self._accept, workspace, req.changed)
@@ -186,14 +191,17 @@ def restore(workspace: Path, artifacts: ArtifactStore, manifest_ref: ArtifactRef
 
 
 def count_tests(output: str) -> tuple[int | None, int | None]:
-    """(tests run, tests failed) from unittest or pytest output, if recognisable."""
+    """(tests run, tests failed) from unittest or pytest output, if recognisable; (0, 0) when it
+    says no test ran (skipped tests do not count: they showed nothing)."""
     if match := _UNITTEST.search(output):
         failed = _UNITTEST_FAILED.search(output)
         bad = sum(int(n) for n in failed.groups() if n) if failed else 0
         return int(match.group(1)), bad
-    if match := _PYTEST.search(output):
-        bad, passed = int(match.group(1) or 0), int(match.group(2))
-        return bad + passed, bad
+    summaries = _PYTEST.findall(output)
+    if summaries:
+        counts = {kind.rstrip("s"): int(n) for n, kind in _PYTEST_COUNT.findall(summaries[-1])}
+        bad = counts.get("failed", 0) + counts.get("error", 0)
+        return counts.get("passed", 0) + bad, bad
     return None, None
 
 

@@ -30,6 +30,7 @@ from ratchet.contracts import (
     SessionPolicy,
     RunPlan,
     ToolSpec,
+    Verifier,
 )
 from ratchet.core import outputs
 from ratchet.core.outputs import OutputTypes, default_output_types
@@ -159,7 +160,7 @@ class RunPreparer:
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             search_attributes=self.settings.search_attributes,
             local_activities=local_ok,
-            **{**profile.policy(), "session": _session(profile, req)},
+            **{**profile.policy(), "session": _session(profile, req), "verifier": _verifier(profile, tools, req)},
         )
 
     @property
@@ -299,6 +300,20 @@ def _budget(default: Budget, req: PrepareRun) -> Budget:
     if req.run.budget is None:
         return default
     return default.model_copy(update=req.run.budget.model_dump(exclude_none=True))
+
+
+def _verifier(profile: AgentProfile, tools: list[Tool], req: PrepareRun) -> Verifier | None:
+    """The run's verifier over the profile's; a run may name one only if its profile runs programs."""
+    given = req.run.verifier
+    if given is None:
+        return profile.verifier
+    if not any(t.runs_code for t in tools):
+        raise _invalid(
+            f"verifier: profile {profile.name!r} runs no programs (no tool of it is declared runs_code), "
+            "so a run of it cannot name a verifier; a profile's verifier is set where it is registered"
+        )
+    timeout = given.timeout_s or (profile.verifier or Verifier(argv=given.argv)).timeout_s
+    return Verifier(argv=given.argv, timeout_s=timeout)
 
 
 def _workspace_from_id(workflow_id: str) -> str:

@@ -3,7 +3,9 @@
 After a step that changed something, the profile's verifier runs (`checkpoint.verify`): a pass
 records a `Checkpoint` (test evidence, the patch, a file manifest), a failure goes back to the
 model and, with `revert_on_failed_verification`, the step's effects are undone
-(workflows/rollback.py, where every rollback goes back to a checkpoint). A fork
+(workflows/rollback.py, where every rollback goes back to a checkpoint). A verifier that ran no
+test showed nothing either way: the step is kept as a checkpoint marked unverified
+(`Checkpoint.verified` False), and the model is told. A fork
 (`AgentRun.resume_from`) starts a new run from another run's checkpoint.
 """
 
@@ -20,6 +22,7 @@ from ratchet.contracts import (
     Checkpoint,
     Effect,
     EffectStatus,
+    Evidence,
     LoadCheckpoint,
     Message,
     RunPlan,
@@ -79,7 +82,8 @@ def verified(state: AgentState) -> bool:
 
 
 async def verify(state: AgentState, plan: RunPlan) -> bool:
-    """Run the verifier; pass -> checkpoint (True); fail -> evidence to the model (and revert)."""
+    """Run the verifier; pass -> checkpoint (True); no test ran -> unverified checkpoint (True), the
+    model told; fail -> evidence to the model (and revert)."""
     assert plan.verifier is not None
     since = state.checkpoints[-1].effects_len if state.checkpoints else 0
     verifier = plan.verifier
@@ -109,8 +113,10 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
             raise HostLost(state.workspace_host, f"step {state.step}: verify") from None
         raise RunFailed(f"step {state.step}: verification could not run: {cause(err)}") from None
     evidence = result.evidence
-    if evidence.passed:
+    if not evidence.failed:
         state.checkpoints.append(_checkpoint(state, result))
+        if evidence.no_tests:
+            state.messages.append(Message(role="user", content=_unverified_note(evidence)))
         return True
     note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
     if plan.revert_on_failed_verification:
@@ -121,9 +127,18 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
     return False
 
 
+def _unverified_note(evidence: Evidence) -> str:
+    return (
+        f"Verification ran no test: `{' '.join(evidence.argv)}` exited {evidence.exit_code} without running one. "
+        "Your changes are kept, but nothing verified them."
+    )
+
+
 def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
+    """A passed verification's checkpoint, or an unverified one (the verifier ran no test)."""
     evidence = result.evidence
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
+    verdict = "ran no test: unverified" if evidence.no_tests else f"passed{tests}"
     return Checkpoint(
         id=f"cp-{state.checkpoints_base + len(state.checkpoints) + 1}",
         step=state.step,
@@ -133,8 +148,9 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
         messages_len=state.message_count,
         transcript=state.transcript,
         unsent=state.unsent,
-        summary=f"step {state.step}: {' '.join(evidence.argv)} passed{tests}",
+        summary=f"step {state.step}: {' '.join(evidence.argv)} {verdict}",
         evidence=evidence,
+        verified=evidence.passed,
         patch_ref=result.patch_ref,
         workspace_ref=result.workspace_ref,
     )

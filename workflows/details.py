@@ -50,6 +50,8 @@ def evidence_line(evidence: Evidence | None) -> str:
     if evidence is None:
         return "no verifier"
     line = f"{' '.join(evidence.argv)} -> exit {evidence.exit_code}"
+    if evidence.no_tests:
+        return line + ", no test ran: unverified"
     if evidence.tests_run is not None:
         line += f", {evidence.tests_run} tests"
     if evidence.tests_failed:

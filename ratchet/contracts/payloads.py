@@ -174,13 +174,25 @@ class UndoInvocation(BaseModel):
 
 
 class Evidence(BaseModel):
+    """What a verifier run showed about a step."""
+
     argv: list[str]
     exit_code: int
     passed: bool
+    """The verifier exited 0 and did not report that it ran no test: the step is verified."""
     tests_run: int | None = None
+    """Tests the output says ran (unittest's `Ran N tests`, pytest's summary); None: no count in it."""
     tests_failed: int | None = None
     output: str
     output_ref: ArtifactRef | None = None
+    no_tests: bool = False
+    """The verifier ran no test (pytest's exit code 5, unittest's `Ran 0 tests`): evidence of nothing.
+    Neither passed nor failed: the step is kept as an unverified checkpoint (`Checkpoint.verified`)."""
+
+    @property
+    def failed(self) -> bool:
+        """The verifier found the step wrong (or could not run): back to the model, maybe reverted."""
+        return not self.passed and not self.no_tests
 
 
 class VerifyRequest(BaseModel):

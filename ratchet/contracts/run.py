@@ -81,6 +81,26 @@ class BudgetOverride(Strict):
     max_duration_s: float | None = Field(default=None, gt=0, le=366 * 24 * 3600)
 
 
+class VerifierOverride(Strict):
+    """A run's own verifier (e.g. its repository's tests), over its profile's. Taken only when the
+    profile runs programs (a tool declared `runs_code`, such as the coder's `run_command`): a run of
+    such a profile can have any command run anyway, and any other profile runs none."""
+
+    argv: list[str] = Field(min_length=1, max_length=100, description='The command, e.g. ["pytest", "-q"].')
+    timeout_s: float | None = Field(
+        default=None, gt=0, le=24 * 3600, description="Its timeout (default: the profile's verifier's, else 300 s)."
+    )
+
+    @field_validator("argv")
+    @classmethod
+    def _plain_words(cls, argv: list[str]) -> list[str]:
+        if not argv[0].strip():
+            raise ValueError("the program (first word) must not be blank")
+        if any("\x00" in word or not valid_unicode(word) or len(word) > 4096 for word in argv):
+            raise ValueError("each word must be valid Unicode without NUL characters, at most 4096 characters")
+        return argv
+
+
 class ResumeFrom(Strict):
     workflow_id: str = Field(min_length=1, max_length=1000)
     checkpoint_id: str = Field(min_length=1, max_length=100)
@@ -104,6 +124,11 @@ class AgentRun(Strict):
         "model registered on the worker; overrides the profile's. The result's `output` holds the answer.",
     )
     on_failure: FailurePolicy | None = Field(default=None, description="Overrides the profile's failure policy.")
+    verifier: VerifierOverride | None = Field(
+        default=None,
+        description="The command whose exit code 0 (with at least one test run) makes a step a checkpoint, over the "
+        "profile's; only for a profile that runs programs (`coder`).",
+    )
     resume_from: ResumeFrom | None = Field(
         default=None, description="Fork: start from another run's checkpoint (its state and workspace files)."
     )

@@ -83,6 +83,9 @@ class Checkpoint(BaseModel):
     unsent: int
     summary: str
     evidence: Evidence | None = None
+    verified: bool | None = None
+    """True: the step's verifier passed; False: it ran no test (`Evidence.no_tests`), so the step
+    is kept unverified; None: no verifier ran (a session turn's end)."""
     patch_ref: ArtifactRef | None = None
     workspace_ref: ArtifactRef | None = None
 

@@ -1,0 +1,86 @@
+"""Evidence is evidence: a verifier that ran no test does not pass a step (its checkpoint is kept,
+marked unverified, and the model is told), and a run of a profile that runs programs names its own
+verifier (a repository's own tests). On the dev server, the scripted model, the real verifier."""
+
+from __future__ import annotations
+
+import pytest
+
+from ratchet.client import RunFailed
+from ratchet.contracts import Phase
+from tests.runs import call, scripted, start
+
+PASSING_TEST = "def test_hello():\n    assert open('hello.txt').read() == 'hi\\n'\n"
+WRITE_HELLO = [{"tool_calls": [call("write_file", path="hello.txt", content="hi\n")]}, {"content": "wrote hello.txt"}]
+
+
+def workspace(settings, name: str, files: dict[str, str]) -> None:
+    root = settings.workspace_root / name
+    root.mkdir(parents=True)
+    for path, text in files.items():
+        (root / path).write_text(text)
+
+
+async def test_a_verifier_that_ran_no_test_leaves_an_unverified_checkpoint(client, settings, worker):
+    """The coder's `python -m unittest` in a workspace without tests exits 0 having run none."""
+    workspace(settings, "bare", {"README": "no tests here\n"})
+    handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="bare"))
+    result = await handle.result()
+    state = await handle.state()
+    assert result.phase == Phase.DONE, result.last_error
+    [checkpoint] = state.checkpoints
+    evidence = checkpoint.evidence
+    assert evidence is not None and evidence.exit_code == 0 and evidence.tests_run == 0
+    assert evidence.no_tests and not evidence.passed and checkpoint.verified is False
+    assert "ran no test: unverified" in checkpoint.summary
+    assert checkpoint.workspace_ref is not None  # kept: a rollback or a fork can come back to it
+    assert (settings.workspace_root / "bare" / "hello.txt").read_text() == "hi\n" and not state.rollbacks
+    told = [m.content for m in state.messages if m.role == "user" and m.content]
+    assert any(text.startswith("Verification ran no test") for text in told)
+
+
+async def test_a_run_names_its_own_verifier_and_pytest_counts(client, settings, worker):
+    """pytest over the repository's own tests: one test collected and passed is a verified step."""
+    workspace(settings, "repo", {"test_hello.py": PASSING_TEST})
+    verifier = {"argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"], "timeout_s": 120}
+    handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="repo", verifier=verifier))
+    result = await handle.result()
+    assert result.phase == Phase.DONE, result.last_error
+    [checkpoint] = (await handle.state()).checkpoints
+    evidence = checkpoint.evidence
+    assert evidence is not None and evidence.argv == verifier["argv"], evidence
+    assert evidence.passed and checkpoint.verified is True and (evidence.tests_run, evidence.tests_failed) == (1, 0)
+    assert checkpoint.summary.endswith("passed (1 tests)")
+
+
+async def test_pytest_collecting_no_test_is_unverified_not_failed(client, settings, worker):
+    """pytest's exit code 5 (no tests collected) is neither a pass nor a failure to revert."""
+    workspace(settings, "empty", {"README": "nothing to collect\n"})
+    verifier = {"argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]}
+    handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="empty", verifier=verifier))
+    result = await handle.result()
+    state = await handle.state()
+    assert result.phase == Phase.DONE, result.last_error
+    [checkpoint] = state.checkpoints
+    assert checkpoint.evidence is not None and checkpoint.evidence.exit_code == 5, checkpoint.evidence
+    assert checkpoint.evidence.no_tests and checkpoint.verified is False and not state.rollbacks
+    assert (settings.workspace_root / "empty" / "hello.txt").exists()
+
+
+async def test_a_failing_own_verifier_still_reverts_the_step(client, settings, worker):
+    failing = "def test_hello():\n    assert open('hello.txt').read() == 'bye\\n'\n"
+    workspace(settings, "strict", {"test_hello.py": failing})
+    verifier = {"argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]}
+    handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="strict", verifier=verifier))
+    await handle.result()
+    state = await handle.state()
+    assert not state.checkpoints and state.rollbacks and state.rollbacks[0].clean
+    assert not (settings.workspace_root / "strict" / "hello.txt").exists()
+    assert any("Verification failed" in (m.content or "") for m in state.messages)
+
+
+async def test_a_profile_that_runs_no_programs_refuses_a_runs_verifier(client, settings, worker):
+    run = scripted("ops", [{"content": "done"}], verifier={"argv": ["sh", "-c", "echo pwned"]})
+    with pytest.raises(RunFailed) as failure:
+        await (await start(client, settings, run)).result()
+    assert "verifier: profile 'ops' runs no programs" in failure.value.reason, failure.value.reason
