@@ -25,9 +25,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from temporalio.client import Client
+
 from devtools.devserver import TEMPORAL_PORT, UI_PORT, DevServer, pick_port
 from devtools.workers import WorkerProcess
-from ratchet.ops.search_attributes import ensure_search_attributes
+from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES, ensure_search_attributes
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / ".ratchet"
@@ -61,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     except BlockingIOError:  # two servers on one SQLite file would corrupt it
         print(f"make up is already running on {state_dir} (stop it with Ctrl-C there)", file=sys.stderr)
         return 1
-    return asyncio.run(_up(state_dir, args.port, args.ui_port))
+    other = _other_temporal_settings()
+    for name in other:  # the dev server's own checks and the worker must not use them
+        del os.environ[name]
+    return asyncio.run(_up(state_dir, args.port, args.ui_port, unset=other))
 
 
-async def _up(state_dir: Path, port: int, ui_port: int) -> int:
+async def _up(state_dir: Path, port: int, ui_port: int, unset: list[str]) -> int:
     server = DevServer(
         db_file=state_dir / "temporal.db",
         port=pick_port(port, "Temporal"),
@@ -84,7 +89,7 @@ async def _up(state_dir: Path, port: int, ui_port: int) -> int:
             return 1
         if stop.is_set():  # Ctrl-C while starting
             return 0
-        _show(server, worker, state_dir, registered)
+        _show(server, worker, registered, shell_lines(server, state_dir, unset))
         return await _watch(server, worker, stop)
     finally:
         await _stop(server, worker)
@@ -136,28 +141,26 @@ def _worker_env(server: DevServer, state_dir: Path) -> dict[str, str]:
 async def _search_attributes(address: str) -> list[str]:
     """Ratchet's search attributes on the default namespace: the server registers them at start;
     this registers any an older state file lacks. Their names."""
-    from temporalio.client import Client
-
-    from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES
-
     await ensure_search_attributes(await Client.connect(address))
     return list(SEARCH_ATTRIBUTES)
 
 
-def _show(server: DevServer, worker: WorkerProcess, state_dir: Path, registered: list[str]) -> None:
-    where = _shown(state_dir)
+def _show(server: DevServer, worker: WorkerProcess, registered: list[str], lines: list[str]) -> None:
+    where = _shown(server.db_file.parent)
     print(f"Temporal:  {server.address}   (dev server, state in {where}/temporal.db, log {where}/temporal.log)")
     print(f"Web UI:    {server.ui_url}")
-    print(f"worker:    task queue 'ratchet', pid {worker.pid}, log {where}/worker.log")
+    queues = (worker.ready_line or "").partition(": ")[2].strip()  # task queue 'ratchet' at ..., host queue ...
+    print(f"worker:    {queues}   (pid {worker.pid}, log {where}/worker.log)")
     print(f"search attributes: {', '.join(registered)}")
     print("\nIn another terminal (the README's next sections assume these):\n")
-    for line in shell_lines(server, state_dir):
+    for line in lines:
         print(f"  {line}")
     print(f"\n{READY}: Ctrl-C stops the worker and the dev server.", flush=True)
 
 
-def shell_lines(server: DevServer, state_dir: Path) -> list[str]:
-    """What puts `temporal` and `ratchet` on PATH and points them at this server and these stores."""
+def shell_lines(server: DevServer, state_dir: Path, unset: list[str]) -> list[str]:
+    """What puts `temporal` and `ratchet` on PATH and points them at this server and these stores
+    (`unset`: the Temporal settings of this terminal that point elsewhere)."""
     venv = Path(sys.prefix)
     activate = venv / "bin" / "activate"
     lines = [f"cd {shlex.quote(str(ROOT))}"]
@@ -165,10 +168,18 @@ def shell_lines(server: DevServer, state_dir: Path) -> list[str]:
         lines[0] += f" && source {shlex.quote(_shown(activate))}"
     else:
         lines.append(f"export PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH")
+    if unset:
+        lines.append("unset " + " ".join(unset))
     lines.append(f"export TEMPORAL_ADDRESS={server.address}")
     if state_dir != DEFAULT_DIR:
         lines.append("export " + " ".join(f"{name}={shlex.quote(str(state_dir / path))}" for name, path in STORES))
     return lines
+
+
+def _other_temporal_settings() -> list[str]:
+    """The TEMPORAL_* variables set here besides the address (an API key, TLS, a namespace or a
+    profile): meant for another server, they would keep the dev server's clients from connecting."""
+    return sorted(k for k in os.environ if k.startswith("TEMPORAL_") and k != "TEMPORAL_ADDRESS")
 
 
 def _shown(path: Path) -> str:

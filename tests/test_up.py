@@ -33,18 +33,22 @@ def readme_block(heading: str) -> str:
     return found[1]
 
 
-def user_env() -> dict[str, str]:
-    """A new terminal's environment: no Ratchet or Temporal settings, the venv not on PATH."""
+ELSEWHERE = {"TEMPORAL_NAMESPACE": "prod", "TEMPORAL_API_KEY": "for-another-server"}
+"""Settings of a terminal used with another Temporal server: `make up` must not apply them."""
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """A new terminal's environment: no Ratchet or Temporal settings but `extra`, the venv not on PATH."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "ANTHROPIC_", "RATCHET_", "TEMPORAL_")) and k != "VIRTUAL_ENV"}
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
-    return env
+    return {**env, **extra}
 
 
-def up(state_dir: Path, *args: str) -> WorkerProcess:
-    return WorkerProcess([sys.executable, "-u", "-m", "devtools.up", "--dir", state_dir, *args], env=user_env(),
-                         cwd=ROOT, ready=READY, ready_timeout=120, name="make up")
+def up(state_dir: Path, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+    return WorkerProcess([sys.executable, "-u", "-m", "devtools.up", "--dir", state_dir, *args],
+                         env=env or user_env(), cwd=ROOT, ready=READY, ready_timeout=120, name="make up")
 
 
 def shell_lines(output: str) -> str:
@@ -53,9 +57,9 @@ def shell_lines(output: str) -> str:
     return "\n".join(line.strip() for line in block.splitlines() if line.startswith("  "))
 
 
-def run_in_bash(script: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-e", "-c", script], env=user_env(), cwd="/", capture_output=True, text=True,
-                          timeout=120)
+def run_in_bash(script: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-e", "-c", script], env=env or user_env(), cwd="/", capture_output=True,
+                          text=True, timeout=120)
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -75,20 +79,22 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 async def test_make_up_serves_the_readme_block_until_ctrl_c(tmp_path):
-    """Port taken: another is used and said so. The README's "plain Temporal CLI" block, after the
-    printed lines, completes its run. SIGINT: exit 0, worker and server gone."""
+    """Port taken: another is used and said so. Started from a terminal set up for another Temporal
+    server, it ignores those settings and its lines unset them. The README's "plain Temporal CLI"
+    block, after the printed lines, completes its run. SIGINT: exit 0, worker and server gone."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = await up(tmp_path / "up", "--port", str(port), "--ui-port", str(free_port())).start()
+        terminal = user_env(**ELSEWHERE)
+        server = await up(tmp_path / "up", "--port", str(port), "--ui-port", str(free_port()), env=terminal).start()
         try:
             assert f"port {port} is taken" in server.output, server.output
             lines = shell_lines(server.output)
             assert re.search(r"^cd .* && source \.venv/bin/activate$", lines, re.M), lines
             assert re.search(r"^export TEMPORAL_ADDRESS=127\.0\.0\.1:\d+$", lines, re.M), lines
-            assert f":{port}\n" not in lines
-            done = run_in_bash(lines + "\n" + readme_block(README_SECTION))
+            assert f":{port}\n" not in lines and "unset TEMPORAL_API_KEY TEMPORAL_NAMESPACE" in lines, lines
+            done = run_in_bash(lines + "\n" + readme_block(README_SECTION), env=terminal)
             assert done.returncode == 0, done.stdout + done.stderr
             assert re.search(r"Status\s+COMPLETED", done.stdout) and '"phase":"DONE"' in done.stdout, done.stdout
             assert (tmp_path / "up" / "workspaces" / "hello" / "hello.txt").read_text() == "hi\n"
