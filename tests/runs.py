@@ -33,8 +33,10 @@ def runs(client: Client, settings: Settings) -> RatchetClient:
     return RatchetClient(client, settings)
 
 
-async def start(client: Client, settings: Settings, run: dict, workflow_id: str | None = None) -> RunHandle:
-    return await runs(client, settings).start(run, workflow_id)
+async def start(
+    client: Client, settings: Settings, run: dict, workflow_id: str | None = None, new_run: bool = False
+) -> RunHandle:
+    return await runs(client, settings).start(run, workflow_id, new_run=new_run)
 
 
 async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeout: float = 30) -> AgentState:

@@ -199,7 +199,8 @@ async def test_a_reused_workflow_id_is_a_new_run_not_a_replay_of_the_old_one(cli
 
     first = await start(client, settings, scripted("probe", script("first"), workspace="w"))
     assert (await first.result()).answer == "first done"
-    second = await start(client, settings, scripted("probe", script("second"), workspace="w"), workflow_id=first.workflow_id)
+    second = await start(client, settings, scripted("probe", script("second"), workspace="w"), workflow_id=first.workflow_id,
+                         new_run=True)
     assert (await second.result()).answer == "second done"
     lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
     assert [line for line in lines if line.startswith("done ")] == [

@@ -46,7 +46,7 @@ async def test_a_handle_from_start_waits_for_its_own_run_and_get_for_the_latest(
     workflow_id = f"reused-{uuid.uuid4().hex[:8]}"
     first = await start(client, settings, scripted("probe", [{"content": "first"}]), workflow_id)
     assert (await first.result()).answer == "first"
-    second = await start(client, settings, scripted("probe", [{"content": "second"}]), workflow_id)
+    second = await start(client, settings, scripted("probe", [{"content": "second"}]), workflow_id, new_run=True)
     assert (await second.result()).answer == "second"
     assert (await first.result()).answer == "first", "the execution it started, not the newest"
     assert (await runs(client, settings).get(workflow_id).result()).answer == "second"

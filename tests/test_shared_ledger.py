@@ -44,7 +44,8 @@ async def test_a_reused_workflow_id_never_gets_the_old_runs_results_on_another_h
     assert await host_b.stop() == 0
 
     host_a = await start_worker(settings, **host("a"))
-    new = await start(client, settings, scripted("boss", [wait(3), {"content": "NEW ANSWER"}]), workflow_id=wid)
+    new = await start(client, settings, scripted("boss", [wait(3), {"content": "NEW ANSWER"}]), workflow_id=wid,
+                      new_run=True)
     await wait_for_running_activity(new, "tool.probe_wait")
     assert await host_a.stop() == 0  # gone mid-tool: the tool's retry and the rest run on host B
     host_b = await start_worker(settings, **host("b"))

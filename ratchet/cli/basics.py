@@ -20,8 +20,12 @@ from pathlib import Path
 
 from ratchet.cli.watch import watch
 from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
-from ratchet.client import InvalidInput, Refused, RunFailed, validated_run
+from ratchet.client import IdInUse, InvalidInput, Refused, RunFailed, validated_run
 from ratchet.contracts import AgentRun, OutcomeChoice
+
+
+SCRIPTED = "scripted"
+"""The offline provider (ratchet/models/scripted.py) `--script` gives its replies to."""
 
 
 class InvalidRun(Exception):
@@ -46,10 +50,31 @@ def run_from(args: argparse.Namespace) -> AgentRun:
         fields.setdefault("budget", {})["max_steps"] = args.max_steps
     if args.session:
         fields.setdefault("session", {})
+    if args.provider or args.model or args.script:
+        model = fields.get("model") if isinstance(fields.get("model"), dict) else {}
+        fields["model"] = {**model, **model_flags(args)}
     try:
         return validated_run(fields)
     except InvalidInput as exc:
         raise InvalidRun(str(exc)) from None
+
+
+def model_flags(args: argparse.Namespace) -> dict:
+    """The run's `model` settings from --provider, --model and --script (a JSON file of the scripted
+    provider's replies, given to the run inline: it implies --provider scripted)."""
+    model: dict = {}
+    if args.provider:
+        model["provider"] = args.provider
+    if args.model:
+        model["model"] = args.model
+    if args.script:
+        if model.setdefault("provider", SCRIPTED) != SCRIPTED:
+            raise InvalidRun(f"--script is the {SCRIPTED} provider's, not {args.provider!r}'s")
+        try:
+            model["options"] = {"script": json.loads(Path(args.script).read_text())}
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidRun(f"cannot read --script {args.script}: {exc}") from None
+    return model
 
 
 async def start(args: argparse.Namespace) -> int:
@@ -59,14 +84,29 @@ async def start(args: argparse.Namespace) -> int:
         print(f"ratchet start: {exc}", file=sys.stderr)
         return 2
     try:
-        handle = await (await connected()).start(run, args.id)
+        handle = await (await connected()).start(run, args.id, new_run=args.new_run)
+    except IdInUse as exc:
+        hint = "--new-run starts a new run under the same id" if exc.closed else "choose another --id"
+        print(f"ratchet start: {exc.reason}; {hint}", file=sys.stderr)
+        return 1
     except Refused as exc:
         print(f"ratchet start: {exc.reason}", file=sys.stderr)
         return 2
     print(f"started {handle.workflow_id}", flush=True)
-    if not args.follow:
-        return 0
-    return await watch(argparse.Namespace(workflow_id=handle.workflow_id, once=False, from_offset=0, topics=None))
+    if args.follow:
+        return await watch(argparse.Namespace(workflow_id=handle.workflow_id, once=False, from_offset=0, topics=None))
+    try:
+        planned = await handle.planned()
+    except RunFailed as exc:
+        print(f"ratchet start: {handle.workflow_id} failed at once: {exc.reason}", file=sys.stderr)
+        return 1
+    if not planned:
+        print(
+            f"ratchet start: {handle.workflow_id} is not planned yet: is a worker (`ratchet worker`) running on "
+            f"task queue {handle.client.settings.task_queue!r}? `ratchet watch {handle.workflow_id}` follows it",
+            file=sys.stderr,
+        )
+    return 0
 
 
 async def list_runs(args: argparse.Namespace) -> int:
@@ -139,9 +179,14 @@ def register(sub) -> None:
         sub,
         "start",
         "start a run (and follow it with --follow)",
-        "ratchet start coder 'make the tests pass' --follow\n         ratchet start --file run.json --id ops-7",
+        "ratchet start coder 'Create hello.txt' --script examples/hello-script.json --follow   # no API key\n"
+        "         ratchet start coder 'make the tests pass' --provider openai --model gpt-4o\n"
+        "         ratchet start --file run.json --id ops-7",
         description="Start an agent run. AGENT and OBJECTIVE, or --file with the run as JSON (the same object "
-        "`temporal workflow start --input` takes; flags override its fields).",
+        "`temporal workflow start --input` takes; flags override its fields). Without --follow it waits "
+        "until the run is planned and exits 1 with the reason if it failed at once (an unknown profile, a "
+        "provider that cannot serve). An id a run already has is refused, naming that run; --new-run starts "
+        "a new run under the id of a run that has ended.",
     )
     cmd.add_argument("agent", nargs="?", help="agent profile registered on the worker (e.g. coder)")
     cmd.add_argument("objective", nargs="?", help="what the agent should achieve")
@@ -149,6 +194,14 @@ def register(sub) -> None:
     cmd.add_argument("--id", help="workflow id (default: AGENT-<random>)")
     cmd.add_argument("--workspace", help="workspace directory name (default: derived from the workflow id)")
     cmd.add_argument("--max-steps", type=int, help="step budget for this run")
+    cmd.add_argument("--provider", help="model provider (openai, anthropic, scripted, ...; default: the worker's)")
+    cmd.add_argument("--model", help="the provider's model (e.g. gpt-4o; default: the profile's or provider's)")
+    cmd.add_argument(
+        "--script",
+        metavar="FILE",
+        help="a JSON list of the scripted provider's replies (implies --provider scripted: no API key)",
+    )
+    cmd.add_argument("--new-run", action="store_true", help="start a new run under the id of a run that has ended")
     cmd.add_argument("--session", action="store_true", help="a session: after each answer it waits for `ratchet ask`")
     cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
     cmd.set_defaults(fn=run_verb(start))

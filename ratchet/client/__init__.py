@@ -1,6 +1,7 @@
 """`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py)."""
 
 from ratchet.client.errors import (
+    IdInUse,
     InvalidInput,
     NotStartedYet,
     RatchetError,
@@ -40,6 +41,7 @@ __all__ = [
     "SessionEnded",
     "NotStartedYet",
     "InvalidInput",
+    "IdInUse",
     "RunFailed",
     "RunCancelled",
     "Unavailable",

@@ -92,6 +92,21 @@ class RunClosed(Refused):
         return self.reason
 
 
+class IdInUse(Refused):
+    """`start` under a workflow id a run already has: `status` (RUNNING, COMPLETED, FAILED, ...) and
+    `phase` say what that run is doing or how it ended. A closed one's id takes a new run when
+    asked for (`start(..., new_run=True)`); a running one's never."""
+
+    def __init__(self, workflow_id: str, phase: str | None, status: str) -> None:
+        how = "is running" if status == "RUNNING" else f"has ended {ended(phase, status)}"
+        super().__init__("start", f"a run with id {workflow_id!r} exists already: it {how}")
+        self.workflow_id, self.phase, self.status = workflow_id, phase, status
+
+    @property
+    def closed(self) -> bool:
+        return self.status != "RUNNING"
+
+
 class SessionEnded(RunClosed):
     """A session's update reached a session that has closed: `phase` and `status` say how it ended."""
 

@@ -46,6 +46,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from ratchet.client import stream
 from ratchet.client.shared_stream import SharedStreams
 from ratchet.client.errors import (
+    IdInUse,
     InvalidInput,
     NotStartedYet,
     RatchetError,
@@ -98,6 +99,10 @@ QUERY_FIRST_WAIT_S, QUERY_DEADLINE_S, QUERY_BUSY_PAUSE_S = 5.0, 35.0, 0.2
 """A query's first attempt waits 5 s for its answer, each next one twice as long, all 35 s at most;
 after a "buffer full" it is asked again 0.2 s later (RunHandle._query)."""
 Output = TypeVar("Output", bound=BaseModel)
+PLANNED_WAIT_S, PLANNED_POLL_S = 30.0, 0.1
+"""`RunHandle.planned` waits at most 30 s, asking every 0.1 s."""
+FIRST_TASK_EVENTS = 3
+"""A new execution's history before its first workflow task completes: started, task scheduled, task started."""
 
 
 class RunSummary(BaseModel):
@@ -203,11 +208,16 @@ class RatchetClient:
         except TemporalUnreachable as exc:
             raise Unreachable(exc.address, exc.reason) from None
 
-    async def start(self, run: AgentRun | Mapping[str, Any] | str, workflow_id: str | None = None) -> RunHandle:
+    async def start(
+        self, run: AgentRun | Mapping[str, Any] | str, workflow_id: str | None = None, new_run: bool = False
+    ) -> RunHandle:
         """Start a run: an `AgentRun`, its fields, or its JSON (what `temporal workflow start --input`
-        takes), validated first (InvalidInput names the field). Default id: `{agent}-{8 hex}`."""
+        takes), validated first (InvalidInput names the field). Default id: `{agent}-{8 hex}`. An id
+        a run already has is refused (IdInUse, naming that run's status), unless `new_run` and
+        that run has closed: then a new run starts under the same id (Temporal's id reuse policy)."""
         checked = validated_run(run)
         workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
+        reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if new_run else WorkflowIDReusePolicy.REJECT_DUPLICATE
         try:
             started = await self.temporal.start_workflow(
                 AGENT_WORKFLOW,
@@ -216,9 +226,13 @@ class RatchetClient:
                 task_queue=self.settings.task_queue,
                 result_type=AgentResult,
                 static_summary=start_summary(checked),
+                id_reuse_policy=reuse,
             )
         except WorkflowAlreadyStartedError:
-            raise Refused("start", f"a run with id {workflow_id!r} exists already") from None
+            description = await self.get(workflow_id).describe()
+            phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+            status = description.status.name if description.status else "CLOSED"
+            raise IdInUse(workflow_id, str(phase) if phase is not None else None, status) from None
         except RPCError as exc:
             raise rpc_error(f"cannot start {workflow_id}", exc) from None
         return RunHandle(self, workflow_id, started)
@@ -379,6 +393,28 @@ class RunHandle:
         except WorkflowFailureError as exc:
             failed = RunCancelled if isinstance(exc.cause, CancelledError) else RunFailed
             raise failed(self.workflow_id, failure_reason(exc.cause or exc)) from None
+
+    async def planned(self, timeout_s: float = PLANNED_WAIT_S) -> bool:
+        """Wait until the run has been planned (`run.prepare`: its profile, tools and model
+        resolved) or has ended: True. RunFailed with its reason if it failed, as a run of an unknown
+        profile or whose provider cannot serve does at once. False if it is not planned within
+        `timeout_s`: no worker has taken it (or its planning takes longer)."""
+        clock = asyncio.get_running_loop()
+        deadline = clock.time() + timeout_s
+        while (left_s := deadline - clock.time()) > 0:
+            description = await self.describe()
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                await self.result()  # RunFailed (RunCancelled) if it did not end well
+                return True
+            if description.history_length > FIRST_TASK_EVENTS:  # a worker has run it: it answers queries
+                try:
+                    state = await self.state(timeout_s=max(left_s, 1.0))
+                    if state.plan is not None:
+                        return True  # a run that failed being planned has none: it closes next
+                except NotStartedYet:
+                    pass
+            await asyncio.sleep(min(PLANNED_POLL_S, max(left_s, 0)))
+        return False
 
     async def describe(self) -> WorkflowExecutionDescription:
         """What Temporal knows of the execution: status, times, pending activities (in
