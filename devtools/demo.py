@@ -174,6 +174,7 @@ def _console(server: DevServer, state_dir: Path) -> None:
     asyncio.run(_start_waiting(server.address, run, workflow_id))
     port = free_port()
     env = _env(server, state_dir)
+    env["RATCHET_TEMPORAL_UI_URL"] = f"{server.ui_url}/namespaces/default"  # its links to this server's UI
     log = open(state_dir / "console.log", "ab")
     console = subprocess.Popen([sys.executable, "-m", "ratchet.cli.main", "console", "--port", str(port)],
                                env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -171,6 +171,8 @@ def shell_lines(server: DevServer, state_dir: Path, unset: list[str]) -> list[st
     if unset:
         lines.append("unset " + " ".join(unset))
     lines.append(f"export TEMPORAL_ADDRESS={server.address}")
+    if server.ui_port != UI_PORT or "RATCHET_TEMPORAL_UI_URL" in os.environ:  # `ratchet console`'s links
+        lines.append(f"export RATCHET_TEMPORAL_UI_URL={server.ui_url}/namespaces/default")
     if state_dir != DEFAULT_DIR:
         lines.append("export " + " ".join(f"{name}={shlex.quote(str(state_dir / path))}" for name, path in STORES))
     return lines

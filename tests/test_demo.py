@@ -78,6 +78,9 @@ def test_make_demo_console_leaves_one_approval_in_the_inbox_until_ctrl_c(tmp_pat
 
         inbox = asyncio.run(until(inbox_page, "the demo's approval in the console's inbox", timeout=60))
         assert re.search(r"<title>\(1\)", inbox.text) or "(1)" in inbox.text  # the count in the title
+        web_ui = re.search(r"Temporal Web UI: (http://127\.0\.0\.1:\d+)", "".join(seen))[1]
+        runs = httpx.get(url + "/", timeout=30).text
+        assert f'href="{web_ui}/namespaces/default/workflows/ops-demo-' in runs, runs  # the demo's own Web UI
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[0]
         assert "stopped the worker and the dev server" in rest, "".join(seen) + rest

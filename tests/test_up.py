@@ -86,14 +86,15 @@ async def test_make_up_serves_the_readme_block_until_ctrl_c(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        terminal = user_env(**ELSEWHERE)
-        server = await up(tmp_path / "up", "--port", str(port), "--ui-port", str(free_port()), env=terminal).start()
+        terminal, ui_port = user_env(**ELSEWHERE), free_port()
+        server = await up(tmp_path / "up", "--port", str(port), "--ui-port", str(ui_port), env=terminal).start()
         try:
             assert f"port {port} is taken" in server.output, server.output
             lines = shell_lines(server.output)
             assert re.search(r"^cd .* && source \.venv/bin/activate$", lines, re.M), lines
             assert re.search(r"^export TEMPORAL_ADDRESS=127\.0\.0\.1:\d+$", lines, re.M), lines
             assert f":{port}\n" not in lines and "unset TEMPORAL_API_KEY TEMPORAL_NAMESPACE" in lines, lines
+            assert f"export RATCHET_TEMPORAL_UI_URL=http://127.0.0.1:{ui_port}/namespaces/default" in lines, lines
             done = run_in_bash(lines + "\n" + readme_block(README_SECTION), env=terminal)
             assert done.returncode == 0, done.stdout + done.stderr
             assert re.search(r"Status\s+COMPLETED", done.stdout) and '"phase":"DONE"' in done.stdout, done.stdout
