@@ -25,6 +25,7 @@ import sys
 from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
 from ratchet.cli.watch import register_watch
 from ratchet.client import Refused, RollbackOutcome, RunFailed
+from ratchet.client.errors import ended
 from ratchet.contracts import ROLLBACK_WORKFLOW, TO_START, RollbackPlanItem
 
 
@@ -50,6 +51,14 @@ async def rollback(args: argparse.Namespace) -> int:
     """A running run rolls back through its `rollback` update; a closed one through a
     `RollbackWorkflow` (workflows/closed_rollback.py): `RunHandle.rollback`."""
     run = (await connected()).get(args.workflow_id)
+    if args.then is not None:  # a closed run neither goes on nor stops: say so rather than ignore it
+        summary = await run.summary()
+        if summary.status != "RUNNING":
+            print(
+                f"{args.workflow_id} has ended {ended(summary.phase, summary.status)}: its rollback only undoes "
+                f"its effects, it cannot --then {args.then}; leave --then out to roll it back"
+            )
+            return 1
     try:
         outcome = await run.rollback(args.checkpoint_id, then=args.then, dry_run=args.dry_run)
     except Refused as exc:
@@ -63,10 +72,9 @@ async def rollback(args: argparse.Namespace) -> int:
 
 def _show_running(outcome: RollbackOutcome) -> int:
     _print_plan(outcome.plan)
-    if outcome.report is None:  # a dry run
-        return 0
-    print(json.dumps(outcome.report.model_dump(), indent=2))
-    print(outcome.summary())
+    if outcome.report is not None:
+        print(json.dumps(outcome.report.model_dump(), indent=2))
+    print(outcome.summary())  # a dry run too: what it would undo, the turns it would remove
     return 0 if outcome.complete else 1
 
 
@@ -81,7 +89,8 @@ def _show_closed(outcome: RollbackOutcome, args: argparse.Namespace) -> int:
             f"{outcome.rollback_workflow_id}; its result:"
         )
     print(
-        f"{args.workflow_id}: closed {closed.status} ({closed.phase}); rollback workflow {outcome.rollback_workflow_id}"
+        f"{args.workflow_id} has ended {ended(closed.phase, closed.status)}; rollback workflow "
+        f"{outcome.rollback_workflow_id}"
     )
     _print_plan(closed.plan)
     if closed.report is not None:
@@ -127,8 +136,7 @@ def register(sub) -> None:
     cmd.add_argument(
         "--then",
         choices=["continue", "stop"],
-        default="continue",
-        help="a running run: go on from the checkpoint or stop (default: %(default)s)",
+        help="a running run: go on from the checkpoint or stop (default: continue); refused for a closed run",
     )
     cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
     cmd.set_defaults(fn=run_verb(rollback))

@@ -603,15 +603,16 @@ class RunHandle:
     async def rollback(
         self,
         checkpoint_id: str,
-        then: Literal["continue", "stop"] = "continue",
+        then: Literal["continue", "stop"] | None = None,
         dry_run: bool = False,
     ) -> RollbackOutcome:
         """Undo the effects after `checkpoint_id`, newest first, each at most once. A running run
-        interrupts its step and rolls back (`then`: go on from the checkpoint or stop); a closed
-        one (DONE, FAILED, cancelled, ...) through a RollbackWorkflow under the id derived from the
-        request, so one that completed before is not run again: its result comes back (`earlier`)."""
+        interrupts its step and rolls back (`then`: go on from the checkpoint, the default, or
+        stop); a closed one (DONE, FAILED, cancelled, ...) through a RollbackWorkflow under the id
+        derived from the request, so one that completed before is not run again: its result comes
+        back (`earlier`); `then` does not apply to it."""
         try:
-            request = RollbackRequest(checkpoint_id=checkpoint_id, then=then)
+            request = RollbackRequest(checkpoint_id=checkpoint_id, then=then or "continue")
         except ValidationError as exc:
             raise InvalidInput.of("rollback", exc) from None
         if await self.running():
