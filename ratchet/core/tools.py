@@ -21,7 +21,9 @@ meant, a file where a directory is meant, ...) into a `ToolError`. Other OS erro
 
 from __future__ import annotations
 
+import copy
 import errno
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -153,9 +155,7 @@ class Tool:
 
     def tool_schema(self) -> ToolSchema:
         """What the model is told of this tool: its arguments' JSON Schema in the model's field order."""
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        return ToolSchema(name=self.name, description=self.description, parameters=schema)
+        return ToolSchema(name=self.name, description=self.description, parameters=arguments_schema(self.args_model))
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> ToolOutput:
         try:
@@ -174,6 +174,19 @@ class Tool:
         assert self.reconcile is not None
         found = await _maybe_await(self.reconcile(ctx, args))
         return None if found is None else _as_output(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _arguments_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+def arguments_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's arguments' JSON Schema, generated once per model class (pydantic's generator took
+    3% of a worker's Python CPU, every run planned anew); a copy, so callers may change it."""
+    return copy.deepcopy(_arguments_schema(model))
 
 
 async def _maybe_await(value: Any) -> Any:

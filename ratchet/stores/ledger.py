@@ -29,6 +29,7 @@ through the protocol too: `export` reads every row as a record (`EntryRecord`, `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -167,6 +168,10 @@ class SqliteLedger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._writing = threading.Lock()
+        """One writer at a time in this process: a thread waiting for SQLite's write lock sleeps in
+        its busy handler (1 to 100 ms backoffs), which at 20 concurrent runs stalled the worker's
+        threads for seconds; on this lock it wakes as soon as the writer before it commits."""
         with self._conn() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ledger (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
@@ -187,8 +192,16 @@ class SqliteLedger:
             self._local.conn = conn
         return conn
 
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[sqlite3.Connection]:
+        with self._writing:
+            yield self._conn()
+
     def begin(self, key: str) -> Entry | None:
-        conn = self._conn()
+        with self._writer() as conn:
+            return self._begin(conn, key)
+
+    def _begin(self, conn: sqlite3.Connection, key: str) -> Entry | None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             existing = self._read(conn, key)
@@ -206,22 +219,29 @@ class SqliteLedger:
         return existing
 
     def set_undo(self, key: str, undo: dict[str, Any]) -> None:
-        self._conn().execute("UPDATE ledger SET undo = ? WHERE key = ? AND undo IS NULL", (json.dumps(undo), key))
+        with self._writer() as conn:
+            conn.execute("UPDATE ledger SET undo = ? WHERE key = ? AND undo IS NULL", (json.dumps(undo), key))
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
-        self._conn().execute(
-            "UPDATE ledger SET status = ?, result = ?, completed_at = ? WHERE key = ? AND status = ?",
-            (EntryStatus.COMPLETED, json.dumps(result), time.time(), key, EntryStatus.STARTED),
-        )
+        record = json.dumps(result)
+        with self._writer() as conn:
+            conn.execute(
+                "UPDATE ledger SET status = ?, result = ?, completed_at = ? WHERE key = ? AND status = ?",
+                (EntryStatus.COMPLETED, record, time.time(), key, EntryStatus.STARTED),
+            )
 
     def release(self, key: str) -> None:
-        self._conn().execute("DELETE FROM ledger WHERE key = ? AND status = ?", (key, EntryStatus.STARTED))
+        with self._writer() as conn:
+            conn.execute("DELETE FROM ledger WHERE key = ? AND status = ?", (key, EntryStatus.STARTED))
 
     def get(self, key: str) -> Entry | None:
         return self._read(self._conn(), key)
 
     def claim(self, workflow_id: str, chain: str) -> str | None:
-        conn = self._conn()
+        with self._writer() as conn:
+            return self._claim(conn, workflow_id, chain)
+
+    def _claim(self, conn: sqlite3.Connection, workflow_id: str, chain: str) -> str | None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             row = conn.execute("SELECT chain FROM chains WHERE workflow_id = ?", (workflow_id,)).fetchone()
@@ -259,14 +279,14 @@ class SqliteLedger:
             conn.close()
 
     def import_entries(self, records: Sequence[LedgerRecord], *, dry_run: bool = False) -> list[ImportOutcome]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            outcomes = [self._import(conn, record) for record in records]
-            conn.execute("ROLLBACK" if dry_run else "COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        with self._writer() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                outcomes = [self._import(conn, record) for record in records]
+                conn.execute("ROLLBACK" if dry_run else "COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         return outcomes
 
     @staticmethod
