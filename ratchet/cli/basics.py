@@ -20,8 +20,17 @@ from pathlib import Path
 
 from ratchet.cli.watch import watch
 from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
-from ratchet.client import IdInUse, InvalidInput, Refused, RunFailed, validated_run
-from ratchet.contracts import AgentRun, OutcomeChoice
+from ratchet.client import (
+    IdInUse,
+    InvalidInput,
+    RatchetError,
+    Refused,
+    RunFailed,
+    RunHandle,
+    RunSummary,
+    validated_run,
+)
+from ratchet.contracts import AgentRun, OutcomeChoice, Phase
 
 
 SCRIPTED = "scripted"
@@ -122,27 +131,49 @@ async def list_runs(args: argparse.Namespace) -> int:
 
 async def result(args: argparse.Namespace) -> int:
     run = (await connected()).get(args.workflow_id)
-    if args.no_wait and await run.running():
-        print(f"{args.workflow_id}: still running")
-        return 3
+    summary = await run.summary()  # RunNotFound
+    if summary.status == "RUNNING":
+        waits = await waiting_for(run, summary)
+        if args.no_wait:
+            print(f"{args.workflow_id}: still running ({summary.phase or 'STARTING'}){waits}")
+            return 3
+        if waits:  # it may wait for a person for days: say for what, then wait
+            print(f"# {args.workflow_id} is running ({summary.phase}){waits}", file=sys.stderr, flush=True)
+            print("# waiting for its end (--no-wait: return at once)", file=sys.stderr, flush=True)
     try:
         outcome = await run.result()
     except RunFailed as exc:
         print(f"{args.workflow_id}: {exc.reason}")
         return 1
-    print(
-        json.dumps(
-            {
-                "phase": outcome.phase,
-                "answer": outcome.answer,
-                "steps": outcome.steps,
-                "last_error": outcome.last_error,
-                "used": outcome.used.model_dump(),
-            },
-            indent=2,
-        )
-    )
+    shown = {
+        "phase": outcome.phase,
+        "answer": outcome.answer,
+        "output": outcome.output,
+        "steps": outcome.steps,
+        "last_error": outcome.last_error,
+        "used": outcome.used.model_dump(),
+    }
+    if outcome.output is None:  # a run without an output schema
+        del shown["output"]
+    print(json.dumps(shown, indent=2))
     return 0 if outcome.phase == "DONE" else 1
+
+
+WAITING_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
+
+
+async def waiting_for(run: RunHandle, summary: RunSummary) -> str:
+    """What a running run waits for, as lines after a colon (its current details: each call waiting
+    for a person with the command that answers it), or "" when it is not waiting for anyone."""
+    if summary.phase not in WAITING_PHASES:
+        return ""
+    try:
+        details = await run.current_details()
+    except RatchetError:  # no worker answers: the phase alone
+        return ""
+    lines = [line.replace("**", "") for line in details.splitlines()[1:] if line.strip()]
+    lines = [line for line in lines if not line.startswith("Last checkpoint")]
+    return ":\n" + "\n".join(f"  {line}" for line in lines) if lines else ""
 
 
 async def cancel(args: argparse.Namespace) -> int:

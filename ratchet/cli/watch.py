@@ -37,12 +37,15 @@ async def watch(args: argparse.Namespace) -> int:
         print(await _view(run), flush=True)
         return 0
     text, mid_line, ended = LiveText(), False, None
+    text_step: int | None = None  # the step whose text was shown last, with no line since
     async for event in run.stream(from_offset=args.from_offset, topics=args.topics):
         shown = text.feed(event)
         if shown:
+            if text_step is not None and event.step != text_step:  # another step's reply: an answer
+                sys.stdout.write("\n\n" if mid_line else "\n")  # sent back (its schema) is not glued to the next
             sys.stdout.write(shown)
             sys.stdout.flush()
-            mid_line = not shown.endswith("\n")
+            mid_line, text_step = not shown.endswith("\n"), event.step
             continue
         line = describe(event, args.workflow_id)
         if line is None:
@@ -50,6 +53,7 @@ async def watch(args: argparse.Namespace) -> int:
         if mid_line:
             print()
             mid_line = False
+        text_step = None
         print(line, flush=True)
         if isinstance(event, RunEnded):
             ended = event
@@ -154,8 +158,9 @@ def render(state: AgentState, answer: bool = True) -> str:
             f" from {move.checkpoint_id or 'the start'}"
             f" ({len(move.restored)} restored, {len(move.undone)} undone, {len(move.irreversible)} left)"
         )
-    if state.last_error:
-        lines.append(f"  last error: {state.last_error[:200]}")
+    if state.last_error:  # a run that ended well got past it (an answer sent back for its schema, ...)
+        label = "recovered from" if state.phase in ENDED_WELL else "last error"
+        lines.append(f"  {label}: {state.last_error[:200]}")
     if state.answer and answer:
         lines.append(f"  answer: {state.answer[:500]}")
     return "\n".join(lines)
