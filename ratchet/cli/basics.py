@@ -60,8 +60,9 @@ def run_from(args: argparse.Namespace) -> AgentRun:
     if args.session:
         fields.setdefault("session", {})
     if args.provider or args.model or args.script:
-        model = fields.get("model") if isinstance(fields.get("model"), dict) else {}
-        fields["model"] = {**model, **model_flags(args)}
+        given = fields.get("model") or {}
+        if isinstance(given, dict):  # else left to the run's validation, which names the field
+            fields["model"] = {**given, **model_flags(args)}
     try:
         return validated_run(fields)
     except InvalidInput as exc:
