@@ -84,8 +84,10 @@ chaos: install
 clean:
 	rm -rf .ratchet
 
-# Benchmarks against the raw Temporal SDK floor; not part of `make test`. About 25 minutes;
-# `make bench BENCH_ARGS=--quick` takes a few. Writes bench/results/latest.md and PNG plots.
+# Benchmarks against the raw Temporal SDK floor; not part of `make test` (which runs every section at
+# its smallest: tests/test_bench_sections.py). About 40 minutes on a quiet 2-core machine;
+# `make bench BENCH_ARGS=--quick` takes a few, `BENCH_ARGS='--only throughput'` one section. Writes
+# bench/results/latest.md, latest.json and PNG plots as each section finishes; exit 1 if one failed.
 bench: install
 	@$(PY) -c "import matplotlib" 2>/dev/null || $(PY) -m pip install -q matplotlib
 	@[ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q py-spy

@@ -7,15 +7,17 @@ leaf up, whose file matches a category below, and reported as worker millisecond
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.harness import VARIANTS, Env, timed_run
+from bench.harness import VARIANTS, Env, check_result, start_run, timed_run
 from bench.progress import Progress
 
 RATE = 250
@@ -69,9 +71,11 @@ def parse_raw(path: Path) -> tuple[Counter, Counter, int]:
     return by_category, by_leaf, total
 
 
-async def profile_variant(env: Env, name: str, steps: int, runs: int, out: Path) -> dict[str, Any]:
+async def profile_variant(env: Env, name: str, steps: int, runs: int, out: Path, agents: int = 1) -> dict[str, Any]:
+    """py-spy on one worker while it does `runs` rounds of `agents` concurrent runs of `steps` steps."""
     variant = VARIANTS[name]
-    raw = out / f"pyspy-{name}.txt"
+    label = name if agents == 1 else f"{name} x{agents}"
+    raw = out / f"pyspy-{name}-x{agents}.folded"
     async with env.worker(variant) as worker:
         await timed_run(env, variant, steps, worker.queue)  # cold start outside the profile
         spy = subprocess.Popen(
@@ -82,28 +86,41 @@ async def profile_variant(env: Env, name: str, steps: int, runs: int, out: Path)
         try:
             before = worker.stats()["cpu_s"]
             for _ in range(runs):
-                await timed_run(env, variant, steps, worker.queue)
+                handles = await asyncio.gather(*(start_run(env, variant, steps, worker.queue) for _ in range(agents)))
+                for result in await asyncio.gather(*(h.result() for h in handles)):
+                    check_result(variant, steps, result)
             cpu_ms = (worker.stats()["cpu_s"] - before) * 1000
         finally:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
     by_category, by_leaf, total = parse_raw(raw) if raw.exists() else (Counter(), Counter(), 0)
-    per_step = 1000 / RATE / (steps * runs)
+    done = steps * runs * agents
+    per_step = 1000 / RATE / done
     return {
-        "variant": name, "samples": total, "python_ms_per_step": total * per_step,
-        "worker_cpu_ms_per_step": cpu_ms / (steps * runs),
+        "variant": label, "agents": agents, "samples": total, "python_ms_per_step": total * per_step,
+        "worker_cpu_ms_per_step": cpu_ms / done, "stacks": raw.name,
         "by_category": {k: v * per_step for k, v in by_category.most_common()},
         "top_leaf": [(k, v * per_step) for k, v in by_leaf.most_common(12)],
     }
 
 
-async def profile(env: Env, progress: Progress, steps: int, runs: int, out: Path) -> list[dict[str, Any]]:
+async def profile(env: Env, progress: Progress, steps: int, runs: int, levels: Sequence[int], work: Path,
+                  keep: Path | None = None) -> list[dict[str, Any]]:
+    """The floor and Ratchet under py-spy: `runs` runs one at a time, then `levels` runs at once
+    (`steps` each). The collapsed stacks (flame graphs: speedscope.app or flamegraph.pl read them)
+    are copied to `keep`."""
     if py_spy() is None:
         progress.note("py-spy not installed: no profile (pip install py-spy)")
         return []
     results = []
-    for name in ("floor", "ratchet"):
-        progress.begin(f"profile: {name}, {runs} runs of {steps} steps under py-spy")
-        results.append(await profile_variant(env, name, steps, runs, out))
-        progress.end(f"{results[-1]['python_ms_per_step']:.1f} ms Python CPU per step")
+    for agents in (1, *levels):
+        for name in ("floor", "ratchet"):
+            what = f"{runs} runs of {steps} steps" if agents == 1 else f"{agents} runs of {steps} steps at once"
+            progress.begin(f"profile: {name}, {what} under py-spy")
+            results.append(await profile_variant(env, name, steps, runs if agents == 1 else 1, work, agents))
+            progress.end(f"{results[-1]['python_ms_per_step']:.1f} ms Python CPU per step, worker CPU "
+                         f"{results[-1]['worker_cpu_ms_per_step']:.1f} ms")
+            if keep is not None and (work / results[-1]["stacks"]).exists():
+                keep.mkdir(parents=True, exist_ok=True)
+                shutil.copy(work / results[-1]["stacks"], keep / results[-1]["stacks"])
     return results

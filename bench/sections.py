@@ -26,6 +26,8 @@ class Context:
     progress: Progress
     cfg: dict[str, Any]
     work: Path
+    keep: Path
+    """The results directory: what a section keeps beside latest.json (py-spy's stacks)."""
     env: Env | None = None
     probe_s: float = 1.0
     """Seconds of other programs' CPU measured, the bench idle, before each section."""
@@ -97,7 +99,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("cached", lambda c: scale.cached_runs(_env(c), c.progress, _c(c, "cached")), lambda cfg: 1),
     Section("long", lambda c: longrun.long_and_replay(_env(c), c.progress, _c(c, "long_steps"), _c(c, "replay_steps"),
                                                       _c(c, "long_budget_s")), lambda cfg: 3),
-    Section("profile", lambda c: profiling.profile(_env(c), c.progress, *_c(c, "profile"), c.work), lambda cfg: 2),
+    Section("profile", lambda c: profiling.profile(_env(c), c.progress, *_c(c, "profile"), c.work, c.keep / "profiles"),
+            lambda cfg: 2 * (1 + len(cfg["profile"][2]))),
     Section("micro", _micro, lambda cfg: 1, server=False),
     Section("providers", _providers, lambda cfg: 1, server=False),
 )
