@@ -24,13 +24,19 @@ ROOT = Path(__file__).resolve().parents[1]
 README_SECTION = "## Start an agent with the plain Temporal CLI"
 
 
-def readme_block(heading: str) -> str:
-    """The first ```bash block under `heading` in README.md, as a user would paste it."""
+def readme_blocks(heading: str) -> list[str]:
+    """The ```bash blocks of the README's section under `heading`, as a user would paste them."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index(heading + "\n"):]
-    found = re.search(r"^```bash\n(.*?)^```$", section, re.S | re.M)
-    assert found, f"no bash block under {heading!r}"
-    return found[1]
+    section = section[:section.find("\n## ", 1) if "\n## " in section[1:] else None]
+    blocks = re.findall(r"^```bash\n(.*?)^```$", section, re.S | re.M)
+    assert blocks, f"no bash block under {heading!r}"
+    return blocks
+
+
+def one_per_line(block: str) -> list[str]:
+    """The commands of a block whose commands each fit on one line (no continuation, no open quote)."""
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 ELSEWHERE = {"TEMPORAL_NAMESPACE": "prod", "TEMPORAL_API_KEY": "for-another-server"}
@@ -80,8 +86,9 @@ def processes_mentioning(text: str) -> list[str]:
 
 async def test_make_up_serves_the_readme_block_until_ctrl_c(tmp_path):
     """Port taken: another is used and said so. Started from a terminal set up for another Temporal
-    server, it ignores those settings and its lines unset them. The README's "plain Temporal CLI"
-    block, after the printed lines, completes its run. SIGINT: exit 0, worker and server gone."""
+    server, it ignores those settings and its lines unset them. The README's first section, after the
+    printed lines: the plain Temporal CLI block completes its run; the `ratchet` block's commands
+    each do what their comment says. SIGINT: exit 0, worker and server gone."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -95,10 +102,21 @@ async def test_make_up_serves_the_readme_block_until_ctrl_c(tmp_path):
             assert re.search(r"^export TEMPORAL_ADDRESS=127\.0\.0\.1:\d+$", lines, re.M), lines
             assert f":{port}\n" not in lines and "unset TEMPORAL_API_KEY TEMPORAL_NAMESPACE" in lines, lines
             assert f"export RATCHET_TEMPORAL_UI_URL=http://127.0.0.1:{ui_port}/namespaces/default" in lines, lines
-            done = run_in_bash(lines + "\n" + readme_block(README_SECTION), env=terminal)
+            plain_temporal, ratchet_cli = readme_blocks(README_SECTION)[:2]
+            done = run_in_bash(lines + "\n" + plain_temporal, env=terminal)
             assert done.returncode == 0, done.stdout + done.stderr
             assert re.search(r"Status\s+COMPLETED", done.stdout) and '"phase":"DONE"' in done.stdout, done.stdout
             assert (tmp_path / "up" / "workspaces" / "hello" / "hello.txt").read_text() == "hi\n"
+            ran = {command.split()[1]: run_in_bash(lines + "\n" + command, env=terminal)
+                   for command in one_per_line(ratchet_cli)}
+            assert list(ran) == ["start", "list", "result", "transcript", "cancel"], list(ran)
+            shown = {verb: f"{verb}: exit {r.returncode}\n{r.stdout}{r.stderr}" for verb, r in ran.items()}
+            assert ran["start"].returncode == 0 and "DONE" in ran["start"].stdout, shown["start"]
+            assert ran["list"].returncode == 0 and "workflow id" in ran["list"].stdout, shown["list"]  # none running
+            assert ran["result"].returncode == 0 and "Wrote hello.txt" in ran["result"].stdout, shown["result"]
+            assert ran["transcript"].returncode == 0 and '"Create hello.txt"' in ran["transcript"].stdout, shown
+            assert ran["cancel"].returncode == 1 and "has ended" in shown["cancel"], shown["cancel"]  # as commented
+            assert (tmp_path / "up" / "workspaces" / "hello-2" / "hello.txt").read_text() == "hi\n"
         finally:
             code = await server.stop(signal.SIGINT, timeout=60)
     assert code == 0, server.output
