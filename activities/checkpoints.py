@@ -3,6 +3,9 @@
 `checkpoint.verify` runs the profile's verifier in the workspace and returns the evidence, the
 accepted patch as a unified diff of the files changed since the last checkpoint, and a manifest
 of the workspace's files (content-addressed, so unchanged files cost nothing) that a fork restores.
+A workspace whose files are, byte for byte, those a passed run of the same verifier left on this
+worker is not verified again: the evidence is that run's, marked `reused` (a coder's final answer
+after read-only steps was a whole `python -m unittest` start-up, most of such a run's CPU).
 `checkpoint.fork` reads a checkpoint from another run (by query) and restores its files into the
 new run's workspace. `snapshot` and `restore` are the manifest code the workspace activities
 (activities/hosts.py) share.
@@ -12,8 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import hashlib
+import json
 import re
 import shutil
+from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 from temporalio import activity
@@ -26,7 +33,7 @@ from .commands import cap, run_program
 from .heartbeat import heartbeating
 from .workspace import confine, host_queue, open_workspace, require_host
 from .archive import transcript_slice
-from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
+from ratchet.stores.artifacts import ArtifactStore, get_json, json_bytes, put_json
 from ratchet.contracts import (
     AgentState,
     ArtifactRef,
@@ -51,6 +58,8 @@ _PYTEST = re.compile(r"(?m)^=*\s*(no tests ran|(?:\d+ [a-z]+(?:, )?)+) in \d+(?:
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
 NO_TESTS_EXIT = 5
 """The exit code of pytest (and of unittest since Python 3.12) when it collected no test."""
+PASSED_KEPT = 256
+"""Passed verifications remembered per worker (by workspace manifest and verifier)."""
 
 
 class CheckpointActivities:
@@ -68,11 +77,31 @@ class CheckpointActivities:
         self.host_id = host_id
         self.sandbox = sandbox
         """Where the verifier runs (the worker's sandbox, as `run_command`)."""
+        self.passed: OrderedDict[str, tuple[Evidence, ArtifactRef]] = OrderedDict()
+        """Passed verifications: (verifier, manifest digest) -> (evidence, manifest ref)."""
 
     @activity.defn(name=VERIFY.name)
     async def verify(self, req: VerifyRequest) -> VerifyResult:
         require_host(req.host, self.host_id)
         workspace = open_workspace(self.workspace_root, req.workspace)
+        known = self.passed.get(_passed_key(req, await asyncio.to_thread(manifest_digest, workspace)))
+        if known is not None:
+            evidence, workspace_ref = known
+            patch_ref = await asyncio.to_thread(self._patch, workspace, req.changed)
+            reused = evidence.model_copy(update={"reused": True})
+            return VerifyResult(evidence=reused, patch_ref=patch_ref, workspace_ref=workspace_ref)
+        result = await self._verify(req, workspace)
+        if result.evidence.passed and result.workspace_ref is not None:
+            self._remember(_passed_key(req, result.workspace_ref.digest), result.evidence, result.workspace_ref)
+        return result
+
+    def _remember(self, key: str, evidence: Evidence, workspace_ref: ArtifactRef) -> None:
+        self.passed[key] = (evidence, workspace_ref)
+        self.passed.move_to_end(key)
+        while len(self.passed) > PASSED_KEPT:
+            self.passed.popitem(last=False)
+
+    async def _verify(self, req: VerifyRequest, workspace: Path) -> VerifyResult:
         try:
             async with heartbeating():
                 done = await run_program(
@@ -161,18 +190,38 @@ class CheckpointActivities:
         return found.model_copy(update={"messages": messages, "messages_base": base})
 
 
-def snapshot(workspace: Path, artifacts: ArtifactStore) -> ArtifactRef:
-    """Store every file of the workspace (content-addressed: unchanged files cost nothing) and a
-    manifest {relative path: ArtifactRef} of them; return the manifest's reference."""
-    manifest = {}
+def _files(workspace: Path) -> Iterator[tuple[str, bytes]]:
+    """The files a snapshot holds, in order: regular files, no symlinks or `__pycache__`."""
+    count = 0
     for path in sorted(workspace.rglob("*")):
         rel = path.relative_to(workspace)
         if path.is_symlink() or not path.is_file() or "__pycache__" in rel.parts:
             continue
-        manifest[str(rel)] = artifacts.put(path.read_bytes()).model_dump()
-        if len(manifest) >= MAX_SNAPSHOT_FILES:
-            break
+        yield str(rel), path.read_bytes()
+        count += 1
+        if count >= MAX_SNAPSHOT_FILES:
+            return
+
+
+def snapshot(workspace: Path, artifacts: ArtifactStore) -> ArtifactRef:
+    """Store every file of the workspace (content-addressed: unchanged files cost nothing) and a
+    manifest {relative path: ArtifactRef} of them; return the manifest's reference."""
+    manifest = {rel: artifacts.put(data).model_dump() for rel, data in _files(workspace)}
     return put_json(artifacts, manifest)
+
+
+def manifest_digest(workspace: Path) -> str:
+    """The digest `snapshot` would give the workspace's manifest, storing nothing."""
+    manifest = {
+        rel: ArtifactRef(digest=hashlib.sha256(data).hexdigest(), size=len(data)).model_dump()
+        for rel, data in _files(workspace)
+    }
+    return hashlib.sha256(json_bytes(manifest)).hexdigest()
+
+
+def _passed_key(req: VerifyRequest, manifest: str) -> str:
+    """A passed verification's key: the verifier, the sandbox it ran in, the workspace's files."""
+    return json.dumps([req.verifier.model_dump(mode="json"), req.sandbox.model_dump(mode="json"), manifest])
 
 
 def restore(workspace: Path, artifacts: ArtifactStore, manifest_ref: ArtifactRef | None) -> int:

@@ -84,3 +84,22 @@ async def test_a_profile_that_runs_no_programs_refuses_a_runs_verifier(client, s
     with pytest.raises(RunFailed) as failure:
         await (await start(client, settings, run)).result()
     assert "verifier: profile 'ops' runs no programs" in failure.value.reason, failure.value.reason
+
+
+async def test_a_workspace_a_verifier_passed_is_not_verified_again(client, settings, worker):
+    """The second run's final answer on the same files reuses the first run's evidence (the
+    verifier prints a fresh token each time it runs); a changed file runs it again."""
+    workspace(settings, "again", {"README": "unchanged\n"})
+    verifier = {"argv": ["python", "-c", "import uuid; print('Ran 1 test', uuid.uuid4())"]}
+    answer = [{"content": "nothing to change"}]
+    evidence = []
+    for script in (answer, answer, WRITE_HELLO):
+        handle = await start(client, settings, scripted("coder", script, workspace="again", verifier=verifier))
+        assert (await handle.result()).phase == Phase.DONE
+        [checkpoint] = (await handle.state()).checkpoints
+        assert checkpoint.verified and checkpoint.workspace_ref is not None
+        evidence.append(checkpoint)
+    first, second, third = (c.evidence for c in evidence)
+    assert not first.reused and second.reused and second.output == first.output and second.passed
+    assert evidence[1].workspace_ref == evidence[0].workspace_ref
+    assert not third.reused and third.output != first.output  # hello.txt is new: verified anew

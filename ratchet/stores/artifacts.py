@@ -105,8 +105,12 @@ def put_json(store: ArtifactStore, value: Any) -> ArtifactRef:
     """Keys stay in the order they were written: a tool's parameters reach the model in its
     author's order (`path` before `content`, so a reply cut off mid-call keeps the path). Callers
     whose keys come from an unordered source sort them first (snapshot manifests do)."""
-    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-    return store.put(data, "application/json")
+    return store.put(json_bytes(value), "application/json")
+
+
+def json_bytes(value: Any) -> bytes:
+    """The bytes `put_json` stores for `value` (so their digest can be known without storing)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def get_json(store: ArtifactStore, ref: ArtifactRef) -> Any:
