@@ -4,8 +4,8 @@ servers a profile uses through `McpActivities.discover`.
 
 A call names the run's pinned tool list (`ToolInvocation.catalog`, the digest in the plan) and the
 tool (`ToolInvocation.tool`); what the server lists today does not matter to it. Side-effecting
-calls go through the idempotency ledger as every tool's do (activities/tools.py), with the key also
-sent to the server in the request's `_meta` (`ratchet/idempotency-key`):
+calls go through the exactly-once protocol as every tool's do (activities/exactly_once.py), with the
+key also sent to the server in the request's `_meta` (`ratchet/idempotency-key`):
 
 - The connection is made (the server started) *before* the ledger entry: a server that is down or
   cannot start leaves nothing behind, and the activity is retried with backoff (`McpUnavailable`),
@@ -29,9 +29,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from . import caller
+from . import caller, exactly_once
 from .heartbeat import INTERVAL_S, heartbeating
-from .tools import assumed_done, person_decision, stored
+from .tools import stored, tool_call
 from ratchet.contracts import (
     ArtifactRef,
     EffectClass,
@@ -49,9 +49,8 @@ from ratchet.mcp.catalog import McpCatalog, McpTool, check_names, pin
 from ratchet.mcp.config import McpConfigError, public_name
 from ratchet.mcp.pool import McpInterrupted, McpPool, McpRefused, McpSession, McpUnavailable
 from ratchet.mcp.results import arguments_problem, stores_artifacts, tool_result, undo_of
-from ratchet.ops.redaction import redacted
 from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
-from ratchet.stores.ledger import EntryStatus, Ledger
+from ratchet.stores.ledger import Entry, EntryStatus, Ledger
 
 MCP_UNAVAILABLE = "McpUnavailable"
 """`ApplicationError.type` of a server that cannot be reached or started now (retried)."""
@@ -166,30 +165,20 @@ class McpActivities:
     async def _call(self, session: McpSession, tool: McpTool, inv: ToolInvocation, key: str) -> ToolResult:
         if tool.effect == EffectClass.READ_ONLY:
             return await self._send(session, tool, inv, key)
-        entry = await asyncio.to_thread(self.ledger.begin, key)
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            activity.logger.info("%s: already done, returning the recorded result", key)
-            return ToolResult.model_validate(entry.result)
-        decided = person_decision(inv)
-        if entry is not None and decided == "assume_done":
-            return await self._record(key, assumed_done(inv, tool.name))
-        if entry is not None and decided != "retry" and not tool.idempotent:
-            raise ApplicationError(
-                f"{key}: an earlier attempt of {tool.name} (MCP server {tool.server!r}) started but its outcome is "
-                f"unknown, and the tool is not idempotent; a person must decide whether it took effect: the run "
-                f"waits for a decision (`ratchet decide`: retry, assume_done, skip or fail)",
-                type=ErrorType.OUTCOME_UNKNOWN,
-                non_retryable=True,
-            )
+        undo_first = None
         if tool.compensation is not None and not tool.compensation.needs_result():
-            await asyncio.to_thread(self.ledger.set_undo, key, undo_of(tool, inv.arguments))
-        try:
-            result = await self._send(session, tool, inv, key)
-        except McpUnavailable:  # the request never reached the server
-            if entry is None:  # this attempt's own entry; an earlier attempt's STARTED stays
-                await asyncio.to_thread(self.ledger.release, key)
-            raise
-        return await self._record(key, result)
+            undo_first = undo_of(tool, inv.arguments)
+        call = tool_call(
+            inv,
+            key,
+            tool.name,
+            lambda: self._send(session, tool, inv, key),
+            what=f"{tool.name} (MCP server {tool.server!r})",
+            idempotent=tool.idempotent,
+            undo_first=undo_first,
+            did_not_act=(McpUnavailable,),  # the request never reached the server
+        )
+        return await exactly_once.run(self.ledger, call)
 
     async def _send(self, session: McpSession, tool: McpTool, inv: ToolInvocation, key: str) -> ToolResult:
         try:
@@ -203,18 +192,6 @@ class McpActivities:
         if result.ok and tool.compensation is not None:
             result.undo = undo_of(tool, inv.arguments, structured)
         return result
-
-    async def _record(self, key: str, result: ToolResult) -> ToolResult:
-        def complete() -> ToolResult:
-            recorded = self.ledger.get(key)
-            outcome = result
-            if recorded is not None and recorded.undo is not None:
-                outcome = result.model_copy(update={"undo": recorded.undo})  # recorded before the first attempt
-            outcome = redacted(outcome)
-            self.ledger.complete(key, outcome.model_dump(mode="json"))
-            return outcome
-
-        return await asyncio.to_thread(complete)
 
     async def _pinned(self, catalog: str, name: str) -> McpTool:
         """The tool as the run pinned it (the catalog is read once per worker, then cached)."""
@@ -246,22 +223,23 @@ class McpActivities:
 
     async def undo(self, inv: UndoInvocation) -> str:
         """Call the compensating tool the effect's undo record names, at most once per key."""
-        key = undo_key(inv.key)
-        entry = await asyncio.to_thread(self.ledger.begin, key)
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            return str((entry.result or {}).get("output", "already undone"))
-        info = inv.undo
-        if info is None:
-            forward = await asyncio.to_thread(self.ledger.get, inv.key)
-            info = forward.undo if forward is not None else None
+
+        async def act(info: dict[str, Any] | None, forward: Entry | None) -> str:
             if info is None:
-                return await self._undone(key, _nothing_to_undo(inv, forward))
+                return _nothing_to_undo(inv, forward)
+            return await self._compensate(inv, info)
+
+        return await exactly_once.undo(self.ledger, inv.key, inv.undo, act)
+
+    async def _compensate(self, inv: UndoInvocation, info: dict[str, Any]) -> str:
         if "problem" in info or not {"server", "tool"} <= set(info):
             problem = info.get("problem", "its undo record names no compensating MCP call")
             raise ApplicationError(f"undo {inv.tool}: {problem}", type=ErrorType.UNDO_FAILED, non_retryable=True)
         try:
             async with self.pool.session(info["server"]) as session:
-                raw = await session.call(info["tool"], info.get("arguments") or {}, key, _timeout_s(session))
+                raw = await session.call(
+                    info["tool"], info.get("arguments") or {}, undo_key(inv.key), _timeout_s(session)
+                )
         except McpConfigError as exc:
             raise ApplicationError(f"undo {inv.tool}: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from None
         except (McpUnavailable, McpInterrupted) as exc:
@@ -273,11 +251,7 @@ class McpActivities:
         text = " ".join(getattr(b, "text", "") for b in raw.content).strip()
         if raw.is_error:  # retried with the undo's policy (about a minute), as any undo that fails
             raise ApplicationError(f"undo {inv.tool}: {info['tool']} failed: {text[:500]}", type=ErrorType.UNDO_FAILED)
-        return await self._undone(key, redacted(f"{info['tool']}: {text[:2000] or 'done'}"))
-
-    async def _undone(self, key: str, output: str) -> str:
-        await asyncio.to_thread(self.ledger.complete, key, {"output": output})
-        return output
+        return f"{info['tool']}: {text[:2000] or 'done'}"
 
 
 def _timeout_s(session: McpSession) -> float:
@@ -286,7 +260,7 @@ def _timeout_s(session: McpSession) -> float:
     return timeout.total_seconds() if timeout else session.server.timeout_s
 
 
-def _nothing_to_undo(inv: UndoInvocation, forward: Any) -> str:
+def _nothing_to_undo(inv: UndoInvocation, forward: Entry | None) -> str:
     """The undo of a call without an undo record: fine when the call never started or reported an
     error; a call whose outcome is unknown and whose compensation needs its result cannot be undone."""
     if forward is None:

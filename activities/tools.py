@@ -10,7 +10,7 @@ exception is `ToolContext.record_undo`, which a tool calls synchronously.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from . import caller
+from . import caller, exactly_once
 from .heartbeat import INTERVAL_S, heartbeating, progress
-from ratchet.stores.ledger import EntryStatus, Ledger
+from ratchet.stores.ledger import Ledger
 from .workspace import open_workspace, require_host
 from ratchet.stores.artifacts import ArtifactStore
 from ratchet.contracts import (
@@ -69,8 +69,9 @@ class ToolActivities:
         self.sandbox = sandbox
         """Where tools declared `runs_code` run programs (None: they fail, non-retryably)."""
         self.after_record: Callable[[ToolInvocation], None] | None = None
-        """Test hook: runs after the ledger recorded a completed call, before the activity returns
-        (raising here simulates a worker that died with its completion unreported)."""
+        """Test hook: runs once the ledger holds a side-effecting call's result (recorded now or by an
+        earlier attempt), before the activity returns (raising here simulates a worker that died with
+        its completion unreported)."""
 
     def activities(self) -> list[Callable]:
         acts = [self._activity_for(tool) for tool in self.registry.tools.values() if tool.kind == "activity"]
@@ -123,73 +124,39 @@ class ToolActivities:
             raise ApplicationError(f"{tool.name}: {exc}", type=ErrorType.FATAL_TOOL_ERROR, non_retryable=True) from exc
 
     async def _execute_once(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolResult:
-        entry = await asyncio.to_thread(self.ledger.begin, inv.key)
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            activity.logger.info("%s: already done, returning the recorded result", inv.key)
-            return ToolResult.model_validate(entry.result)
-        decided = person_decision(inv)
-        if entry is not None and decided == "assume_done":
-            return await self._record(inv, assumed_done(inv, tool.name))
-        if entry is not None and decided != "retry":  # started before, never completed: outcome unknown
-            found = await self._reconcile(tool, inv, ctx, args)
-            if found is not None:
-                return await self._record(inv, _result(tool, found))
+        async def act() -> ToolResult:
+            try:
+                return _result(tool, await tool.call(ctx, args))
+            except ToolError as exc:
+                return ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
+
+        async def reconcile() -> ToolResult | None:
+            found = await tool.call_reconcile(ctx, args)
+            return None if found is None else _result(tool, found)
+
+        hook = reconcile if tool.reconcile is not None else None
+        call = tool_call(inv, inv.key, tool.name, act, reconcile=hook, idempotent=tool.idempotent)
         try:
-            out = await tool.call(ctx, args)
-        except ToolError as exc:
-            result = ToolResult(ok=False, output=f"{tool.name} failed: {exc}", error_type=ErrorType.TOOL_ERROR)
-            return await self._record(inv, result)
-        except NotStarted as exc:  # it did not act: forget the attempt, retry as usual
-            await asyncio.to_thread(self.ledger.release, inv.key)
+            result = await exactly_once.run(self.ledger, call)
+        except NotStarted as exc:  # it did not act: the attempt is forgotten, retried as usual
             raise ApplicationError(f"{tool.name} did not start: {exc}", type=ErrorType.NOT_STARTED) from exc
-        return await self._record(inv, _result(tool, out))
-
-    async def _reconcile(self, tool: Tool, inv: ToolInvocation, ctx: ToolContext, args: Any) -> ToolOutput | None:
-        if tool.reconcile is not None:
-            return await tool.call_reconcile(ctx, args)
-        if tool.idempotent:
-            return None
-        raise ApplicationError(
-            f"{inv.key}: an earlier attempt of {tool.name} started but its outcome is unknown, "
-            f"{tool.name} has no reconcile hook and is not idempotent; a person must decide whether "
-            f"it took effect: the run waits for a decision (`ratchet decide`: retry, assume_done, skip or fail)",
-            type=ErrorType.OUTCOME_UNKNOWN,
-            non_retryable=True,
-        )
-
-    async def _record(self, inv: ToolInvocation, result: ToolResult) -> ToolResult:
-        result = await asyncio.to_thread(self._complete, inv, result)
         if self.after_record is not None:
             self.after_record(inv)
         return result
 
-    def _complete(self, inv: ToolInvocation, result: ToolResult) -> ToolResult:
-        """In a thread: the result, with the undo the ledger recorded first, as the call's outcome."""
-        recorded = self.ledger.get(inv.key)
-        if recorded is not None and recorded.undo is not None:
-            result.undo = recorded.undo  # the state from before the *first* attempt
-        result = redacted(result)
-        self.ledger.complete(inv.key, result.model_dump(mode="json"))
-        return result
-
     async def undo(self, tool: Tool, inv: UndoInvocation) -> str:
-        key = undo_key(inv.key)
-        entry = await asyncio.to_thread(self.ledger.begin, key)
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            return str((entry.result or {}).get("output", "already undone"))
-        undo_info = inv.undo
-        if undo_info is None:
-            forward = await asyncio.to_thread(self.ledger.get, inv.key)
-            undo_info = forward.undo if forward else None
-        args = tool.args_model.model_validate(inv.arguments)
-        try:
-            async with heartbeating():
-                out = await tool.call_undo(self._context(key, inv, tool), args, undo_info)
-        except FatalToolError as exc:
-            raise ApplicationError(f"undo {tool.name}: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True) from exc
-        output = redacted(out.output)
-        await asyncio.to_thread(self.ledger.complete, key, {"output": output})
-        return output
+        async def act(undo_info: dict[str, Any] | None, _forward: Any) -> str:
+            args = tool.args_model.model_validate(inv.arguments)
+            try:
+                async with heartbeating():
+                    out = await tool.call_undo(self._context(undo_key(inv.key), inv, tool), args, undo_info)
+            except FatalToolError as exc:
+                raise ApplicationError(
+                    f"undo {tool.name}: {exc}", type=ErrorType.UNDO_FAILED, non_retryable=True
+                ) from exc
+            return out.output
+
+        return await exactly_once.undo(self.ledger, inv.key, inv.undo, act)
 
     def _context(self, key: str, inv: ToolInvocation | UndoInvocation, tool: Tool) -> ToolContext:
         return ToolContext(
@@ -262,3 +229,28 @@ def person_decision(inv: ToolInvocation) -> str | None:
 def assumed_done(inv: ToolInvocation, tool: str) -> ToolResult:
     """The result a person's `assume_done` records for the call."""
     return ToolResult(ok=True, output=inv.assumed_output or f"a person confirmed that this {tool} call took effect")
+
+
+def tool_call(
+    inv: ToolInvocation, key: str, name: str, act: Callable[[], Awaitable[ToolResult]], **how: Any
+) -> exactly_once.Call[ToolResult, ToolResult]:
+    """A tool's call (built-in or MCP) for the exactly-once protocol: its result carries the first
+    undo record, secrets masked; a person's decision applies. `how`: the rest of `Call`'s fields."""
+    how.setdefault("what", name)
+    how.setdefault("did_not_act", (NotStarted,))
+    return exactly_once.Call(
+        key=key,
+        act=act,
+        result=_with_undo,
+        recorded=ToolResult.model_validate,
+        decision=person_decision(inv),
+        assumed=lambda: assumed_done(inv, name),
+        keeps_undo=True,
+        redact=True,
+        **how,
+    )
+
+
+def _with_undo(result: ToolResult, undo: dict[str, Any] | None) -> ToolResult:
+    """`result` with the undo the ledger recorded first: the state from before the *first* attempt."""
+    return result if undo is None else result.model_copy(update={"undo": undo})
