@@ -7,9 +7,9 @@ call's key: the retry returns it instead of paying twice.
 
 The ledger and the artifact store are synchronous and may be remote (Postgres, S3), so their calls
 run in a thread, never on the worker's event loop, where a round trip would hold up every other
-run on the worker. A step makes two such hops: the ledger's `begin` (with a config or transcript
-read on a cache miss), and the segment write with the ledger's `complete`. The caches stay on the
-event loop.
+run on the worker. A step makes two such hops, as the exactly-once protocol
+(activities/exactly_once.py) runs it: the ledger's `begin` (with a config or transcript read on a
+cache miss), and the segment write with the ledger's `complete`. The caches stay on the event loop.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import asyncio
 import dataclasses
 import json
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import COMPACT, MODEL_CALL
-from . import caller
+from . import caller, exactly_once
 from .heartbeat import heartbeating
 from .streaming import reply_stream
 from ratchet.contracts import (
@@ -43,7 +44,7 @@ from ratchet.models.provider import Completion, Deltas, ModelCall, ModelProvider
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import ArtifactStore, get_json
-from ratchet.stores.ledger import Entry, EntryStatus, Ledger
+from ratchet.stores.ledger import Ledger
 from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 CONFIGS_CACHED = 256
@@ -52,6 +53,23 @@ SUMMARY_PROMPT = (
     "what was asked, what you did and found (files, tickets, results), what you answered, and "
     "anything still open. Keep names, numbers and decisions exact; keep the latest exchange in most detail."
 )
+
+
+@dataclass
+class _Turn:
+    """One model call (or compaction) across the exactly-once protocol's steps."""
+
+    key: str
+    config: ModelCallConfig | None
+    """The run's config: from the cache, else read in `begin`'s thread."""
+    base: Conversation | None
+    """The conversation so far: from the cache, else read in `begin`'s thread."""
+    settings: ModelSettings | None = None
+    """The settings of the model that answers (the run's, or a fallback's)."""
+    deltas: Deltas | None = None
+    """The reply's stream, when it streams."""
+    extended: Conversation | None = None
+    """The conversation with the reply, once its transcript segment is written."""
 
 
 class ModelActivities:
@@ -64,27 +82,21 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_CALL.name)
     async def call(self, req: ModelRequest) -> ModelReply:
-        key = keys.model_key(caller.workflow_id(), req.step)
-        cached = self._cached(req)
-        entry, config, base = await asyncio.to_thread(self._begin, key, req, *cached)
-        attempt = activity.info().attempt
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            reply = ModelReply.model_validate(entry.result)
-            # an earlier attempt streamed it, perhaps in part: the workflow publishes it whole, superseding that
-            if attempt > 1 and (cached[0] is None or cached[0].settings.stream):
-                reply.streamed = Streamed(attempt=attempt)
-            return reply
-        assert config is not None and base is not None
-        self._remember(req, config, base)
-        settings = config.settings if req.choice == 0 else config.fallbacks[req.choice - 1]
-        note_model_settings(settings)
-        provider = self._provider(settings)
-        async with heartbeating(), reply_stream(req.step, config.settings.stream) as deltas:
-            done, added = await self._call(req, key, config, settings, provider, base, deltas)
-        reply, extended = await asyncio.to_thread(self._finish, key, req, config, settings, base, done, added)
-        self.transcripts.put(reply.transcript, extended, owner=_owner())
-        if deltas is not None:
-            reply = reply.model_copy(update={"streamed": deltas.streamed()})
+        turn = _Turn(keys.model_key(caller.workflow_id(), req.step), *self._cached(req))
+        call = exactly_once.Call(
+            key=turn.key,
+            act=lambda: self._act(req, turn),
+            result=lambda done, _undo: self._finish(req, turn, *done),
+            recorded=lambda result: _replayed(result, turn.config),
+            what=MODEL_CALL.name,
+            prepare=lambda: self._read(turn, req.call_ref, req.transcript),
+            idempotent=True,  # a lost reply is asked for again (and paid for twice)
+        )
+        reply = await exactly_once.run(self.ledger, call)
+        if turn.extended is not None:
+            self.transcripts.put(reply.transcript, turn.extended, owner=_owner())
+        if turn.deltas is not None:
+            reply = reply.model_copy(update={"streamed": turn.deltas.streamed()})
         return reply
 
     @activity.defn(name=COMPACT.name)
@@ -93,24 +105,31 @@ class ModelActivities:
         becomes a summary segment of the transcript (ratchet/stores/transcripts.py), from which on
         the model sees it instead of the turns before. Recorded in the ledger under
         `{workflow id}/{step}/compact`: a retry after a lost completion returns the same summary."""
-        key = keys.call_key(caller.workflow_id(), req.step, "compact")
-        entry = await asyncio.to_thread(self.ledger.begin, key) if self.ledger is not None else None
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            return CompactReply.model_validate(entry.result)
-        config = self.configs.get(req.call_ref)
-        if config is None:
-            config = await asyncio.to_thread(
-                lambda: ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
-            )
         base = self.transcripts.get(req.transcript)
-        if base is None or not base.complete:
-            base = await asyncio.to_thread(transcripts.read, self.artifacts, req.transcript)
-        settings = config.settings
+        key = keys.call_key(caller.workflow_id(), req.step, "compact")
+        turn = _Turn(key, self.configs.get(req.call_ref), base if base is not None and base.complete else None)
+        call = exactly_once.Call(
+            key=key,
+            act=lambda: self._summarise(req, turn),
+            result=lambda done, _undo: self._summarised(req, turn, *done),
+            recorded=CompactReply.model_validate,
+            what=COMPACT.name,
+            prepare=lambda: self._read(turn, req.call_ref, req.transcript, whole=True),
+            idempotent=True,
+        )
+        reply = await exactly_once.run(self.ledger, call)
+        if turn.extended is not None:
+            self.transcripts.put(reply.transcript, turn.extended, owner=_owner())
+        return reply
+
+    async def _summarise(self, req: CompactRequest, turn: _Turn) -> tuple[Completion, Message]:
+        assert turn.config is not None and turn.base is not None
+        settings, base = turn.config.settings, turn.base
         ask = Message(role="user", content=SUMMARY_PROMPT)
         async with heartbeating():
             done = await self._provider(settings).complete(
                 ModelCall(
-                    key=key,
+                    key=turn.key,
                     settings=settings,
                     tools=[],
                     messages=base.window(None)[1:] + [ask],  # the system prompt is the agent's, not the summariser's
@@ -124,17 +143,14 @@ class ModelActivities:
             content=f"[Summary of turns {req.turns} (the transcript keeps them whole)]\n{done.message.content or ''}",
             summary=True,
         )
+        return done, summary
 
-        def record() -> tuple[CompactReply, int]:
-            ref = transcripts.write(self.artifacts, base, [summary], prev=req.transcript, summary=True)
-            reply = CompactReply(message=summary, usage=done.usage, transcript=ref.digest)
-            if self.ledger is not None:
-                self.ledger.complete(key, reply.model_dump(mode="json"))
-            return reply, ref.size or 0
-
-        reply, size = await asyncio.to_thread(record)
-        self.transcripts.put(reply.transcript, base.summarised(summary, reply.transcript, size), owner=_owner())
-        return reply
+    def _summarised(self, req: CompactRequest, turn: _Turn, done: Completion, summary: Message) -> CompactReply:
+        """In a thread, before the ledger records it: the summary segment written, the reply."""
+        assert turn.base is not None
+        ref = transcripts.write(self.artifacts, turn.base, [summary], prev=req.transcript, summary=True)
+        turn.extended = turn.base.summarised(summary, ref.digest, ref.size or 0)
+        return CompactReply(message=summary, usage=done.usage, transcript=ref.digest)
 
     def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:
         """The run's config and the conversation so far (as much as the call sends), if cached."""
@@ -143,26 +159,25 @@ class ModelActivities:
         base = self.transcripts.get(req.transcript) if req.transcript is not None else None
         return config, base if base is not None and base.has_window(keep) else None
 
-    def _begin(
-        self,
-        key: str,
-        req: ModelRequest,
-        config: ModelCallConfig | None,
-        base: Conversation | None,
-    ) -> tuple[Entry | None, ModelCallConfig | None, Conversation | None]:
-        """In a thread: the ledger's `begin`, then (unless the reply is recorded already) what the
-        caches did not have: the run's config, the conversation so far."""
-        entry = self.ledger.begin(key) if self.ledger is not None else None
-        if entry is not None and entry.status == EntryStatus.COMPLETED:
-            return entry, None, None
-        if config is None:
-            config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(req.call_ref)))
-        if base is None:
-            keep = config.settings.context_messages
-            base = (
-                transcripts.read(self.artifacts, req.transcript, keep) if req.transcript is not None else Conversation()
-            )
-        return entry, config, base
+    def _read(self, turn: _Turn, call_ref: str, transcript: str | None, whole: bool = False) -> None:
+        """In `begin`'s thread, when the call will act: what the caches did not have: the run's
+        config, the conversation so far (whole, or as much as the call sends)."""
+        if turn.config is None:
+            turn.config = ModelCallConfig.model_validate(get_json(self.artifacts, ArtifactRef.json(call_ref)))
+        if turn.base is None:
+            keep = None if whole else turn.config.settings.context_messages
+            turn.base = transcripts.read(self.artifacts, transcript, keep) if transcript is not None else Conversation()
+
+    async def _act(self, req: ModelRequest, turn: _Turn) -> tuple[Completion, list[Message]]:
+        config, base = turn.config, turn.base
+        assert config is not None and base is not None
+        self._remember(req, config, base)
+        turn.settings = config.settings if req.choice == 0 else config.fallbacks[req.choice - 1]
+        note_model_settings(turn.settings)
+        provider = self._provider(turn.settings)
+        async with heartbeating(), reply_stream(req.step, config.settings.stream) as deltas:
+            turn.deltas = deltas
+            return await self._call(req, turn.key, config, turn.settings, provider, base, deltas)
 
     def _remember(self, req: ModelRequest, config: ModelCallConfig, base: Conversation) -> None:
         """The config (one artifact per run, parsed once per worker) and the conversation, cached."""
@@ -207,18 +222,11 @@ class ModelActivities:
         done = dataclasses.replace(done, message=message)
         return done, new + [message]
 
-    def _finish(
-        self,
-        key: str,
-        req: ModelRequest,
-        config: ModelCallConfig,
-        settings: ModelSettings,
-        base: Conversation,
-        done: Completion,
-        added: list[Message],
-    ) -> tuple[ModelReply, Conversation]:
-        """In a thread: write the step's transcript segment, then record the reply in the ledger
+    def _finish(self, req: ModelRequest, turn: _Turn, done: Completion, added: list[Message]) -> ModelReply:
+        """In a thread, before the ledger records the reply: the step's transcript segment written
         (in that order: a recorded reply always names a stored transcript)."""
+        config, settings, base = turn.config, turn.settings, turn.base
+        assert config is not None and settings is not None and base is not None
         ref = transcripts.write(self.artifacts, base, added, prev=req.transcript)
         natural = "tool_calls" if done.message.tool_calls else "stop"
         reply = ModelReply(  # finish reason and model only when the message and settings do not say them
@@ -230,9 +238,8 @@ class ModelActivities:
         )
         if config.output is not None and not done.message.tool_calls and done.finish_reason != "length":
             reply.output, reply.output_error = outputs.check(config.output, done.message.content)
-        if self.ledger is not None:
-            self.ledger.complete(key, reply.model_dump(mode="json"))
-        return reply, base.extended(added, ref.digest, ref.size or 0, config.settings.context_messages)
+        turn.extended = base.extended(added, ref.digest, ref.size or 0, config.settings.context_messages)
+        return reply
 
     def _provider(self, settings: ModelSettings) -> ModelProvider:
         provider = self.providers.get(settings.provider)
@@ -285,6 +292,16 @@ def _within_budget(
     if cap == settings.max_output_tokens:
         return settings
     return settings.model_copy(update={"max_output_tokens": cap})
+
+
+def _replayed(result: dict, config: ModelCallConfig | None) -> ModelReply:
+    """A reply the ledger holds, as a retry returns it: an earlier attempt streamed it, perhaps in
+    part, so the workflow publishes it whole, superseding that."""
+    reply = ModelReply.model_validate(result)
+    attempt = activity.info().attempt
+    if attempt > 1 and (config is None or config.settings.stream):
+        reply.streamed = Streamed(attempt=attempt)
+    return reply
 
 
 def _turns(messages: list[Message]) -> int:
