@@ -1,4 +1,5 @@
-"""Conformance suites for the store protocols: `Ledger` and `ArtifactStore` (ratchet/stores/).
+"""Conformance suites for the store protocols: `Ledger` (with the exactly-once protocol that runs on
+it) and `ArtifactStore` (ratchet/stores/).
 
 A backend passes if every check passes against it. The checks use the protocol only; what they
 need beyond it comes from the backend's test module as functions:
@@ -36,6 +37,7 @@ from typing import Any
 from ratchet.contracts import ArtifactRef
 from ratchet.stores.artifacts import DIGEST, ArtifactCorrupt, ArtifactMissing, ArtifactStore, get_json, put_json
 from ratchet.stores.ledger import ChainRecord, Entry, EntryRecord, EntryStatus, ImportOutcome, Ledger, LedgerRecord
+from ratchet.testing.exactly_once import ExactlyOnceChecks
 
 __all__ = ["ArtifactStoreConformance", "LedgerConformance"]
 
@@ -84,8 +86,10 @@ def _expect(
     assert entry.result == result, f"{where}{key!r} has result {entry.result!r}, expected {result!r}"
 
 
-class LedgerConformance(_Suite):
-    """The `Ledger` contract (see the protocol's docstrings), one `check_*` method per rule."""
+class LedgerConformance(ExactlyOnceChecks, _Suite):
+    """The `Ledger` contract (see the protocol's docstrings), one `check_*` method per rule; and the
+    exactly-once protocol (activities/exactly_once.py) run on it (`check_protocol_*`, `check_undo_*`:
+    ratchet/testing/exactly_once.py)."""
 
     def __init__(
         self, open_ledger: Callable[[], Ledger], *, processes: int = 2, race_keys: int = 100, timeout: float = 120.0
