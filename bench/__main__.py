@@ -62,7 +62,7 @@ QUICK = dict(
 )
 SMOKE = dict(
     QUICK, variants=["floor", "ratchet", "workspace"], steps=[2], warm_runs=1, component_variants=["ratchet"],
-    component_steps=2, scaleout_steps=2, scaleout_concurrent=(2, 2), sandbox=(2, 1, 1), mcp=(4, 1), stream=(2, 1, 2),
+    component_steps=2, scaleout_steps=2, scaleout_concurrent=(2, 2), sandbox=(2, 1, 1), mcp=(4, 1), stream=(2, 1, 2, 1),
     sessions=(3, 3, 3), console=(3, 3, 2), throughput=(2, 2, 1), levels=[2], level_steps=2, headline_agents=2,
     headline_steps=2, cached=3, long_steps=30, long_budget_s=60, replay_steps=20, profile=(2, 1, (2,)), micro=((2,), 1),
     providers=(2, 1),

@@ -86,7 +86,9 @@ async def one_run(env: Env, queue: str, steps: int, stream: bool, reply_chars: i
     )
 
 
-async def stream_cost(env: Env, progress: Progress, steps: int, reps: int, concurrent: int) -> dict[str, Any]:
+async def stream_cost(
+    env: Env, progress: Progress, steps: int, reps: int, concurrent: int, latency_steps: int = LATENCY_STEPS
+) -> dict[str, Any]:
     cells = []
     async with env.worker(VARIANT) as worker:
         await (await one_run(env, worker.queue, 2, True)).result()  # warm, outside the clock
@@ -114,7 +116,7 @@ async def stream_cost(env: Env, progress: Progress, steps: int, reps: int, concu
                 progress.end(f"{cells[-1]['ms_per_step']:.0f} ms/step, {cells[-1]['bytes_per_step']:.0f} B/step")
     async with env.worker(LATENCY_VARIANT) as worker:
         progress.begin(f"stream: latency, {concurrent} runs streaming at once")
-        latency = await latencies(env, worker.queue, LATENCY_STEPS, concurrent)
+        latency = await latencies(env, worker.queue, latency_steps, concurrent)
         progress.end(
             f"subscriber p50 {percentile(latency['subscriber'], 50):.0f} ms, "
             f"SSE p50 {percentile(latency['sse'], 50):.0f} ms"
