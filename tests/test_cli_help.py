@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
+
+import pytest
 
 from ratchet.cli.main import parser
+from ratchet.cli.table import VERBS
 
 
 def verbs() -> dict[str, argparse.ArgumentParser]:
@@ -25,3 +30,38 @@ def test_every_verb_has_a_description_argument_help_and_an_example():
                 continue
             assert action.help, f"`ratchet {name}`: {action.dest} has no help"
         assert "example:" in cmd.format_help()
+
+
+HEAVY = ("temporalio", "pydantic", "openai")
+"""What `ratchet --help` and a verb's parse must not import (each costs a tenth of a second or more)."""
+
+
+def imported(*argv: str) -> tuple[int, set[str]]:
+    """`ratchet ARGV`'s exit status and the top-level packages it imported (`-X importtime`)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "ratchet.cli", *argv],
+                          capture_output=True, text=True, timeout=60)
+    lines = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return done.returncode, {name.split(".")[0] for name in lines}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["start", "--help"], ["start", "coder", "x", "--max-steps", "many"]])
+def test_help_and_a_verbs_parse_import_no_sdk(argv):
+    status, modules = imported(*argv)
+    assert status == (2 if "many" in argv else 0)
+    assert "ratchet" in modules
+    assert not modules & set(HEAVY), f"`ratchet {' '.join(argv)}` imported {sorted(modules & set(HEAVY))}"
+
+
+def test_no_verbs_help_imports_temporal_or_a_model_sdk():
+    """decide and rollback quote the contracts in their help (pydantic): the others do not even that."""
+    for verb in VERBS:
+        status, modules = imported(verb.name, "--help")
+        assert status == 0, verb.name
+        assert not modules & {"temporalio", "openai"}, f"`ratchet {verb.name} --help` imported {modules & set(HEAVY)}"
+        if verb.name not in ("decide", "rollback"):
+            assert "pydantic" not in modules, f"`ratchet {verb.name} --help` imported pydantic"
+
+
+def test_every_verb_runs_a_function():
+    for verb in VERBS:
+        assert callable(verb.handler()), verb.run

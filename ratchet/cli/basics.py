@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ratchet.cli.watch import watch
-from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
+from ratchet.cli.verbs import connected
 from ratchet.client import (
     IdInUse,
     InvalidInput,
@@ -30,7 +30,7 @@ from ratchet.client import (
     RunSummary,
     validated_run,
 )
-from ratchet.contracts import AgentRun, OutcomeChoice, Phase
+from ratchet.contracts import AgentRun, Phase
 
 
 SCRIPTED = "scripted"
@@ -204,95 +204,3 @@ async def decide(args: argparse.Namespace) -> int:
         print(exc)
         return 1
     return 0
-
-
-def register(sub) -> None:
-    cmd = verb(
-        sub,
-        "start",
-        "start a run (and follow it with --follow)",
-        "ratchet start coder 'Create hello.txt' --script examples/hello-script.json --follow   # no API key\n"
-        "         ratchet start coder 'make the tests pass' --provider openai --model gpt-4o\n"
-        "         ratchet start --file run.json --id ops-7",
-        description="Start an agent run. AGENT and OBJECTIVE, or --file with the run as JSON (the same object "
-        "`temporal workflow start --input` takes; flags override its fields). Without --follow it waits "
-        "until the run is planned and exits 1 with the reason if it failed at once (an unknown profile, a "
-        "provider that cannot serve). An id a run already has is refused, naming that run; --new-run starts "
-        "a new run under the id of a run that has ended.",
-    )
-    cmd.add_argument("agent", nargs="?", help="agent profile registered on the worker (e.g. coder)")
-    cmd.add_argument("objective", nargs="?", help="what the agent should achieve")
-    cmd.add_argument("--file", help="JSON file with the run (agent, objective, workspace, model, budget, ...)")
-    cmd.add_argument("--id", help="workflow id (default: AGENT-<random>)")
-    cmd.add_argument("--workspace", help="workspace directory name (default: derived from the workflow id)")
-    cmd.add_argument("--max-steps", type=int, help="step budget for this run")
-    cmd.add_argument("--provider", help="model provider (openai, anthropic, scripted, ...; default: the worker's)")
-    cmd.add_argument("--model", help="the provider's model (e.g. gpt-4o; default: the profile's or provider's)")
-    cmd.add_argument(
-        "--script",
-        metavar="FILE",
-        help="a JSON list of the scripted provider's replies (implies --provider scripted: no API key)",
-    )
-    cmd.add_argument("--new-run", action="store_true", help="start a new run under the id of a run that has ended")
-    cmd.add_argument("--session", action="store_true", help="a session: after each answer it waits for `ratchet ask`")
-    cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
-    cmd.set_defaults(fn=run_verb(start))
-    cmd = verb(
-        sub,
-        "list",
-        "list runs (newest first)",
-        "ratchet list --phase AWAITING_APPROVAL",
-        description="List agent runs from Temporal's visibility store, with their agent and phase.",
-    )
-    cmd.add_argument("--phase", help="only runs in this phase (RUNNING, AWAITING_APPROVAL, PAUSED, DONE, FAILED, ...)")
-    cmd.add_argument("--agent", help="only runs of this agent profile")
-    cmd.add_argument("--running", action="store_true", help="only runs still open")
-    cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
-    cmd.set_defaults(fn=run_verb(list_runs))
-    cmd = verb(
-        sub,
-        "result",
-        "wait for a run's result and print it",
-        "ratchet result ops-7",
-        description="Print a run's result (phase, answer, budget used). Exit 0 on DONE, 1 otherwise, 3 with "
-        "--no-wait while it still runs.",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("--no-wait", action="store_true", help="do not wait for a running run")
-    cmd.set_defaults(fn=run_verb(result))
-    cmd = verb(
-        sub,
-        "cancel",
-        "cancel a run (its failure policy applies)",
-        "ratchet cancel ops-7",
-        description="Request cancellation: the running step is cancelled and the run ends under its failure policy.",
-    )
-    workflow_id(cmd)
-    cmd.set_defaults(fn=run_verb(cancel))
-    cmd = verb(
-        sub,
-        "transcript",
-        "print a page of a run's conversation as JSON lines",
-        "ratchet transcript ops-7 --offset 0 --limit 20",
-        description="Print messages OFFSET..OFFSET+LIMIT of a run's conversation, one JSON object per line; "
-        "messages from before a continue-as-new come from the transcript artifact.",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("--offset", type=int, default=0, help="first message (default: %(default)s)")
-    cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
-    cmd.set_defaults(fn=run_verb(transcript))
-    cmd = verb(
-        sub,
-        "decide",
-        "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
-        "ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",
-        description="A side-effecting call was interrupted and its tool can neither reconcile nor repeat "
-        "safely. Check the target system, then: retry (it did not happen), assume_done (it did; --result "
-        "is what the model sees), skip (go on; the model is told) or fail (the failure policy applies).",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("call_id", help="the call (see `ratchet watch` or state.pending_decisions)")
-    cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice], help="what happens to the call")
-    cmd.add_argument("--result", help="with assume_done: the call's output as the model will see it")
-    cmd.add_argument("--reason", default="", help="why (recorded in the run's state)")
-    cmd.set_defaults(fn=run_verb(decide))

@@ -1,9 +1,6 @@
-"""`ratchet chat`: a session in a terminal. `ratchet chat --agent coder` starts one (its first line
-is the objective), `ratchet chat ID` rejoins one. Each line is a turn: the answer is shown as the
-model writes it (the run's stream), each tool call as a line, and a call that waits for approval
-is asked inline (y/N). `/checkpoints` lists the turns' checkpoints, `/rollback CP` goes back to
-one (undoing the later turns' effects), `/close` ends the session, `/quit` leaves it open (to
-rejoin later). All of it over `ratchet.client`.
+"""`ratchet chat`: a session in a terminal, a turn per line, the answer shown as the model writes
+it, approvals asked inline, slash commands for checkpoints, rollback and close (the verb's
+description in ratchet/cli/table.py says it to the user). All of it over `ratchet.client`.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from ratchet.cli.verbs import connected, run_verb, verb
+from ratchet.cli.verbs import connected
 from ratchet.cli.watch import describe
 from ratchet.client import LiveText, RatchetClient, Refused, RunHandle
 from ratchet.contracts import Phase
@@ -25,7 +22,7 @@ PROMPT = "you> "
 HELP = "/checkpoints, /rollback CHECKPOINT, /close, /quit"
 
 
-async def chat(args: argparse.Namespace) -> int:
+async def _session(args: argparse.Namespace) -> int:
     runs = await connected()
     if args.workflow_id:
         run = runs.get(args.workflow_id)
@@ -135,23 +132,8 @@ async def _command(run: RunHandle, line: str) -> bool:
     return False
 
 
-def register_chat(sub) -> None:
-    cmd = verb(
-        sub,
-        "chat",
-        "talk to a session in the terminal: start one (--agent) or rejoin one (ID)",
-        "ratchet chat --agent coder\n         ratchet chat chat-7",
-        __doc__.split("\n\n")[0].replace("\n", " ") if __doc__ else None,
-    )
-    cmd.add_argument("workflow_id", nargs="?", help="a session to rejoin")
-    cmd.add_argument("--agent", help="the profile of a new session (its first line is the objective)")
-    cmd.add_argument("--file", help="JSON with the new session's other fields (model, budget, session settings)")
-    cmd.add_argument("--id", help="the new session's workflow id (default: AGENT-<random>)")
-    cmd.set_defaults(fn=run_verb(_checked))
-
-
-async def _checked(args: argparse.Namespace) -> int:
+async def chat(args: argparse.Namespace) -> int:
     if not args.workflow_id and not (args.agent or args.file):
         print("ratchet chat: give a session's ID to rejoin, or --agent to start one")
         return 2
-    return await chat(args)
+    return await _session(args)

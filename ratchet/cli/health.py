@@ -86,7 +86,3 @@ def main(args: argparse.Namespace) -> int:
     # ends the process (`exit_now`) and those threads with it.
     loop = asyncio.new_event_loop()
     return 0 if loop.run_until_complete(_all(settings, args.timeout)) else 1
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per check (default: %(default)s)")

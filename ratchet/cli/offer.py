@@ -8,8 +8,6 @@ import argparse
 import json
 import sys
 
-from ratchet.cli.verbs import verb
-
 
 def _offer():
     from ratchet.mcp.config import McpConfigError, load_servers
@@ -126,23 +124,3 @@ def tools(args: argparse.Namespace) -> int:
             "when a run is planned and pinned for the run (`<server>__<tool>`)"
         )
     return 0
-
-
-def register(sub) -> None:
-    for name, fn, help_, example in (
-        (
-            "profiles",
-            profiles,
-            "list the agent profiles a worker here offers (tools, approvals, verifier, budget)",
-            "ratchet profiles --json",
-        ),
-        (
-            "tools",
-            tools,
-            "list the tools a worker here offers (effect class, undo, reconcile) and its MCP servers",
-            "RATCHET_PLUGINS=mypackage.tools ratchet tools",
-        ),
-    ):
-        cmd = verb(sub, name, help_, example)
-        cmd.add_argument("--json", action="store_true", help="as JSON")
-        cmd.set_defaults(fn=fn)

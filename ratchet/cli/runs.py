@@ -22,11 +22,10 @@ import argparse
 import json
 import sys
 
-from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
-from ratchet.cli.watch import register_watch
+from ratchet.cli.verbs import connected
 from ratchet.client import Refused, RollbackOutcome, RunFailed
 from ratchet.client.errors import ended
-from ratchet.contracts import ROLLBACK_WORKFLOW, TO_START, RollbackPlanItem
+from ratchet.contracts import RollbackPlanItem
 
 
 async def checkpoints(args: argparse.Namespace) -> int:
@@ -112,47 +111,6 @@ async def fork(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
-    register_background(sub)
-    cmd = verb(
-        sub,
-        "checkpoints",
-        "list a run's checkpoints with their evidence (tests run, patch)",
-        "ratchet checkpoints fix-42",
-    )
-    workflow_id(cmd)
-    cmd.set_defaults(fn=run_verb(checkpoints))
-    cmd = verb(
-        sub,
-        "rollback",
-        "undo a run's effects back to a checkpoint (a running or a closed run)",
-        "ratchet rollback fix-42 cp-1 --dry-run\n         ratchet rollback fix-42 cp-1 --then stop",
-        description="Undo a run's effects after a checkpoint, newest first, each at most once. A running run "
-        "interrupts its step and rolls back; a closed one (DONE, FAILED, cancelled, ...) through a "
-        f"{ROLLBACK_WORKFLOW} with id RUN/rollback/CHECKPOINT.",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("checkpoint_id", help=f"a checkpoint (`ratchet checkpoints`), or {TO_START!r}: every effect")
-    cmd.add_argument(
-        "--then",
-        choices=["continue", "stop"],
-        help="a running run: go on from the checkpoint or stop (default: continue); refused for a closed run",
-    )
-    cmd.add_argument("--dry-run", action="store_true", help="only print what would be undone")
-    cmd.set_defaults(fn=run_verb(rollback))
-    cmd = verb(
-        sub,
-        "fork",
-        "start a new run from another run's checkpoint (its state and workspace files)",
-        "ratchet fork fix-42 cp-1 --objective 'try another approach'",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("checkpoint_id", help="the source run's checkpoint (`ratchet checkpoints`)")
-    cmd.add_argument("--objective", help="objective for the new run (default: the source's)")
-    cmd.add_argument("--new-id", help="workflow id of the new run")
-    cmd.set_defaults(fn=run_verb(fork))
-
-
 async def approve(args: argparse.Namespace) -> int:
     return await _answer((await connected()).get(args.workflow_id).approve(args.call_id))
 
@@ -196,52 +154,3 @@ async def ask(args: argparse.Namespace) -> int:
 
 async def close(args: argparse.Namespace) -> int:
     return await _answer((await connected()).get(args.workflow_id).close())
-
-
-def register_session(sub) -> None:
-    cmd = verb(
-        sub,
-        "ask",
-        "ask a session a question and print its answer (the turn's final answer)",
-        "ratchet ask chat-7 'and what about the tests?'",
-        "A session is a run started with `session` (or of a profile with one): it answers turn after "
-        "turn. The same --message-id asked again is answered once.",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("text", help="the message")
-    cmd.add_argument("--message-id", help="the message's id, for a safe retry (default: a new one)")
-    cmd.add_argument("--no-wait", action="store_true", help="return at once with the turn to follow")
-    cmd.set_defaults(fn=run_verb(ask))
-    cmd = verb(sub, "close", "close a session once its turn in flight is answered", "ratchet close chat-7")
-    workflow_id(cmd)
-    cmd.set_defaults(fn=run_verb(close))
-
-
-def register_background(sub) -> None:
-    cmd = verb(
-        sub, "approve", "approve a tool call waiting for a person (AWAITING_APPROVAL)", "ratchet approve ops-7 call_3_0"
-    )
-    workflow_id(cmd)
-    cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
-    cmd.set_defaults(fn=run_verb(approve))
-    cmd = verb(
-        sub,
-        "reject",
-        "reject a tool call waiting for a person; the reason goes to the model",
-        "ratchet reject ops-7 call_3_1 --reason 'not during business hours'",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
-    cmd.add_argument("--reason", default="rejected by a person", help="what the model is told (default: %(default)r)")
-    cmd.set_defaults(fn=run_verb(reject))
-    cmd = verb(
-        sub,
-        "send",
-        "send the agent a message (it joins the conversation at the next step boundary)",
-        "ratchet send ops-7 'also update the runbook'",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("text", help="the message")
-    cmd.set_defaults(fn=run_verb(send))
-    register_session(sub)
-    register_watch(sub)

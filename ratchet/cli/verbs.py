@@ -1,30 +1,61 @@
-"""One way to declare a `ratchet` verb (a one-line help, a description and an example), and to run
-one against Ratchet's client."""
+"""One way to declare a `ratchet` verb (`Verb`: a one-line help, an example, the arguments it takes
+and the function that runs it), and to run one against Ratchet's client.
+
+Declaring a verb imports nothing of what runs it: `ratchet --help` and a verb's parse stay cheap
+(no temporalio, pydantic or openai), and a verb's module is imported only when that verb runs."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import sys
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ratchet.client import RatchetClient
 
 
-def verb(sub, name: str, help: str, example: str, description: str | None = None) -> argparse.ArgumentParser:
-    """A subcommand whose `--help` says what it does and shows `example` (examples may be several lines)."""
-    cmd = sub.add_parser(
-        name,
-        help=help,
-        description=description or help[:1].upper() + help[1:] + ".",
-        epilog="example: " + example,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,  # `--max-step 3` is a typo, not `--max-steps 3`
-    )
-    cmd.set_defaults(verb_parser=cmd)  # its own usage line for an argument it does not know (main)
-    return cmd
+def no_arguments(cmd: argparse.ArgumentParser) -> None:
+    """A verb that takes no arguments of its own."""
+
+
+class Verb(NamedTuple):
+    """A `ratchet` verb, declared without importing what runs it."""
+
+    name: str
+    help: str
+    """One line, in `ratchet --help`'s list; the description too unless `description` is given."""
+    example: str
+    """Shown under the verb's `--help`; examples may be several lines."""
+    run: str
+    """`module:function` taking the parsed arguments and returning the exit status, imported only
+    when the verb runs; an `async` function runs under `run_verb`."""
+    arguments: Callable[[argparse.ArgumentParser], None] = no_arguments
+    """Adds the verb's arguments; called only for the verb the command line names."""
+    description: str | None = None
+
+    def parser(self, sub) -> argparse.ArgumentParser:
+        """The verb's parser among `sub` (a subparsers action), without its arguments; its `--help`
+        says what it does and shows the example."""
+        cmd = sub.add_parser(
+            self.name,
+            help=self.help,
+            description=self.description or self.help[:1].upper() + self.help[1:] + ".",
+            epilog="example: " + self.example,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            allow_abbrev=False,  # `--max-step 3` is a typo, not `--max-steps 3`
+        )
+        cmd.set_defaults(verb_parser=cmd)  # its own usage line for an argument it does not know (main)
+        return cmd
+
+    def handler(self) -> Callable[[argparse.Namespace], int]:
+        """The function that runs the verb (its module imported now)."""
+        import inspect
+
+        module, _, name = self.run.partition(":")
+        fn = getattr(importlib.import_module(module), name)
+        return run_verb(fn) if inspect.iscoroutinefunction(fn) else fn
 
 
 def workflow_id(cmd: argparse.ArgumentParser) -> None:
@@ -42,6 +73,8 @@ def run_verb(fn: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> Ca
     """`fn` as a verb: a RatchetError it did not handle is one line on stderr: a refusal (a closed
     run: `ops-8 has ended DONE (COMPLETED): it takes no messages`) exit status 1, no such run and
     the like 2, EXIT_UNREACHABLE when Temporal (or a worker) did not answer."""
+    import asyncio
+
     from ratchet.client import RatchetError, Refused, Unavailable
     from ratchet.ops.connection import EXIT_UNREACHABLE
 

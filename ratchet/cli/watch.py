@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from ratchet.cli.verbs import connected, run_verb, verb, workflow_id
+from ratchet.cli.verbs import connected
 from ratchet.client import LiveText, NotStartedYet, RunFailed, RunHandle
 from ratchet.contracts import AgentState, Phase
 from ratchet.contracts.events import (
@@ -164,21 +164,3 @@ def render(state: AgentState, answer: bool = True) -> str:
     if state.answer and answer:
         lines.append(f"  answer: {state.answer[:500]}")
     return "\n".join(lines)
-
-
-def register_watch(sub) -> None:
-    cmd = verb(
-        sub,
-        "watch",
-        "follow a run live (the model's text, tool calls, approvals, checkpoints) until it ends",
-        "ratchet watch ops-7\n         ratchet watch ops-7 --once\n         ratchet watch ops-7 --topics steps answer",
-    )
-    workflow_id(cmd)
-    cmd.add_argument("--once", action="store_true", help="print the run's current view and exit")
-    cmd.add_argument(
-        "--from-offset", type=int, default=0, help="start at this event of the run's stream (default: the oldest kept)"
-    )
-    cmd.add_argument(
-        "--topics", nargs="+", choices=["tokens", "steps", "answer"], help="only these topics (default: all)"
-    )
-    cmd.set_defaults(fn=run_verb(watch))

@@ -7,8 +7,7 @@ Every history gets one verdict: `ok`; NONDETERMINISTIC (today's code takes anoth
 the history); FAILED (today's code raises while replaying it); or ERROR (the tool could not get
 the history: unreadable file, bad JSON, server unreachable), with the reason. Replay failures
 are located in the agent's terms, "step 7, model call" (ratchet/replay/divergence.py). The engine is
-ratchet/replay/replayer.py; this module is the command, and stays light because `ratchet` builds its
-argument parser for every command.
+ratchet/replay/replayer.py; this module is the command (its arguments: ratchet/cli/table.py).
 
 Exit status: 0 every history replayed, 1 any replay failure, 2 a tool error and no replay failure.
 No matching history is success (an idle cluster has nothing to gate), said on a line of its own;
@@ -91,20 +90,6 @@ async def run(args: argparse.Namespace, workflows: Sequence[type] | None = None)
     elif not outcomes:
         print("no histories to replay: nothing to check (--min N makes that a failure)", flush=True)
     return exit_code(outcomes, args.min)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", help="JSON history files, or folders of them")
-    parser.add_argument("--server", action="store_true", help="also replay runs from TEMPORAL_ADDRESS")
-    parser.add_argument("--query", default=DEFAULT_QUERY, help=f"visibility query (default: {DEFAULT_QUERY})")
-    parser.add_argument("--limit", type=int, default=100, help="at most this many server runs (default: 100)")
-    parser.add_argument(
-        "--min",
-        type=int,
-        default=0,
-        metavar="N",
-        help="fail (exit 2) if fewer than N histories replay (default: 0, none is success)",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ from ratchet.stores.artifacts import ArtifactMissing, ArtifactStore
 from ratchet.stores.ledger import EntryRecord, ImportOutcome, Ledger
 from ratchet.stores.urls import artifact_dir, ledger_path, open_artifacts, open_ledger
 
-__all__ = ["ArtifactCounts", "Counts", "StoreFailed", "add_arguments", "copy_artifacts", "copy_ledger", "main"]
+__all__ = ["ArtifactCounts", "Counts", "StoreFailed", "copy_artifacts", "copy_ledger", "main"]
 
 COMMAND = "ratchet migrate-stores"
 LEDGER_BATCH = 500
@@ -153,24 +153,6 @@ def _call(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 # --- the command ----------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--from-ledger",
-        metavar="URL",
-        help="the ledger to copy (default: the one in effect, RATCHET_LEDGER_URL or RATCHET_LEDGER_PATH)",
-    )
-    parser.add_argument("--to-ledger", metavar="URL", help="the ledger to copy into, e.g. postgresql://USER:PW@HOST/DB")
-    parser.add_argument(
-        "--from-artifacts",
-        metavar="URL",
-        help="the artifact store to copy (default: the one in effect, RATCHET_ARTIFACT_URL or RATCHET_ARTIFACT_DIR)",
-    )
-    parser.add_argument(
-        "--to-artifacts", metavar="URL", help="the artifact store to copy into, e.g. s3://BUCKET/PREFIX"
-    )
-    parser.add_argument("--dry-run", action="store_true", help="count what would be copied; write nothing")
 
 
 def main(args: argparse.Namespace) -> int:
