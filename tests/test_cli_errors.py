@@ -1,5 +1,5 @@
-"""CLI errors that tell the truth (issue 38): Temporal unreachable, a closed pipe, a closed run,
-abbreviations refused; each through the `ratchet` command as a subprocess."""
+"""CLI errors that tell the truth (issue 38): Temporal unreachable, a bad setting, a closed pipe, a
+closed run, abbreviations refused; each through the `ratchet` command as a subprocess."""
 
 from __future__ import annotations
 
@@ -54,6 +54,25 @@ async def test_temporal_unreachable_is_one_line_naming_the_address_and_what_to_s
     assert f"cannot reach Temporal at {address} (connection refused)" in lines[0], lines
     assert "temporal server start-dev" in lines[0] and "TEMPORAL_ADDRESS" in lines[0], lines
     assert "Traceback" not in err and "tonic" not in err and "RuntimeError" not in err, err
+
+
+@pytest.mark.parametrize("verb", [
+    ["console", "--port", "0"], ["serve", "--port", "0"], ["list"], ["config"], ["start", "coder", "hi"],
+    ["watch", "ops-8"], ["worker"],
+])
+async def test_a_bad_setting_is_one_line_naming_it_for_every_verb(verb):
+    env = dict(os.environ, RATCHET_TEMPORAL_UI_URL="javascript:x")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli.main", *verb, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = (part.decode() for part in await asyncio.wait_for(proc.communicate(), 60))
+    assert proc.returncode == 2, (proc.returncode, out, err)
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, lines
+    prefix = "ratchet worker:" if verb == ["worker"] else "ratchet:"
+    assert lines[0].startswith(f"{prefix} invalid settings: RATCHET_TEMPORAL_UI_URL: "), lines
+    assert "must be an http:// or https:// URL" in lines[0], lines
 
 
 async def ratchet_into_closed_pipe(settings, *args: str) -> tuple[int, str]:

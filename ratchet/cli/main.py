@@ -55,13 +55,15 @@ def main(argv: list[str] | None = None) -> None:
 
 def _one_line(exc: Exception) -> int:
     """The exit status of an error a verb did not handle that is one line for its user (re-raised
-    otherwise): a missing codec key or setting (any verb that reads a run's payloads), Temporal
-    unreachable (a verb that connects outside `run_verb`: serve, console, replay --server). Their
-    modules are imported here, on the way out, not by every verb's start."""
+    otherwise): a setting that cannot work (any verb: the message names it), a missing codec key
+    (any verb that reads a run's payloads), Temporal unreachable (a verb that connects outside
+    `run_verb`: serve, console, replay --server). Their modules are imported here, on the way out,
+    not by every verb's start."""
+    from ratchet.core.settings_errors import SettingsError
     from ratchet.ops.connection import EXIT_UNREACHABLE, TemporalUnreachable
     from ratchet.payloads.codec import CodecKeyError
 
-    if isinstance(exc, CodecKeyError):
+    if isinstance(exc, (SettingsError, CodecKeyError)):
         status = 2
     elif isinstance(exc, TemporalUnreachable):
         status = EXIT_UNREACHABLE
