@@ -95,22 +95,28 @@ async def run(ledger: Ledger | None, call: Call[A, R]) -> R:
     if entry is not None and entry.status == EntryStatus.COMPLETED:
         activity.logger.info("%s: already done, returning the recorded result", call.key)
         return call.recorded(entry.result or {})
-    resolved = entry is None  # no earlier attempt may have acted
-    if entry is not None and call.decision == OutcomeChoice.ASSUME_DONE and call.assumed is not None:
+    if entry is None:
+        return await _act(ledger, call, alone=True)
+    if call.decision == OutcomeChoice.ASSUME_DONE and call.assumed is not None:
         return await _record(ledger, call, call.assumed())
-    if entry is not None and call.decision == OutcomeChoice.RETRY:
-        resolved = True  # a person checked: it did not take effect
-    elif entry is not None:
-        found = await _reconcile(call)
-        if found is not None:
-            return await _record(ledger, call, found)
-        resolved = call.reconcile is not None
+    if call.decision == OutcomeChoice.RETRY:  # a person checked: it did not take effect
+        return await _act(ledger, call, alone=True)
+    found = await _reconcile(call)
+    if found is not None:
+        return await _record(ledger, call, found)
+    # the hook found nothing: the earlier attempt did not act; an idempotent repeat: it may have
+    return await _act(ledger, call, alone=call.reconcile is not None)
+
+
+async def _act(ledger: Ledger | None, call: Call[A, R], *, alone: bool) -> R:
+    """Steps 3 to 5. `alone`: no earlier attempt may have acted, so a call that did not act
+    releases its key; otherwise the entry (and its first undo record) stays."""
     if call.undo_first is not None and ledger is not None:
         await asyncio.to_thread(ledger.set_undo, call.key, call.undo_first)
     try:
         outcome = await call.act()
     except call.did_not_act:
-        if resolved and ledger is not None:
+        if alone and ledger is not None:
             await asyncio.to_thread(ledger.release, call.key)
         raise
     return await _record(ledger, call, outcome)
