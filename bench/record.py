@@ -72,6 +72,7 @@ def write(doc: dict[str, Any], out: Path) -> dict[str, float]:
     from bench.plots import plot_all
 
     out.mkdir(parents=True, exist_ok=True)
+    doc.setdefault("sections", {})
     figures = compute_figures(doc)
     doc["figures"] = figures
     owners = figure_sections(doc)

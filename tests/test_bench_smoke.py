@@ -6,7 +6,7 @@ import pytest
 
 import asyncio
 
-from bench.__main__ import write
+from bench.record import write
 from bench.harness import VARIANTS, connect_env
 from bench.steps import step_cell
 
