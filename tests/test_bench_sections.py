@@ -15,7 +15,6 @@ from bench.__main__ import main
 from bench.harness import REPO
 from bench.sections import Section
 
-
 SMOKE_GROUPS = (
     ("steps", "components", "scaleout", "sandbox"),
     ("mcp", "stream", "sessions", "console"),
