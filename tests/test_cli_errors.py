@@ -1,5 +1,5 @@
-"""CLI errors that tell the truth (issue 38): Temporal unreachable, a bad setting, a closed pipe, a
-closed run, abbreviations refused; each through the `ratchet` command as a subprocess."""
+"""CLI errors that tell the truth (issue 38): Temporal unreachable (also gone midway), a bad setting,
+a closed pipe, a closed run, abbreviations refused; each through the `ratchet` command as a subprocess."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ import os
 import signal
 import socket
 import sys
+from datetime import timedelta
 
 import pytest
+from temporalio.client import Client
 
+from devtools.devserver import DevServer
 from ratchet.client import RunClosed, RunFailed
+from ratchet.contracts import Phase
 from ratchet.ops.connection import EXIT_UNREACHABLE
+from ratchet.payloads.converter import BASE_CONVERTER
+from ratchet.worker.main import build_worker
 from tests.runs import call, ratchet, runs, scripted, start, wait_for
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
@@ -73,6 +79,44 @@ async def test_a_bad_setting_is_one_line_naming_it_for_every_verb(verb):
     prefix = "ratchet worker:" if verb == ["worker"] else "ratchet:"
     assert lines[0].startswith(f"{prefix} invalid settings: RATCHET_TEMPORAL_UI_URL: "), lines
     assert "must be an http:// or https:// URL" in lines[0], lines
+
+
+async def spawned(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ratchet.cli.main", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def read_until(stream: asyncio.StreamReader, text: str) -> None:
+    async with asyncio.timeout(60):
+        while text not in (await stream.readline()).decode():
+            pass
+
+
+async def test_temporal_gone_midway_is_one_line_naming_the_address(settings, tmp_path):
+    """A server of this test's own stops while `ratchet watch` polls a run's stream and `ratchet
+    result` waits for its end: each ends with the line of an unreachable Temporal, exit 69."""
+    server = DevServer(db_file=tmp_path / "temporal.db", log_file=tmp_path / "server.log").start()
+    try:
+        client = await Client.connect(server.address, data_converter=BASE_CONVERTER)
+        settings = settings.model_copy(update={"temporal_address": server.address})
+        env = dict(os.environ, TEMPORAL_ADDRESS=server.address, RATCHET_TASK_QUEUE=settings.task_queue)
+        async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
+            run = await start(client, settings, scripted("probe", [{"content": "hello"}], session={}))
+            await wait_for(run, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+            watch = await spawned(env, "watch", run.workflow_id)
+            result = await spawned(env, "result", run.workflow_id)
+            await read_until(watch.stdout, f"[{Phase.AWAITING_MESSAGE}]")  # then it polls for the next event
+            await read_until(result.stderr, "waiting for its end")
+    finally:
+        server.stop()
+    for verb, proc in (("watch", watch), ("result", result)):
+        _, err = (part.decode() for part in await asyncio.wait_for(proc.communicate(), 90))
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert proc.returncode == EXIT_UNREACHABLE, (verb, proc.returncode, err)
+        assert lines and lines[-1].startswith(f"ratchet: cannot reach Temporal at {server.address} ("), (verb, err)
+        assert "Traceback" not in err and "RPCError" not in err and " error" not in err, (verb, err)
 
 
 async def ratchet_into_closed_pipe(settings, *args: str) -> tuple[int, str]:

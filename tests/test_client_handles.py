@@ -75,4 +75,5 @@ async def test_a_service_that_stopped_answering_is_unavailable(settings, tmp_pat
         server.stop()
     with pytest.raises(Unavailable) as unavailable:
         await run.describe()
-    assert "the Temporal service is unavailable" in str(unavailable.value)
+    assert str(unavailable.value).startswith(f"cannot reach Temporal at {server.address} ("), unavailable.value
+    assert "tcp connect error" not in str(unavailable.value), unavailable.value

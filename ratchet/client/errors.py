@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import ValidationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.contracts import ErrorType, RunMessages, problems
 from ratchet.ops.connection import TemporalUnreachable
@@ -146,3 +147,41 @@ class RunFailed(RatchetError):
 class RunCancelled(RunFailed):
     """`result()` of a run that was cancelled (`cancel()`, or its parent's cancellation): it ended
     under its failure policy, its rollback done."""
+
+
+TEMPORAL_FIELDS = {"WorkflowId": "workflow_id"}
+"""Temporal's names of a request's fields, as its INVALID_ARGUMENT messages begin, and Ratchet's."""
+
+NO_CONNECTION = ("tcp connect error", "error trying to connect", "connection refused")
+"""The bridge's words (tonic's) for a connection that cannot be made (again)."""
+CONNECTION_BROKEN = ("transport error", "connection reset", "broken pipe", "connection closed", "h2 protocol error")
+"""... and for one that broke with a call in flight."""
+
+
+def lost_connection(exc: RPCError) -> str | None:
+    """Why an RPC failed for want of the service, in a few words (it stopped, the network went, it
+    says it is unavailable), after the SDK's own retries; None when the service answered it."""
+    message = exc.message.lower()
+    if any(words in message for words in NO_CONNECTION):
+        return "it no longer accepts connections"
+    if any(words in message for words in CONNECTION_BROKEN):
+        return "the connection was lost"
+    if exc.status == RPCStatusCode.UNAVAILABLE:
+        return f"unavailable: {exc.message}"
+    return None
+
+
+def rpc_error(doing: str, exc: RPCError, address: str) -> RatchetError:
+    """The error to raise for an RPC to the service at `address` that failed: Unreachable (one line
+    naming the address, as when the first connection fails) when the service is gone or
+    unavailable, also midway through a command; InvalidInput when it refused the request itself
+    (INVALID_ARGUMENT: an empty or too long workflow id, a payload over its size limit), which no
+    retry can fix."""
+    lost = lost_connection(exc)
+    if lost is not None:
+        return Unreachable(address, lost)
+    if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+        message = exc.message.rstrip(".")
+        field = next((ours for theirs, ours in TEMPORAL_FIELDS.items() if message.startswith(theirs + " ")), None)
+        return InvalidInput("request", [f"{field}: {message}" if field else message])
+    return RatchetError(f"{doing}: {exc}")

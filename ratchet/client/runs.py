@@ -60,6 +60,8 @@ from ratchet.client.errors import (
     Unreachable,
     ended,
     failure_reason,
+    lost_connection,
+    rpc_error,
 )
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -193,6 +195,11 @@ class RatchetClient:
         self.closed_states: OrderedDict[tuple[str, str], AgentState] = OrderedDict()
         """Closed runs' states by (workflow id, run id), newest read last (`RunHandle.closed_state`)."""
 
+    @property
+    def address(self) -> str:
+        """The Temporal service's address, as the errors that name it say it."""
+        return self.temporal.service_client.config.target_host
+
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> RatchetClient:
         """Connect as the CLI does: Temporal's environment configuration, the codec keys and
@@ -234,7 +241,7 @@ class RatchetClient:
             status = description.status.name if description.status else "CLOSED"
             raise IdInUse(workflow_id, str(phase) if phase is not None else None, status) from None
         except RPCError as exc:
-            raise rpc_error(f"cannot start {workflow_id}", exc) from None
+            raise rpc_error(f"cannot start {workflow_id}", exc, self.address) from None
         return RunHandle(self, workflow_id, started)
 
     def get(self, workflow_id: str) -> RunHandle:
@@ -260,7 +267,7 @@ class RatchetClient:
             ):
                 found.append(_summary(run))
         except RPCError as exc:
-            raise rpc_error("cannot list runs", exc) from None
+            raise rpc_error("cannot list runs", exc, self.address) from None
         return found
 
     async def list_page(
@@ -289,7 +296,7 @@ class RatchetClient:
         except RPCError as exc:
             if exc.status == RPCStatusCode.INVALID_ARGUMENT:
                 raise InvalidInput("runs page", [f"page: {exc.message}"]) from None
-            raise rpc_error("cannot list runs", exc) from None
+            raise rpc_error("cannot list runs", exc, self.address) from None
         following = listing.next_page_token
         return RunPage(
             runs=[_summary(run) for run in listing.current_page or []],
@@ -697,13 +704,15 @@ class RunHandle:
                 "a session's message with the same id is answered once)"
             ) from None
         except RPCError as exc:
+            if lost_connection(exc):  # the service went (it stopped midway): said as when it never answered
+                raise rpc_error(self.workflow_id, exc, self.client.address) from None
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise (await self._not_found(what)) from None
             if exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
                 raise _AskAgain(f"{self.workflow_id}: {what}: no answer in time ({exc})", busy=False) from None
             if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
                 raise _AskAgain(f"{self.workflow_id}: {what}: the service is busy ({exc})", busy=True) from None
-            raise rpc_error(self.workflow_id, exc) from None
+            raise rpc_error(self.workflow_id, exc, self.client.address) from None
 
     async def _not_found(self, what: str) -> RatchetError:
         """What the service's NOT_FOUND means for the request `what`: a signal, an update or a
@@ -829,9 +838,11 @@ class RunHandle:
         except WorkflowAlreadyStartedError:
             handle, earlier = temporal.get_workflow_handle(rollback_workflow, result_type=ClosedRollback), True
         except RPCError as exc:
-            raise rpc_error(f"cannot roll back {self.workflow_id}", exc) from None
+            raise rpc_error(f"cannot roll back {self.workflow_id}", exc, self.client.address) from None
         try:
             closed = await handle.result()
+        except RPCError as exc:
+            raise rpc_error(f"cannot roll back {self.workflow_id}", exc, self.client.address) from None
         except WorkflowFailureError as exc:
             raise RunFailed(rollback_workflow, failure_reason(exc.cause)) from None
         return RollbackOutcome(
@@ -897,23 +908,6 @@ class _AskAgain(Unavailable):
     def __init__(self, message: str, busy: bool) -> None:
         super().__init__(message)
         self.busy = busy
-
-
-TEMPORAL_FIELDS = {"WorkflowId": "workflow_id"}
-"""Temporal's names of a request's fields, as its INVALID_ARGUMENT messages begin, and Ratchet's."""
-
-
-def rpc_error(doing: str, exc: RPCError) -> RatchetError:
-    """The error to raise for an RPC that failed: Unavailable when the service did not answer,
-    InvalidInput when it refused the request itself (INVALID_ARGUMENT: an empty or too long
-    workflow id, a payload over its size limit), which no retry can fix."""
-    if exc.status == RPCStatusCode.UNAVAILABLE:
-        return Unavailable(f"{doing}: the Temporal service is unavailable ({exc})")
-    if exc.status == RPCStatusCode.INVALID_ARGUMENT:
-        message = exc.message.rstrip(".")
-        field = next((ours for theirs, ours in TEMPORAL_FIELDS.items() if message.startswith(theirs + " ")), None)
-        return InvalidInput("request", [f"{field}: {message}" if field else message])
-    return RatchetError(f"{doing}: {exc}")
 
 
 def validated_run(run: AgentRun | Mapping[str, Any] | str) -> AgentRun:

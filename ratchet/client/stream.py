@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError
 
-from ratchet.client.errors import InvalidInput, RatchetError, Refused, failure_reason
+from ratchet.client.errors import InvalidInput, RatchetError, Refused, failure_reason, rpc_error
 from ratchet.contracts.events import RUN_EVENT, AttemptStarted, RunEnded, RunEvent, TextDelta, Topic
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIter
                 return
     except WorkflowUpdateFailedError as exc:
         raise Refused("stream", failure_reason(exc.cause or exc)) from None
+    except RPCError as exc:  # the service went midway (a poll's NOT_FOUND: the run is gone too)
+        raise rpc_error(f"{run.workflow_id}: stream", exc, run.client.address) from None
     finally:
         await items.aclose()  # type: ignore[attr-defined]  # an async generator: its polls stop now
 
