@@ -198,6 +198,42 @@ async def test_a_streamed_reply_is_the_reply_a_call_without_streaming_gets(anthr
     assert deltas.calls == {i: [f"read_file|{c.arguments}"] for i, c in enumerate(plain.message.tool_calls)}
 
 
+WRITE_HELLO = {"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello world"}}
+
+
+async def test_tool_calls_streamed_as_llama_server_streams_them_are_the_reply_without_streaming(
+    anthropic_server, anthropic_key
+):
+    """llama-server's /v1/messages: tool_use blocks start without `input`, their JSON comes a token
+    at a time, each block's start is sent again before its last piece, every stop comes at the end.
+    The SDK's `messages.stream` snapshot made the repeated start a second tool call with no input."""
+    reply = {"content": "Writing it.", "tool_calls": [WRITE_HELLO, {"name": "read_file", "arguments": {"path": "hello.txt"}}]}
+    anthropic_server.set_script([reply], key=anthropic_key)
+    plain = await provider(anthropic_server, anthropic_key).complete(call(CONVERSATION[:2]))
+    anthropic_server.set_script([{**reply, "llama_server": True}], key=anthropic_key)
+    deltas = Collected()
+    live = await provider(anthropic_server, anthropic_key).complete(streamed(CONVERSATION[:2], deltas))
+    assert [(c.name, json.loads(c.arguments)) for c in live.message.tool_calls] == [
+        ("write_file", {"path": "hello.txt", "content": "hello world"}), ("read_file", {"path": "hello.txt"})]
+    assert dataclasses.replace(live, usage=plain.usage) == plain
+    assert deltas.calls == {i: [f"{c.name}|{c.arguments}"] for i, c in enumerate(plain.message.tool_calls)}
+    assert anthropic_server.requests_of(anthropic_key)[-1].json["stream"] is True
+
+
+async def test_tool_json_that_is_not_valid_is_recorded_as_the_model_wrote_it(anthropic_server, anthropic_key):
+    """A small model's `{"path": ..., "content": "hello world}}`: the SDK's partial-mode parse made it
+    `{"path": "hello.txt"}` (a write_file without content, failing at every step); recorded as written,
+    the run tells the model its arguments were not valid JSON."""
+    written = '{"path": "hello.txt", "content": "hello world}}'
+    reply = {"tool_calls": [{"name": "write_file", "arguments": written}], "llama_server": True}
+    anthropic_server.set_script([reply], key=anthropic_key)
+    deltas = Collected()
+    done = await provider(anthropic_server, anthropic_key).complete(streamed(CONVERSATION[:2], deltas))
+    [recorded] = done.message.tool_calls
+    assert (recorded.name, recorded.arguments) == ("write_file", written)
+    assert deltas.calls == {0: [f"write_file|{written}"]}
+
+
 async def test_a_paused_turn_streams_its_continuation_after_the_first_part(anthropic_server, anthropic_key):
     anthropic_server.set_script(
         [{"content": "half, ", "stop_reason": "pause_turn"}, {"content": "whole", "tool_calls": [

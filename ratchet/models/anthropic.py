@@ -17,12 +17,19 @@ The request is rendered as the API's body; the fields the installed SDK's method
 its `extra_body` (`sdk_arguments`). anthropic 2.x dropped `temperature` from `messages.create` while
 the API (and llama-server's `/v1/messages`) still takes it; as a keyword it failed every call.
 
-A call that streams (`ModelCall.deltas`) uses the SDK's `messages.stream`: text as it arrives, and
-each tool call whole when its block closes, its arguments as the reply records them (the API's
-partial JSON is not the recorded text). The `Completion` is built from the stream's final message,
-as from `messages.create`'s. A stream that ends without `message_stop` is cut (retried, as a
-dropped connection is); an `error` event mid-stream is retried. A call with an output schema does
-not stream: its answer is the `final_answer` tool's arguments, not the text the model writes.
+A call that streams (`ModelCall.deltas`) reads the raw events of `messages.create(stream=True)`:
+text as it arrives, and each tool call whole when its block closes, its arguments as the reply
+records them. The reply is assembled here, by content block index (`StreamedReply`), not by the
+SDK's `messages.stream`, whose snapshot parses a block's JSON in partial mode (JSON that is not
+valid silently loses its unfinished values: `{"path": "a", "content": "b}}` became `{"path": "a"}`,
+and a write_file without content failed again and again; JSON it cannot start to parse raises
+mid-stream) and appends a block for every `content_block_start`, also one that repeats an open
+block's index, as llama-server's last event batch does (a second tool call with no input). Here a
+block's JSON is parsed whole when its block stops: valid, it is recorded as `messages.create`
+would record it; not, as written (the model is told its arguments were not valid JSON, as with any
+provider). A stream that ends without `message_stop` is cut (retried, as a dropped connection is);
+an `error` event mid-stream is retried. A call with an output schema does not stream: its answer
+is the `final_answer` tool's arguments, not the text the model writes.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -148,14 +156,15 @@ class AnthropicProvider:
         request = render(call, self.settings.max_tokens, caching)
         deltas = call.deltas if call.output is None else None
         content: list[Any] = []
+        streamed: list[ToolCallRequest] = []
         try:
             for _ in range(MAX_CONTINUATIONS + 1):
                 if deltas is None:
                     create = self.client().messages.create
                     reply = await create(**sdk_arguments(create, request), timeout=call.settings.timeout_s)
                 else:
-                    calls = sum(1 for block in content if block.type == "tool_use")
-                    reply = await self._streamed(request, call.settings.timeout_s, deltas, calls)
+                    reply, calls = await self._streamed(request, call.settings.timeout_s, deltas, len(streamed))
+                    streamed += calls
                 content += reply.content
                 if reply.stop_reason != "pause_turn":
                     break
@@ -173,7 +182,7 @@ class AnthropicProvider:
                 type="ModelRefused",
                 non_retryable=True,
             )
-        message = from_anthropic(content)
+        message = from_anthropic(content, streamed if deltas is not None else None)
         return Completion(
             message=answer_from_tool(message) if call.output else message,
             usage=usage_of(reply.usage),
@@ -181,25 +190,134 @@ class AnthropicProvider:
             model=reply.model or "",
         )
 
-    async def _streamed(self, request: dict[str, Any], timeout: float, deltas: Deltas, calls: int) -> Any:
-        """One streamed request's final message; `calls`: tool calls earlier in the reply (a continuation)."""
-        stopped = False
-        method = self.client().messages.stream
-        async with method(**sdk_arguments(method, request), timeout=timeout) as stream:
+    async def _streamed(
+        self, request: dict[str, Any], timeout: float, deltas: Deltas, earlier: int
+    ) -> tuple[Any, list[ToolCallRequest]]:
+        """One streamed request's reply and its tool calls, assembled from the raw events
+        (`StreamedReply`); `earlier`: tool calls earlier in the reply (a continuation)."""
+        create = self.client().messages.create
+        reply = StreamedReply(deltas, earlier)
+        stream = await create(**sdk_arguments(create, request), stream=True, timeout=timeout)
+        async with stream:
             async for event in stream:
-                if event.type == "text":
-                    deltas.text(event.text)
-                elif event.type == "content_block_stop" and event.content_block.type == "tool_use":
-                    block = event.content_block
-                    deltas.tool_call(calls, block.name, _arguments(block.input))
-                    calls += 1
-                elif event.type == "message_stop":
-                    stopped = True
-            if not stopped:
-                raise ApplicationError(
-                    "the Anthropic API's stream ended before the reply finished", type="ModelStreamCut"
-                )
-            return await stream.get_final_message()
+                reply.feed(event)
+        if not reply.stopped:
+            raise ApplicationError("the Anthropic API's stream ended before the reply finished", type="ModelStreamCut")
+        return reply.message(), reply.calls()
+
+
+class StreamedReply:
+    """A streamed reply, from the API's raw events, by content block index: text blocks' text
+    (each piece handed to `deltas` as it comes), tool_use blocks (`_ToolUse`: the first
+    `content_block_start` of an index names it, a repeated one is the same block; its
+    `input_json_delta` pieces joined), the stop reason and usage. A tool call is announced to
+    `deltas` when its block stops, or, if it never stops, when the reply is taken."""
+
+    def __init__(self, deltas: Deltas, earlier: int) -> None:
+        self.deltas, self.earlier = deltas, earlier
+        self.started: Any = None
+        """`message_start`'s message: id, model, usage so far."""
+        self.texts: dict[int, list[str]] = {}
+        self.uses: dict[int, _ToolUse] = {}
+        self._announced: set[int] = set()
+        self.stop_reason: str | None = None
+        self.stopped = False
+
+    def feed(self, event: Any) -> None:
+        if event.type == "message_start":
+            self.started = event.message
+        elif event.type == "content_block_start":
+            self._start(event.index, event.content_block)
+        elif event.type == "content_block_delta":
+            self._delta(event.index, event.delta)
+        elif event.type == "content_block_stop" and event.index in self.uses:
+            self._announce(event.index)
+        elif event.type == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self._usage(event.usage)
+        elif event.type == "message_stop":
+            self.stopped = True
+
+    def _start(self, index: int, block: Any) -> None:
+        if index in self.texts or index in self.uses:
+            return  # the block is open: a repeated start (llama-server's last batch) adds nothing
+        if block.type == "text":
+            self.texts[index] = [block.text] if block.text else []
+            if block.text:
+                self.deltas.text(block.text)
+        elif block.type == "tool_use":
+            given = getattr(block, "input", None)
+            self.uses[index] = _ToolUse(block.id, block.name, given, len(self.uses))
+
+    def _delta(self, index: int, delta: Any) -> None:
+        if delta.type == "text_delta" and index not in self.uses:  # text of a block never started is text too
+            self.texts.setdefault(index, []).append(delta.text)
+            self.deltas.text(delta.text)
+        elif delta.type == "input_json_delta" and index in self.uses:
+            self.uses[index].parts.append(delta.partial_json)
+
+    def _usage(self, usage: Any) -> None:
+        """A `message_delta`'s counts are totals: they replace message_start's (absent ones stay)."""
+        if self.started is None:
+            return
+        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+            value = getattr(usage, name, None)
+            if value is not None:
+                setattr(self.started.usage, name, value)
+
+    def _announce(self, index: int) -> None:
+        if index not in self._announced:
+            self._announced.add(index)
+            use = self.uses[index]
+            self.deltas.tool_call(self.earlier + use.position, use.name, use.arguments())
+
+    def calls(self) -> list[ToolCallRequest]:
+        """Every tool call of the reply in block order; those whose block never stopped announced now."""
+        for index in self.uses:
+            self._announce(index)
+        ordered = sorted(self.uses.values(), key=lambda u: u.position)
+        return [ToolCallRequest(id=u.id, name=u.name, arguments=u.arguments()) for u in ordered]
+
+    def message(self) -> Any:
+        """The reply as the SDK's `Message`, as `messages.create` returns it (a continuation sends its
+        content back)."""
+        from anthropic.types import Message as Reply, TextBlock, ToolUseBlock
+
+        blocks: dict[int, Any] = {i: TextBlock(type="text", text="".join(t)) for i, t in self.texts.items()}
+        for i, use in self.uses.items():
+            blocks[i] = ToolUseBlock(type="tool_use", id=use.id, name=use.name, input=_input(use.arguments()))
+        started = self.started
+        return Reply.model_construct(
+            id=getattr(started, "id", ""),
+            type="message",
+            role="assistant",
+            model=getattr(started, "model", ""),
+            content=[blocks[i] for i in sorted(blocks)],
+            stop_reason=self.stop_reason,
+            stop_sequence=None,
+            usage=started.usage,
+        )
+
+
+@dataclass
+class _ToolUse:
+    id: str
+    name: str
+    start_input: Any
+    """The input `content_block_start` carried (the API's `{}`; llama-server sends none)."""
+    position: int
+    """Its place among the reply's tool calls."""
+    parts: list[str] = field(default_factory=list)
+
+    def arguments(self) -> str:
+        """As `messages.create`'s reply would record the input; JSON that is not valid, as written."""
+        text = "".join(self.parts)
+        if not text.strip():
+            return _arguments(self.start_input if self.start_input is not None else {})
+        try:
+            return _arguments(json.loads(text))
+        except ValueError:
+            return text
 
 
 def sdk_arguments(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
@@ -301,13 +419,17 @@ def _input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"invalid_json_arguments": arguments}
 
 
-def from_anthropic(content: list[Any]) -> Message:
+def from_anthropic(content: list[Any], streamed: list[ToolCallRequest] | None = None) -> Message:
+    """The reply as a message: its text blocks, and its tool_use blocks (a streamed reply's as
+    `ToolUses` assembled them)."""
     text = "".join(block.text for block in content if block.type == "text")
-    calls = [
-        ToolCallRequest(id=block.id, name=block.name, arguments=_arguments(block.input))
-        for block in content
-        if block.type == "tool_use"
-    ]
+    calls = streamed
+    if calls is None:
+        calls = [
+            ToolCallRequest(id=block.id, name=block.name, arguments=_arguments(block.input))
+            for block in content
+            if block.type == "tool_use"
+        ]
     return Message(role="assistant", content=text or None, tool_calls=calls)
 
 

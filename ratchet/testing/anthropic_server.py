@@ -16,6 +16,14 @@ Reply forms (a "script" is a list of these, chosen by the conversation's assista
     {"content": "final answer"}
     {"content": "...", "stop_reason": "max_tokens"}     # cut off (also when the reply exceeds max_tokens)
     {"stop_reason": "refusal"} / {"stop_reason": "pause_turn", "content": "..."}
+    {"tool_calls": [{"name": "write_file", "arguments": '{"path": "a", "content": "b}}'}]}   # not valid JSON
+    {..., "llama_server": true}                         # streamed the way llama-server streams it
+
+Tool call arguments given as a string are streamed as written; a string that is not valid JSON is
+`{}` in a reply that does not stream (llama-server's fallback). A reply marked `llama_server`
+streams as llama.cpp's llama-server does on `/v1/messages`: a tool_use block starts without
+`input`, its JSON comes in pieces of LLAMA_PIECE characters, its start is sent again before its
+last piece (the server's last batch announces the tool call anew), and every block stops at the end.
 
 Faults (``enqueue_faults``): ``{"status": 429, "retry_after": 1}``, ``{"status": 529}`` (overloaded),
 ``{"status": 500}``, any 4xx-5xx; for a streamed reply ``{"cut_after": 3}`` (the connection closes
@@ -55,6 +63,8 @@ _OWN_ID = re.compile(r"^call_(\d+)_\d+$")
 MAX_BREAKPOINTS = 4
 STREAM_PIECE = 8
 """Characters per text delta (and per piece of a tool call's partial JSON) of a streamed reply."""
+LLAMA_PIECE = 3
+"""Characters per piece of a tool call's partial JSON, streamed as llama-server does (about a token)."""
 LOOKBACK = 20
 """Blocks before a breakpoint at which the API still finds an earlier cache entry."""
 _ERROR_TYPES = {
@@ -268,10 +278,10 @@ class AnthropicServer:
         problem = check_request(body)
         if problem is not None:
             return self._error(record, 400, problem)
-        message = self._reply(body, key)
+        message, wire = self._reply(body, key)
         record.usage = message.usage.model_dump(exclude_none=True)
         if body.get("stream"):
-            return 200, {"content-type": "text/event-stream"}, _faulty(_events(message), fault or {})
+            return 200, {"content-type": "text/event-stream"}, _faulty(_events(message, wire), fault or {})
         return 200, {"content-type": "application/json"}, message.model_dump(mode="json", exclude_none=True)
 
     def _error(self, record: RecordedRequest, status: int, message: str, headers: dict[str, str] | None = None):
@@ -286,20 +296,20 @@ class AnthropicServer:
             },
         )
 
-    def _reply(self, body: dict[str, Any], key: str | None) -> Message:
+    def _reply(self, body: dict[str, Any], key: str | None) -> tuple[Message, _Wire]:
         with self._lock:
             script = self._scripts.get(key) or self._scripts[None]
         turn = _turn_of(body["messages"])
         reply = script[turn] if turn < len(script) else {"content": "(the script has no more replies)"}
         content: list[Any] = [TextBlock(type="text", text=reply["content"])] if reply.get("content") else []
+        wire = _Wire(llama_server=bool(reply.get("llama_server")))
         for j, call in enumerate(reply.get("tool_calls") or []):
             arguments = call.get("arguments", {})
+            written = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            wire.arguments[len(content)] = written
             content.append(
                 ToolUseBlock(
-                    type="tool_use",
-                    id=call.get("id") or f"call_{turn}_{j}",
-                    name=call["name"],
-                    input=json.loads(arguments) if isinstance(arguments, str) else arguments,
+                    type="tool_use", id=call.get("id") or f"call_{turn}_{j}", name=call["name"], input=_object(written)
                 )
             )
         stop = reply.get("stop_reason") or ("tool_use" if reply.get("tool_calls") else "end_turn")
@@ -310,7 +320,7 @@ class AnthropicServer:
                 [TextBlock(type="text", text=(reply.get("content") or "")[: body["max_tokens"] * 4])],
             )
             output = body["max_tokens"]
-        return Message(
+        message = Message(
             id=f"msg_{uuid.uuid4().hex[:24]}",
             type="message",
             role="assistant",
@@ -320,6 +330,7 @@ class AnthropicServer:
             stop_sequence=None,
             usage=self._usage(body, key, output),
         )
+        return message, wire
 
     def _usage(self, body: dict[str, Any], key: str | None, output: int) -> Usage:
         """A breakpoint reads the longest cached prefix ending at it or up to LOOKBACK blocks before it
@@ -349,6 +360,24 @@ class AnthropicServer:
         )
 
 
+@dataclass
+class _Wire:
+    """How a reply goes out beyond its content: its tool calls' JSON as written (by content index)
+    and whether it streams the way llama-server does."""
+
+    llama_server: bool = False
+    arguments: dict[int, str] = field(default_factory=dict)
+
+
+def _object(written: str) -> dict[str, Any]:
+    """A tool call's input in a reply that does not stream: JSON that is not an object is `{}`."""
+    try:
+        value = json.loads(written)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _turn_of(messages: list[dict[str, Any]]) -> int:
     """The assistant turns before this request; with a context window, one more than the newest
     turn named in this server's own tool_use ids (`call_{turn}_{j}`)."""
@@ -372,16 +401,18 @@ def _faulty(events: list[tuple[str, dict[str, Any]]], fault: dict[str, Any]) -> 
     return events
 
 
-def _pieces(text: str) -> list[str]:
-    return [text[i : i + STREAM_PIECE] for i in range(0, len(text), STREAM_PIECE)] or [""]
+def _pieces(text: str, size: int = STREAM_PIECE) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _events(message: Message) -> list[tuple[str, dict[str, Any]]]:
+def _events(message: Message, wire: _Wire) -> list[tuple[str, dict[str, Any]]]:
     """The message as the API streams it: message_start, each block's start, deltas and stop,
-    message_delta (stop reason, output tokens), message_stop."""
+    message_delta (stop reason, output tokens), message_stop; as llama-server streams it if the
+    reply says so (`_Wire`)."""
     start = message.model_dump(mode="json", exclude_none=True)
     start.update(content=[], stop_reason=None)
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    stops = []
     for index, block in enumerate(message.content):
         first: dict[str, Any]
         if isinstance(block, TextBlock):
@@ -389,11 +420,22 @@ def _events(message: Message) -> list[tuple[str, dict[str, Any]]]:
             deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block.text)]
         else:
             assert isinstance(block, ToolUseBlock), "this server writes text and tool_use blocks only"
-            first = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(json.dumps(block.input))]
-        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": first}))
-        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+            first = {"type": "tool_use", "id": block.id, "name": block.name}
+            if not wire.llama_server:
+                first["input"] = {}
+            size = LLAMA_PIECE if wire.llama_server else STREAM_PIECE
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(wire.arguments[index], size)]
+        started = ("content_block_start", {"type": "content_block_start", "index": index, "content_block": first})
+        pieces = [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+        if wire.llama_server and first["type"] == "tool_use":
+            pieces.insert(len(pieces) - 1, started)  # its last batch announces the call again
+        stop = ("content_block_stop", {"type": "content_block_stop", "index": index})
+        events += [started, *pieces]
+        if wire.llama_server:
+            stops.append(stop)
+        else:
+            events.append(stop)
+    events += stops
     events += [
         (
             "message_delta",
