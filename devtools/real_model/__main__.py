@@ -1,15 +1,19 @@
 """`python -m devtools.real_model` (`make test-real-model`): the coder agent with a real model.
 
 Starts llama-server with a small model, a Temporal dev server and a worker whose OPENAI_BASE_URL is
-llama-server, then runs the coder agent on a one-file task whose verifier (`python -m unittest`)
-checks the file. Every process started here is stopped before exit. Exit status:
+llama-server's OpenAI endpoint and whose ANTHROPIC_BASE_URL is its Anthropic one (`POST
+/v1/messages`, through a recording proxy: recorder.py), then runs the coder agent at temperature 0
+on a one-file task whose verifier (`python -m unittest`) checks the file, once per variant: the
+openai provider (streaming), the anthropic provider without streaming and with it. Every process
+started here is stopped before exit. Exit status:
 
-  0  the run ended DONE, its answer came after the file was written by a tool call, and the
+  0  every run ended DONE, its answer came after the file was written by a tool call, and the
      verifier passes on the workspace as it stands;
-  1  the run ended honestly without doing the task (FAILED or BUDGET_EXHAUSTED): the model's limit;
-  2  a promise broke: the run did not end in time, ended DONE with a failing verifier,
-     llama-server rejected a request Ratchet built, or a model call was retried (also: a set-up
-     error, such as a missing model file or a server that did not start).
+  1  a run ended honestly without doing the task (FAILED or BUDGET_EXHAUSTED): the model's limit;
+  2  a promise broke in a run: it did not end in time, ended DONE with a failing verifier,
+     llama-server rejected a request Ratchet built, a model call was retried, or a tool call the
+     server sent (in a stream or not) is not in the reply the run recorded (also: a set-up error,
+     such as a missing model file or a server that did not start).
 
 `--model` and `--chat-template` try another GGUF model the same way.
 """
@@ -34,6 +38,7 @@ from devtools.devserver import DevServer
 from devtools.workers import stop_worker
 from tests.runs import activity_attempts
 from devtools.real_model.llama_server import SMOLLM2_TEMPLATE, LlamaServer, smollm2_gguf
+from devtools.real_model.recorder import Exchange, RecordingProxy
 from ratchet.client import RatchetClient, RatchetError, RunHandle
 from ratchet.contracts import AgentState, Message, Phase
 from ratchet.ops.settings import Settings
@@ -51,16 +56,38 @@ class HelloTest(unittest.TestCase):
         self.assertEqual(Path("hello.txt").read_text().strip().lower(), "hello world")
 '''
 KEPT_SETTINGS = ("RATCHET_SANDBOX",)
-"""The only Ratchet, Temporal or OpenAI variables of the caller's environment the worker gets."""
+"""The only Ratchet, Temporal, OpenAI or Anthropic variables of the caller's environment the worker gets."""
 
 
-def run_input(workspace: str) -> dict:
+@dataclass(frozen=True)
+class Variant:
+    """One run of the task: a provider, streaming or not."""
+
+    name: str
+    provider: str
+    stream: bool
+
+
+VARIANTS = (
+    Variant("openai", "openai", stream=True),
+    Variant("anthropic", "anthropic", stream=False),
+    Variant("anthropic-stream", "anthropic", stream=True),
+)
+
+
+def run_input(workspace: str, variant: Variant) -> dict:
     return {
         "agent": "coder",
         "objective": OBJECTIVE,
         "workspace": workspace,
         # greedy decoding: the same model and server give the same run
-        "model": {"temperature": 0, "max_output_tokens": 512, "timeout_s": 120},
+        "model": {
+            "provider": variant.provider,
+            "stream": variant.stream,
+            "temperature": 0,
+            "max_output_tokens": 512,
+            "timeout_s": 120,
+        },
         "budget": {"max_steps": 8},
     }
 
@@ -69,9 +96,12 @@ def run_input(workspace: str) -> dict:
 class Outcome:
     """What the run did, and which of the promises a real model run must keep it broke."""
 
+    variant: Variant
     state: AgentState | None
     model_attempts: list[int] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    """Tool calls the server sent that the run's recorded replies lack (or differ from)."""
     verifier_passes: bool = False
     broken: list[str] = field(default_factory=list)
 
@@ -85,6 +115,8 @@ class Outcome:
         retried = [a for a in self.model_attempts if a > 1]
         if retried:
             self.broken.append(f"model calls were retried (attempts {retried})")
+        if self.lost:
+            self.broken.append(f"tool calls the server sent are not in the run's replies: {self.lost[0][:300]}")
 
     @property
     def did_the_task(self) -> bool:
@@ -92,6 +124,29 @@ class Outcome:
         if state is None or state.phase != Phase.DONE or not self.verifier_passes:
             return False
         return any(c.tool == "write_file" and c.result.ok and _path(c.arguments) == "hello.txt" for c in state.tool_calls)
+
+
+def lost_tool_calls(exchanges: list[Exchange], state: AgentState) -> list[str]:
+    """Each reply the server sent (its tool calls as the raw JSON or events say) against the tool
+    calls the run recorded at that step (one model call a step; a retried call is reported apart):
+    what the server sent and the run lacks or changed."""
+    lost = []
+    for step, exchange in enumerate((e for e in exchanges if e.status == 200), start=1):
+        sent = sorted(json.dumps([name, arguments], sort_keys=True) for name, arguments in exchange.tool_calls())
+        recorded = sorted(
+            json.dumps([c.tool, _json(c.arguments)], sort_keys=True) for c in state.tool_calls if c.step == step
+        )
+        if sent != recorded:
+            how = "streamed" if exchange.streamed else "sent"
+            lost.append(f"step {step}: the server {how} tool calls {sent}, the run recorded {recorded}")
+    return lost
+
+
+def _json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _path(arguments: str) -> object:
@@ -112,21 +167,26 @@ def main() -> int:
     llama = LlamaServer(model=model, chat_template=template, log_file=STATE_DIR / "llama-server.log")
     server = DevServer(db_file=STATE_DIR / "temporal.db", log_file=STATE_DIR / "server.log")
     worker: subprocess.Popen | None = None
+    proxy: RecordingProxy | None = None
+    variants = [v for v in VARIANTS if not args.only or v.name in args.only]
     started = time.monotonic()
     try:
         print(f"starting llama-server with {model.name} (chat template: {template or 'the model file'}) ...", flush=True)
         llama.start()
+        proxy = RecordingProxy(llama.port).start()
         print("starting the Temporal dev server and a worker ...", flush=True)
         server.start()
-        worker = _start_worker(server, llama, STATE_DIR, model)
-        outcome = asyncio.run(_run(server, llama, STATE_DIR, args.timeout))
+        worker = _start_worker(server, llama, proxy, STATE_DIR, model)
+        outcomes = asyncio.run(_run_all(server, llama, proxy, variants, args.timeout))
     finally:
         stop_worker(worker)
         server.stop()
+        if proxy is not None:
+            proxy.stop()
         llama.stop()
         print(f"stopped the worker, the dev server and llama-server ({time.monotonic() - started:.0f} s in all); "
               f"logs in {STATE_DIR}", flush=True)
-    return _report(outcome)
+    return max(_report(outcome) for outcome in outcomes)
 
 
 def _parse_args() -> argparse.Namespace:
@@ -136,14 +196,21 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--chat-template", type=Path,
                         help="a Jinja chat template for llama-server (default: devtools/real_model/smollm2-tools.jinja "
                              "for the default model, the model's own for --model)")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds the run may take (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds a run may take (default: %(default)s)")
+    parser.add_argument("--only", action="append", choices=[v.name for v in VARIANTS],
+                        help="run only this variant (again for more; default: all of them)")
     return parser.parse_args()
 
 
-def _start_worker(server: DevServer, llama: LlamaServer, state_dir: Path, model: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "TEMPORAL_", "OPENAI_")) or k in KEPT_SETTINGS}
+def _start_worker(
+    server: DevServer, llama: LlamaServer, proxy: RecordingProxy, state_dir: Path, model: Path
+) -> subprocess.Popen:
+    ours = ("RATCHET_", "TEMPORAL_", "OPENAI_", "ANTHROPIC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours) or k in KEPT_SETTINGS}
     env.update(
         TEMPORAL_ADDRESS=server.address, OPENAI_BASE_URL=llama.base_url, OPENAI_MODEL=model.stem,
+        # llama-server takes any key; the SDK sends one
+        ANTHROPIC_BASE_URL=proxy.base_url, ANTHROPIC_API_KEY="llama-server", ANTHROPIC_MODEL=model.stem,
         RATCHET_WORKSPACE_ROOT=str(state_dir / "workspaces"), RATCHET_ARTIFACT_DIR=str(state_dir / "artifacts"),
         RATCHET_LEDGER_PATH=str(state_dir / "ledger.sqlite3"),
     )
@@ -151,17 +218,36 @@ def _start_worker(server: DevServer, llama: LlamaServer, state_dir: Path, model:
         return subprocess.Popen([sys.executable, "-m", "ratchet.worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-async def _run(server: DevServer, llama: LlamaServer, state_dir: Path, timeout_s: float) -> Outcome:
-    workflow_id = f"real-model-{int(time.time())}"
-    workspace = state_dir / "workspaces" / workflow_id
-    workspace.mkdir(parents=True)
-    (workspace / "test_hello.py").write_text(VERIFIER_TEST)
+async def _run_all(
+    server: DevServer, llama: LlamaServer, proxy: RecordingProxy, variants: list[Variant], timeout_s: float
+) -> list[Outcome]:
     temporal = await Client.connect(server.address, data_converter=BASE_CONVERTER)
     runs = RatchetClient(temporal, Settings(temporal_address=server.address, task_queue="ratchet"))
-    handle = await runs.start(run_input(workflow_id), workflow_id)
-    print(f"\nrun {workflow_id}: coder agent, objective {OBJECTIVE!r}", flush=True)
+    outcomes = []
+    for variant in variants:  # one after another: llama-server serves one request at a time
+        outcomes.append(await _run(runs, llama, proxy, variant, timeout_s))
+    return outcomes
+
+
+async def _run(
+    runs: RatchetClient, llama: LlamaServer, proxy: RecordingProxy, variant: Variant, timeout_s: float
+) -> Outcome:
+    workflow_id = f"real-model-{variant.name}-{int(time.time())}"
+    workspace = STATE_DIR / "workspaces" / workflow_id
+    workspace.mkdir(parents=True)
+    (workspace / "test_hello.py").write_text(VERIFIER_TEST)
+    rejected_before, exchanges_before = len(llama.rejected_requests()), len(proxy.exchanges)
+    handle = await runs.start(run_input(workflow_id, variant), workflow_id)
+    print(f"\nrun {workflow_id}: coder agent on the {variant.provider} provider "
+          f"({'streaming' if variant.stream else 'not streaming'}), objective {OBJECTIVE!r}", flush=True)
     state = await _follow(handle, timeout_s)
-    outcome = Outcome(state=state, model_attempts=await activity_attempts(handle, "model.call"), rejected=llama.rejected_requests())
+    exchanges = proxy.exchanges[exchanges_before:]
+    rejected = llama.rejected_requests()[rejected_before:]
+    rejected += [f"{e.status}: {e.body[:300].decode(errors='replace')}" for e in exchanges if e.status != 200]
+    outcome = Outcome(variant=variant, state=state, model_attempts=await activity_attempts(handle, "model.call"),
+                      rejected=rejected)
+    if state is not None:
+        outcome.lost = lost_tool_calls(exchanges, state)
     outcome.verifier_passes = _verifier_passes(workspace)
     outcome.check()
     return outcome
@@ -213,22 +299,25 @@ def _verifier_passes(workspace: Path) -> bool:
 
 def _report(outcome: Outcome) -> int:
     state = outcome.state
+    print(f"\n[{outcome.variant.name}]")
     if state is not None:
-        print(f"\nphase: {state.phase}   steps: {state.step}   tool calls: {len(state.tool_calls)}   "
+        print(f"phase: {state.phase}   steps: {state.step}   tool calls: {len(state.tool_calls)}   "
               f"checkpoints: {len(state.checkpoints)}   tokens: {state.used.prompt_tokens + state.used.completion_tokens}")
         if state.answer:
             print(f"answer: {state.answer}")
         if state.last_error:
             print(f"last error: {state.last_error}")
     print(f"model calls: {len(outcome.model_attempts)}   rejected by llama-server: {len(outcome.rejected)}   "
+          f"tool calls lost: {len(outcome.lost)}   "
           f"verifier on the workspace: {'passes' if outcome.verifier_passes else 'fails'}")
+    name = outcome.variant.name
     if outcome.broken:
-        print("\nFAIL: a promise broke:\n  " + "\n  ".join(outcome.broken))
+        print(f"FAIL ({name}): a promise broke:\n  " + "\n  ".join(outcome.broken))
         return 2
     if not outcome.did_the_task:
-        print("\nthe run ended honestly, but the model did not do the task (write hello.txt, then answer)")
+        print(f"{name}: the run ended honestly, but the model did not do the task (write hello.txt, then answer)")
         return 1
-    print("\nOK: the model wrote hello.txt with a tool call, the verifier passed, the run ended DONE")
+    print(f"OK ({name}): the model wrote hello.txt with a tool call, the verifier passed, the run ended DONE")
     return 0
 
 
