@@ -294,6 +294,47 @@ async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, an
     assert result.used.cache_read_tokens > 0 and result.used.cache_write_tokens > 0
 
 
+HELLO_TEST = """import unittest
+from pathlib import Path
+
+
+class HelloTest(unittest.TestCase):
+    def test_hello(self):
+        self.assertEqual(Path("hello.txt").read_text(), "hello world")
+"""
+
+
+async def test_a_coder_run_streamed_as_llama_server_streams_writes_the_file(client, settings, anthropic_server, anthropic_key):
+    """Through the workflow: arguments that are not valid JSON reach the model as such (not as a
+    write_file without content), the next call writes the file, and every tool call streamed is
+    the one the run recorded."""
+    (settings.workspace_root / "hello").mkdir(parents=True)
+    (settings.workspace_root / "hello" / "test_hello.py").write_text(HELLO_TEST)
+    broken = '{"path": "hello.txt", "content": "hello world}}'
+    anthropic_server.set_script([
+        {"tool_calls": [{"name": "write_file", "arguments": broken}], "llama_server": True},
+        {"content": "Again.", "tool_calls": [WRITE_HELLO], "llama_server": True},
+        {"content": "I wrote hello.txt.", "llama_server": True},
+    ], key=anthropic_key)
+    run = {"agent": "coder", "objective": "write hello.txt", "workspace": "hello",
+           "model": {"provider": "anthropic", "temperature": 0}}
+    async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
+        handle = await start(client, settings, run)
+        result = await handle.result()
+        state = await handle.state()
+    assert result.phase == Phase.DONE, result.last_error
+    replies = [m for m in state.messages if m.role == "assistant"]
+    assert [c.arguments for c in replies[0].tool_calls] == [broken]  # as the model wrote it
+    told = next(m.content for m in state.messages if m.role == "tool")
+    assert "tool arguments are not valid JSON" in told and state.bad_tool_calls == 1, told
+    [written] = state.tool_calls
+    assert written.result.ok and json.loads(written.arguments) == WRITE_HELLO["arguments"]
+    assert (settings.workspace_root / "hello" / "hello.txt").read_text() == "hello world"
+    assert [c.verified for c in state.checkpoints] == [True]
+    requests = anthropic_server.requests_of(anthropic_key)
+    assert [(r.status, r.json.get("stream"), r.json.get("temperature")) for r in requests] == [(200, True, 0)] * 3
+
+
 async def test_a_worker_without_the_key_fails_anthropic_runs_naming_the_variable(client, settings, worker):
     with pytest.raises(RunFailed) as failure:
         await (await start(client, settings, {"agent": "probe", "objective": "o", "model": {"provider": "anthropic"}})).result()

@@ -220,7 +220,8 @@ class StreamedReply:
         self.texts: dict[int, list[str]] = {}
         self.uses: dict[int, _ToolUse] = {}
         self._announced: set[int] = set()
-        self.stop_reason: str | None = None
+        self.stop_reason: Any = None
+        """The SDK's `StopReason` (this module imports the SDK only when a call is made)."""
         self.stopped = False
 
     def feed(self, event: Any) -> None:
