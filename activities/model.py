@@ -26,7 +26,7 @@ from temporalio.exceptions import ApplicationError
 from ratchet.contracts.activities import COMPACT, MODEL_CALL
 from . import caller, exactly_once
 from .heartbeat import heartbeating
-from .streaming import reply_stream
+from .streaming import ReplyStream, reply_stream
 from ratchet.contracts import (
     ArtifactRef,
     CompactReply,
@@ -66,7 +66,7 @@ class _Turn:
     """The conversation so far: from the cache, else read in `begin`'s thread."""
     settings: ModelSettings | None = None
     """The settings of the model that answers (the run's, or a fallback's)."""
-    deltas: Deltas | None = None
+    deltas: ReplyStream | None = None
     """The reply's stream, when it streams."""
     extended: Conversation | None = None
     """The conversation with the reply, once its transcript segment is written."""

@@ -97,9 +97,10 @@ def _fails(ledger: Ledger, call: exactly_once.Call[Outcome, Outcome], error: typ
     raise AssertionError(f"{call.key}: expected {error.__name__}")
 
 
-def _recorded(ledger: Ledger, key: str) -> dict[str, Any] | None:
+def _recorded(ledger: Ledger, key: str) -> dict[str, Any]:
     entry = ledger.get(key)
     assert entry is not None and entry.status == EntryStatus.COMPLETED, f"{key!r} is not COMPLETED: {entry}"
+    assert entry.result is not None, f"{key!r} is COMPLETED without a result"
     return entry.result
 
 
