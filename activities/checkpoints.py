@@ -112,7 +112,7 @@ class CheckpointActivities:
             exit_code, output = 127, str(exc)
         output = redacted(output)  # before the full output is stored (the evidence is redacted anyway)
         run, failed = count_tests(output)
-        no_tests = run == 0 and exit_code in (0, NO_TESTS_EXIT)
+        no_tests = ran_no_test(req.verifier.argv, exit_code, run)
         evidence = Evidence(
             argv=req.verifier.argv,
             exit_code=exit_code,
@@ -237,6 +237,16 @@ def restore(workspace: Path, artifacts: ArtifactStore, manifest_ref: ArtifactRef
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(artifacts.get(ArtifactRef.model_validate(ref)))
     return len(files)
+
+
+def ran_no_test(argv: list[str], exit_code: int, tests_run: int | None) -> bool:
+    """The verifier ran no test: its output counts none (unittest's `Ran 0 tests`, pytest's `no tests
+    ran`, every test skipped) and it exited 0 or 5, or pytest exited 5 (no test collected) without
+    printing a count (`-qq`)."""
+    if tests_run == 0:
+        return exit_code in (0, NO_TESTS_EXIT)
+    pytest = any(Path(word).name in ("pytest", "py.test") for word in argv)
+    return tests_run is None and exit_code == NO_TESTS_EXIT and pytest
 
 
 def count_tests(output: str) -> tuple[int | None, int | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ratchet.activities.checkpoints import count_tests
 from ratchet.client import RunFailed
 from ratchet.contracts import Phase
 from tests.runs import call, scripted, start
@@ -53,10 +54,11 @@ async def test_a_run_names_its_own_verifier_and_pytest_counts(client, settings, 
     assert checkpoint.summary.endswith("passed (1 tests)")
 
 
-async def test_pytest_collecting_no_test_is_unverified_not_failed(client, settings, worker):
+@pytest.mark.parametrize("quiet", ["-q", "-qq"])  # -qq: no summary line, only the exit code says it
+async def test_pytest_collecting_no_test_is_unverified_not_failed(client, settings, worker, quiet):
     """pytest's exit code 5 (no tests collected) is neither a pass nor a failure to revert."""
     workspace(settings, "empty", {"README": "nothing to collect\n"})
-    verifier = {"argv": ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]}
+    verifier = {"argv": ["python", "-m", "pytest", quiet, "-p", "no:cacheprovider"]}
     handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="empty", verifier=verifier))
     result = await handle.result()
     state = await handle.state()
@@ -103,3 +105,21 @@ async def test_a_workspace_a_verifier_passed_is_not_verified_again(client, setti
     assert not first.reused and second.reused and second.output == first.output and second.passed
     assert evidence[1].workspace_ref == evidence[0].workspace_ref
     assert not third.reused and third.output != first.output  # hello.txt is new: verified anew
+
+
+@pytest.mark.parametrize(
+    ("output", "counts"),
+    [
+        ("Ran 0 tests in 0.000s\n\nOK", (0, 0)),
+        ("Ran 2 tests in 0.001s\n\nFAILED (failures=1)", (2, 1)),
+        ("..\n2 passed in 0.01s", (2, 0)),
+        ("=========== 1 failed in 0.10s ===========", (1, 1)),  # no pass: was not counted at all
+        ("1 failed, 3 passed, 1 warning in 1.20s", (4, 1)),
+        ("========== no tests ran in 0.01s ==========", (0, 0)),
+        ("1 skipped in 0.01s", (0, 0)),  # a skipped test showed nothing
+        ("1 error in 0.20s", (1, 1)),
+        ("make: all good", (None, None)),
+    ],
+)
+def test_the_verifiers_output_is_counted(output, counts):
+    assert count_tests(output) == counts

@@ -73,8 +73,8 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
 
 
 def verified(state: AgentState) -> bool:
-    """True when the workspace is as the last checkpoint (a passed verification) left it: every
-    effect since then was undone (a failed verification reverted it)."""
+    """True when the workspace is as the last checkpoint (a verification that did not fail: passed,
+    or ran no test) left it: every effect since then was undone (a failed verification reverted it)."""
     if not state.checkpoints:
         return False
     since = effects_archive.local(state, state.checkpoints[-1].effects_len)
