@@ -201,7 +201,7 @@ class AnthropicProvider:
         async with stream:
             async for event in stream:
                 reply.feed(event)
-        if not reply.stopped:
+        if not reply.stopped or reply.started is None:
             raise ApplicationError("the Anthropic API's stream ended before the reply finished", type="ModelStreamCut")
         return reply.message(), reply.calls()
 
