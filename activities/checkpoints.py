@@ -174,19 +174,20 @@ class CheckpointActivities:
             state = await self.client.get_workflow_handle(workflow_id).query(STATE_QUERY, result_type=AgentState)
         except (RPCError, WorkflowQueryFailedError) as exc:
             raise _invalid(f"resume_from.workflow_id: cannot read run {workflow_id!r}: {exc}") from None
-        found = next((c for c in state.checkpoints if c.id == checkpoint_id), None) if state else None
+        found = next((c for c in state.effects.checkpoints.items if c.id == checkpoint_id), None) if state else None
         if found is None:
-            known = ", ".join(c.id for c in state.checkpoints) if state else ""
+            known = ", ".join(c.id for c in state.effects.checkpoints.items) if state else ""
             raise _invalid(
                 f"resume_from.checkpoint_id: run {workflow_id!r} has no checkpoint {checkpoint_id!r}"
                 f" (it has: {known or 'none'})"
             )
-        if found.unsent < state.messages_base and state.transcript is not None:  # older than the last handover kept
+        held, transcript = state.conversation.messages, state.conversation.transcript
+        if found.unsent < held.base and transcript is not None:  # older than what the last handover kept
             base = found.unsent
-            slice_ = TranscriptSlice(digest=state.transcript, start=base, stop=found.messages_len)
+            slice_ = TranscriptSlice(digest=transcript, start=base, stop=found.messages_len)
             messages = await asyncio.to_thread(transcript_slice, self.artifacts, slice_)
         else:
-            base, messages = state.messages_base, state.messages[: found.messages_len - state.messages_base]
+            base, messages = held.base, held.items[: held.local(found.messages_len)]
         return found.model_copy(update={"messages": messages, "messages_base": base})
 
 

@@ -23,11 +23,15 @@ from ratchet.contracts import (
     AGENT_WORKFLOW,
     STATE_QUERY,
     AgentState,
+    Checkpoint,
     ClosedRun,
     Effect,
     EffectStatus,
     ErrorType,
     LoadClosedRun,
+    Message,
+    ToolCallRecord,
+    Window,
 )
 from .archive import load_archived
 from ratchet.core.keys import undo_key
@@ -74,12 +78,12 @@ class RollbackActivities:
 
     def _restore_archived(self, state: AgentState) -> None:
         """In a thread: the effects a long run archived at its handovers, back in front of the rest."""
-        if state.effects_archive is not None:
-            state.unarchive(load_archived(self.artifacts, state.effects_archive))
+        if state.effects.archive is not None:
+            state.effects.unarchive(load_archived(self.artifacts, state.effects.archive))
 
     def _mark_from_ledger(self, state: AgentState) -> None:
         """In a thread: undos the ledger has completed, and undo records of calls that never reported."""
-        for effect in state.effects:
+        for effect in state.effects.stack.items:
             if effect.status != EffectStatus.UNDONE and _undone(self.ledger, effect.key):
                 effect.status, effect.error = EffectStatus.UNDONE, None
             if effect.undo is None and effect.status != EffectStatus.UNDONE:
@@ -103,17 +107,21 @@ def _trimmed(state: AgentState) -> AgentState:
     """The state without what only grows and a rollback does not read: the conversation, tool call
     records, verification output, approvals and earlier reports. The run's model settings (a
     scripted run's script) and objective are dropped too; the plan and the effects stay whole."""
+    effects, held = state.effects, state.effects.checkpoints
+    checkpoints = [c.model_copy(update={"evidence": None, "messages": None}) for c in held.items]
+    records = Window[ToolCallRecord](base=state.calls.tool_calls.base)
     return state.model_copy(
         update={
             "run": state.run.model_copy(update={"model": None, "objective": state.run.objective[:200]}),
-            "messages": [],
-            "tool_calls": [],
-            "inbox": [],
-            "pending_approvals": [],
-            "decisions": {},
-            "rollbacks": [],
-            "failovers": [],
-            "checkpoints": [c.model_copy(update={"evidence": None, "messages": None}) for c in state.checkpoints],
+            "conversation": state.conversation.model_copy(
+                update={"messages": Window[Message](base=state.conversation.messages.base)}
+            ),
+            "calls": state.calls.model_copy(update={"tool_calls": records, "pending_approvals": [], "decisions": {}}),
+            "session": state.session.model_copy(update={"inbox": []}),
+            "effects": effects.model_copy(
+                update={"rollbacks": [], "checkpoints": Window[Checkpoint](items=checkpoints, base=held.base)}
+            ),
+            "workspace": state.workspace.model_copy(update={"failovers": []}),
         }
     )
 

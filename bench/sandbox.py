@@ -64,7 +64,7 @@ async def timed_run(env: Env, variant: Variant, steps: int, queue: str) -> tuple
 
 async def check_commands(handle: RunHandle, steps: int) -> None:
     """Every step's command ran and exited 0: a refused or failed call must not be timed as a step."""
-    outputs = [c.result.output for c in (await handle.state()).tool_calls]
+    outputs = [c.result.output for c in (await handle.state()).calls.tool_calls.items]
     if len(outputs) != steps or any(not o.startswith("exit code 0") for o in outputs):
         raise RuntimeError(f"run_command did not run cleanly in {handle.workflow_id}: {outputs[:3]}")
 

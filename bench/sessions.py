@@ -111,7 +111,7 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
         # newest first: chain[0] is the run it just continued into, chain[-1] the one of turns 1-10,
         # chain[-2] the first to start from a handover (turns 11-20)
         out["long"] = {
-            "turns": state.turn_number,
+            "turns": state.session.turn_number,
             "runs": len(chain),
             "first": chain[-1],
             "second": chain[-2] if len(chain) > 2 else 0,

@@ -147,21 +147,21 @@ async def _follow(address: str, workflow_id: str) -> AgentState:
 def _show(state: AgentState, shown: list[int]) -> None:
     """Print tool calls, checkpoints and rollbacks not shown yet, in step order."""
     lines: list[tuple[int, int, str]] = []
-    for record in state.tool_calls[shown[0]:]:
+    for record in state.calls.tool_calls.items[shown[0]:]:
         status = "ok " if record.result.ok else "ERR"
         first = record.result.output.splitlines()[0] if record.result.output else ""
         lines.append((record.step, 0, f"  step {record.step:>2}  {status} {record.tool:<12} "
                                       f"{_args(record.arguments):<40} -> {first[:60]}"))
-    for cp in state.checkpoints[shown[1]:]:
+    for cp in state.effects.checkpoints.items[shown[1]:]:
         patch = cp.patch_ref.digest[:12] if cp.patch_ref else "-"
         lines.append((cp.step, 1, f"  checkpoint {cp.id}: {cp.summary}; patch {patch}"))
-    for report in state.rollbacks[shown[2]:]:
+    for report in state.effects.rollbacks[shown[2]:]:
         lines.append((state.step, 2, f"  rollback to {report.checkpoint_id or 'start'} ({report.reason}): "
                                      f"undone {len(report.undone)}, left irreversible {len(report.irreversible)}, "
                                      f"failed {len(report.not_undone)}"))
     for _, _, line in sorted(lines, key=lambda item: item[:2]):
         print(line, flush=True)
-    shown[:] = [len(state.tool_calls), len(state.checkpoints), len(state.rollbacks)]
+    shown[:] = [len(state.calls.tool_calls.items), len(state.effects.checkpoints.items), len(state.effects.rollbacks)]
 
 
 def _console(server: DevServer, state_dir: Path) -> None:
@@ -200,7 +200,7 @@ async def _start_waiting(address: str, run: dict, workflow_id: str) -> None:
     handle = await client.start(run, workflow_id)
     while True:
         try:
-            if (await handle.state()).pending_approvals:
+            if (await handle.state()).calls.pending_approvals:
                 return
         except NotStartedYet:
             pass

@@ -28,16 +28,16 @@ async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, setti
     assert result.phase == Phase.DONE, result.last_error
     assert "tests pass" in result.answer
     state = await handle.state()
-    assert [r.result.output.splitlines()[0] for r in state.tool_calls if r.tool == "run_command"] == ["exit code 1"]
+    assert [r.result.output.splitlines()[0] for r in state.calls.tool_calls.items if r.tool == "run_command"] == ["exit code 1"]
     # the good patch became a checkpoint with its diff and test evidence ...
-    [checkpoint] = state.checkpoints
+    [checkpoint] = state.effects.checkpoints.items
     assert checkpoint.evidence.passed and checkpoint.evidence.tests_run == 2
     assert checkpoint.patch_ref is not None and checkpoint.workspace_ref is not None
     # ... the bad one failed verification and was reverted to it, byte for byte
-    [report] = state.rollbacks
+    [report] = state.effects.rollbacks
     assert report.checkpoint_id == "cp-1" and len(report.undone) == 1 and report.clean
     assert (settings.workspace_root / "calc" / "calc.py").read_text() == FIXED_CALC
-    assert "Verification failed" in state.messages[-2].content
+    assert "Verification failed" in state.conversation.messages.items[-2].content
 
 
 async def test_demo_agent_through_the_openai_client(client, settings, worker, openai_server):
@@ -107,9 +107,9 @@ async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings,
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "recovered"
     state = await handle.state()
-    tool_messages = [m.content for m in state.messages if m.role == "tool"]
+    tool_messages = [m.content for m in state.conversation.messages.items if m.role == "tool"]
     assert tool_messages[0].startswith("ERROR: tool arguments are not valid JSON")
-    assert state.bad_tool_calls == 1
+    assert state.calls.bad_tool_calls == 1
     # the strict server parses every historical call's arguments: the cut-off ones went back as
     # valid JSON that keeps what the model wrote
     [sent] = [c for m in openai_server.chat_requests(key=key)[1].json["messages"] for c in m.get("tool_calls") or []]
@@ -152,13 +152,13 @@ async def test_a_final_answer_is_verified_and_cannot_end_done_on_a_failing_check
     result = await failing.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED, result
     state = await failing.state()
-    assert [m.content.split("`")[0] for m in state.messages if m.content and "Verification failed" in m.content] == [
+    assert [m.content.split("`")[0] for m in state.conversation.messages.items if m.content and "Verification failed" in m.content] == [
         "Verification failed: ", "Verification failed: "]
-    assert not state.checkpoints
+    assert not state.effects.checkpoints.items
     # the same answer on a workspace that passes ends DONE, with the check as its checkpoint
     passing = await start(client, settings, scripted("saga", answers[:1], workspace="verified"))
     assert (await passing.result()).phase == Phase.DONE
-    [checkpoint] = (await passing.state()).checkpoints
+    [checkpoint] = (await passing.state()).effects.checkpoints.items
     assert checkpoint.evidence.passed
 
 
@@ -187,8 +187,8 @@ async def test_calls_of_one_reply_are_recorded_in_the_replys_order(client, setti
     handle = await start(client, settings, scripted("saga", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
     state = await handle.state()
-    assert [r.tool for r in state.tool_calls] == ["probe_wait", "read_file"]
-    assert [m.tool_call_id for m in state.messages if m.role == "tool"] == ["call_1_0", "call_1_1"]
+    assert [r.tool for r in state.calls.tool_calls.items] == ["probe_wait", "read_file"]
+    assert [m.tool_call_id for m in state.conversation.messages.items if m.role == "tool"] == ["call_1_0", "call_1_1"]
 
 
 async def test_a_reused_workflow_id_is_a_new_run_not_a_replay_of_the_old_one(client, settings, worker):
@@ -235,7 +235,7 @@ async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_w
     )
     await messaged.signal("send_message", "second note")
     assert (await messaged.result()).phase == Phase.DONE
-    notes = [m.content for m in (await runs(client, settings).get(messaged.id).state()).messages if m.role == "user" and "note" in (m.content or "")]
+    notes = [m.content for m in (await runs(client, settings).get(messaged.id).state()).conversation.messages.items if m.role == "user" and "note" in (m.content or "")]
     assert notes == ["first note", "second note"]
 
 
@@ -247,7 +247,7 @@ async def test_budget_exhaustion_keeps_the_state(client, settings, worker):
     assert "step budget exhausted: 3 of 3" in result.last_error
     state = await handle.state()
     assert state.phase == Phase.BUDGET_EXHAUSTED
-    assert [r.step for r in state.tool_calls] == [1, 2, 3]
+    assert [r.step for r in state.calls.tool_calls.items] == [1, 2, 3]
     assert state.used.model_calls == 3
 
 
@@ -258,10 +258,10 @@ async def test_unknown_tool_and_invalid_arguments_are_bounded(client, settings, 
         await handle.result()
     assert "invalid tool calls (limit 5)" in str(failure.value.reason)
     state = await handle.state()
-    errors = [m.content for m in state.messages if m.role == "tool"][:2]
+    errors = [m.content for m in state.conversation.messages.items if m.role == "tool"][:2]
     assert errors[0].startswith("ERROR: unknown tool 'rm_rf'")
     assert "label: Field required" in errors[1]
-    assert state.effects == [], "a call refused for its arguments never ran: no effect, no undo"
+    assert state.effects.stack.items == [], "a call refused for its arguments never ran: no effect, no undo"
 
 
 async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, worker, tmp_path):
@@ -273,10 +273,10 @@ async def test_file_tools_refuse_paths_outside_the_workspace(client, settings, w
     handle = await start(client, settings, scripted("probe", script + [{"content": "done"}], workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
     state = await handle.state()
-    assert [r.result.ok for r in state.tool_calls] == [False, False, False]
-    assert "contains '..'" in state.tool_calls[0].result.output
-    assert "absolute" in state.tool_calls[1].result.output
-    assert "escapes the workspace" in state.tool_calls[2].result.output
+    assert [r.result.ok for r in state.calls.tool_calls.items] == [False, False, False]
+    assert "contains '..'" in state.calls.tool_calls.items[0].result.output
+    assert "absolute" in state.calls.tool_calls.items[1].result.output
+    assert "escapes the workspace" in state.calls.tool_calls.items[2].result.output
     assert not outside.exists()
 
 
@@ -289,7 +289,7 @@ async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(clien
     (settings.workspace_root / "env" / "calc.py").write_text(FIXED_CALC)  # "ok" is verified: the tests pass
     handle = await start(client, settings, scripted("coder", script, workspace="env"))
     assert (await handle.result()).phase == Phase.DONE
-    output = (await handle.state()).tool_calls[0].result.output
+    output = (await handle.state()).calls.tool_calls.items[0].result.output
     assert output.startswith("exit code 0") and "OPENAI_API_KEY" not in output and "RATCHET_CODEC_KEYS" not in output
 
 
@@ -302,7 +302,7 @@ async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(clien
     second = await second_handle.result()
     assert first.phase == second.phase == Phase.DONE
     assert second.workspace == f"team_x-{suffix}" and first.workspace.startswith(f"team_x-{suffix}-")
-    [call] = (await second_handle.state()).tool_calls
+    [call] = (await second_handle.state()).calls.tool_calls.items
     assert "team/x's" not in call.result.output and "no such file" in call.result.output.lower(), call.result.output
 
 

@@ -34,10 +34,10 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
     address = dev_server.address
     handle = await start(client, settings, scripted("approver", TWO_PROD_TICKETS, workspace="appr"))
     idle = await start(client, settings, scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 60}}]}]))
-    await wait_for(handle, lambda s: len(s.pending_approvals) == 2)
+    await wait_for(handle, lambda s: len(s.calls.pending_approvals) == 2)
     state = await handle.state()
     assert state.phase == Phase.AWAITING_APPROVAL
-    restart, drop = (p.call_id for p in state.pending_approvals)
+    restart, drop = (p.call_id for p in state.calls.pending_approvals)
 
     query = f'RatchetPhase="AWAITING_APPROVAL" AND TaskQueue="{settings.task_queue}"'
     assert await until(lambda: listed(address, query), "the waiting run listed") == {handle.workflow_id}
@@ -70,7 +70,7 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
     code, out = await temporal_cli(address, "workflow", "query", "--workflow-id", handle.workflow_id,
                                    "--name", "state", "--output", "json")
     final = json.loads(out)["queryResult"][0]
-    contents = [m.get("content") for m in final["messages"]]  # defaults are left out of payloads
+    contents = [m.get("content") for m in final["conversation"]["messages"]["items"]]  # defaults are left out of payloads
     assert "ERROR: a person rejected this call: never in prod" in contents
     assert contents.count("please be careful") == 1
     assert handle.workflow_id not in await listed(address, query)
@@ -80,7 +80,7 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
 async def test_ratchet_approve_send_and_watch(client, settings, worker):
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: page on-call"}}]}, {"content": "paged"}]
     handle = await start(client, settings, scripted("approver", script, workspace="appr2"))
-    await wait_for(handle, lambda s: len(s.pending_approvals) == 1)
+    await wait_for(handle, lambda s: len(s.calls.pending_approvals) == 1)
     code, out = await ratchet(settings, "watch", handle.workflow_id, "--once")
     assert code == 0 and "[AWAITING_APPROVAL]" in out and "awaiting approval: call_1_0 create_ticket" in out, out
     code, out = await ratchet(settings, "send", handle.workflow_id, "thanks")
@@ -91,7 +91,7 @@ async def test_ratchet_approve_send_and_watch(client, settings, worker):
     assert code == 0 and "approved call_1_0" in out, out
     code, out = await ratchet(settings, "watch", handle.workflow_id)
     assert code == 0 and "[DONE]" in out and "\npaged\n" in out, out  # the answer, as the model wrote it
-    assert "thanks" in [m.content for m in (await handle.state()).messages]
+    assert "thanks" in [m.content for m in (await handle.state()).conversation.messages.items]
 
 
 async def test_a_temporal_schedule_starts_recurring_agents(client, settings, worker, dev_server):

@@ -47,10 +47,10 @@ async def test_an_approval_waits_three_days_then_times_out(env, ts_settings):
     result, state, elapsed = await run_to_end(env, ts_settings, scripted("approver", script))
     assert result.phase == Phase.DONE
     assert elapsed >= timedelta(days=3)  # of the test server's time: the test does not wait three days
-    [decision] = state.decisions.values()
+    [decision] = state.calls.decisions.values()
     assert not decision.approved and decision.by == "timeout"
-    assert "a person rejected this call: no decision before the approval timeout" in state.messages[-2].content
-    assert state.effects == [] and state.pending_approvals == []
+    assert "a person rejected this call: no decision before the approval timeout" in state.conversation.messages.items[-2].content
+    assert state.effects.stack.items == [] and state.calls.pending_approvals == []
 
 
 async def test_wait_a_week_is_a_durable_timer(env, ts_settings):
@@ -58,7 +58,7 @@ async def test_wait_a_week_is_a_durable_timer(env, ts_settings):
     result, state, elapsed = await run_to_end(env, ts_settings, scripted("approver", script))
     assert result.phase == Phase.DONE and result.answer == "a week later"
     assert elapsed >= timedelta(days=7)
-    assert state.tool_calls[0].result.output.startswith("waited 604800s")
+    assert state.calls.tool_calls.items[0].result.output.startswith("waited 604800s")
 
 
 async def test_a_paused_run_resumes_after_a_month(env, ts_settings):

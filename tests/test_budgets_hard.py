@@ -95,10 +95,10 @@ async def test_the_deadline_interrupts_a_wait_and_the_failure_policy_undoes_the_
     assert result.phase == Phase.BUDGET_EXHAUSTED
     assert result.last_error == "time budget exhausted: 3600s of 3600s elapsed"
     assert timedelta(hours=1) <= elapsed < timedelta(hours=2)
-    wait = state.tool_calls[-1]
+    wait = state.calls.tool_calls.items[-1]
     assert wait.tool == "wait" and wait.result.error_type == ErrorType.INTERRUPTED
     # the step was cut short: rollback_to_last_checkpoint (no checkpoint: everything) undid the ticket
-    assert [u.split()[2] for u in state.rollbacks[-1].undone] == ["create_ticket"]
+    assert [u.split()[2] for u in state.effects.rollbacks[-1].undone] == ["create_ticket"]
     assert tickets(ts_settings) == []
 
 
@@ -107,7 +107,7 @@ async def test_the_deadline_ends_an_approval_wait(env, ts_settings):  # noqa: F8
     result, state, elapsed = await run_for(env, ts_settings, scripted("approver", script, budget={"max_duration_s": 600}))
     assert result.phase == Phase.BUDGET_EXHAUSTED and "time budget exhausted" in result.last_error
     assert timedelta(minutes=10) <= elapsed < timedelta(minutes=11)  # the approval would have waited 3 days
-    assert state.pending_approvals == [] and state.decisions == {}
+    assert state.calls.pending_approvals == [] and state.calls.decisions == {}
 
 
 async def test_the_deadline_cancels_a_running_tool_through_its_heartbeat(env, ts_settings):  # noqa: F811
@@ -115,6 +115,6 @@ async def test_the_deadline_cancels_a_running_tool_through_its_heartbeat(env, ts
     run = scripted("approver", script, workspace=f"lc-{uuid.uuid4().hex[:6]}", budget={"max_duration_s": 2})
     result, state, _ = await run_for(env, ts_settings, run)
     assert result.phase == Phase.BUDGET_EXHAUSTED and "time budget exhausted" in result.last_error
-    assert state.tool_calls[-1].result.error_type == ErrorType.INTERRUPTED
+    assert state.calls.tool_calls.items[-1].result.error_type == ErrorType.INTERRUPTED
     log = (ts_settings.workspace_root / run["workspace"] / "probe.log").read_text().splitlines()
     assert len([line for line in log if line.startswith("item")]) < 200  # it stopped, it did not count on

@@ -17,6 +17,7 @@ from devtools.chaos.audit import audit_world
 from devtools.chaos.runner import Options, problems, run_chaos
 from devtools.chaos.stack import Stack
 from ratchet.contracts import (
+    STATE_VERSION,
     AgentRun, AgentState, Effect, EffectClass, EffectStatus, Phase, ToolCallRecord, ToolResult,
 )
 from tests.plugins.chaos_tools import connect_outbox
@@ -50,7 +51,8 @@ def _effect(tool: str, key: str, **arguments) -> Effect:
 
 def test_the_audit_catches_duplicates_leftovers_missing_effects_and_residue(tmp_path: Path):
     stack = Stack(tmp_path, "127.0.0.1:1")
-    state = AgentState(workflow_id="w", run=AgentRun(agent="chaos", objective="x"), effects=[
+    state = AgentState(v=STATE_VERSION, workflow_id="w", run=AgentRun(agent="chaos", objective="x"))
+    state.effects.stack.reset([
         _effect("write_file", "w/1/a", path="a.txt", content="A"),
         _effect("create_ticket", "w/1/t", title="t"),
         _effect("outbox_send", "w/1/m", to="ops"),
@@ -73,7 +75,7 @@ def test_the_audit_catches_duplicates_leftovers_missing_effects_and_residue(tmp_
     (ws / ".a.txt.ratchet-tmp").write_text("half written")
     (ws / "a.txt").write_text("changed")
     ok = ToolResult(ok=True, output="created")  # a completed call the run no longer accounts for
-    state.tool_calls.append(ToolCallRecord(step=3, call_id="lost", tool="create_ticket", key="w/3/lost",
+    state.calls.tool_calls.items.append(ToolCallRecord(step=3, call_id="lost", tool="create_ticket", key="w/3/lost",
                                            arguments="{}", result=ok))
     dirty = audit_world(stack, "w", "w", state)
     assert sorted(dirty.extra) == ["file b.txt", "outbox w/1/m x2", "tickets w/2/undone x1"]

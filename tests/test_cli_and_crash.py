@@ -13,7 +13,7 @@ from ratchet.contracts import AgentResult, Phase
 from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, temporal_cli, until, wait_for
-from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.contracts import AGENT_WORKFLOW, STATE_VERSION
 
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
@@ -34,7 +34,8 @@ async def test_temporal_cli_starts_queries_and_reads_a_run(dev_server, settings,
     )
     assert code == 0, out
     state = json.loads(out)["queryResult"][0]
-    assert state["phase"] == "DONE" and state["tool_calls"][0]["tool"] == "probe_append"
+    assert state["v"] == STATE_VERSION and state["phase"] == "DONE"
+    assert state["calls"]["tool_calls"]["items"][0]["tool"] == "probe_append"
 
 
 async def test_temporal_cli_malformed_input_fails_at_once_naming_the_field(dev_server, settings, worker):
@@ -58,7 +59,7 @@ async def test_sigkilled_worker_loses_nothing_and_repeats_no_completed_call(clie
     steps = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": f"s{i}", "sleep_s": 0.4}}]} for i in range(6)]
     first = await start_worker(settings)
     handle = await start(client, settings, scripted("probe", steps + [{"content": "all done"}], workspace="crash"))
-    completed_before_kill = {r.key for r in (await wait_for(handle, lambda s: len(s.tool_calls) >= 2)).tool_calls}
+    completed_before_kill = {r.key for r in (await wait_for(handle, lambda s: len(s.calls.tool_calls.items) >= 2)).calls.tool_calls.items}
     await first.stop(signal.SIGKILL)
     second = await start_worker(settings)
     try:

@@ -31,7 +31,7 @@ async def test_a_sessions_dry_run_names_the_turns_it_would_remove(client, settin
         assert (await run.ask(f"question {turn}")).turn == turn
     code, out = await ratchet(settings, "rollback", run.workflow_id, "turn-1", "--dry-run")
     assert code == 0 and "dry run: 2 to undo, nothing changed; turns removed: 2, 3" in out, out
-    assert len((await run.state()).turns) == 3, "a dry run changes nothing"
+    assert len((await run.state()).session.turns.items) == 3, "a dry run changes nothing"
     await run.terminate("test over")
 
 
@@ -49,8 +49,8 @@ async def test_then_on_a_closed_run_is_refused_with_the_reason(client, settings,
 async def test_result_of_a_waiting_run_says_what_it_waits_for(client, settings, worker):
     tickets = [{"tool_calls": [call("create_ticket", title="prod: restart api")]}, {"content": "done"}]
     run = await start(client, settings, scripted("approver", tickets))
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    waiting = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    waiting = state.calls.pending_approvals[0].call_id
     await until(lambda: run_phase(run, "AWAITING_APPROVAL"), "the phase in visibility")
     code, out = await ratchet(settings, "result", run.workflow_id, "--no-wait")
     assert code == 3 and f"{run.workflow_id}: still running (AWAITING_APPROVAL):" in out, out

@@ -28,7 +28,7 @@ async def test_queries_racing_evicting_workflow_tasks_are_all_answered(client, s
     async with build_worker(client, uncached, graceful_shutdown_timeout=timedelta(0)):
         run = await RatchetClient(client, uncached).start(scripted("approver", script))
         async with asyncio.timeout(30):
-            while not (await run.state()).pending_approvals:
+            while not (await run.state()).calls.pending_approvals:
                 await asyncio.sleep(0.1)
         asked = asyncio.Event()
 
@@ -44,7 +44,7 @@ async def test_queries_racing_evicting_workflow_tasks_are_all_answered(client, s
                 pass
 
         async def querier() -> list[int]:
-            return [len((await run.state()).inbox) for _ in range(QUERIES)]
+            return [len((await run.state()).session.inbox) for _ in range(QUERIES)]
 
         sending, reading = asyncio.create_task(messages()), asyncio.create_task(reader())
         try:

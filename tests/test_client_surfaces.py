@@ -38,13 +38,13 @@ def ticket_exists(settings, title: str) -> bool:
 async def through_the_client(client, settings, title: str) -> tuple:
     runs = RatchetClient(client, settings)
     run = await runs.start(ops_run(title), f"surfaces-client-{uuid.uuid4().hex[:6]}")
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    await run.approve(state.pending_approvals[0].call_id)
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    await run.approve(state.calls.pending_approvals[0].call_id)
     result = await run.result()
     opened = ticket_exists(settings, title)
     outcome = await run.rollback("start")
     assert not outcome.running and outcome.report is not None
-    return state.pending_approvals[0].call_id, result.phase, result.answer, opened, len(outcome.report.undone)
+    return state.calls.pending_approvals[0].call_id, result.phase, result.answer, opened, len(outcome.report.undone)
 
 
 async def through_the_cli(settings, tmp_path, title: str) -> tuple:

@@ -52,8 +52,8 @@ def csrf_of(page: str) -> str:
 async def test_an_approval_from_the_inbox_form_lets_the_run_finish(client, settings, worker, console):
     rc = RatchetClient(client, settings)
     run = await rc.start(ops_run("prod console"), f"console-{uuid.uuid4().hex[:6]}")
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    call_id = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    call_id = state.calls.pending_approvals[0].call_id
 
     async def listed():  # visibility follows the run's search attributes a moment later
         page = await console.get("/inbox")
@@ -75,7 +75,7 @@ async def test_an_approval_from_the_inbox_form_lets_the_run_finish(client, setti
     assert plain.status_code == 415
     rebound = await console.get("/", headers={"Host": "evil.example"})
     assert rebound.status_code == 421
-    assert (await run.state()).pending_approvals  # nothing forged got through
+    assert (await run.state()).calls.pending_approvals  # nothing forged got through
     done = await console.post(f"/runs/{run.workflow_id}/approve", data=form, headers={"Origin": ORIGIN})
     assert done.status_code == 303 and done.headers["location"].startswith("/inbox?note=Approved")
     assert (await run.result()).phase == Phase.DONE
@@ -169,8 +169,8 @@ async def test_start_from_the_form_then_fork_from_a_checkpoint(client, settings,
 async def test_an_approval_decided_by_someone_else_says_who_and_when(client, settings, worker, console):
     rc = RatchetClient(client, settings)
     run = await rc.start(ops_run("prod decided elsewhere"), f"console-{uuid.uuid4().hex[:6]}")
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    call_id = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    call_id = state.calls.pending_approvals[0].call_id
     page = await console.get(f"/runs/{run.workflow_id}")
     assert f'data-call="{call_id}"' in page.text  # the page offers the approval...
     await run.approve(call_id, by="alice")  # ...which someone else gives meanwhile
@@ -179,7 +179,7 @@ async def test_an_approval_decided_by_someone_else_says_who_and_when(client, set
     shown = await console.get(late.headers["location"])
     when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)"
     assert re.search(f"{call_id} was already decided: approved by alice at {when}", shown.text), shown.text
-    decided = (await run.state()).decisions[call_id]
+    decided = (await run.state()).calls.decisions[call_id]
     assert decided.by == "alice" and decided.at
     assert (await run.result()).phase == Phase.DONE
 
@@ -189,8 +189,8 @@ async def test_an_approval_sent_after_the_run_closed_says_it_closed_while_the_pa
 ):
     rc = RatchetClient(client, settings)
     run = await rc.start(ops_run("prod closed meanwhile"), f"console-{uuid.uuid4().hex[:6]}")
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    call_id = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    call_id = state.calls.pending_approvals[0].call_id
     page = await console.get(f"/runs/{run.workflow_id}")
     assert f'data-call="{call_id}"' in page.text
     await run.cancel()  # someone cancels the run while the page is open
@@ -252,7 +252,7 @@ async def test_a_console_without_the_codec_keys_says_so_instead_of_failing(dev_s
         transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=60
     ) as console:
         run = await RatchetClient(enc_client, keyed).start(ops_run("prod sealed"), f"sealed-{uuid.uuid4().hex[:6]}")
-        call_id = (await wait_for(run, lambda s: s.pending_approvals)).pending_approvals[0].call_id
+        call_id = (await wait_for(run, lambda s: s.calls.pending_approvals)).calls.pending_approvals[0].call_id
 
         async def listed():
             page = await console.get("/?agent=ops&awaiting=approval")

@@ -97,8 +97,8 @@ async def test_a_run_needing_approval_is_in_the_inbox_and_approving_it_lets_it_f
 ):
     rc = RatchetClient(client, settings)
     run = await rc.start(ops_run("prod deploy v2"), f"ops-browser-{uuid.uuid4().hex[:6]}")
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    call_id = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    call_id = state.calls.pending_approvals[0].call_id
     await page.goto(f"{console}/inbox")
     await shown_after_reloads(page, run.workflow_id, "the run in the inbox")
     card = page.locator("section.waiting-call", has_text=run.workflow_id)
@@ -132,7 +132,7 @@ async def test_a_rollback_from_the_browser_undoes_the_files(client, settings, wo
         {"content": "finished"},
     ]
     run = await RatchetClient(client, settings).start(scripted("saga", script, workspace="console-rb"))
-    await wait_for(run, lambda s: len(s.checkpoints) == 2)
+    await wait_for(run, lambda s: len(s.effects.checkpoints.items) == 2)
     await page.goto(f"{console}/runs/{run.workflow_id}")
     checkpoint = page.locator("section.checkpoint", has_text="cp-2")
     await playwright.expect(checkpoint.locator("pre.diff")).to_contain_text("+v2")
@@ -184,7 +184,7 @@ async def test_a_session_answers_a_message_typed_in_the_browser(client, settings
     await playwright.expect(page.locator(".flash.ok")).to_contain_text("Asked")
     await playwright.expect(page.locator("ol.transcript")).to_contain_text("the second answer, from the browser")
     state = await run.state()
-    assert [t.question for t in state.turns] == ["first question", "a question typed in the browser"]
+    assert [t.question for t in state.session.turns.items] == ["first question", "a question typed in the browser"]
     await run.close()
 
 
@@ -198,8 +198,8 @@ EVIL = """<!doctype html><html><body>
 
 async def test_a_forged_request_from_another_origin_is_refused(client, settings, worker, console, page):
     run = await RatchetClient(client, settings).start(ops_run("prod forged"))
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    call_id = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    call_id = state.calls.pending_approvals[0].call_id
     await page.goto(f"{console}/runs/{run.workflow_id}")  # the browser has the console's cookie
     evil = EVIL.format(console=console, wid=run.workflow_id, call_id=call_id)
     await page.route("http://evil.test/**", lambda route: route.fulfill(body=evil, content_type="text/html"))
@@ -216,6 +216,6 @@ async def test_a_forged_request_from_another_origin_is_refused(client, settings,
         await page.get_by_role("button", name="Approve").click()
     assert (await answered.value).status == 403
     await playwright.expect(page.locator(".flash.error")).to_contain_text("not sent from a page of this console")
-    assert [p.call_id for p in (await run.state()).pending_approvals] == [call_id]
+    assert [p.call_id for p in (await run.state()).calls.pending_approvals] == [call_id]
     await run.reject(call_id, "test over")
 

@@ -23,7 +23,7 @@ async def test_reloads_of_a_waiting_runs_page_do_not_block_its_approval(client, 
     rc = RatchetClient(client, settings)
     script = [{"tool_calls": [call("create_ticket", title="prod reloads")]}, {"content": "opened"}]
     run = await rc.start({"agent": "ops", "objective": "reload", "model": {"provider": "scripted", "options": {"script": script}}})
-    call_id = (await wait_for(run, lambda s: s.pending_approvals)).pending_approvals[0].call_id
+    call_id = (await wait_for(run, lambda s: s.calls.pending_approvals)).calls.pending_approvals[0].call_id
     app = build_app(RatchetClient(client, settings), HttpGuard.for_server("127.0.0.1", same_origin=True))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     serving = asyncio.create_task(server.serve())

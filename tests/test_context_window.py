@@ -31,8 +31,8 @@ async def test_the_model_sees_the_start_and_the_latest_messages_only(client, set
         assert len(messages) <= 2 or messages[2]["role"] != "tool", "no result without its call"
     assert "s7" in str(sent[-1][-2:]) and "s0" not in str(sent[-1])
     state = await handle.state()
-    everything = transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.transcript)
-    assert len(everything) == state.message_count == 2 + 2 * STEPS + 1
+    everything = transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.conversation.transcript)
+    assert len(everything) == state.conversation.count == 2 + 2 * STEPS + 1
 
 
 async def test_a_scripted_run_with_a_window_still_follows_its_script(client, settings, worker):

@@ -11,7 +11,7 @@ from temporalio.client import Client
 
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import DirectoryArtifactStore
-from ratchet.contracts import AgentResult, AgentState, Phase
+from ratchet.contracts import STATE_VERSION, AgentResult, AgentState, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
 from devtools.devserver import DevServer
 from tests.runs import ratchet, scripted, start, wait_for
@@ -68,13 +68,13 @@ async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_se
     assert state.continued >= 2
     assert len(events) < SUGGEST_AT + 100, "the current run's history stays near the bound"
     assert state.used.steps == STEPS + 1 and state.used.tool_calls == STEPS
-    keys = [r.key for r in state.tool_calls]
-    assert len(keys) == len(set(keys)) and state.tool_calls_archived + len(keys) == STEPS
+    keys = [r.key for r in state.calls.tool_calls.items]
+    assert len(keys) == len(set(keys)) and state.calls.tool_calls.base + len(keys) == STEPS
     assert keys[-1].endswith(f"/{STEPS}/call_{STEPS}_0")
     # the handover carried only the recent part; the whole conversation is in the transcript artifact
-    transcript = [m.model_dump() for m in transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.transcript)]
-    assert len(transcript) == state.messages_base + len(state.messages) == 2 + 2 * (STEPS + 1) - 1 + 20
-    assert state.messages_base > STEPS and transcript[-1]["content"] == f"{STEPS} steps done"
+    transcript = [m.model_dump() for m in transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.conversation.transcript)]
+    assert len(transcript) == state.conversation.messages.base + len(state.conversation.messages.items) == 2 + 2 * (STEPS + 1) - 1 + 20
+    assert state.conversation.messages.base > STEPS and transcript[-1]["content"] == f"{STEPS} steps done"
     delivered = Counter(m["content"] for m in transcript if m["role"] == "user" and m["content"].startswith("note "))
     assert delivered == Counter({f"note {i}": 1 for i in range(20)})
     # the last handover carried only recent messages and tool calls (and every effect: rollback needs them)
@@ -82,8 +82,9 @@ async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_se
     requests = [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data) for e in events
                 if e.activity_task_scheduled_event_attributes.activity_type.name == "model.call"]
     assert all(r["call_ref"] == requests[0]["call_ref"] for r in requests), "one config for the whole chain"
-    assert len(carried["messages"]) <= 3 and len(carried["tool_calls"]) == KEEP_TOOL_CALLS
-    assert len(carried["effects"]) == carried["used"]["tool_calls"]
+    held = carried["conversation"]["messages"].get("items", [])  # payloads leave defaults out
+    assert len(held) <= 3 and len(carried["calls"]["tool_calls"]["items"]) == KEEP_TOOL_CALLS
+    assert len(carried["effects"]["stack"]["items"]) == carried["used"]["tool_calls"]
     lines = (settings.workspace_root / "long" / "probe.log").read_text().splitlines()
     assert sum(line.startswith("done ") for line in lines) == STEPS
 
@@ -102,7 +103,7 @@ async def test_the_event_bound_continues_as_new_before_the_suggestion(early_serv
     assert len(events) < 400 + 50
     code, out = pages[0]
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert code == 0 and state.messages_base > 3, out
+    assert code == 0 and state.conversation.messages.base > 3, out
     assert [m["index"] for m in lines] == [0, 1, 2] and lines[1]["content"].startswith("do the task"), out
 
 
@@ -115,15 +116,22 @@ def test_a_handover_keeps_what_a_rollback_to_the_last_checkpoint_needs():
     checkpoint = Checkpoint(id="cp-2", step=3, created_at="t", effects_len=0, messages_len=12, unsent=10, summary="s")
     calls = [ToolCallRecord(step=i, call_id="c", tool="t", key=f"w/{i}/c", arguments="{}", result=ToolResult(ok=True, output="x"))
              for i in range(KEEP_TOOL_CALLS + 7)]
-    state = AgentState(workflow_id="w", run=AgentRun(agent="a", objective="o"), messages=messages, unsent=28,
-                       checkpoints=[older, checkpoint], tool_calls=calls)
+    state = AgentState(v=STATE_VERSION, workflow_id="w", run=AgentRun(agent="a", objective="o"))
+    state.conversation.messages.reset(messages)
+    state.conversation.unsent = 28
+    state.effects.checkpoints.reset([older, checkpoint])
+    state.calls.tool_calls.reset(calls)
     out = trimmed(state)
-    assert out.messages_base == 10 and [m.content for m in out.messages] == [str(i) for i in range(10, 30)]
-    assert out.tool_calls_archived == 7 and out.tool_calls[0].step == 7 and len(out.tool_calls) == KEEP_TOOL_CALLS
+    held = out.conversation.messages
+    assert held.base == 10 and [m.content for m in held.items] == [str(i) for i in range(10, 30)]
+    records = out.calls.tool_calls
+    assert records.base == 7 and records.items[0].step == 7 and len(records.items) == KEEP_TOOL_CALLS
     # what the workflow does on a rollback to cp-2: the messages up to it, from the base on, remain
     # (to cp-1, older than the base, they are read back from the transcript: tests/test_effects_archive.py)
-    del out.messages[checkpoint.messages_len - out.messages_base :]
-    assert [m.content for m in out.messages] == ["10", "11"]
+    held.cut_at(checkpoint.messages_len)
+    assert [m.content for m in held.items] == ["10", "11"]
     # with no checkpoint, everything the model has seen goes: the handover is as small as the step
-    again = trimmed(out.model_copy(update={"checkpoints": [], "unsent": 12}))
-    assert again.messages == [] and again.messages_base == 12
+    out.effects.checkpoints.reset([])
+    out.conversation.unsent = 12
+    again = trimmed(out)
+    assert again.conversation.messages.items == [] and again.conversation.messages.base == 12

@@ -37,7 +37,7 @@ async def tool_cancelled(handle, activity_type: str) -> bool:
 async def test_a_rollback_stops_a_running_tool_before_undoing_it(client, settings, worker):
     script = [FIRST_CHECKPOINT, {"tool_calls": [call("slow_note", note="n", seconds=60)]}, {"content": "never"}]
     handle = await start(client, settings, scripted("control", script, workspace="ctl-tool"))
-    await wait_for(handle, lambda s: s.step == 2 and len(s.effects) == 2)
+    await wait_for(handle, lambda s: s.step == 2 and len(s.effects.stack.items) == 2)
     await until(lambda: "start" in log(settings, "ctl-tool"), "the tool is running")
     report = (await handle.rollback("cp-1", then="stop")).report
     assert [u.split()[2] for u in report.undone] == ["slow_note"]
@@ -50,13 +50,13 @@ async def test_a_rollback_stops_a_running_tool_before_undoing_it(client, setting
 async def test_a_cancel_stops_a_running_tool_before_undoing_it(client, settings, worker):
     script = [{"tool_calls": [call("slow_note", note="n", seconds=60)]}, {"content": "never"}]
     handle = await start(client, settings, scripted("control", script, workspace="ctl-cancel", on_failure="rollback_all"))
-    await wait_for(handle, lambda s: len(s.effects) == 1)
+    await wait_for(handle, lambda s: len(s.effects.stack.items) == 1)
     await until(lambda: "start" in log(settings, "ctl-cancel"), "the tool is running")
     await handle.cancel()
     with pytest.raises(RunCancelled):
         await handle.result()
     state = await handle.state()
-    assert state.phase == Phase.CANCELLED and state.rollbacks[-1].clean
+    assert state.phase == Phase.CANCELLED and state.effects.rollbacks[-1].clean
     assert log(settings, "ctl-cancel") == ["start", "stopped", "undone"]
     assert await tool_cancelled(handle, "tool.slow_note")
 
@@ -64,12 +64,12 @@ async def test_a_cancel_stops_a_running_tool_before_undoing_it(client, settings,
 async def test_a_rollback_interrupts_an_approval_wait(client, settings, worker):
     script = [FIRST_CHECKPOINT, {"tool_calls": [call("create_ticket", title="prod: restart db")]}, {"content": "never"}]
     handle = await start(client, settings, scripted("control", script, workspace="ctl-appr"))
-    await wait_for(handle, lambda s: len(s.pending_approvals) == 1)
+    await wait_for(handle, lambda s: len(s.calls.pending_approvals) == 1)
     report = (await handle.rollback("cp-1", then="stop")).report  # no one approves: the wait is interrupted
     assert report.clean
     assert (await handle.result()).phase == Phase.ROLLED_BACK
     state = await handle.state()
-    assert state.pending_approvals == [] and state.effects[-1].tool == "write_file"
+    assert state.calls.pending_approvals == [] and state.effects.stack.items[-1].tool == "write_file"
 
 
 async def test_a_pause_interrupts_a_wait_and_the_model_is_told(client, settings, worker):
@@ -82,6 +82,6 @@ async def test_a_pause_interrupts_a_wait_and_the_model_is_told(client, settings,
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "resumed"
     state = await handle.state()
-    [wait] = state.tool_calls
+    [wait] = state.calls.tool_calls.items
     assert wait.result.error_type == ErrorType.INTERRUPTED
-    assert [m.content for m in state.messages if m.role == "tool"] == [f"ERROR: {wait.result.output}"]
+    assert [m.content for m in state.conversation.messages.items if m.role == "tool"] == [f"ERROR: {wait.result.output}"]

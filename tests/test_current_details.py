@@ -18,8 +18,8 @@ async def test_a_waiting_run_says_what_it_waits_for_and_how_to_answer(client, se
     run = await RatchetClient(client, settings).start(
         {"agent": "ops", "objective": "open the prod ticket", "model": {"provider": "scripted", "options": {"script": script}}}
     )
-    state = await wait_for(run, lambda s: s.pending_approvals)
-    call_id = state.pending_approvals[0].call_id
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    call_id = state.calls.pending_approvals[0].call_id
     details = await until(lambda: _having(run, call_id), "the waiting call in the current details")
     assert "**AWAITING_APPROVAL**" in details and "`create_ticket`" in details
     assert '"title": "prod deploy v3"' in details
@@ -32,7 +32,7 @@ async def test_a_waiting_run_says_what_it_waits_for_and_how_to_answer(client, se
 async def test_the_last_checkpoint_and_its_evidence_are_in_the_details(client, settings, worker):
     script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"tool_calls": [call("probe_wait", seconds=30)]}]
     run = await RatchetClient(client, settings).start(scripted("saga", script, workspace="details-cp"))
-    await wait_for(run, lambda s: s.checkpoints)
+    await wait_for(run, lambda s: s.effects.checkpoints.items)
     details = await until(lambda: _having(run, "Last checkpoint cp-1"), "the checkpoint in the current details")
     assert "-> exit 0" in details
     await run.cancel()
@@ -47,8 +47,8 @@ async def test_undo_activities_say_which_file_and_ticket_they_undo(client, setti
     run = await RatchetClient(client, settings).start(
         scripted("hosts", script, workspace=f"undo-summary-{uuid.uuid4().hex[:6]}", objective="write then ticket")
     )
-    state = await wait_for(run, lambda s: len(s.effects) == 2 and all(e.status.value == "done" for e in s.effects))
-    ticket = state.effects[1].undo_description
+    state = await wait_for(run, lambda s: len(s.effects.stack.items) == 2 and all(e.status.value == "done" for e in s.effects.stack.items))
+    ticket = state.effects.stack.items[1].undo_description
     outcome = await run.rollback(TO_START, then="stop")
     assert outcome.complete, outcome.summary()
     events = (await run.history()).events

@@ -53,10 +53,10 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     client, settings, worker,
 ):
     handle = await start(client, settings, scripted("archivist", script(), workspace="archive"))
-    state = await wait_for(handle, lambda s: s.pending_approvals or (s.step == STEPS + 1 and len(s.checkpoints) == STEPS),
+    state = await wait_for(handle, lambda s: s.calls.pending_approvals or (s.step == STEPS + 1 and len(s.effects.checkpoints.items) == STEPS),
                            timeout=180)
-    assert len(state.checkpoints) == STEPS and state.continued >= 3, (state.step, state.continued)
-    assert state.effects_base == STEPS * CALLS and state.effects == [], (state.effects_base, len(state.effects))
+    assert len(state.effects.checkpoints.items) == STEPS and state.continued >= 3, (state.step, state.continued)
+    assert state.effects.stack.base == STEPS * CALLS and state.effects.stack.items == [], (state.effects.stack.base, len(state.effects.stack.items))
 
     # a handover every step: once the last KEEP_TOOL_CALLS call records fill up (3 steps), a step's
     # 20 writes add nothing; what still grows is the checkpoint record (under 1 KB a step)
@@ -75,10 +75,10 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     root = settings.workspace_root / "archive"
     assert sorted(p.parent.name for p in root.rglob("f0.txt")) == [f"s{s}" for s in range(STEPS - 1)]
     after = await handle.state()
-    assert after.effects_base == 0 and after.effects_archive is None and len(after.effects) == (STEPS - 1) * CALLS
-    assert after.message_count == after.checkpoints[-1].messages_len, "the conversation is back at cp-9"
+    assert after.effects.stack.base == 0 and after.effects.archive is None and len(after.effects.stack.items) == (STEPS - 1) * CALLS
+    assert after.conversation.count == after.effects.checkpoints.items[-1].messages_len, "the conversation is back at cp-9"
     # a fork from a checkpoint older than the handover kept reads its messages from the transcript
-    source_cp2 = after.checkpoints[1]
+    source_cp2 = after.effects.checkpoints.items[1]
     fork = await start(client, settings, {
         "agent": "archivist", "objective": "go on from cp-2",
         "model": {"provider": "scripted", "options": {"script": [{"content": "forked"}]}},
@@ -114,7 +114,7 @@ async def test_a_closed_runs_rollback_brings_its_archived_effects_back(client, s
     handle = await start(client, settings, scripted("archivist", steps + [{"content": "done"}], workspace="closed-archive"))
     assert (await handle.result()).phase == Phase.DONE
     state = await handle.state()
-    assert state.continued >= 1 and state.effects_base >= 4, (state.continued, state.effects_base)  # step 2's archived
+    assert state.continued >= 1 and state.effects.stack.base >= 4, (state.continued, state.effects.stack.base)  # step 2's archived
 
     code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1")  # the worker reads the archive
     assert code == 0 and out.count("  undo ") == 6, out

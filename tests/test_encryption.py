@@ -127,7 +127,7 @@ async def test_secrets_in_input_tool_results_and_failures_never_reach_the_server
     handle = await start(enc_client, keyed, secret_run(marker))
     result = await handle.result()
     assert result.phase == Phase.DONE and marker in result.answer
-    outputs = [r.result.output for r in (await handle.state()).tool_calls]
+    outputs = [r.result.output for r in (await handle.state()).calls.tool_calls.items]
     assert outputs[1] == f"pin {marker}" and f"gone-{marker}.txt: no such file" in outputs[2]
 
     api_key = os.environ["OPENAI_API_KEY"]

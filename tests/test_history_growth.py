@@ -83,7 +83,7 @@ async def test_the_result_of_a_top_level_run_names_its_effects_by_count_not_in_f
     completed = next(e for e in history.events if e.HasField("workflow_execution_completed_event_attributes"))
     assert completed.ByteSize() < 2048, completed.ByteSize()
     state = await handle.state()
-    assert len(state.effects) == 40
+    assert len(state.effects.stack.items) == 40
 
 
 async def test_a_scripted_runs_script_is_in_history_once(client, settings, worker):

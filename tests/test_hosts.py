@@ -62,7 +62,7 @@ async def hosts(settings: Settings, tmp_path: Path):
 
 
 def owner_and_other(state: AgentState, hosts: list[Host]) -> tuple[Host, Host]:
-    [owner] = [h for h in hosts if h.queue == state.workspace_host]
+    [owner] = [h for h in hosts if h.queue == state.workspace.host]
     [other] = [h for h in hosts if h is not owner]
     return owner, other
 
@@ -102,7 +102,7 @@ async def kill_owner_during_the_wait(handle: RunHandle, hosts: list[Host]) -> tu
     """Once the ticket of the second step is recorded (the run is then in its `wait` timer, nothing
     in flight on any worker), SIGKILL the host holding the workspace; it never comes back."""
     state = await wait_for(
-        handle, lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects)
+        handle, lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects.stack.items)
     )
     owner, other = owner_and_other(state, hosts)
     owner.worker.kill()
@@ -121,11 +121,11 @@ async def test_every_workspace_call_lands_on_the_host_that_opened_the_workspace(
     state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
     owner, other = owner_and_other(state, hosts)
-    assert result.workspace_host == owner.queue and not state.failovers
+    assert result.workspace_host == owner.queue and not state.workspace.failovers
 
     assert owner.files() == {"a.txt": "one\n", "b/c.txt": "two\n"}
     assert other.files() == {}, "nothing of the run's workspace on the other host"
-    assert state.workspace_snapshot is not None and len(state.checkpoints) == 2
+    assert state.workspace.snapshot is not None and len(state.effects.checkpoints.items) == 2
 
     activities = await scheduled_on(handle)
     workspace_calls = [a for a in activities if a[0].startswith("tool.") or a[0] == "checkpoint.verify"]
@@ -151,19 +151,19 @@ async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings,
     state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
 
-    [failover] = state.failovers
+    [failover] = state.workspace.failovers
     assert (failover.from_host, failover.to_host, failover.checkpoint_id) == (owner.queue, other.queue, "cp-1")
     assert failover.step == 2 and "verify" in failover.reason
     assert [u.split(" (")[0] for u in failover.undone] == ["step 2 create_ticket"] and not failover.restored
-    assert state.workspace_host == other.queue
+    assert state.workspace.host == other.queue
 
     assert other.files() == {"a.txt": "v1\n", "b.txt": "v2\n"}, "cp-1's files plus the work redone after it"
     assert owner.files() == {"a.txt": "v1\n"}
     tickets, created = tracker(settings)
     assert tickets == [(2, "after cp-1")] and created == 2, "undone once, created again once"
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
-    assert [c.id for c in state.checkpoints] == ["cp-1", "cp-2", "cp-3"]
-    note = next(m.content for m in state.messages if m.role == "user" and "was lost" in (m.content or ""))
+    assert [c.id for c in state.effects.checkpoints.items] == ["cp-1", "cp-2", "cp-3"]
+    note = next(m.content for m in state.conversation.messages.items if m.role == "user" and "was lost" in (m.content or ""))
     assert "host-" in note and "cp-1" in note and "create_ticket" in note
     # the run's stream, on the workflow, outlives the host: it says what moved and goes on to the end
     events = [e async for e in handle.stream(topics=["steps", "answer"])]
@@ -190,7 +190,7 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
 
-    [failover] = state.failovers
+    [failover] = state.workspace.failovers
     assert (failover.from_host, failover.to_host, failover.checkpoint_id) == (owner.queue, other.queue, None)
     assert "tool write_file" in failover.reason
     assert [r.split(" (")[0] for r in failover.restored] == ["step 3 write_file", "step 1 write_file"]
@@ -202,7 +202,7 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     tickets, created = tracker(settings)
     assert tickets == [(2, "no checkpoint")] and created == 2
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
-    assert state.messages[0].role == "system" and state.messages[1].content == "do the task"
+    assert state.conversation.messages.items[0].role == "system" and state.conversation.messages.items[1].content == "do the task"
     assert state.step == 7  # 3 steps, the failover, 4 steps again: step numbers never go back
 
 
@@ -221,12 +221,12 @@ async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_ano
         await asyncio.wait_for(handle.result(), 60)
     state = await handle.state()
     assert state.phase == Phase.FAILED, (state.phase, state.last_error)
-    assert state.workspace_host == other.queue and "a.txt" not in other.files()
-    [moved] = state.failovers  # recorded as any failover: what the restore reverted, what was undone
+    assert state.workspace.host == other.queue and "a.txt" not in other.files()
+    [moved] = state.workspace.failovers  # recorded as any failover: what the restore reverted, what was undone
     assert (moved.from_host, moved.to_host, moved.checkpoint_id) == (owner.queue, other.queue, None)
     assert [r.split(" (")[0] for r in moved.restored] == ["step 1 write_file"]
     assert moved.undone == [], "the ticket (newer) was undone before the dead host was found"
-    first, second = state.rollbacks  # cut short by the lost host, then finished on the other
+    first, second = state.effects.rollbacks  # cut short by the lost host, then finished on the other
     assert [u.split(" (")[0] for u in first.undone] == ["step 2 create_ticket"] and first.errors == []
     assert [u.split(" (")[0] for u in second.undone] == ["step 1 write_file"]
     tickets, created = tracker(settings)

@@ -87,7 +87,7 @@ async def run_probe(client, settings) -> tuple[RunHandle, list[str], int]:
     handle = await start(client, settings, scripted("probe", SCRIPT, workspace="w"))
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
-    tools = {r.call_id: r.result for r in (await handle.state()).tool_calls}
+    tools = {r.call_id: r.result for r in (await handle.state()).calls.tool_calls.items}
     assert tools["call_2_0"].ok and tools["call_2_0"].output == "hello"
     assert not tools["call_2_1"].ok and "no such file" in tools["call_2_1"].output
     assert "a.txt" in tools["call_2_2"].output
@@ -125,7 +125,7 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
                                      runtime=Runtime(telemetry=TelemetryConfig()))  # one worker per queue and runtime
         async with build_worker(other, host_b, graceful_shutdown_timeout=timedelta(0)):
             result = await handle.result()
-        tools = {r.call_id: r.result for r in (await handle.state()).tool_calls}
+        tools = {r.call_id: r.result for r in (await handle.state()).calls.tool_calls.items}
     assert result.phase == Phase.DONE and result.workspace_host == b_queue, result.last_error
     assert tools["call_2_0"].output == "hello" and "a.txt" in tools["call_2_2"].output
     assert (tmp_path / "b" / "w" / "a.txt").read_text() == "hello" and not (tmp_path / "a" / "w" / "a.txt").exists()

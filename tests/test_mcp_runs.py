@@ -103,11 +103,11 @@ async def test_compensable_mcp_tools_roll_back_to_a_checkpoint(client, mcp_setti
         {"content": "finished"},
     ]
     handle = await start(client, mcp_settings, scripted("mcp_saga", script))
-    state = await wait_for(handle, lambda s: len(s.checkpoints) == 2)
-    search, create = state.tool_calls[0], state.tool_calls[1]
+    state = await wait_for(handle, lambda s: len(s.effects.checkpoints.items) == 2)
+    search, create = state.calls.tool_calls.items[0], state.calls.tool_calls.items[1]
     assert (search.tool, search.result.ok) == ("tracker__search_issues", True)
     assert create.result.ok and alpha in create.result.output
-    assert [(e.tool, e.effect) for e in state.effects] == [("tracker__create_issue", "compensable")] * 2
+    assert [(e.tool, e.effect) for e in state.effects.stack.items] == [("tracker__create_issue", "compensable")] * 2
     plan = await handle.rollback_plan("cp-1")
     assert [(p.tool, p.action) for p in plan] == [("tracker__create_issue", "undo")]
     assert plan[0].description.startswith("close_issue(id=") and "MCP server tracker" in plan[0].description
@@ -132,12 +132,12 @@ async def test_irreversible_tool_waits_for_approval_over_http_and_secrets_stay_o
     script = [{"tool_calls": [call("tracker_http__whoami"), call("tracker_http__send_email", to=to, body="hello")]},
               {"content": "sent"}]
     handle = await start(client, mcp_settings, scripted("mcp_http", script))
-    state = await wait_for(handle, lambda s: s.pending_approvals)
-    assert [p.tool for p in state.pending_approvals] == ["tracker_http__send_email"] and not effects(mcp_dir, "send_email", to)
-    await handle.approve(state.pending_approvals[0].call_id)
+    state = await wait_for(handle, lambda s: s.calls.pending_approvals)
+    assert [p.tool for p in state.calls.pending_approvals] == ["tracker_http__send_email"] and not effects(mcp_dir, "send_email", to)
+    await handle.approve(state.calls.pending_approvals[0].call_id)
     assert (await handle.result()).phase == Phase.DONE
     assert effects(mcp_dir, "send_email", to) == [(to, f"{handle.workflow_id}/1/call_1_1")]
-    whoami = (await handle.state()).tool_calls[0].result
+    whoami = (await handle.state()).calls.tool_calls.items[0].result
     assert whoami.ok and "[REDACTED]" in whoami.output and TOKEN not in whoami.output
     history = str(await handle.history())
     assert TOKEN not in history and TOKEN_VARIABLE not in history
@@ -149,7 +149,7 @@ async def test_results_images_errors_invalid_20_mb_and_a_minimal_environment(cli
               {"content": "seen"}]
     handle = await start(client, mcp_settings, scripted("mcp_hostile", script))
     assert (await handle.result()).phase == Phase.DONE
-    picture, fail, bad, big, environment = (r.result for r in (await handle.state()).tool_calls)
+    picture, fail, bad, big, environment = (r.result for r in (await handle.state()).calls.tool_calls.items)
     assert "HOSTILE_LIST" in environment.output and TOKEN_VARIABLE not in environment.output, "a minimal environment"
     digest = picture.output.split("artifact sha256:")[1].rstrip("]")
     assert picture.ok and "a red pixel" in picture.output
@@ -165,28 +165,28 @@ async def test_a_crash_mid_call_restarts_the_server_and_repeats_only_idempotent_
     starts = pool.starts.get("hostile", 0)
     handle = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__crash_once")]}, {"content": "ok"}]))
     assert (await handle.result()).phase == Phase.DONE
-    assert (await handle.state()).tool_calls[0].result.output == "survived"
+    assert (await handle.state()).calls.tool_calls.items[0].result.output == "survived"
     assert await activity_attempts(handle, "mcp.hostile") == [2], "the second attempt answered"
     assert pool.starts["hostile"] >= starts + 1
 
     strict = await start(client, mcp_settings, scripted("mcp_strict", [{"tool_calls": [call("hostile__crash_once")]}, {"content": "ok"}]))
-    state = await wait_for(strict, lambda s: s.pending_decisions or s.phase.terminal)
-    assert [d.tool for d in state.pending_decisions] == ["hostile__crash_once"], state.last_error
-    assert "outcome is" in state.pending_decisions[0].error and "unknown" in state.pending_decisions[0].error
+    state = await wait_for(strict, lambda s: s.calls.pending_decisions or s.phase.terminal)
+    assert [d.tool for d in state.calls.pending_decisions] == ["hostile__crash_once"], state.last_error
+    assert "outcome is" in state.calls.pending_decisions[0].error and "unknown" in state.calls.pending_decisions[0].error
     assert await activity_attempts(strict, "mcp.hostile") == [2], "the second attempt refused: never a blind retry"
     await strict.terminate("test over")
 
 
 async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_500(client, mcp_settings, mcp_worker, mcp_dir):
     first = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__old_tool")]}, {"content": "a"}]))
-    state = await wait_for(first, lambda s: s.pending_approvals)
+    state = await wait_for(first, lambda s: s.calls.pending_approvals)
     (mcp_dir / "list").write_text("v2")  # the server's tools change between the two runs
     second = await start(client, mcp_settings, scripted("mcp_hostile", [{"tool_calls": [call("hostile__new_tool")]}, {"content": "b"}]))
     assert (await second.result()).phase == Phase.DONE
-    await first.approve(state.pending_approvals[0].call_id)
+    await first.approve(state.calls.pending_approvals[0].call_id)
     assert (await first.result()).phase == Phase.DONE
     first_state, second_state = await first.state(), await second.state()
-    assert first_state.tool_calls[0].result.output == "old_tool ran"
+    assert first_state.calls.tool_calls.items[0].result.output == "old_tool ran"
     names = [{t.name for t in s.plan.tools} for s in (first_state, second_state)]
     assert "hostile__old_tool" in names[0] and "hostile__new_tool" not in names[0]
     assert "hostile__new_tool" in names[1] and "hostile__old_tool" not in names[1]
@@ -197,7 +197,7 @@ async def test_a_running_run_keeps_its_pinned_tool_list_and_a_server_may_list_50
     assert (await third.result()).phase == Phase.DONE
     third_state = await third.state()
     assert len([t for t in third_state.plan.tools if t.mcp == "hostile"]) == 9 + 500  # v2's tools and 500 more
-    assert third_state.tool_calls[0].result.output == "extra_499 ran"
+    assert third_state.calls.tool_calls.items[0].result.output == "extra_499 ran"
 
 
 @pytest.mark.parametrize("profile, says", [

@@ -81,7 +81,7 @@ async def test_a_session_on_another_host_recalls_what_one_remembered(client, set
     try:
         second = await start(client, settings, {**session(recalling, objective="my colour?"), "memory_scope": scope})
         state = await wait_for(second, awaiting)
-        [recalled] = [r for r in state.tool_calls if r.tool == "recall"]
+        [recalled] = [r for r in state.calls.tool_calls.items if r.tool == "recall"]
         assert recalled.result.output == "colour: blue"
         await second.close()
     finally:

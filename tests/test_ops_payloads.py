@@ -144,7 +144,7 @@ async def test_ten_mb_tool_output_and_a_three_mb_tool_argument_keep_history_smal
         state = await handle.state()
     assert result.phase == Phase.DONE and result.answer == "moved it"
     assert (settings.workspace_root / "w" / "big.txt").read_text() == content
-    output = state.tool_calls[0].result
+    output = state.calls.tool_calls.items[0].result
     assert output.output_ref is not None and output.output_ref.size == 10 * MiB
     store = DirectoryArtifactStore(settings.artifact_dir)
     assert store.get(output.output_ref).decode() == big_text(10)
@@ -222,7 +222,7 @@ async def test_the_model_sees_the_start_and_end_of_a_long_tool_output(client, se
     handle = await start(client, settings, {"agent": "bulk", "objective": "read a lot"})
     assert (await handle.result()).answer == "read it"
     seen = openai_server.chat_requests(key=key)[-1].json["messages"][-1]["content"]
-    full, ref = big_text(0.5), (await handle.state()).tool_calls[0].result.output_ref
+    full, ref = big_text(0.5), (await handle.state()).calls.tool_calls.items[0].result.output_ref
     assert ref is not None and DirectoryArtifactStore(settings.artifact_dir).get(ref).decode() == full
     note = f"\n[... {len(full) - 32_000:,} characters left out here; the whole output ({len(full):,} characters) is artifact sha256:{ref.digest} ...]\n"
     assert seen == full[:24_000] + note + full[-8_000:]

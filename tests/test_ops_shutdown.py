@@ -48,7 +48,7 @@ async def test_sigterm_lets_the_running_activity_finish_takes_no_new_task_and_ex
         result: AgentResult = await asyncio.wait_for(handle.result(), 20)
         state = await handle.state()
     assert result.phase == Phase.DONE and result.answer == "waited"
-    assert state.tool_calls[0].result.output == "waited 2.5s"
+    assert state.calls.tool_calls.items[0].result.output == "waited 2.5s"
     assert await activity_attempts(handle, "tool.probe_wait") == [1], "finished once, not retried"
 
 

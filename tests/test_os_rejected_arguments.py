@@ -38,7 +38,7 @@ async def test_arguments_the_os_rejects_go_back_to_the_model(client, settings, w
     handle = await start(client, settings, scripted(PROFILE, script, workspace="edges"))
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
-    calls = (await handle.state()).tool_calls
+    calls = (await handle.state()).calls.tool_calls.items
     for (sent, told), record in zip(EXPECTED, calls[: len(EXPECTED)]):
         assert not record.result.ok and told in record.result.output, (sent["name"], record.result.output)
         assert str(settings.workspace_root) not in record.result.output  # paths as the model named them

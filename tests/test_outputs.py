@@ -43,8 +43,8 @@ async def test_a_scripted_answer_is_checked_sent_back_and_returned_as_the_model_
     handle = await run.start(scripted("probe", script, output_schema="TicketSummary"))
     assert await handle.output(TicketSummary) == TicketSummary(title="printer on fire", priority=1)
     state = await handle.state()
-    assert state.bad_tool_calls == 1
-    refused = [m.content for m in state.messages if m.role == "user"][-1]
+    assert state.calls.bad_tool_calls == 1
+    refused = [m.content for m in state.conversation.messages.items if m.role == "user"][-1]
     assert refused.startswith("the final answer does not match the output schema: (the answer): 'priority' is a")
     result = await handle.result()
     assert result.output == {"title": "printer on fire", "priority": 1} and json.loads(result.answer) == result.output

@@ -44,7 +44,7 @@ async def test_rollback_restores_files_and_tracker_newest_first(client, settings
     ws.mkdir(parents=True)
     (ws / "a.txt").write_bytes(b"original \x00 bytes\r\n")
     handle = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="rb"))
-    await wait_for(handle, lambda s: len(s.checkpoints) == 2)
+    await wait_for(handle, lambda s: len(s.effects.checkpoints.items) == 2)
     assert tickets(settings) == ["t1", "t2"]
     plan = await handle.rollback_plan("cp-1")
     assert [(p.tool, p.action) for p in plan] == [("create_ticket", "undo"), ("write_file", "undo"), ("write_file", "undo")]
@@ -57,9 +57,9 @@ async def test_rollback_restores_files_and_tracker_newest_first(client, settings
     assert not (ws / "b.txt").exists()
     assert tickets(settings) == ["t1"]
     state = await handle.state()
-    assert [c.id for c in state.checkpoints] == ["cp-1"]
-    assert len(state.messages) == state.checkpoints[0].messages_len
-    assert len(state.effects) == state.checkpoints[0].effects_len == 2
+    assert [c.id for c in state.effects.checkpoints.items] == ["cp-1"]
+    assert len(state.conversation.messages.items) == state.effects.checkpoints.items[0].messages_len
+    assert len(state.effects.stack.items) == state.effects.checkpoints.items[0].effects_len == 2
 
 
 async def test_rollback_all_restores_bytes_that_existed_before_the_run(client, settings, worker):
@@ -73,7 +73,7 @@ async def test_rollback_all_restores_bytes_that_existed_before_the_run(client, s
     assert "boom" in str(failure.value.reason)
     assert (ws / "a.txt").read_bytes() == b"\xff\xfeoriginal"
     state = await handle.state()
-    assert state.phase == Phase.FAILED and state.rollbacks[-1].clean and state.effects == []
+    assert state.phase == Phase.FAILED and state.effects.rollbacks[-1].clean and state.effects.stack.items == []
 
 
 async def test_undo_that_fails_once_is_retried_and_runs_once(client, settings, worker):
@@ -82,7 +82,7 @@ async def test_undo_that_fails_once_is_retried_and_runs_once(client, settings, w
     with pytest.raises(RunFailed):
         await handle.result()
     state = await handle.state()
-    assert state.phase == Phase.FAILED and state.rollbacks[-1].clean
+    assert state.phase == Phase.FAILED and state.effects.rollbacks[-1].clean
     key = f"{handle.workflow_id}/1/call_1_0"
     lines = (settings.workspace_root / "fu" / PROBE_LOG).read_text().splitlines()
     assert lines.count(f"undone {key}/undo") == 1
@@ -109,7 +109,7 @@ async def test_tool_retried_after_recording_does_not_act_twice(client, settings)
         state = await handle.state()
     assert len(crashed) == 2
     assert tickets(settings) == ["only once"]
-    assert [r.result.ok for r in state.tool_calls] == [True, True]
+    assert [r.result.ok for r in state.calls.tool_calls.items] == [True, True]
 
 
 async def test_cancel_compensates_to_the_last_checkpoint(client, settings, worker):
@@ -127,7 +127,7 @@ async def test_cancel_compensates_to_the_last_checkpoint(client, settings, worke
         await handle.result()
     state = await handle.state()
     assert state.phase == Phase.CANCELLED
-    report = state.rollbacks[-1]
+    report = state.effects.rollbacks[-1]
     assert report.checkpoint_id == "cp-1" and len(report.undone) == 3 and report.clean
     ws = settings.workspace_root / "cx"
     assert (ws / "a.txt").read_text() == "v1" and not (ws / "BROKEN").exists()
@@ -146,7 +146,7 @@ async def test_undo_that_always_fails_ends_in_compensation_failed(client, settin
     assert "compensation failed" in str(failure.value.reason) and "doomed_note" in str(failure.value.reason)
     state = await handle.state()
     assert state.phase == Phase.COMPENSATION_FAILED
-    statuses = {e.tool: (e.status, e.error) for e in state.effects}
+    statuses = {e.tool: (e.status, e.error) for e in state.effects.stack.items}
     assert statuses["doomed_note"][0] == EffectStatus.UNDO_FAILED
     assert "read-only" in statuses["doomed_note"][1]
     assert statuses["write_file"][0] == EffectStatus.NOT_UNDONE
@@ -157,7 +157,7 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
     assert (await source.result()).phase == Phase.DONE
     events_before = len((await source.history()).events)
     source_state = await source.state()
-    cp1 = source_state.checkpoints[0]
+    cp1 = source_state.effects.checkpoints.items[0]
 
     fork_script = [{"content": "unused: the fork continues at the checkpoint's turn"}, {"content": "forked and done"}]
     fork = await start(
@@ -168,7 +168,7 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
     result = await fork.result()
     assert result.phase == Phase.DONE and result.answer == "forked and done"
     forked = await fork.state()
-    assert forked.messages[: cp1.messages_len] == source_state.messages[: cp1.messages_len]
+    assert forked.messages[: cp1.messages_len] == source_state.conversation.messages.items[: cp1.messages_len]
     assert forked.messages[cp1.messages_len].content == "continue from cp-1" and forked.messages[cp1.messages_len].pinned
     assert forked.checkpoints[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
     assert (settings.workspace_root / "fork" / "a.txt").read_text() == "v1\n"
@@ -188,14 +188,14 @@ async def test_fork_from_an_unknown_checkpoint_fails_clearly(client, settings, w
 
 async def test_unknown_checkpoint_in_rollback_is_rejected_and_changes_nothing(client, settings, worker):
     handle = await start(client, settings, scripted("saga", TWO_CHECKPOINTS, workspace="uk"))
-    await wait_for(handle, lambda s: len(s.checkpoints) == 2)
+    await wait_for(handle, lambda s: len(s.effects.checkpoints.items) == 2)
     before = await handle.state()
     with pytest.raises(Refused) as failure:
         await handle.rollback("cp-9")
     assert "unknown checkpoint 'cp-9'; this run has: cp-1, cp-2" in str(failure.value.reason)
     assert (await handle.result()).phase == Phase.DONE
     after = await handle.state()
-    assert after.rollbacks == [] and after.effects == before.effects
+    assert after.effects.rollbacks == [] and after.effects.stack.items == before.effects.stack.items
     history = await handle.history()
     assert not any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events)
 
@@ -204,7 +204,7 @@ async def test_cancel_during_a_model_call_is_a_cancellation_not_a_failure(client
     key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"tool_calls": [write("a.txt", "v1")]}, {"content": "never"}], key=key)
     handle = await start(client, settings, {"agent": "saga", "objective": "x", "workspace": "cm"})
-    await wait_for(handle, lambda s: len(s.effects) == 1 and s.step == 1)
+    await wait_for(handle, lambda s: len(s.effects.stack.items) == 1 and s.step == 1)
     openai_server.enqueue_faults([{"timeout": 8}], key=key)
     await wait_for(handle, lambda s: s.step == 2)
     await until(lambda: len(openai_server.chat_requests(key=key)) == 2, "the second model call at the stalled endpoint")

@@ -97,7 +97,7 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
     assert [(i.action, i.description) for i in result.plan] == [("undo", "delete ticket #1 (t)"), ("undo", "delete c.txt")]
     assert not (ws / "c.txt").exists() and tickets(settings) == []
     closed = await handle.state()  # the closed run itself is only read
-    assert closed.rollbacks == [] and len(closed.effects) == 2
+    assert closed.effects.rollbacks == [] and len(closed.effects.stack.items) == 2
 
 
 async def test_a_sub_agents_effects_undone_by_its_own_rollback_are_not_undone_again(client, settings, worker):

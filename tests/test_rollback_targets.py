@@ -34,7 +34,7 @@ def tickets(settings) -> list[str]:
 
 async def until_checkpoints(run, count: int) -> None:
     async with asyncio.timeout(30):
-        while len((await run.state()).checkpoints) < count:
+        while len((await run.state()).effects.checkpoints.items) < count:
             await asyncio.sleep(0.1)
 
 
@@ -55,8 +55,8 @@ async def test_a_running_run_rolls_back_to_its_start(client, settings, worker):
     assert (settings.workspace_root / workspace / "a.txt").read_text() == "before\n"
     assert "t1" not in tickets(settings)
     state = await run.state()
-    assert state.checkpoints == [] and state.effects == []
-    assert [(m.role, m.content) for m in state.messages][1:] == [("user", "edit a.txt")]
+    assert state.effects.checkpoints.items == [] and state.effects.stack.items == []
+    assert [(m.role, m.content) for m in state.conversation.messages.items][1:] == [("user", "edit a.txt")]
 
 
 async def test_an_unknown_target_is_refused_naming_the_checkpoints_and_start(client, settings, worker):

@@ -19,7 +19,7 @@ SLOW = TWO_CHECKPOINTS[:2] + [{"tool_calls": [{"name": "probe_wait", "arguments"
 
 async def test_checkpoints_rollback_and_fork_from_the_command_line(client, settings, worker, dev_server):
     handle = await start(client, settings, scripted("saga", SLOW, workspace="cli"))
-    await wait_for(handle, lambda s: len(s.checkpoints) == 2)
+    await wait_for(handle, lambda s: len(s.effects.checkpoints.items) == 2)
     await handle.pause()  # rollback requests are served while paused
     await wait_for(handle, lambda s: s.phase == Phase.PAUSED)
 
@@ -43,4 +43,4 @@ async def test_checkpoints_rollback_and_fork_from_the_command_line(client, setti
     assert code == 0, out
     forked = runs(client, settings).get(f"{handle.workflow_id}-f")
     assert (await forked.result()).phase == Phase.DONE
-    assert (await forked.state()).messages[-1].content == "finished"
+    assert (await forked.state()).conversation.messages.items[-1].content == "finished"

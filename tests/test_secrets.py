@@ -387,7 +387,7 @@ async def test_a_program_printing_secrets_in_every_encoding_leaves_none_in_histo
         (settings.workspace_root / "secrets" / "test_leak.py").write_text(printing_script(values, repeat_after=9000))
         handle = await start(client, settings, scripted("coder", script, workspace="secrets"))
         result: AgentResult = await asyncio.wait_for(handle.result(), 60)
-        verified = [c.evidence.output for c in (await handle.state()).checkpoints]
+        verified = [c.evidence.output for c in (await handle.state()).effects.checkpoints.items]
     finally:
         assert await worker.stop() == 0, worker.tail()
     assert result.phase == Phase.DONE, result

@@ -192,7 +192,7 @@ async def test_a_session_is_one_agui_run_per_turn_on_its_thread(client, settings
     assert again["result"] == {"answer": "answer two", "turn": 2}  # the same input again: answered once
     run = RatchetClient(client, settings).get(thread)
     state = await run.state()
-    assert [(t.number, t.answer) for t in state.turns] == [(1, "answer one"), (2, "answer two")]
+    assert [(t.number, t.answer) for t in state.session.turns.items] == [(1, "answer one"), (2, "answer two")]
     await run.close()
     assert (await run.result()).answer == "answer two"
 
@@ -205,12 +205,12 @@ async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, s
     ]
     run = await rc.start(scripted("approver", script))
     async with asyncio.timeout(30):
-        while not (await run.state()).pending_approvals:
+        while not (await run.state()).calls.pending_approvals:
             await asyncio.sleep(0.1)
-    call_id = (await run.state()).pending_approvals[0].call_id
+    call_id = (await run.state()).calls.pending_approvals[0].call_id
     answered = asyncio.create_task(agui(served, tmp_path, run.workflow_id, "also page on-call", {}))
     async with asyncio.timeout(30):  # the message is in the run (its inbox) before the approval lets the step end
-        while "also page on-call" not in [m.text for m in (await run.state()).inbox]:
+        while "also page on-call" not in [m.text for m in (await run.state()).session.inbox]:
             await asyncio.sleep(0.1)
     await run.approve(call_id)
     seen = await answered
@@ -219,7 +219,7 @@ async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, s
     customs = [e["name"] for e in seen["events"] if e["type"] == "CUSTOM"]
     assert "ratchet.approval_decided" in customs and "ratchet.approval_requested" not in customs  # only what came next
     assert seen["result"] == {"answer": "ticket filed"}
-    assert "also page on-call" in [m.content for m in (await run.state()).messages]
+    assert "also page on-call" in [m.content for m in (await run.state()).conversation.messages.items]
 
 
 async def test_an_encrypted_runs_stream_is_served_decoded_with_the_workers_keys(encrypted, tmp_path):

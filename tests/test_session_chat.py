@@ -108,5 +108,5 @@ async def test_ratchet_chat_starts_a_session_and_leaves_it_open(client, settings
         assert await asyncio.wait_for(term.proc.wait(), 30) == 0
     run = RatchetClient(client, settings).get(workflow_id)
     state = await wait_for(run, awaiting)
-    assert [t.question for t in state.turns] == ["are you there?"]
+    assert [t.question for t in state.session.turns.items] == ["are you there?"]
     await run.close()

@@ -64,12 +64,12 @@ async def test_a_long_session_keeps_its_history_handover_and_context_flat(client
     assert history <= 1.1 * at_twenty[0], (history, at_twenty)
 
     state = await run.state()
-    assert state.compactions >= 3 and state.turn_number == TURNS
-    assert max(t.used.tokens for t in state.turns) < 3 * THRESHOLD  # what the model is sent stays bounded
+    assert state.session.compactions >= 3 and state.session.turn_number == TURNS
+    assert max(t.used.tokens for t in state.session.turns.items) < 3 * THRESHOLD  # what the model is sent stays bounded
     summaries = [m for m in (await run.transcript(0, 1000)).messages if m.summary]
-    assert len(summaries) == state.compactions and summaries[-1].content.startswith("[Summary of turns")
+    assert len(summaries) == state.session.compactions and summaries[-1].content.startswith("[Summary of turns")
     total = (await run.transcript(0, 1)).total
     # every message kept: the system prompt, each turn's question and answer, each tool turn's call and
     # result, each summary
-    assert total == 1 + 2 * TURNS + 2 * (TURNS // 3) + state.compactions
+    assert total == 1 + 2 * TURNS + 2 * (TURNS // 3) + state.session.compactions
     assert (await run.close()) and (await run.result()).phase == Phase.DONE

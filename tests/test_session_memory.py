@@ -37,7 +37,7 @@ async def test_memory_is_scoped_undone_with_its_turn_and_recalled_by_a_later_ses
     later = [{"tool_calls": [call("recall", query="col")]}, {"content": "your colour is blue"}]
     second = await start(client, settings, {**session(later, objective="what is my colour?"), "memory_scope": scope})
     state = await wait_for(second, awaiting)
-    [recalled] = [r for r in state.tool_calls if r.tool == "recall"]
+    [recalled] = [r for r in state.calls.tool_calls.items if r.tool == "recall"]
     assert recalled.result.output == "colour: blue"
     await second.close()
 
@@ -46,5 +46,5 @@ async def test_a_run_without_a_memory_scope_is_told_so(client, settings, worker)
     script = [{"tool_calls": [call("recall")]}, {"content": "no memory"}]
     run = await start(client, settings, session(script))
     state = await wait_for(run, awaiting)
-    assert "no memory_scope" in state.tool_calls[-1].result.output
+    assert "no memory_scope" in state.calls.tool_calls.items[-1].result.output
     await run.close()

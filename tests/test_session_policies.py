@@ -38,7 +38,7 @@ async def test_queue_a_message_during_a_turn_is_the_next_turn(client, settings, 
     assert (await run.answer("second")).answer == "two"
     later = await run.answer("later")
     assert (later.turn, later.answer) == (3, "three")
-    assert [t.question for t in (await run.state()).turns] == ["first question", "second", "later"]
+    assert [t.question for t in (await run.state()).session.turns.items] == ["first question", "second", "later"]
 
 
 async def test_join_a_message_joins_the_turn_in_flight(client, settings, worker):
@@ -46,7 +46,7 @@ async def test_join_a_message_joins_the_turn_in_flight(client, settings, worker)
     joined = await run.ask("and one more thing", message_id="extra")
     assert (joined.turn, joined.answer) == (2, "two, with the extra")
     state = await wait_for(run, awaiting)
-    assert len(state.turns) == 2 and set(state.turns[-1].message_ids) == {"second", "extra"}
+    assert len(state.session.turns.items) == 2 and set(state.session.turns.items[-1].message_ids) == {"second", "extra"}
     contents = [m.content for m in (await run.transcript(0, 100)).messages]
     tool_result = next(i for i, c in enumerate(contents) if c and c.startswith("waited"))
     assert contents[tool_result + 1] == "and one more thing"  # at the step boundary after the tool
@@ -59,7 +59,7 @@ async def test_interrupt_cuts_the_turn_short_and_answers_the_new_message(client,
     cut = await run.answer("second")
     assert cut.turn == 2 and cut.status == TurnStatus.INTERRUPTED
     state = await run.state()
-    [record] = [r for r in state.tool_calls if r.tool == "probe_wait"]
+    [record] = [r for r in state.calls.tool_calls.items if r.tool == "probe_wait"]
     assert record.result.error_type == ErrorType.INTERRUPTED  # the model is told the call did not finish
     messages = (await run.transcript(0, 100)).messages
     told = [i for i, m in enumerate(messages) if m.role == "tool" and m.is_error]
@@ -73,6 +73,6 @@ async def test_reject_refuses_a_message_during_a_turn(client, settings, worker):
     await run.send("not now either")  # fire and forget: dropped and counted
     assert (await run.answer("second")).answer == "two"
     state = await wait_for(run, awaiting)
-    assert state.messages_rejected == 1 and len(state.turns) == 2
+    assert state.session.messages_rejected == 1 and len(state.session.turns.items) == 2
     assert (await run.ask("now?")).turn == 3  # between turns a message is taken
     assert state.phase == Phase.AWAITING_MESSAGE

@@ -44,7 +44,7 @@ async def test_a_rollback_to_an_earlier_turn_undoes_the_later_turns_and_cuts_the
     assert outcome.turns_removed == [3, 4] and len(outcome.report.undone) == 2
     assert log(settings, "sess-rb") == ["done t2", "done t3", "done t4", "undone t4", "undone t3"]
     state = await wait_for(run, awaiting)
-    assert [t.number for t in state.turns] == [1, 2] and [c.id for c in state.checkpoints][-1] == "turn-2"
+    assert [t.number for t in state.session.turns.items] == [1, 2] and [c.id for c in state.effects.checkpoints.items][-1] == "turn-2"
     page = await run.transcript(0, 100)
     assert page.messages[-1].content == "two" and page.total == 7
 
@@ -56,11 +56,11 @@ async def test_a_rollback_to_an_earlier_turn_undoes_the_later_turns_and_cuts_the
 async def test_a_rollback_to_a_compacted_turn_takes_the_summary_back_out(client, settings, worker):
     run = await four_turns(client, settings, "sess-rb-compact", padding=" in detail" * 30, compact_after_tokens=100)
     state = await run.state()
-    assert state.compactions >= 1 and any(m.summary for m in (await run.transcript(0, 100)).messages)
+    assert state.session.compactions >= 1 and any(m.summary for m in (await run.transcript(0, 100)).messages)
     outcome = await run.rollback("turn-1")
     assert outcome.turns_removed == [2, 3, 4] and len(outcome.report.undone) == 3
     state = await wait_for(run, awaiting)
-    assert not any(m.summary for m in state.messages) and (await run.transcript(0, 100)).total == 3
+    assert not any(m.summary for m in state.conversation.messages.items) and (await run.transcript(0, 100)).total == 3
     assert (await run.ask("question 2, again")).answer == "two"
 
 
@@ -68,7 +68,7 @@ async def test_a_fork_at_a_turn_starts_a_session_with_its_conversation_and_files
     run = await four_turns(client, settings, "sess-fork")
     fork = await run.fork("turn-2", objective="a different third question")
     state = await wait_for(fork, awaiting)
-    assert [(t.number, t.question, t.answer) for t in state.turns] == [(3, "a different third question", "three")]
+    assert [(t.number, t.question, t.answer) for t in state.session.turns.items] == [(3, "a different third question", "three")]
     messages = (await fork.transcript(0, 100)).messages
     assert [m.content for m in messages if m.role == "user"][-2:] == ["question 2", "a different third question"]
     assert log(settings, state.plan.workspace) == ["done t2", "done t3"]  # turn 2's files, then its own turn 3

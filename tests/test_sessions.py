@@ -36,7 +36,7 @@ async def test_a_session_answers_turn_after_turn_and_closes_done(client, setting
     ]
     run = await start(client, settings, session(script, workspace="sess-turns"))
     state = await wait_for(run, awaiting)
-    assert [(t.number, t.status, t.answer) for t in state.turns] == [(1, TurnStatus.ANSWERED, "answer one")]
+    assert [(t.number, t.status, t.answer) for t in state.session.turns.items] == [(1, TurnStatus.ANSWERED, "answer one")]
     listed = await until(  # visibility follows the search attributes a moment after the state
         lambda: runs(client, settings).list(phase="AWAITING_MESSAGE", query=f'WorkflowId="{run.workflow_id}"'),
         "the session listed as AWAITING_MESSAGE",
@@ -50,10 +50,10 @@ async def test_a_session_answers_turn_after_turn_and_closes_done(client, setting
     assert (third.turn, third.answer) == (3, "answer three")
 
     state = await run.state()
-    assert [t.question for t in state.turns] == ["first question", "second question", "third question"]
-    assert [t.used.steps for t in state.turns] == [1, 2, 1] and state.used.steps == 4
-    assert [c.id for c in state.checkpoints] == ["turn-1", "turn-2", "turn-3"]
-    assert [e.turn for e in state.effects] == [2]
+    assert [t.question for t in state.session.turns.items] == ["first question", "second question", "third question"]
+    assert [t.used.steps for t in state.session.turns.items] == [1, 2, 1] and state.used.steps == 4
+    assert [c.id for c in state.effects.checkpoints.items] == ["turn-1", "turn-2", "turn-3"]
+    assert [e.turn for e in state.effects.stack.items] == [2]
     page = await run.transcript(0, 100)
     assert [m.content for m in page.messages if m.role == "user"] == [
         "first question",
@@ -75,7 +75,7 @@ async def test_an_idle_session_closes_done_after_its_timeout(client, settings, w
     result = await run.result()
     assert result.phase == Phase.DONE and result.answer == "only answer"
     state = await run.state()
-    assert [t.status for t in state.turns] == [TurnStatus.ANSWERED]
+    assert [t.status for t in state.session.turns.items] == [TurnStatus.ANSWERED]
 
 
 async def test_a_turn_has_its_own_budget_beside_the_sessions(client, settings, worker):
@@ -86,7 +86,7 @@ async def test_a_turn_has_its_own_budget_beside_the_sessions(client, settings, w
     over = await run.ask("loop for a while")
     assert over.status == TurnStatus.BUDGET_EXHAUSTED and "3 of 3 steps" in (over.error or "")
     state = await wait_for(run, awaiting)
-    assert state.turns[-1].used.steps == 3 and state.used.steps == 4
+    assert state.session.turns.items[-1].used.steps == 3 and state.used.steps == 4
     assert (await run.ask("and now?")).status == TurnStatus.ANSWERED  # the session goes on
 
 
@@ -110,7 +110,7 @@ async def test_ratchet_ask_prints_the_answer_and_the_same_message_id_is_answered
     assert (again.turn, again.answer) == (2, "two")
     log = (settings.workspace_root / "sess-ask" / PROBE_LOG).read_text()
     assert log.count("done ") == 1  # the tool ran once
-    assert len((await run.state()).turns) == 2
+    assert len((await run.state()).session.turns.items) == 2
     with pytest.raises(Refused, match="used for a different message"):
         await run.ask("something else", message_id="m-2")
     code, out = await ratchet(settings, "close", run.workflow_id)
@@ -148,7 +148,7 @@ async def test_bad_input_gets_a_clear_error(client, settings, worker):
     assert (await run.result()).phase == Phase.DONE
     with pytest.raises(Refused, match=f"session {run.workflow_id} has ended DONE"):
         await run.ask("after the end")
-    assert len((await run.state()).turns) == 1  # nothing was taken after the end
+    assert len((await run.state()).session.turns.items) == 1  # nothing was taken after the end
 
 
 async def test_ask_on_a_run_that_is_not_a_session_is_refused(client, settings, worker):

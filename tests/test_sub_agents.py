@@ -35,7 +35,7 @@ async def test_cancelling_the_parent_compensates_the_childs_effects(client, sett
     handle = await start(client, settings, scripted("boss", script, workspace="tree"))
     await wait_for(handle, lambda s: s.step == 2 and s.used.steps >= 4)  # step 2 counts once its model call is in
     state = await handle.state()
-    assert "sub-agent" in state.tool_calls[0].result.output and "child finished" in state.tool_calls[0].result.output
+    assert "sub-agent" in state.calls.tool_calls.items[0].result.output and "child finished" in state.calls.tool_calls.items[0].result.output
     assert state.used.steps == 2 + 2, "the child's two steps are charged to the parent"
     assert (settings.workspace_root / "tree" / "child.txt").exists() and tickets(settings) == ["child ticket"]
 
@@ -43,7 +43,7 @@ async def test_cancelling_the_parent_compensates_the_childs_effects(client, sett
     with pytest.raises(RunCancelled):
         await handle.result()
     state = await handle.state()
-    assert state.phase == Phase.CANCELLED and state.rollbacks[-1].clean
+    assert state.phase == Phase.CANCELLED and state.effects.rollbacks[-1].clean
     assert not (settings.workspace_root / "tree" / "child.txt").exists()
     assert tickets(settings) == []
 
@@ -54,7 +54,7 @@ async def test_a_child_gets_only_the_parents_remaining_budget(client, settings, 
     handle = await start(client, settings, scripted("boss", script, workspace="b", budget={"max_steps": 5}))
     result: AgentResult = await handle.result()
     state = await handle.state()
-    assert "ended BUDGET_EXHAUSTED after 4 steps" in state.tool_calls[0].result.output
+    assert "ended BUDGET_EXHAUSTED after 4 steps" in state.calls.tool_calls.items[0].result.output
     assert result.phase == Phase.BUDGET_EXHAUSTED and state.used.steps == 5
 
 
@@ -63,14 +63,14 @@ async def test_cancelling_the_parent_cancels_a_running_child_which_compensates(c
     script = [delegate(agent="saga", objective="slow child", model={"provider": "scripted", "options": {"script": child_script}})]
     handle = await start(client, settings, scripted("boss", script, workspace="tree2"))
     child = runs(client, settings).get(f"{handle.workflow_id}/1/call_1_0/child")
-    await wait_for(handle, lambda s: any(e.tool == "delegate" for e in s.effects))
+    await wait_for(handle, lambda s: any(e.tool == "delegate" for e in s.effects.stack.items))
     await wait_for(child, lambda s: s.step == 2)  # the child starts right after its effect is registered
     assert tickets(settings) == ["child ticket"]
     await handle.cancel()
     with pytest.raises(RunCancelled):
         await handle.result()
     child_state = await child.state()
-    assert child_state.phase == Phase.CANCELLED and child_state.rollbacks[-1].clean
+    assert child_state.phase == Phase.CANCELLED and child_state.effects.rollbacks[-1].clean
     assert not (settings.workspace_root / "tree2" / "child.txt").exists()
     assert tickets(settings) == []
     assert (await handle.state()).phase == Phase.CANCELLED

@@ -17,7 +17,7 @@ def charge(label: str, **flags) -> dict:
 
 
 async def wait_for_decision(handle, other_than: str | None = None):
-    return await wait_for(handle, lambda s: s.pending_decisions and s.pending_decisions[0].call_id != other_than)
+    return await wait_for(handle, lambda s: s.calls.pending_decisions and s.calls.pending_decisions[0].call_id != other_than)
 
 
 def charges(settings, workspace: str) -> list[str]:
@@ -28,7 +28,7 @@ async def test_assume_done_records_the_call_once_and_the_run_goes_on(client, set
     script = [charge("order-1", crash_after_acting=True), {"content": "charged"}]
     handle = await start(client, settings, scripted("decider", script, workspace="decide-1"))
     state = await wait_for_decision(handle)
-    pending = state.pending_decisions[0]
+    pending = state.calls.pending_decisions[0]
     assert state.phase == Phase.AWAITING_DECISION and pending.tool == "probe_charge"
     assert "outcome is unknown" in pending.error
     assert handle.workflow_id in await listed(dev_server.address, 'RatchetPhase="AWAITING_DECISION"')
@@ -44,8 +44,8 @@ async def test_assume_done_records_the_call_once_and_the_run_goes_on(client, set
     assert result.phase == Phase.DONE
     assert charges(settings, "decide-1") == ["charged order-1 attempt 1"], "assume_done must not call again"
     state = await handle.state()
-    assert state.tool_calls[0].result.output == "receipt R-1" and state.tool_calls[0].result.ok
-    assert state.outcome_decisions[pending.call_id].choice == "assume_done"
+    assert state.calls.tool_calls.items[0].result.output == "receipt R-1" and state.calls.tool_calls.items[0].result.ok
+    assert state.calls.outcome_decisions[pending.call_id].choice == "assume_done"
     entry = SqliteLedger(settings.ledger_path).get(pending.key)
     assert entry.status == EntryStatus.COMPLETED and entry.result["output"] == "receipt R-1"
 
@@ -54,11 +54,11 @@ async def test_retry_calls_again_and_fail_rolls_back(client, settings, worker):
     script = [charge("a", crash_after_acting=True), charge("b", crash_after_acting=True), {"content": "never"}]
     handle = await start(client, settings, scripted("decider", script, workspace="decide-2"))
     state = await wait_for_decision(handle)
-    first = state.pending_decisions[0].call_id
+    first = state.calls.pending_decisions[0].call_id
     await handle.decide(first, "retry")
     state = await wait_for_decision(handle, other_than=first)  # the second call is interrupted too
-    assert state.tool_calls[0].result.output == "charged a"
-    await handle.decide(state.pending_decisions[0].call_id, "fail")
+    assert state.calls.tool_calls.items[0].result.output == "charged a"
+    await handle.decide(state.calls.pending_decisions[0].call_id, "fail")
     with pytest.raises(RunFailed) as failed:
         await handle.result()
     assert "AgentFailed" in str(failed.value.reason) and "outcome is unknown" in str(failed.value.reason)
@@ -74,10 +74,10 @@ async def test_the_timeout_policy_skips_and_the_model_is_told(client, settings, 
     result: AgentResult = await handle.result()
     state = await handle.state()
     assert result.phase == Phase.DONE
-    skipped = state.tool_calls[0].result
+    skipped = state.calls.tool_calls.items[0].result
     assert not skipped.ok and skipped.error_type == ErrorType.SKIPPED and "whether it took effect is unknown" in skipped.output
-    assert state.outcome_decisions[state.tool_calls[0].call_id].by == "timeout"
-    assert state.effects[0].status == "failed", "a skipped call keeps its undo in the plan"
+    assert state.calls.outcome_decisions[state.calls.tool_calls.items[0].call_id].by == "timeout"
+    assert state.effects.stack.items[0].status == "failed", "a skipped call keeps its undo in the plan"
 
 
 async def test_a_tool_that_did_not_start_is_retried_like_any_transient_error(client, settings, worker):

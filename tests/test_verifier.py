@@ -29,14 +29,14 @@ async def test_a_verifier_that_ran_no_test_leaves_an_unverified_checkpoint(clien
     result = await handle.result()
     state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
-    [checkpoint] = state.checkpoints
+    [checkpoint] = state.effects.checkpoints.items
     evidence = checkpoint.evidence
     assert evidence is not None and evidence.exit_code == 0 and evidence.tests_run == 0
     assert evidence.no_tests and not evidence.passed and checkpoint.verified is False
     assert "ran no test: unverified" in checkpoint.summary
     assert checkpoint.workspace_ref is not None  # kept: a rollback or a fork can come back to it
-    assert (settings.workspace_root / "bare" / "hello.txt").read_text() == "hi\n" and not state.rollbacks
-    told = [m.content for m in state.messages if m.role == "user" and m.content]
+    assert (settings.workspace_root / "bare" / "hello.txt").read_text() == "hi\n" and not state.effects.rollbacks
+    told = [m.content for m in state.conversation.messages.items if m.role == "user" and m.content]
     assert any(text.startswith("Verification ran no test") for text in told)
 
 
@@ -47,7 +47,7 @@ async def test_a_run_names_its_own_verifier_and_pytest_counts(client, settings, 
     handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="repo", verifier=verifier))
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
-    [checkpoint] = (await handle.state()).checkpoints
+    [checkpoint] = (await handle.state()).effects.checkpoints.items
     evidence = checkpoint.evidence
     assert evidence is not None and evidence.argv == verifier["argv"], evidence
     assert evidence.passed and checkpoint.verified is True and (evidence.tests_run, evidence.tests_failed) == (1, 0)
@@ -63,9 +63,9 @@ async def test_pytest_collecting_no_test_is_unverified_not_failed(client, settin
     result = await handle.result()
     state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
-    [checkpoint] = state.checkpoints
+    [checkpoint] = state.effects.checkpoints.items
     assert checkpoint.evidence is not None and checkpoint.evidence.exit_code == 5, checkpoint.evidence
-    assert checkpoint.evidence.no_tests and checkpoint.verified is False and not state.rollbacks
+    assert checkpoint.evidence.no_tests and checkpoint.verified is False and not state.effects.rollbacks
     assert (settings.workspace_root / "empty" / "hello.txt").exists()
 
 
@@ -76,9 +76,9 @@ async def test_a_failing_own_verifier_still_reverts_the_step(client, settings, w
     handle = await start(client, settings, scripted("coder", WRITE_HELLO, workspace="strict", verifier=verifier))
     await handle.result()
     state = await handle.state()
-    assert not state.checkpoints and state.rollbacks and state.rollbacks[0].clean
+    assert not state.effects.checkpoints.items and state.effects.rollbacks and state.effects.rollbacks[0].clean
     assert not (settings.workspace_root / "strict" / "hello.txt").exists()
-    assert any("Verification failed" in (m.content or "") for m in state.messages)
+    assert any("Verification failed" in (m.content or "") for m in state.conversation.messages.items)
 
 
 async def test_a_profile_that_runs_no_programs_refuses_a_runs_verifier(client, settings, worker):
@@ -98,7 +98,7 @@ async def test_a_workspace_a_verifier_passed_is_not_verified_again(client, setti
     for script in (answer, answer, WRITE_HELLO):
         handle = await start(client, settings, scripted("coder", script, workspace="again", verifier=verifier))
         assert (await handle.result()).phase == Phase.DONE
-        [checkpoint] = (await handle.state()).checkpoints
+        [checkpoint] = (await handle.state()).effects.checkpoints.items
         assert checkpoint.verified and checkpoint.workspace_ref is not None
         evidence.append(checkpoint)
     first, second, third = (c.evidence for c in evidence)

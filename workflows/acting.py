@@ -70,7 +70,7 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
     (workflows/interrupts.py): a conversation with an unanswered call is invalid."""
     state.phase = Phase.ACTING
     call_ids = keys.unique_call_ids([c.id for c in calls])
-    first_record = len(state.tool_calls)
+    first_record = state.calls.tool_calls.end
     turns = _Turns(plan, calls)
     try:
         results = await asyncio.gather(
@@ -82,16 +82,16 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
         )
     except asyncio.CancelledError:
         _answer_interrupted(state, plan, calls, call_ids, turns, visibility)
-        _keep_reply_order(state, call_ids, first_record)
+        state.calls.in_order(first_record, call_ids)
         raise
-    _keep_reply_order(state, call_ids, first_record)
+    state.calls.in_order(first_record, call_ids)
     replies: list[ToolResult] = []
     for outcome in results:
         if isinstance(outcome, BaseException):
             raise outcome
         replies.append(outcome)
     for call, result in zip(calls, replies):
-        state.messages.append(
+        state.conversation.messages.append(
             Message(
                 role="tool",
                 tool_call_id=call.id,
@@ -100,9 +100,9 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], vi
                 is_error=not result.ok,
             )
         )
-    if state.bad_tool_calls > plan.max_bad_tool_calls:
+    if state.calls.bad_tool_calls > plan.max_bad_tool_calls:
         raise RunFailed(
-            f"the model made {state.bad_tool_calls} invalid tool calls "
+            f"the model made {state.calls.bad_tool_calls} invalid tool calls "
             f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
         )
 
@@ -167,7 +167,7 @@ def _answer_interrupted(
         if result is None:
             text = INTERRUPTED if i in turns.started else NOT_RUN
             result = ToolResult(ok=False, error_type=ErrorType.INTERRUPTED, output=text)
-            state.tool_calls.append(
+            state.calls.record(
                 ToolCallRecord(
                     step=state.step,
                     call_id=cid,
@@ -177,7 +177,7 @@ def _answer_interrupted(
                     result=result,
                 )
             )
-        state.messages.append(
+        state.conversation.messages.append(
             Message(
                 role="tool",
                 tool_call_id=call.id,
@@ -187,16 +187,9 @@ def _answer_interrupted(
             )
         )
     ids = set(call_ids)
-    state.pending_approvals = [p for p in state.pending_approvals if p.call_id not in ids]
-    state.pending_decisions = [p for p in state.pending_decisions if p.call_id not in ids]
+    state.calls.stop_waiting(ids)
     state.phase = Phase.ACTING
     visibility.publish(state, plan)
-
-
-def _keep_reply_order(state: AgentState, call_ids: list[str], first_record: int) -> None:
-    """Calls of a reply are recorded as they finish; keep the reply's order."""
-    position = {cid: i for i, cid in enumerate(call_ids)}
-    state.tool_calls[first_record:] = sorted(state.tool_calls[first_record:], key=lambda r: position[r.call_id])
 
 
 async def _call_tool(
@@ -235,7 +228,7 @@ async def _call_tool(
     if result.error_type == ErrorType.INVALID_ARGUMENTS:
         _count_bad_call(state, result.output)
     state.used.tool_calls += 1
-    state.tool_calls.append(
+    state.calls.record(
         ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=call.arguments, result=result)
     )
     return result
@@ -268,10 +261,10 @@ async def _run_activity_tool(
                 if decision.choice != OutcomeChoice.FAIL:
                     continue  # retry or assume_done: the activity again, carrying the decision
             if spec.workspace and hosts.host_gone(err):
-                raise HostLost(state.workspace_host, f"step {step}: tool {spec.name}") from None
+                raise HostLost(state.workspace.host, f"step {step}: tool {spec.name}") from None
             raise RunFailed(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
     if effect is not None and result.error_type == ErrorType.INVALID_ARGUMENTS:
-        state.effects.remove(effect)  # refused before the tool ran: nothing to undo
+        state.effects.stack.items.remove(effect)  # refused before the tool ran: nothing to undo
     elif effect is not None:
         effect.status = EffectStatus.DONE if result.ok else EffectStatus.FAILED
         effect.undo = result.undo
@@ -303,7 +296,7 @@ async def _execute_tool(
     summary = f"step {state.step}: tool {spec.name} {_brief(args)}".rstrip()
     missed = False
     if spec.local:  # fast and read-only (see ToolSpec.local): no server round trip
-        local = invocation.model_copy(update={"host": state.workspace_host}) if spec.workspace else invocation
+        local = invocation.model_copy(update={"host": state.workspace.host}) if spec.workspace else invocation
         try:
             return await workflow.execute_local_activity(
                 spec.activity_type,
@@ -333,7 +326,7 @@ async def _execute_tool(
         )
 
     if missed:
-        return await schedule(None, hosts.on_host(state.workspace_host, plan))
+        return await schedule(None, hosts.on_host(state.workspace.host, plan))
     if spec.workspace:  # on the workspace's host
         return await hosts.on_workspace_host(state, plan, schedule)
     return await schedule(None, hosts.HostOptions())
@@ -348,7 +341,7 @@ async def _await_approval(
     reason: str,
     visibility: Visibility,
 ) -> Decision:
-    state.pending_approvals.append(
+    state.calls.ask_approval(
         PendingApproval(
             call_id=call_id,
             tool=spec.name,
@@ -362,14 +355,14 @@ async def _await_approval(
     visibility.publish(state, plan)
     timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
     try:
-        await workflow.wait_condition(lambda: call_id in state.decisions, timeout=timeout)
+        await workflow.wait_condition(lambda: call_id in state.calls.decisions, timeout=timeout)
     except TimeoutError:
-        state.decisions[call_id] = approvals.on_timeout(plan, workflow.now().isoformat())
-    state.pending_approvals = [p for p in state.pending_approvals if p.call_id != call_id]
-    if not state.pending_approvals:
+        state.calls.decide(call_id, approvals.on_timeout(plan, workflow.now().isoformat()))
+    state.calls.approval_closed(call_id)
+    if not state.calls.pending_approvals:
         state.phase = Phase.ACTING
     visibility.publish(state, plan)
-    decision = state.decisions[call_id]
+    decision = state.calls.decisions[call_id]
     if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
         raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
     return decision
@@ -428,9 +421,9 @@ def _register_effect(
         arguments=args,
         effect=spec.effect,
         workspace=spec.workspace,
-        turn=state.turn_number,
+        turn=state.session.turn_number,
     )
-    state.effects.append(effect)
+    state.effects.stack.append(effect)
     return effect
 
 
@@ -438,12 +431,12 @@ def refuse_answer(state: AgentState, plan: RunPlan, problem: str) -> None:
     """A final answer that does not match the run's output schema goes back to the model, counted
     with the bad tool calls (the same limit, `max_bad_tool_calls`)."""
     _count_bad_call(state, f"the final answer does not match the output schema: {problem}")
-    state.messages.append(
+    state.conversation.messages.append(
         Message(role="user", content=f"{state.last_error}. Give your final answer again, matching it.")
     )
-    if state.bad_tool_calls > plan.max_bad_tool_calls:
+    if state.calls.bad_tool_calls > plan.max_bad_tool_calls:
         raise RunFailed(
-            f"the model made {state.bad_tool_calls} invalid tool calls or answers "
+            f"the model made {state.calls.bad_tool_calls} invalid tool calls or answers "
             f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
         )
 
@@ -455,7 +448,7 @@ def _bad_call(state: AgentState, problem: str) -> ToolResult:
 
 
 def _count_bad_call(state: AgentState, problem: str) -> None:
-    state.bad_tool_calls += 1
+    state.calls.bad_tool_calls += 1
     state.last_error = problem
 
 

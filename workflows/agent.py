@@ -95,7 +95,7 @@ class AgentWorkflow:
         if isinstance(parsed, Continuation):
             state = parsed.continuation  # the state since __init__: handlers of the first task may have used it
             state.continued += 1
-            self._first_turn = state.turn_number
+            self._first_turn = state.session.turn_number
             self._inbox.attach(state)
         else:
             self._state = state = planning.new_state(parsed)
@@ -110,7 +110,7 @@ class AgentWorkflow:
                 await failover.bind(state, plan)
             if not isinstance(parsed, Continuation) and plan.session is not None:
                 sessions.open_first(state)  # the objective is the first turn; early messages by the policy
-                early, state.inbox = state.inbox, []
+                early, state.session.inbox = state.session.inbox, []
                 for message in early:
                     sessions.accept(state, message)
             self._visibility.publish(state, plan)
@@ -163,8 +163,8 @@ class AgentWorkflow:
         state = self._require_state()
         if sessions.policy(state) is None or state.phase.terminal:
             raise ValueError(f"run {state.workflow_id} is {state.phase}, not an open session")
-        state.closing = True
-        return f"closing after turn {state.turn_number + len(state.queued)}"
+        state.session.closing = True
+        return f"closing after turn {state.session.turn_number + len(state.session.queued)}"
 
     @workflow.signal(name=RunMessages.PAUSE)
     def pause(self) -> None:
@@ -268,17 +268,17 @@ class AgentWorkflow:
         elif (why := sessions.turn_exhausted(state)) is not None:
             sessions.close_turn(state, TurnStatus.BUDGET_EXHAUSTED, error=why)
         while not sessions.turn_running(state):
-            if state.queued:
+            if state.session.queued:
                 sessions.open_next(state)
                 break
-            if state.closing:
+            if state.session.closing:
                 return False
             state.phase = Phase.AWAITING_MESSAGE
             self._visibility.publish(state, plan)
             woken = lambda: sessions.waiting(state) or bool(self._rollbacks)  # noqa: E731
             session = plan.session
             assert session is not None
-            if state.turn_number - self._first_turn >= session.turns_per_run or handover.due(plan):
+            if state.session.turn_number - self._first_turn >= session.turns_per_run or handover.due(plan):
                 await handover.hand_over(state, plan, self.events, woken)  # returns only if woken first
             try:
                 await workflow.wait_condition(woken, timeout=session.idle_timeout_s, timeout_summary="idle")

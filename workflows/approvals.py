@@ -30,18 +30,19 @@ def needs_approval(plan: RunPlan, spec: ToolSpec, args: dict[str, Any]) -> str |
 
 def decide(state: AgentState, call_id: str, decision: Decision) -> str:
     """A person's approval or rejection of a pending call (the `approve` and `reject` updates)."""
-    state.decisions[call_id] = decision
+    state.calls.decide(call_id, decision)
     return f"{'approved' if decision.approved else 'rejected'} {call_id}"
 
 
 def validate_decision(state: AgentState, call_id: str) -> None:
-    if any(p.call_id == call_id for p in state.pending_approvals):
+    calls = state.calls
+    if any(p.call_id == call_id for p in calls.pending_approvals):
         return
-    if call_id in state.decisions:
+    if call_id in calls.decisions:
         raise ValueError(
-            f"call {call_id!r} was already decided ({'approved' if state.decisions[call_id].approved else 'rejected'})"
+            f"call {call_id!r} was already decided ({'approved' if calls.decisions[call_id].approved else 'rejected'})"
         )
-    pending = ", ".join(p.call_id for p in state.pending_approvals) or "none"
+    pending = ", ".join(p.call_id for p in calls.pending_approvals) or "none"
     raise ValueError(f"no pending approval for call {call_id!r}; pending: {pending}")
 
 

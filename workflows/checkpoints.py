@@ -31,7 +31,7 @@ from ratchet.contracts import (
 )
 from ratchet.contracts.activities import FORK, VERIFY
 from ratchet.core import keys
-from . import calls, effects_archive, hosts, rollback
+from . import calls, hosts, rollback
 from .errors import RunFailed, cause, invalid_input, raise_if_cancelled
 from .hosts import HostLost
 
@@ -53,46 +53,39 @@ async def fork(state: AgentState, plan: RunPlan) -> None:
         raise invalid_input(err) from None
     # the host that restored the files holds the new run's workspace (on the shared queue: any host)
     checkpoint = forked.checkpoint
-    state.workspace_host, state.workspace_snapshot = forked.binding.host_queue, forked.binding.manifest_ref
+    state.workspace.bind(forked.binding.host_queue, forked.binding.manifest_ref)
     objective = Message(role="user", content=state.run.objective, pinned=True)  # the window keeps it
-    state.messages = list(checkpoint.messages or []) + [objective]
-    state.messages_base = checkpoint.messages_base
-    state.transcript = checkpoint.transcript
-    state.unsent = checkpoint.unsent
-    state.turns_base = checkpoint.turn  # a session's fork goes on from the checkpoint's turn
+    conversation = state.conversation
+    conversation.messages.reset(list(checkpoint.messages or []) + [objective], base=checkpoint.messages_base)
+    conversation.transcript, conversation.unsent = checkpoint.transcript, checkpoint.unsent
+    state.session.turns.reset([], base=checkpoint.turn)  # a session's fork goes on from the checkpoint's turn
     # a rollback to where the fork began keeps the fork's objective
-    state.checkpoints = [
-        checkpoint.model_copy(
-            update={
-                "messages": None,
-                "effects_len": 0,
-                "messages_len": checkpoint.messages_len + 1,
-            }
-        )
-    ]
+    update = {"messages": None, "effects_len": 0, "messages_len": checkpoint.messages_len + 1}
+    state.effects.add_checkpoint(checkpoint.model_copy(update=update))
 
 
 def verified(state: AgentState) -> bool:
     """True when the workspace is as the last checkpoint (a verification that did not fail: passed,
     or ran no test) left it: every effect since then was undone (a failed verification reverted it)."""
-    if not state.checkpoints:
+    last = state.effects.last_checkpoint
+    if last is None:
         return False
-    since = effects_archive.local(state, state.checkpoints[-1].effects_len)
-    return all(e.status == EffectStatus.UNDONE for e in state.effects[since:])
+    return all(e.status == EffectStatus.UNDONE for e in state.effects.stack.since(last.effects_len))
 
 
 async def verify(state: AgentState, plan: RunPlan) -> bool:
     """Run the verifier; pass -> checkpoint (True); no test ran -> unverified checkpoint (True), the
     model told; fail -> evidence to the model (and revert)."""
     assert plan.verifier is not None
-    since = state.checkpoints[-1].effects_len if state.checkpoints else 0
+    previous = state.effects.last_checkpoint
+    since = previous.effects_len if previous is not None else 0
     verifier = plan.verifier
     request = VerifyRequest(
         key=keys.call_key(state.workflow_id, state.step, "verify"),
         workflow_id=state.workflow_id,
         workspace=plan.workspace,
         verifier=verifier,
-        changed=_changed_files(state.effects[effects_archive.local(state, since) :]),
+        changed=_changed_files(state.effects.stack.items[state.effects.stack.local(since) :]),
         sandbox=plan.sandbox,
     )
 
@@ -110,20 +103,20 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
     except ActivityError as err:
         raise_if_cancelled(err)
         if hosts.host_gone(err):
-            raise HostLost(state.workspace_host, f"step {state.step}: verify") from None
+            raise HostLost(state.workspace.host, f"step {state.step}: verify") from None
         raise RunFailed(f"step {state.step}: verification could not run: {cause(err)}") from None
     evidence = result.evidence
     if not evidence.failed:
-        state.checkpoints.append(_checkpoint(state, result))
+        state.effects.add_checkpoint(_checkpoint(state, result))
         if evidence.no_tests:
-            state.messages.append(Message(role="user", content=_unverified_note(evidence)))
+            state.conversation.messages.append(Message(role="user", content=_unverified_note(evidence)))
         return True
     note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
     if plan.revert_on_failed_verification:
         report = await rollback.revert_step(state, plan)
         last = report.checkpoint_id or "the start"
         note += f"\nYour changes since {last} were reverted ({len(report.undone)} undone)."
-    state.messages.append(Message(role="user", content=note))
+    state.conversation.messages.append(Message(role="user", content=note))
     return False
 
 
@@ -140,14 +133,14 @@ def _checkpoint(state: AgentState, result: VerifyResult) -> Checkpoint:
     tests = f" ({evidence.tests_run} tests)" if evidence.tests_run is not None else ""
     verdict = "ran no test: unverified" if evidence.no_tests else f"passed{tests}"
     return Checkpoint(
-        id=f"cp-{state.checkpoints_base + len(state.checkpoints) + 1}",
+        id=f"cp-{state.effects.checkpoints.end + 1}",
         step=state.step,
-        turn=state.turn_number,
+        turn=state.session.turn_number,
         created_at=workflow.now().isoformat(),
-        effects_len=effects_archive.count(state),
-        messages_len=state.message_count,
-        transcript=state.transcript,
-        unsent=state.unsent,
+        effects_len=state.effects.count,
+        messages_len=state.conversation.count,
+        transcript=state.conversation.transcript,
+        unsent=state.conversation.unsent,
         summary=f"step {state.step}: {' '.join(evidence.argv)} {verdict}",
         evidence=evidence,
         verified=evidence.passed,

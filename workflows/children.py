@@ -38,8 +38,8 @@ def child_run(state: AgentState, plan: RunPlan, args: dict[str, Any]) -> tuple[d
     }
     if isinstance(args.get("model"), dict):
         run["model"] = args["model"]
-    if state.workspace_host is not None:  # the same directory: the host holding the parent's workspace
-        run["workspace_host"] = state.workspace_host
+    if state.workspace.host is not None:  # the same directory: the host holding the parent's workspace
+        run["workspace_host"] = state.workspace.host
     return run, None
 
 

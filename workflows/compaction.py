@@ -24,31 +24,39 @@ from .errors import cause, raise_if_cancelled
 def due(state: AgentState, plan: RunPlan) -> bool:
     session = plan.session
     threshold = session.compact_after_tokens if session is not None else None
-    return threshold is not None and state.transcript is not None and state.context_tokens >= threshold
+    conversation = state.conversation
+    return threshold is not None and conversation.transcript is not None and conversation.context_tokens >= threshold
 
 
 async def compact(state: AgentState, plan: RunPlan) -> None:
     """Summarise the turns so far; the summary joins the conversation (and the turn's checkpoint)."""
-    first, last = state.compacted_to + 1, state.turn_number
-    assert state.transcript is not None
+    first, last = state.session.compacted_to + 1, state.session.turn_number
+    assert state.conversation.transcript is not None
     turns = f"{first}-{last}" if first < last else str(last)
     try:
         reply = await calls.call(
             COMPACT,
-            CompactRequest(step=state.step, call_ref=plan.call_ref, transcript=state.transcript, turns=turns),
-            summary=f"turn {last}: compact turns {turns} ({state.context_tokens} tokens)",
+            CompactRequest(
+                step=state.step, call_ref=plan.call_ref, transcript=state.conversation.transcript, turns=turns
+            ),
+            summary=f"turn {last}: compact turns {turns} ({state.conversation.context_tokens} tokens)",
             start_to_close_s=plan.model.timeout_s + 30,
             task_queue=plan.model.task_queue,
         )
     except ActivityError as err:  # the session goes on uncompacted; the next turn boundary tries again
         raise_if_cancelled(err)
-        state.last_error, state.context_tokens = f"turn {last}: compaction failed: {cause(err)}", 0
+        state.last_error, state.conversation.context_tokens = f"turn {last}: compaction failed: {cause(err)}", 0
         return
     budgets.charge(state.used, reply.usage, plan.model)
-    state.messages.append(reply.message)
-    state.transcript, state.unsent = reply.transcript, state.message_count
-    state.context_tokens, state.compacted_to, state.compactions = 0, last, state.compactions + 1
-    if state.checkpoints and state.checkpoints[-1].id == f"turn-{last}":  # the turn ends with its summary
-        state.checkpoints[-1] = state.checkpoints[-1].model_copy(
-            update={"messages_len": state.message_count, "transcript": state.transcript, "unsent": state.unsent}
-        )
+    conversation, session = state.conversation, state.session
+    conversation.messages.append(reply.message)
+    conversation.seen(reply.transcript)
+    conversation.context_tokens, session.compacted_to, session.compactions = 0, last, session.compactions + 1
+    checkpoint = state.effects.last_checkpoint
+    if checkpoint is not None and checkpoint.id == f"turn-{last}":  # the turn ends with its summary
+        update = {
+            "messages_len": conversation.count,
+            "transcript": conversation.transcript,
+            "unsent": conversation.unsent,
+        }
+        state.effects.replace_last_checkpoint(checkpoint.model_copy(update=update))

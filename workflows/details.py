@@ -18,14 +18,14 @@ def current_details(state: AgentState) -> str:
     """Markdown: the phase and step, every call waiting for a person, the last checkpoint."""
     lines = [f"**{state.phase.value}** at step {state.step}"]
     wid = state.workflow_id
-    for approval in state.pending_approvals:
+    for approval in state.calls.pending_approvals:
         lines += [
             "",
             f"Waiting for approval: `{approval.tool}` ({approval.reason})",
             f"arguments: `{_arguments(approval.arguments)}`",
             f"`ratchet approve {wid} {approval.call_id}` or `ratchet reject {wid} {approval.call_id} --reason ...`",
         ]
-    for decision in state.pending_decisions:
+    for decision in state.calls.pending_decisions:
         lines += [
             "",
             f"Outcome unknown: `{decision.tool}` ({decision.error})",
@@ -34,8 +34,8 @@ def current_details(state: AgentState) -> str:
         ]
     if state.phase == Phase.AWAITING_MESSAGE:
         lines += ["", f"Waiting for the next message: `ratchet ask {wid} '...'`"]
-    if state.checkpoints:
-        last = state.checkpoints[-1]
+    if state.effects.checkpoints.items:
+        last = state.effects.checkpoints.items[-1]
         lines += ["", f"Last checkpoint {last.id} (step {last.step}): {evidence_line(last.evidence)}"]
     return "\n".join(lines)
 

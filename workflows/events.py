@@ -193,18 +193,9 @@ class RunStream:
 
 
 def _key(state: AgentState) -> tuple:
-    """What `follow` waits on to change: cheap, asked after every event of the workflow."""
-    return (
-        state.phase,
-        state.step,
-        state.tool_calls_archived + len(state.tool_calls),
-        len(state.pending_approvals),
-        len(state.decisions),
-        len(state.pending_decisions),
-        len(state.checkpoints),
-        len(state.rollbacks),
-        len(state.failovers),
-    )
+    """What `follow` waits on to change: cheap, asked after every event of the workflow. The parts
+    the events come from count their own changes (`Part.version`)."""
+    return (state.phase, state.step, state.calls.version, state.effects.version, state.workspace.version)
 
 
 class _Seen:
@@ -213,13 +204,13 @@ class _Seen:
     def __init__(self, state: AgentState, fresh: bool = False) -> None:
         self.key = _key(state)
         self.phase = None if fresh else state.phase
-        self.tool_calls = {r.key for r in state.tool_calls}
-        self.approvals = {p.call_id for p in state.pending_approvals}
-        self.decided = set(state.decisions)
-        self.pending_decisions = {p.call_id for p in state.pending_decisions}
-        self.checkpoints = {(c.id, c.created_at) for c in state.checkpoints}
-        self.rollbacks = len(state.rollbacks)
-        self.failovers = len(state.failovers)
+        self.tool_calls = {r.key for r in state.calls.tool_calls.items}
+        self.approvals = {p.call_id for p in state.calls.pending_approvals}
+        self.decided = set(state.calls.decisions)
+        self.pending_decisions = {p.call_id for p in state.calls.pending_decisions}
+        self.checkpoints = {(c.id, c.created_at) for c in state.effects.checkpoints.items}
+        self.rollbacks = len(state.effects.rollbacks)
+        self.failovers = len(state.workspace.failovers)
         self.ended = state.phase.terminal
 
     def changes(self, state: AgentState) -> list[_Event]:
@@ -229,7 +220,7 @@ class _Seen:
         if state.phase != self.phase and not state.phase.terminal:
             out.append(PhaseChanged(step=step, phase=state.phase))
         self.phase = state.phase
-        for record in state.tool_calls:
+        for record in state.calls.tool_calls.items:
             if record.key not in self.tool_calls:
                 self.tool_calls.add(record.key)
                 result = record.result
@@ -242,7 +233,7 @@ class _Seen:
                         summary=result.output[:SUMMARY_CHARS],
                     )
                 )
-        for pending in state.pending_approvals:
+        for pending in state.calls.pending_approvals:
             if pending.call_id not in self.approvals:
                 self.approvals.add(pending.call_id)
                 out.append(
@@ -254,7 +245,7 @@ class _Seen:
                         reason=pending.reason,
                     )
                 )
-        for call_id, decision in state.decisions.items():
+        for call_id, decision in state.calls.decisions.items():
             if call_id not in self.decided:
                 self.decided.add(call_id)
                 out.append(
@@ -262,7 +253,7 @@ class _Seen:
                         step=step, call=call_id, approved=decision.approved, reason=decision.reason, by=decision.by
                     )
                 )
-        for undecided in state.pending_decisions:
+        for undecided in state.calls.pending_decisions:
             if undecided.call_id not in self.pending_decisions:
                 self.pending_decisions.add(undecided.call_id)
                 out.append(
@@ -270,12 +261,12 @@ class _Seen:
                         step=undecided.step, call=undecided.call_id, tool=undecided.tool, error=undecided.error
                     )
                 )
-        self.pending_decisions &= {p.call_id for p in state.pending_decisions}  # a retried call may ask again
-        for cp in state.checkpoints:
+        self.pending_decisions &= {p.call_id for p in state.calls.pending_decisions}  # a retried call may ask again
+        for cp in state.effects.checkpoints.items:
             if (cp.id, cp.created_at) not in self.checkpoints:
                 self.checkpoints.add((cp.id, cp.created_at))
                 out.append(CheckpointTaken(step=cp.step, checkpoint_id=cp.id, evidence=evidence_line(cp.evidence)))
-        for report in state.rollbacks[self.rollbacks :]:
+        for report in state.effects.rollbacks[self.rollbacks :]:
             out.append(
                 RolledBack(
                     step=step,
@@ -286,8 +277,8 @@ class _Seen:
                     not_undone=report.not_undone,
                 )
             )
-        self.rollbacks = len(state.rollbacks)
-        for failover in state.failovers[self.failovers :]:
+        self.rollbacks = len(state.effects.rollbacks)
+        for failover in state.workspace.failovers[self.failovers :]:
             out.append(
                 FailedOver(
                     step=failover.step,
@@ -297,7 +288,7 @@ class _Seen:
                     reason=failover.reason,
                 )
             )
-        self.failovers = len(state.failovers)
+        self.failovers = len(state.workspace.failovers)
         if state.phase.terminal and not self.ended:
             self.ended = True
             out.append(RunEnded(step=step, phase=state.phase, answer=state.answer, error=state.last_error))

@@ -19,7 +19,7 @@ file manifest; the failure policy does the same when it finds the host gone):
       are left and reported;
   (c) the conversation goes back to the checkpoint, as a rollback's does, plus a message telling
       the model what happened;
-  (d) `record`: a `Failover` record goes to `state.failovers`.
+  (d) `record`: a `Failover` record goes to `state.workspace.failovers`.
 A failover that cannot complete, or one more than `rollback.MAX_FAILOVERS`, fails the run (its
 failure policy applies).
 """
@@ -57,7 +57,7 @@ async def bind(state: AgentState, plan: RunPlan) -> None:
             workflow.logger.warning("host %s did not open the workspace; any host will", state.run.workspace_host)
     if binding is None:
         binding = await _open(state, plan, None)
-    state.workspace_host, state.workspace_snapshot = binding.host_queue, binding.manifest_ref
+    state.workspace.bind(binding.host_queue, binding.manifest_ref)
 
 
 async def open_on(state: AgentState, plan: RunPlan, host: str) -> WorkspaceBinding:
@@ -91,7 +91,7 @@ async def rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, los
     except ActivityError as err:
         raise_if_cancelled(err)
         raise RunFailed(f"{lost}; restoring {target} on another host failed: {cause(err)}") from None
-    state.workspace_host = binding.host_queue
+    state.workspace.host = binding.host_queue
     return f"restored from {target} on host {host_name(binding.host_queue)}"
 
 
@@ -103,14 +103,14 @@ def record(
     restored: str,
     report: RollbackReport,
 ) -> list[str]:
-    """The move in `state.failovers`: which effects the restore reverted, which were undone (returned)."""
+    """The move in `state.workspace.failovers`: which effects the restore reverted, which were undone (returned)."""
     undone = [u for u in report.undone if not u.endswith(restored)]
-    state.failovers.append(
+    state.workspace.add_failover(
         Failover(
             step=state.step,
             at=workflow.now().isoformat(),
             from_host=from_host,
-            to_host=state.workspace_host,
+            to_host=state.workspace.host,
             checkpoint_id=checkpoint_id,
             reason=reason,
             restored=[u for u in report.undone if u.endswith(restored)],

@@ -31,14 +31,11 @@ KEEP_TOOL_CALLS = 50
 
 def trimmed(state: AgentState) -> AgentState:
     sessions.trim(state)
-    keep_from = min([state.unsent] + [c.unsent for c in state.checkpoints[-1:]])
-    drop = keep_from - state.messages_base
-    if drop > 0:
-        del state.messages[:drop]
-        state.messages_base = keep_from
-    if len(state.tool_calls) > KEEP_TOOL_CALLS:
-        state.tool_calls_archived += len(state.tool_calls) - KEEP_TOOL_CALLS
-        del state.tool_calls[:-KEEP_TOOL_CALLS]
+    keep_from = min([state.conversation.unsent] + [c.unsent for c in state.effects.checkpoints.items[-1:]])
+    state.conversation.messages.drop_before(keep_from)
+    records = state.calls.tool_calls
+    if len(records.items) > KEEP_TOOL_CALLS:
+        state.calls.drop_records_before(records.end - KEEP_TOOL_CALLS)
     return state
 
 
@@ -49,8 +46,8 @@ def due(plan: RunPlan) -> bool:
 
 
 def page(state: AgentState, page: TranscriptPage) -> Transcript:
-    """A page of the conversation (the `transcript` query): `AgentState.transcript_page`."""
-    return state.transcript_page(page.offset, page.limit)
+    """A page of the conversation (the `transcript` query): `Conversation.page`."""
+    return state.conversation.page(page.offset, page.limit)
 
 
 async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interrupted: Callable[[], bool]) -> None:

@@ -52,7 +52,7 @@ async def on_workspace_host(
     scheduled it takes it eagerly, with no poll of another queue. If another host's worker took it
     (the run moved, or no slot was free), it answered NotOnThisHost without acting: then on the
     host's queue, as always without a local binding."""
-    host = state.workspace_host
+    host = state.workspace.host
     if host is not None and plan.local_activities:
         try:
             return await schedule(host, HostOptions())

@@ -24,7 +24,7 @@ class Inbox:
             for message in self._early:
                 sessions.accept(state, message)
         else:
-            state.inbox[:0] = self._early
+            state.session.inbox[:0] = self._early
         if self._paused is not None:
             state.paused = self._paused
         self._state = state
@@ -40,7 +40,7 @@ class Inbox:
         elif sessions.policy(self._state) is not None:
             sessions.accept(self._state, message)
         else:
-            self._state.inbox.append(message)
+            self._state.session.inbox.append(message)
 
     def set_paused(self, paused: bool) -> None:
         if self._state is None:
@@ -53,5 +53,5 @@ def deliver(state: AgentState) -> None:
     """The messages waiting in the state's inbox join the conversation (a session's turn in flight
     answers them too)."""
     sessions.joined(state)
-    state.messages.extend(Message(role="user", content=message.text) for message in state.inbox)
-    state.inbox.clear()
+    state.conversation.messages.extend(Message(role="user", content=message.text) for message in state.session.inbox)
+    state.session.inbox.clear()

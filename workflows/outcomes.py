@@ -2,7 +2,7 @@
 
 A side-effecting call whose earlier attempt started and never recorded a result, of a tool that
 is neither idempotent nor able to reconcile, fails its activity with `OutcomeUnknown`. Instead of
-failing the run, the call waits in `AWAITING_DECISION` (listed in `state.pending_decisions`,
+failing the run, the call waits in `AWAITING_DECISION` (listed in `state.calls.pending_decisions`,
 findable by `RatchetPhase="AWAITING_DECISION"`) for the `decide` update or the profile's
 `decision_timeout_s`, whose `on_decision_timeout` then applies:
 
@@ -54,8 +54,7 @@ async def ask(
     visibility: Visibility,
 ) -> OutcomeDecision:
     """Wait for a decision on `call_id`'s unknown outcome (or the timeout policy's)."""
-    state.outcome_decisions.pop(call_id, None)  # a second unknown outcome after `retry` asks again
-    state.pending_decisions.append(
+    state.calls.ask_decision(
         PendingDecision(
             call_id=call_id,
             tool=spec.name,
@@ -70,19 +69,20 @@ async def ask(
     visibility.publish(state, plan)
     timeout = timedelta(seconds=plan.decision_timeout_s) if plan.decision_timeout_s else None
     try:
-        await workflow.wait_condition(lambda: call_id in state.outcome_decisions, timeout=timeout)
+        await workflow.wait_condition(lambda: call_id in state.calls.outcome_decisions, timeout=timeout)
     except TimeoutError:
-        state.outcome_decisions[call_id] = OutcomeDecision(
+        timed_out = OutcomeDecision(
             choice=OutcomeChoice(plan.on_decision_timeout),
             reason="no decision before the decision timeout",
             by=BY_TIMEOUT,
             at=workflow.now().isoformat(),
         )
-    state.pending_decisions = [p for p in state.pending_decisions if p.call_id != call_id]
-    if not state.pending_decisions:
+        state.calls.decide_outcome(call_id, timed_out)
+    state.calls.decision_closed(call_id)
+    if not state.calls.pending_decisions:
         state.phase = previous
     visibility.publish(state, plan)
-    return state.outcome_decisions[call_id]
+    return state.calls.outcome_decisions[call_id]
 
 
 def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
@@ -104,12 +104,12 @@ def decide(state: AgentState, request: DecideRequest) -> str:
         by=request.by,
         at=workflow.now().isoformat(),
     )
-    state.outcome_decisions[request.call_id] = decision
+    state.calls.decide_outcome(request.call_id, decision)
     return f"{request.choice} {request.call_id}"
 
 
 def validate(state: AgentState, call_id: str) -> None:
-    if any(p.call_id == call_id for p in state.pending_decisions):
+    if any(p.call_id == call_id for p in state.calls.pending_decisions):
         return
-    pending = ", ".join(p.call_id for p in state.pending_decisions) or "none"
+    pending = ", ".join(p.call_id for p in state.calls.pending_decisions) or "none"
     raise ValueError(f"no call {call_id!r} waits for a decision on an unknown outcome; waiting: {pending}")

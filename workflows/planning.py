@@ -6,7 +6,7 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from ratchet.contracts import AgentRun, AgentState, Message, Phase, PlanRun
+from ratchet.contracts import STATE_VERSION, AgentRun, AgentState, Message, Phase, PlanRun
 from ratchet.contracts.activities import PREPARE
 from . import calls
 from .errors import invalid_input, raise_if_cancelled, root
@@ -14,7 +14,9 @@ from .visibility import Visibility
 
 
 def new_state(run: AgentRun) -> AgentState:
-    return AgentState(workflow_id=workflow.info().workflow_id, run=run, started_at=workflow.now().isoformat())
+    return AgentState(
+        v=STATE_VERSION, workflow_id=workflow.info().workflow_id, run=run, started_at=workflow.now().isoformat()
+    )
 
 
 async def prepare(state: AgentState, visibility: Visibility) -> None:
@@ -40,4 +42,5 @@ async def prepare(state: AgentState, visibility: Visibility) -> None:
         visibility.publish(state, None, search_attributes=publish)
         raise failure from None
     state.plan = plan
-    state.messages = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
+    start = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
+    state.conversation.messages.reset(start)

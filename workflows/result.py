@@ -12,7 +12,7 @@ def agent_result(state: AgentState) -> AgentResult:
     """The run's result as it stands: its phase, answer, budget used and the effects it leaves in
     place that could still be undone (listed for a parent, which undoes a sub-agent's)."""
     plan = state.plan  # None: the run failed before it was planned
-    left = [e for e in state.effects if plan and saga.undoable(plan, e) and e.status != EffectStatus.UNDONE]
+    left = [e for e in state.effects.stack.items if plan and saga.undoable(plan, e) and e.status != EffectStatus.UNDONE]
     return AgentResult(
         workflow_id=state.workflow_id,
         phase=state.phase,
@@ -22,7 +22,7 @@ def agent_result(state: AgentState) -> AgentResult:
         used=state.used,
         last_error=state.last_error,
         workspace=plan.workspace if plan else None,
-        workspace_host=state.workspace_host,
-        effects_left=len(left) + state.effects_archived_left,
+        workspace_host=state.workspace.host,
+        effects_left=len(left) + state.effects.archived_left,
         effects=left if workflow.info().parent is not None else [],
     )

@@ -69,13 +69,13 @@ def resolve(state: AgentState, checkpoint_id: str) -> Target:
     caller's mistake (ValueError naming the ones there are)."""
     if checkpoint_id == TO_START:
         return START
-    for checkpoint in state.checkpoints:
+    for checkpoint in state.effects.checkpoints.items:
         if checkpoint.id == checkpoint_id:
             return Target(checkpoint)
-    known = ", ".join(c.id for c in state.checkpoints) or "none yet"
+    known = ", ".join(c.id for c in state.effects.checkpoints.items) or "none yet"
     dropped = (
-        f"; the {state.checkpoints_base} of turns up to {state.turns_base} are no longer held"
-        if state.checkpoints_base
+        f"; the {state.effects.checkpoints.base} of turns up to {state.session.turns.base} are no longer held"
+        if state.effects.checkpoints.base
         else ""
     )
     raise ValueError(
@@ -93,7 +93,7 @@ async def undo_above(
     state: AgentState, plan: RunPlan, target: Target, reason: str, restored: str | None = None
 ) -> RollbackReport:
     """Undo every effect above `target`, newest first (archived ones brought back first), recorded
-    in `state.rollbacks`. `restored`: the workspace was restored to the target already (a
+    in `state.effects.rollbacks`. `restored`: the workspace was restored to the target already (a
     failover), so its workspace effects are reverted: marked undone with this note. A workspace
     host found gone raises HostLost; the report still says what was undone."""
     previous_phase, state.phase = state.phase, Phase.ROLLING_BACK
@@ -107,7 +107,7 @@ async def undo_above(
         state.phase = previous_phase
         raise
     finally:
-        state.rollbacks.append(report)
+        state.effects.add_rollback(report)
     state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
     return report
 
@@ -115,27 +115,22 @@ async def undo_above(
 async def rewind(state: AgentState, plan: RunPlan, target: Target) -> list[int]:
     """The conversation and the checkpoints back to `target` (the start: the system prompt and
     the objective, nothing the model has seen); a session's later turns go too (returned)."""
-    checkpoint = target.checkpoint
+    checkpoint, conversation = target.checkpoint, state.conversation
     if checkpoint is None:
-        state.messages = [
-            Message(role="system", content=plan.system_prompt),
-            Message(role="user", content=state.run.objective),
-        ]
-        state.messages_base, state.transcript, state.unsent = 0, None, 0
-        state.checkpoints = []
+        state.effects.keep_checkpoints_to(None)
+        start = [Message(role="system", content=plan.system_prompt), Message(role="user", content=state.run.objective)]
+        conversation.messages.reset(start)
+        conversation.transcript, conversation.unsent = None, 0
         return sessions.cut_to(state, None)
-    if checkpoint.unsent < state.messages_base and state.transcript is not None:
+    if checkpoint.unsent < conversation.messages.base and conversation.transcript is not None:
         # older than what the last handover kept (workflows/handover.py): its messages from
         # `unsent` on come back from the transcript artifact, where the model's later calls put them
-        state.messages = await calls.call(
-            TRANSCRIPT_MESSAGES,
-            TranscriptSlice(digest=state.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len),
-            summary=f"read messages back to {checkpoint.id}",
-        )
-        state.messages_base = checkpoint.unsent
-    del state.messages[checkpoint.messages_len - state.messages_base :]
-    state.transcript, state.unsent = checkpoint.transcript, checkpoint.unsent
-    state.checkpoints = state.checkpoints[: state.checkpoints.index(checkpoint) + 1]
+        slice_ = TranscriptSlice(digest=conversation.transcript, start=checkpoint.unsent, stop=checkpoint.messages_len)
+        read = await calls.call(TRANSCRIPT_MESSAGES, slice_, summary=f"read messages back to {checkpoint.id}")
+        conversation.messages.reset(read, base=checkpoint.unsent)
+    conversation.messages.cut_at(checkpoint.messages_len)
+    conversation.transcript, conversation.unsent = checkpoint.transcript, checkpoint.unsent
+    state.effects.keep_checkpoints_to(checkpoint)
     return sessions.cut_to(state, checkpoint)
 
 
@@ -187,7 +182,7 @@ class Requests:
 async def revert_step(state: AgentState, plan: RunPlan) -> RollbackReport:
     """A step whose verification failed: its effects undone, back to the last checkpoint's
     workspace (the conversation stays: the model is told what failed)."""
-    target = Target(state.checkpoints[-1]) if state.checkpoints else START
+    target = Target(state.effects.checkpoints.items[-1]) if state.effects.checkpoints.items else START
     report = await undo_above(state, plan, target, "verification failed")
     if not report.clean:
         raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
@@ -204,10 +199,10 @@ async def on_failure(state: AgentState, plan: RunPlan | None, reason: str) -> No
     if plan is None:
         return
     policy = state.run.on_failure or plan.failure_policy
-    if policy == FailurePolicy.KEEP or not effects_archive.count(state):
+    if policy == FailurePolicy.KEEP or not state.effects.count:
         return
-    last = policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT and bool(state.checkpoints)
-    target = Target(state.checkpoints[-1]) if last else START
+    last = policy == FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT and bool(state.effects.checkpoints.items)
+    target = Target(state.effects.checkpoints.items[-1]) if last else START
     why = f"{policy}: {reason}"
     try:
         try:
@@ -229,16 +224,18 @@ MAX_FAILOVERS = 5
 async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
     """The workspace's host is lost: on another host from the newest checkpoint with a file
     manifest (none: the start), as a rollback to it, and the model told (workflows/failover.py)."""
-    if len(state.failovers) >= MAX_FAILOVERS:
-        raise RunFailed(f"{lost}; the run lost its workspace host {len(state.failovers)} times already, giving up")
-    from_host = state.workspace_host
-    restore_point = next((c for c in reversed(state.checkpoints) if c.workspace_ref is not None), None)
+    if len(state.workspace.failovers) >= MAX_FAILOVERS:
+        raise RunFailed(
+            f"{lost}; the run lost its workspace host {len(state.workspace.failovers)} times already, giving up"
+        )
+    from_host = state.workspace.host
+    restore_point = next((c for c in reversed(state.effects.checkpoints.items) if c.workspace_ref is not None), None)
     target = Target(restore_point)
     report, restored = await _restore_elsewhere(state, plan, target, f"failover: {lost}", lost)
     if not report.clean:
         raise RunFailed(f"{lost}; undoing the effects after {target.name} did not complete: {report.errors}")
     await rewind(state, plan, target)
-    moved = state.failovers[-1]
+    moved = state.workspace.failovers[-1]
     note = (
         f"The host that held your workspace ({host_name(from_host)}) was lost. The workspace was "
         f"{restored}, and the conversation went back to that point: redo any work after it."
@@ -247,7 +244,7 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
         note += f" Undone: {'; '.join(moved.undone)}."
     if moved.irreversible:
         note += f" Left in place (irreversible): {'; '.join(moved.irreversible)}."
-    state.messages.append(Message(role="user", content=note))
+    state.conversation.messages.append(Message(role="user", content=note))
     state.phase = Phase.ACTING
 
 
@@ -255,10 +252,10 @@ async def _restore_elsewhere(
     state: AgentState, plan: RunPlan, target: Target, reason: str, lost: HostLost
 ) -> tuple[RollbackReport, str]:
     """The workspace restored to `target` on another host (which now holds it), the other effects
-    above it undone there, the move recorded in `state.failovers`: the report, and how the
+    above it undone there, the move recorded in `state.workspace.failovers`: the report, and how the
     workspace was restored (for people)."""
-    from_host = state.workspace_host
-    manifest = target.checkpoint.workspace_ref if target.checkpoint is not None else state.workspace_snapshot
+    from_host = state.workspace.host
+    manifest = target.checkpoint.workspace_ref if target.checkpoint is not None else state.workspace.snapshot
     target_name = target.id or "the initial snapshot"
     restored = await failover.rehydrate(state, plan, manifest, target_name, lost)
     report = await undo_above(state, plan, target, reason, restored=restored)
@@ -272,7 +269,7 @@ def failure_message(state: AgentState, reason: str) -> str:
         return reason
     left = [
         f"step {e.step} {e.tool}: {e.error}"
-        for e in state.effects
+        for e in state.effects.stack.items
         if e.status in (EffectStatus.UNDO_FAILED, EffectStatus.NOT_UNDONE)
     ]
     return f"{reason}; compensation failed, effects not undone: {'; '.join(left)}"

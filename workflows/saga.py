@@ -24,7 +24,7 @@ from ratchet.contracts import (
     UndoInvocation,
 )
 from ratchet.contracts.activities import UNDO
-from . import calls, effects_archive, hosts
+from . import calls, hosts
 from .errors import cause
 from .hosts import HostLost
 
@@ -38,9 +38,9 @@ def undoable(plan: RunPlan, effect: Effect) -> bool:
 
 def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[RollbackPlanItem]:
     """What undoing the run's effects from number `boundary` on does, newest first (the dry run of
-    `compensate`). Archived effects below `state.effects_base` show as one `archived` item."""
+    `compensate`). Archived effects (below the stack's window) show as one `archived` item."""
     items = []
-    for effect in reversed(state.effects[max(boundary - state.effects_base, 0) :]):
+    for effect in reversed(state.effects.stack.since(boundary)):
         if effect.status == EffectStatus.UNDONE:
             action = "already_undone"
         else:
@@ -55,14 +55,14 @@ def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[Rollb
                 description=describe(plan, effect),
             )
         )
-    if boundary < state.effects_base:
+    if boundary < state.effects.stack.base:
         items.append(
             RollbackPlanItem(
                 tool="(archived)",
                 step=0,
-                key=state.effects_archive or "",
+                key=state.effects.archive or "",
                 action="archived",
-                description=f"{state.effects_base - boundary} earlier effects, kept in the artifact store: "
+                description=f"{state.effects.stack.base - boundary} earlier effects, kept in the artifact store: "
                 "the rollback loads them and undoes them, newest first",
             )
         )
@@ -88,7 +88,7 @@ def mark_restored(state: AgentState, plan: RunPlan, boundary: int, restored: str
     """The workspace was restored to the boundary (a failover, workflows/failover.py): the
     compensable workspace effects above it, a sub-agent's among them, are reverted already. Marked
     undone (with the note `restored`), `compensate` runs no undo for them."""
-    for effect in reversed(state.effects[effects_archive.local(state, boundary) :]):
+    for effect in reversed(state.effects.stack.items[state.effects.stack.local(boundary) :]):
         if effect.status == EffectStatus.UNDONE:
             continue
         if _restored_by_files(effect):
@@ -105,8 +105,8 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
     restores them first, workflows/effects_archive.py), newest first. On a clean run the effects above the
     boundary are removed from the stack (the report keeps what was done). An undo whose workspace
     host is gone raises HostLost (the effects keep their status; the caller fails over or gives up)."""
-    boundary = effects_archive.local(state, boundary)  # where effect number `boundary` is in state.effects
-    pending = list(reversed(state.effects[boundary:]))
+    stack = state.effects.stack
+    pending = list(reversed(stack.items[stack.local(boundary) :]))  # none of them archived
     for index, effect in enumerate(pending):
         if effect.status == EffectStatus.UNDONE:
             continue
@@ -119,7 +119,7 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
             await _undo(state, plan, effect)
         except ActivityError as err:
             if hosts.host_gone(err):  # only workspace activities have a schedule-to-start timeout
-                raise HostLost(state.workspace_host, f"undo step {effect.step} {effect.tool}") from None
+                raise HostLost(state.workspace.host, f"undo step {effect.step} {effect.tool}") from None
             effect.status = EffectStatus.UNDO_FAILED
             effect.error = cause(err)
             report.errors.append(f"{_label(effect)}: {effect.error}")
@@ -132,7 +132,7 @@ async def compensate(state: AgentState, plan: RunPlan, boundary: int, report: Ro
             return report
         effect.status = EffectStatus.UNDONE
         report.undone.append(_label(effect))
-    del state.effects[boundary:]
+    stack.cut_at(boundary)
     return report
 
 
@@ -158,7 +158,7 @@ async def _undo(
     if spec is not None and spec.kind == "child":
         await _undo_child(state, plan, effect)
         return
-    host = host or state.workspace_host
+    host = host or state.workspace.host
     await calls.call(
         replace(UNDO, name=f"undo.{effect.tool}"),
         UndoInvocation(

@@ -32,7 +32,7 @@ from ratchet.contracts import (
     TurnStatus,
     TurnUsed,
 )
-from . import compaction, effects_archive, failover
+from . import compaction, failover
 from .hosts import HostLost
 
 KEEP_TURNS = 10
@@ -46,12 +46,13 @@ def policy(state: AgentState) -> SessionPolicy | None:
 
 
 def turn_running(state: AgentState) -> bool:
-    return bool(state.turns) and state.turns[-1].status == TurnStatus.RUNNING
+    last = state.session.turns.last
+    return last is not None and last.status == TurnStatus.RUNNING
 
 
 def interrupting(state: AgentState) -> bool:
     """A message under the interrupt policy waits: the turn in flight is to be cut short."""
-    return turn_running(state) and any(m.interrupt for m in state.queued)
+    return turn_running(state) and any(m.interrupt for m in state.session.queued)
 
 
 # --- messages in ---------------------------------------------------------------------------------
@@ -71,11 +72,11 @@ def validate_ask(state: AgentState, request: AskRequest) -> None:
         if known != _digest(request.text):
             raise ValueError(f"message id {request.message_id!r} was used for a different message; use a new id")
         return  # the same message again: answered once
-    if state.closing:
+    if state.session.closing:
         raise ValueError(f"session {state.workflow_id} is closing; it takes no more messages")
     if turn_running(state) and session.message_policy == MessagePolicy.REJECT:
         raise ValueError(
-            f"turn {state.turn_number} is running and this session's message policy is reject: "
+            f"turn {state.session.turn_number} is running and this session's message policy is reject: "
             "ask again once it has answered"
         )
 
@@ -87,21 +88,21 @@ def accept(state: AgentState, message: PendingMessage) -> None:
     session = policy(state)
     assert session is not None
     if not turn_running(state) or session.message_policy == MessagePolicy.QUEUE:
-        state.queued.append(message)
+        state.session.queued.append(message)
     elif session.message_policy == MessagePolicy.JOIN:
-        state.inbox.append(message)
+        state.session.inbox.append(message)
     elif session.message_policy == MessagePolicy.INTERRUPT:
-        state.queued.append(message.model_copy(update={"interrupt": True}))
+        state.session.queued.append(message.model_copy(update={"interrupt": True}))
     else:  # reject: an `ask` was refused by its validator; a `send` cannot be refused
-        state.messages_rejected += 1
+        state.session.messages_rejected += 1
 
 
 def joined(state: AgentState) -> None:
     """The turn in flight takes the messages that joined it (at a step boundary)."""
-    if state.turns:
-        for message in state.inbox:
+    if state.session.turns.items:
+        for message in state.session.inbox:
             if message.id is not None:
-                state.turns[-1].message_ids[message.id] = _digest(message.text)
+                state.session.turns.items[-1].message_ids[message.id] = _digest(message.text)
 
 
 async def answer(state: AgentState, request: AskRequest) -> TurnAnswer:
@@ -150,10 +151,10 @@ def _settled(state: AgentState, message_id: str) -> bool:
 
 
 def _where(state: AgentState, message_id: str) -> Turn | PendingMessage | None:
-    for turn in reversed(state.turns):
+    for turn in reversed(state.session.turns.items):
         if message_id in turn.message_ids:
             return turn
-    return next((m for m in state.queued + state.inbox if m.id == message_id), None)
+    return next((m for m in state.session.queued + state.session.inbox if m.id == message_id), None)
 
 
 def _digest_of(state: AgentState, message_id: str) -> str | None:
@@ -172,20 +173,21 @@ def _digest(text: str) -> str:
 
 def open_first(state: AgentState) -> None:
     """The session's first turn: its objective (the conversation's last message already)."""
-    state.messages[-1] = state.messages[-1].model_copy(update={"turn": state.turn_number + 1})
-    state.turns.append(_turn(state, state.run.objective, None, state.message_count - 1))
+    messages = state.conversation.messages.items
+    messages[-1] = messages[-1].model_copy(update={"turn": state.session.turn_number + 1})
+    state.session.turns.append(_turn(state, state.run.objective, None, state.conversation.count - 1))
 
 
 def open_next(state: AgentState) -> None:
     """The next turn, for the first queued message (its user message joins the conversation)."""
-    message = state.queued.pop(0)
-    state.messages.append(Message(role="user", content=message.text, turn=state.turn_number + 1))
-    state.turns.append(_turn(state, message.text, message.id, state.message_count - 1))
+    message = state.session.queued.pop(0)
+    state.conversation.messages.append(Message(role="user", content=message.text, turn=state.session.turn_number + 1))
+    state.session.turns.append(_turn(state, message.text, message.id, state.conversation.count - 1))
 
 
 def _turn(state: AgentState, question: str, message_id: str | None, first_message: int) -> Turn:
     return Turn(
-        number=state.turn_number + 1,
+        number=state.session.turn_number + 1,
         question=question,
         message_ids={message_id: _digest(question)} if message_id is not None else {},
         started_at=workflow.now().isoformat(),
@@ -199,14 +201,15 @@ async def answered(state: AgentState, plan: RunPlan, answer: str) -> None:
     """The turn in flight answered: it ends (its checkpoint with the workspace's files, if it changed
     them: a fork or a failover from there restores them), and the context is compacted if due."""
     close_turn(state, TurnStatus.ANSWERED, answer)
-    changed = any(e.workspace and e.turn == state.turn_number for e in state.effects)
-    if changed and state.workspace_host is not None:
+    changed = any(e.workspace and e.turn == state.session.turn_number for e in state.effects.stack.items)
+    if changed and state.workspace.host is not None:
         try:
-            binding = await failover.open_on(state, plan, state.workspace_host)
+            binding = await failover.open_on(state, plan, state.workspace.host)
         except HostLost:  # the next step fails over; this checkpoint keeps the conversation only
             binding = None
         if binding is not None:
-            state.checkpoints[-1].workspace_ref = binding.manifest_ref
+            checkpoint = state.effects.checkpoints.items[-1]
+            state.effects.replace_last_checkpoint(checkpoint.model_copy(update={"workspace_ref": binding.manifest_ref}))
     if compaction.due(state, plan):
         await compaction.compact(state, plan)
 
@@ -214,22 +217,22 @@ async def answered(state: AgentState, plan: RunPlan, answer: str) -> None:
 def close_turn(state: AgentState, status: TurnStatus, answer: str | None = None, error: str | None = None) -> None:
     """The turn in flight ends: its answer, what it spent, and its checkpoint (`turn-N`). Messages
     that joined it too late for the model to see them wait for the next turn."""
-    turn = state.turns[-1]
+    turn = state.session.turns.items[-1]
     turn.status, turn.answer, turn.error = status, answer, error
     turn.ended_at = workflow.now().isoformat()
     turn.used = spent(state, turn)
-    state.queued[:0] = [m.model_copy(update={"interrupt": False}) for m in state.inbox]
-    state.inbox.clear()
-    state.checkpoints.append(
+    state.session.queued[:0] = [m.model_copy(update={"interrupt": False}) for m in state.session.inbox]
+    state.session.inbox.clear()
+    state.effects.add_checkpoint(
         Checkpoint(
             id=f"turn-{turn.number}",
             step=state.step,
             turn=turn.number,
             created_at=turn.ended_at,
-            effects_len=effects_archive.count(state),
-            messages_len=state.message_count,
-            transcript=state.transcript,
-            unsent=state.unsent,
+            effects_len=state.effects.count,
+            messages_len=state.conversation.count,
+            transcript=state.conversation.transcript,
+            unsent=state.conversation.unsent,
             summary=f"end of turn {turn.number} ({status})",
         )
     )
@@ -249,7 +252,7 @@ def turn_exhausted(state: AgentState) -> str | None:
     session = policy(state)
     if session is None or not turn_running(state):
         return None
-    used = spent(state, state.turns[-1])
+    used = spent(state, state.session.turns.items[-1])
     if session.turn_max_steps is not None and used.steps >= session.turn_max_steps:
         return f"turn budget exhausted: {used.steps} of {session.turn_max_steps} steps used"
     if session.turn_max_tokens is not None and used.tokens >= session.turn_max_tokens:
@@ -268,12 +271,12 @@ def cut_to(state: AgentState, checkpoint: Checkpoint | None) -> list[int]:
     if policy(state) is None:
         return []
     turn = checkpoint.turn if checkpoint is not None else 0
-    removed = [t.number for t in state.turns if t.number > turn]
-    state.compacted_to = min(state.compacted_to, turn)
-    state.turns = [t for t in state.turns if t.number <= turn]
-    if state.turns and state.turns[-1].number == turn and checkpoint is not None:
+    removed = [t.number for t in state.session.turns.items if t.number > turn]
+    state.session.compacted_to = min(state.session.compacted_to, turn)
+    state.session.turns.cut_at(turn)  # turn n is item n - 1
+    if state.session.turns.items and state.session.turns.items[-1].number == turn and checkpoint is not None:
         if checkpoint.id != f"turn-{turn}":  # back to the middle of the turn: it runs on from there
-            last = state.turns[-1]
+            last = state.session.turns.items[-1]
             last.status, last.answer, last.error, last.ended_at = TurnStatus.RUNNING, None, None, None
     if checkpoint is None and policy(state) is not None:
         open_first(state)  # back to the start: the objective's turn again
@@ -283,19 +286,20 @@ def cut_to(state: AgentState, checkpoint: Checkpoint | None) -> list[int]:
 
 def trim(state: AgentState) -> None:
     """For a handover: only the latest `KEEP_TURNS` turns and their checkpoints stay."""
-    drop = len(state.turns) - KEEP_TURNS
-    if drop <= 0:
+    turns = state.session.turns
+    if len(turns.items) <= KEEP_TURNS:
         return
-    state.turns_base = state.turns[drop - 1].number
-    del state.turns[:drop]
-    kept = [r for r in state.tool_calls if r.step > state.turns[0].first_step]  # their outputs are in the transcript
-    state.tool_calls_archived += len(state.tool_calls) - len(kept)
-    state.tool_calls = kept
-    keep_from = next((i for i, c in enumerate(state.checkpoints) if c.turn > state.turns_base), len(state.checkpoints))
-    state.checkpoints_base += keep_from
-    del state.checkpoints[:keep_from]
+    turns.keep_last(KEEP_TURNS)
+    first_step = turns.items[0].first_step
+    records = state.calls.tool_calls  # the dropped turns' outputs are in the transcript
+    state.calls.drop_records_before(
+        next((i for i, r in enumerate(records.items) if r.step > first_step), len(records.items)) + records.base
+    )
+    checkpoints = state.effects.checkpoints
+    keep_from = next((i for i, c in enumerate(checkpoints.items) if c.turn > turns.base), len(checkpoints.items))
+    state.effects.drop_checkpoints_before(checkpoints.base + keep_from)
 
 
 def waiting(state: AgentState) -> bool:
     """The session has something to do: a message to answer or a close to honour."""
-    return bool(state.queued) or state.closing
+    return bool(state.session.queued) or state.session.closing

@@ -1,7 +1,7 @@
 """One step of the loop: THINK, ACT, VERIFY (deterministic, no I/O).
 
 THINKING is one model call (activity `model.call`): it gets only the messages the model has not
-seen (`state.unsent` on) and the digest of the transcript it keeps in the artifact store, and
+seen (`state.conversation.unsent` on) and the digest of the transcript it keeps in the artifact store, and
 refuses or caps a call that would not fit in what is left of the token or cost budget. ACTING runs
 the reply's tool calls (workflows/acting.py). A step that changed something is verified
 (workflows/checkpoints.py); a final answer is taken only when it is whole and, under a verifier,
@@ -45,7 +45,7 @@ async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str 
     reply = await think(state, plan)
     if not reply.message.tool_calls:
         if reply.finish_reason == "length":
-            state.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
+            state.conversation.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
             return None
         if reply.output_error is not None:  # the answer does not match the output schema: back to the model
             acting.refuse_answer(state, plan, reply.output_error)
@@ -56,9 +56,9 @@ async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str 
         if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
             return reply.message.content or ""
         return None
-    effects_before = len(state.effects)
+    effects_before = state.effects.count
     await acting.act(state, plan, reply.message.tool_calls, visibility)
-    changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects[effects_before:])
+    changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects.stack.since(effects_before))
     if plan.verifier is not None and changed:
         await checkpoints.verify(state, plan)
     return None
@@ -67,12 +67,12 @@ async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str 
 async def think(state: AgentState, plan: RunPlan) -> ModelReply:
     """The model's reply to the conversation so far, added to it and charged to the budget."""
     state.phase = Phase.THINKING
-    unsent = state.messages[state.unsent - state.messages_base :]
+    unsent = state.conversation.unsent_messages()
     tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
     request = ModelRequest(
         step=state.step,
         call_ref=plan.call_ref,
-        transcript=state.transcript,
+        transcript=state.conversation.transcript,
         new_messages=unsent,
         max_tokens=tokens_left,
         max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
@@ -93,10 +93,9 @@ async def think(state: AgentState, plan: RunPlan) -> ModelReply:
     events.rest_of(state.step, reply)
     state.used.steps += 1
     budgets.charge(state.used, reply.usage, choices[choice])
-    state.messages.append(reply.message)
-    state.context_tokens = reply.usage.total_tokens  # what a session's compaction watches
-    state.transcript = reply.transcript
-    state.unsent = state.message_count
+    state.conversation.messages.append(reply.message)
+    state.conversation.context_tokens = reply.usage.total_tokens  # what a session's compaction watches
+    state.conversation.seen(reply.transcript)
     return reply
 
 

@@ -31,11 +31,11 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
     values: dict[SearchAttributeKey[Any], Any] = {
         SA_AGENT: state.run.agent,
         SA_PHASE: str(phase),
-        SA_APPROVAL: bool(state.pending_approvals),
+        SA_APPROVAL: bool(state.calls.pending_approvals),
     }
     if plan is not None and plan.session is not None:
         values[SA_SESSION] = True
-        values[SA_TURN] = state.turn_number
+        values[SA_TURN] = state.session.turn_number
     if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
         values[SA_STEPS] = state.step
         values[SA_COST] = round(state.used.cost_usd, 6)

@@ -63,7 +63,7 @@ def audit_world(
     audit = RunAudit(workflow_id=workflow_id, kind="")
     files: dict[str, str] = {}
     keys: dict[str, set[str]] = {"create_ticket": set(), "outbox_send": set()}
-    for effect in state.effects:
+    for effect in state.effects.stack.items:
         if effect.status != EffectStatus.DONE:
             continue
         if effect.tool == "write_file":
@@ -88,13 +88,13 @@ def audit_world(
 def _unaccounted(state: AgentState) -> list[str]:
     """Keys of side-effecting calls that completed but are neither on the effect stack nor named
     by a rollback report: the history lost track of an effect."""
-    accounted = {e.key for e in state.effects}
-    for report in state.rollbacks:
+    accounted = {e.key for e in state.effects.stack.items}
+    for report in state.effects.rollbacks:
         for label in report.undone + report.irreversible + report.not_undone:
             found = _LABEL_KEY.search(label)
             accounted.add(found.group(1) if found else label)
     side_effects = {"write_file", "create_ticket", "outbox_send"}
-    return [r.key for r in state.tool_calls if r.tool in side_effects and r.result.ok and r.key not in accounted]
+    return [r.key for r in state.calls.tool_calls.items if r.tool in side_effects and r.result.ok and r.key not in accounted]
 
 
 def audit_run(
@@ -113,14 +113,14 @@ def audit_run(
 
 
 def _compensated(run: ChaosRun, state: AgentState) -> bool:
-    if state.phase != Phase.FAILED or not state.rollbacks:
+    if state.phase != Phase.FAILED or not state.effects.rollbacks:
         return False
-    report = state.rollbacks[-1]
+    report = state.effects.rollbacks[-1]
     if not report.clean or not report.undone:
         return False
-    last = state.checkpoints[-1] if state.checkpoints and run.kind != FAIL_ALL else None
+    last = state.effects.checkpoints.items[-1] if state.effects.checkpoints.items and run.kind != FAIL_ALL else None
     target, boundary = (last.id, last.effects_len) if last else (None, 0)
-    return report.checkpoint_id == target and len(state.effects) == boundary
+    return report.checkpoint_id == target and len(state.effects.stack.items) == boundary
 
 
 def _from_history(history) -> tuple[list[str], int]:

@@ -148,11 +148,11 @@ class Probe:
             return None
 
     async def tool_results(self, wid: str) -> list[str]:
-        return [r["result"]["output"] for r in (await self.state(wid))["tool_calls"]]
+        return [r["result"]["output"] for r in (await self.state(wid))["calls"]["tool_calls"]["items"]]
 
     async def tool_messages(self, wid: str) -> list[str]:
         """What the model was told for each call, including calls refused before any activity."""
-        return [m["content"] for m in (await self.state(wid))["messages"] if m["role"] == "tool"]
+        return [m["content"] for m in (await self.state(wid))["conversation"]["messages"]["items"] if m["role"] == "tool"]
 
 
 async def run_catalogue(probe: Probe, names: list[str] | None = None) -> list[Outcome]:

@@ -230,10 +230,10 @@ async def not_allowed(p: Probe, out: Outcome) -> None:
     await p.start(wid, hostile_run(wid, [{"tool_calls": calls}, {"content": "refused"}]))
     verdict(out, await p.finish(out, wid), "DONE")
     state = await p.state(wid)
-    messages = "\n".join(m.get("content") or "" for m in state["messages"] if m["role"] == "tool")
+    messages = "\n".join(m.get("content") or "" for m in state["conversation"]["messages"]["items"] if m["role"] == "tool")
     out.outcome = messages.splitlines()[0][:110] if messages else out.outcome
     verdict(out, messages, "unknown tool 'create_ticket'; available tools: read_file", "unknown tool 'outbox_send'")
-    if state["effects"] or p.stack.tracker_path.exists():
+    if state["effects"]["stack"]["items"] or p.stack.tracker_path.exists():
         out.problems.append("a refused tool left an effect or touched the tracker")
 
 
@@ -245,7 +245,7 @@ async def bad_arguments(p: Probe, out: Outcome) -> None:
     await p.start(wid, hostile_run(wid, [{"tool_calls": calls}, {"content": "refused"}]))
     verdict(out, await p.finish(out, wid), "DONE")
     state = await p.state(wid)
-    messages = "\n".join(m.get("content") or "" for m in state["messages"] if m["role"] == "tool")
+    messages = "\n".join(m.get("content") or "" for m in state["conversation"]["messages"]["items"] if m["role"] == "tool")
     out.outcome = f"{messages.count('ERROR:')}/5 returned to the model as errors"
     verdict(out, messages, "not valid JSON", "must be a JSON object", "path: Input should be a valid string",
             "argv: Input should be a valid list", "argv: List should have at least 1 item")
@@ -377,7 +377,7 @@ async def told_in_full(p: Probe, wid: str) -> str:
     """What the model was told for each tool call: the whole output (a long one is in the artifact
     store, the message in history holds its first part and the reference)."""
     store = open_artifacts(p.stack.settings().artifact_store_url)
-    messages = [m for m in (await p.state(wid))["messages"] if m["role"] == "tool"]
+    messages = [m for m in (await p.state(wid))["conversation"]["messages"]["items"] if m["role"] == "tool"]
     return "\n".join(m["content"] if m["content_ref"] is None
                      else store.get(ArtifactRef.model_validate(m["content_ref"])).decode(errors="replace")
                      for m in messages)

@@ -41,7 +41,7 @@ async def unknown_checkpoint(p: Probe, out: Outcome) -> None:
     _, said = await p.cli("workflow", "update", "execute", "--workflow-id", wid, "--name", "rollback",
                           "--input", '{"checkpoint_id": "cp-404", "then": "stop"}')
     verdict(out, said, "unknown checkpoint 'cp-404'")
-    if (await p.state(wid))["rollbacks"]:
+    if (await p.state(wid))["effects"]["rollbacks"]:
         out.problems.append("a rejected rollback was recorded")
     await end(p, out, wid)
 
@@ -103,7 +103,7 @@ async def unknown_call(p: Probe, out: Outcome) -> None:
         except WorkflowUpdateFailedError as err:
             texts.append(str(err.cause))
     verdict(out, " | ".join(texts), "no pending approval for call 'call-404'; pending: none")
-    if (await p.state(wid))["decisions"]:
+    if (await p.state(wid))["calls"]["decisions"]:
         out.problems.append("a rejected decision was recorded")
     await end(p, out, wid)
 
@@ -120,7 +120,7 @@ async def hostile_messages(p: Probe, out: Outcome) -> None:
     await p.client.get_workflow_handle(wid).signal("send_message", "z" * 150_000)
     release.touch()  # every signal is in: the run may go on (no race against a timer)
     verdict(out, await p.finish(out, wid), "DONE: done")
-    users = [m["content"] for m in (await p.state(wid))["messages"] if m["role"] == "user"][1:]
+    users = [m["content"] for m in (await p.state(wid))["conversation"]["messages"]["items"] if m["role"] == "user"][1:]
     out.outcome = f"{len(users)} delivered: " + ", ".join(f"{u[:12]!r}({len(u)})" for u in users)
     if "helloworld" not in users or "z" * 100_000 not in users:
         out.problems.append(f"expected the NUL stripped and the long message cut to 100000: {out.outcome}; {sent}")

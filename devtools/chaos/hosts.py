@@ -248,7 +248,7 @@ async def _open_runs_by_host(client: RatchetClient, runs: list[ChaosRun], hosts:
             state = await asyncio.wait_for(handle.state(), timeout=5)
         except Exception:  # not started yet, or no worker answered in time
             return None
-        return state.workspace_host
+        return state.workspace.host
 
     queues = await asyncio.gather(*(host_of(run) for run in runs))
     return {
@@ -293,7 +293,7 @@ async def _audit_all(
         except Exception as exc:
             audits.append(RunAudit(run.workflow_id, run.kind, note=f"cannot read the run: {exc}"))
             continue
-        owner = next((h for h in hosts if state is not None and h.host_queue == state.workspace_host), hosts[0])
+        owner = next((h for h in hosts if state is not None and h.host_queue == state.workspace.host), hosts[0])
         directory = None
         if state is not None and owner.host_id == figures.killed_host:
             directory = _from_checkpoint(state, artifacts, base / "audit" / run.workflow_id)
@@ -302,7 +302,7 @@ async def _audit_all(
         audits.append(audit_run(owner, run, state, history, directory))
         if desc.close_time is not None:
             audits[-1].note = f"closed after {(desc.close_time - desc.start_time).total_seconds():.1f}s"
-        figures.failovers += len(state.failovers) if state is not None else 0
+        figures.failovers += len(state.workspace.failovers) if state is not None else 0
         causes += _retry_causes(history)
     figures.activity_retries = len(causes)
     return audits, causes
@@ -311,8 +311,8 @@ async def _audit_all(
 def _from_checkpoint(state: AgentState, artifacts: ArtifactStore, directory: Path) -> Path | None:
     """The run's last checkpoint restored into `directory` from the artifact store, if no effect of
     the run lies after it (its workspace then is that checkpoint's files); else None."""
-    last = next((c for c in reversed(state.checkpoints) if c.workspace_ref is not None), None)
-    if last is None or last.effects_len != len(state.effects):
+    last = next((c for c in reversed(state.effects.checkpoints.items) if c.workspace_ref is not None), None)
+    if last is None or last.effects_len != len(state.effects.stack.items):
         return None
     directory.mkdir(parents=True, exist_ok=True)
     restore(directory, artifacts, last.workspace_ref)

@@ -154,8 +154,8 @@ def _check_full_run(stack: Stack, wid: str, state: AgentState, result: StepResul
     world, checkpoints = expected(len(STEPS))
     if state.phase != Phase.DONE:
         result.problems.append(f"the run without a failure ended {state.phase}: {state.last_error}")
-    if [c.step for c in state.checkpoints] != checkpoints:
-        result.problems.append(f"checkpoints at steps {[c.step for c in state.checkpoints]}, expected {checkpoints}")
+    if [c.step for c in state.effects.checkpoints.items] != checkpoints:
+        result.problems.append(f"checkpoints at steps {[c.step for c in state.effects.checkpoints.items]}, expected {checkpoints}")
     if observe(stack, wid) != world:
         result.problems.append(f"final world differs: {observe(stack, wid)} != {world}")
 
@@ -164,7 +164,7 @@ def _check_rollback(stack: Stack, wid: str, k: int, state: AgentState, result: S
     _, checkpoint_steps = expected(k - 1)
     last = checkpoint_steps[-1] if checkpoint_steps else 0
     want, _ = expected(last)
-    report = state.rollbacks[-1] if state.rollbacks else None
+    report = state.effects.rollbacks[-1] if state.effects.rollbacks else None
     result.checkpoint = report.checkpoint_id if report else None
     result.undone = len(report.undone) if report else 0
     want_cp = f"cp-{len(checkpoint_steps)}" if checkpoint_steps else None

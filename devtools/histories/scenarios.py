@@ -198,8 +198,8 @@ async def approval(rec: Recorder) -> None:
     """A tool call waits for a person: one approved, one rejected (updates), then the answer."""
     script = [{"tool_calls": [_ticket("prod: restart"), _ticket("prod: drop table")]}, {"content": "done"}]
     handle = await rec.runs.start(scripted("approver", script, workspace="approval"), workflow_id("approval"))
-    state = await _until(handle, lambda s: len(s.pending_approvals) == 2)
-    first, second = (p.call_id for p in state.pending_approvals)
+    state = await _until(handle, lambda s: len(s.calls.pending_approvals) == 2)
+    first, second = (p.call_id for p in state.calls.pending_approvals)
     await handle.approve(first)
     await handle.reject(second, reason="not in prod")
     expect(ended(await handle.result(), Phase.DONE), "DONE", "approval run")
@@ -227,7 +227,7 @@ ROLLBACK_SCRIPT = [
 async def rollback(rec: Recorder) -> None:
     """Two verified checkpoints, pause, then a rollback update to cp-1 that stops the run."""
     handle = await rec.runs.start(scripted("saga", ROLLBACK_SCRIPT, workspace="rollback"), workflow_id("rollback"))
-    await _until(handle, lambda s: len(s.checkpoints) == 2)
+    await _until(handle, lambda s: len(s.effects.checkpoints.items) == 2)
     await handle.pause()
     await _until(handle, lambda s: s.phase == Phase.PAUSED)
     await handle.rollback("cp-1", then="stop")
@@ -288,11 +288,11 @@ async def failover(rec: Recorder) -> None:
     async with build_worker(temporal, lost):
         runs = RatchetClient(temporal, rec.settings.model_copy(update={"task_queue": FAILOVER_QUEUE}))
         handle = await runs.start(scripted("hosts", script, workspace="failover"), workflow_id("failover"))
-        await _until(handle, lambda s: any(e.tool == "create_ticket" and e.status == "done" for e in s.effects))
+        await _until(handle, lambda s: any(e.tool == "create_ticket" and e.status == "done" for e in s.effects.stack.items))
     async with build_worker(temporal, rec.settings.model_copy(update={"task_queue": FAILOVER_QUEUE})):
         result = await asyncio.wait_for(handle.result(), timeout=60)
         state = await handle.state()
-    expect(ended(result, Phase.DONE) and len(state.failovers) == 1, "DONE after one failover", state.failovers)
+    expect(ended(result, Phase.DONE) and len(state.workspace.failovers) == 1, "DONE after one failover", state.workspace.failovers)
 
 
 OPEN_ISSUE = [
@@ -342,7 +342,7 @@ async def session(rec: Recorder) -> None:
     await handle.close()
     state = await handle.state()
     expect(
-        ended(await handle.result(), Phase.DONE) and again.turn == 3 and state.compactions >= 1,
+        ended(await handle.result(), Phase.DONE) and again.turn == 3 and state.session.compactions >= 1,
         "DONE after turns, a compaction and a rollback",
-        (again, state.compactions, state.continued),
+        (again, state.session.compactions, state.continued),
     )

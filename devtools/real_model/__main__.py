@@ -123,7 +123,7 @@ class Outcome:
         state = self.state
         if state is None or state.phase != Phase.DONE or not self.verifier_passes:
             return False
-        return any(c.tool == "write_file" and c.result.ok and _path(c.arguments) == "hello.txt" for c in state.tool_calls)
+        return any(c.tool == "write_file" and c.result.ok and _path(c.arguments) == "hello.txt" for c in state.calls.tool_calls.items)
 
 
 def lost_tool_calls(exchanges: list[Exchange], state: AgentState) -> list[str]:
@@ -134,7 +134,7 @@ def lost_tool_calls(exchanges: list[Exchange], state: AgentState) -> list[str]:
     for step, exchange in enumerate((e for e in exchanges if e.status == 200), start=1):
         sent = sorted(json.dumps([name, arguments], sort_keys=True) for name, arguments in exchange.tool_calls())
         recorded = sorted(
-            json.dumps([c.tool, _json(c.arguments)], sort_keys=True) for c in state.tool_calls if c.step == step
+            json.dumps([c.tool, _json(c.arguments)], sort_keys=True) for c in state.calls.tool_calls.items if c.step == step
         )
         if sent != recorded:
             how = "streamed" if exchange.streamed else "sent"
@@ -266,9 +266,9 @@ async def _follow(handle: RunHandle, timeout_s: float) -> AgentState | None:
             await asyncio.sleep(0.5)
             continue
         if state is not None:
-            for message in state.messages[max(shown - state.messages_base, 0):]:
+            for message in state.conversation.messages.since(shown):
                 _show(message)
-            shown = max(shown, state.messages_base + len(state.messages))
+            shown = max(shown, state.conversation.count)
         if ended:
             result.exception()  # a failed run is reported from its state
             return state
@@ -301,8 +301,8 @@ def _report(outcome: Outcome) -> int:
     state = outcome.state
     print(f"\n[{outcome.variant.name}]")
     if state is not None:
-        print(f"phase: {state.phase}   steps: {state.step}   tool calls: {len(state.tool_calls)}   "
-              f"checkpoints: {len(state.checkpoints)}   tokens: {state.used.prompt_tokens + state.used.completion_tokens}")
+        print(f"phase: {state.phase}   steps: {state.step}   tool calls: {len(state.calls.tool_calls.items)}   "
+              f"checkpoints: {len(state.effects.checkpoints.items)}   tokens: {state.used.prompt_tokens + state.used.completion_tokens}")
         if state.answer:
             print(f"answer: {state.answer}")
         if state.last_error:

@@ -94,7 +94,7 @@ async def _follow(run: RunHandle, offset: int) -> None:
     if mid_line:
         print()
     state = await run.state()
-    turn = state.turns[-1] if state.turns else None
+    turn = state.session.turns.items[-1] if state.session.turns.items else None
     if turn is not None and not text.steps and turn.answer:  # the model's reply was not streamed
         print(turn.answer)
     if turn is not None:

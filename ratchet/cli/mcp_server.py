@@ -70,10 +70,12 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
             "step": state.step,
             "answer": state.answer,
             "last_error": state.last_error,
-            "pending_approvals": [p.model_dump(mode="json") for p in state.pending_approvals],
-            "pending_decisions": [d.model_dump(mode="json") for d in state.pending_decisions],
-            "checkpoints": [{"id": c.id, "step": c.step, "summary": c.summary} for c in state.checkpoints],
-            "effects": [{"tool": e.tool, "step": e.step, "status": e.status.value} for e in state.effects],
+            "pending_approvals": [p.model_dump(mode="json") for p in state.calls.pending_approvals],
+            "pending_decisions": [d.model_dump(mode="json") for d in state.calls.pending_decisions],
+            "checkpoints": [
+                {"id": c.id, "step": c.step, "summary": c.summary} for c in state.effects.checkpoints.items
+            ],
+            "effects": [{"tool": e.tool, "step": e.step, "status": e.status.value} for e in state.effects.stack.items],
         }
 
     @server.tool(annotations=reading)

@@ -30,11 +30,11 @@ from ratchet.contracts import RollbackPlanItem
 
 async def checkpoints(args: argparse.Namespace) -> int:
     state = await (await connected()).get(args.workflow_id).state()
-    if not state.checkpoints:
+    if not state.effects.checkpoints.items:
         print(f"{args.workflow_id}: no checkpoints yet (phase {state.phase}, step {state.step})")
         return 0
     print(f"{'id':<6} {'step':>4}  {'effects':>7}  {'evidence':<40} patch")
-    for cp in state.checkpoints:
+    for cp in state.effects.checkpoints.items:
         ev = cp.evidence
         evidence = f"{' '.join(ev.argv)[:24]} -> exit {ev.exit_code}" if ev else "-"
         if ev and ev.tests_run is not None:

@@ -166,7 +166,7 @@ def _decide(cmd: argparse.ArgumentParser) -> None:
     from ratchet.contracts import OutcomeChoice
 
     workflow_id(cmd)
-    cmd.add_argument("call_id", help="the call (see `ratchet watch` or state.pending_decisions)")
+    cmd.add_argument("call_id", help="the call (see `ratchet watch` or state.calls.pending_decisions)")
     cmd.add_argument("choice", choices=[c.value for c in OutcomeChoice], help="what happens to the call")
     cmd.add_argument("--result", help="with assume_done: the call's output as the model will see it")
     cmd.add_argument("--reason", default="", help="why (recorded in the run's state)")

@@ -140,19 +140,19 @@ def render(state: AgentState, answer: bool = True) -> str:
         + f"  cost ${state.used.cost_usd:.4f}  tool calls {state.used.tool_calls}"
         + (f"  continued x{state.continued}" if state.continued else "")
     ]
-    for pending in state.pending_approvals:
+    for pending in state.calls.pending_approvals:
         lines.append(
             f"  awaiting approval: {pending.call_id} {pending.tool} {json.dumps(pending.arguments)[:80]}"
             f" ({pending.reason})"
         )
-    for undecided in state.pending_decisions:
+    for undecided in state.calls.pending_decisions:
         lines.append(
             f"  awaiting decision: {undecided.call_id} {undecided.tool} {json.dumps(undecided.arguments)[:80]}"
             f" (outcome unknown; `ratchet decide {state.workflow_id} {undecided.call_id} retry|assume_done|skip|fail`)"
         )
-    for cp in state.checkpoints:
+    for cp in state.effects.checkpoints.items:
         lines.append(f"  checkpoint {cp.id}: {cp.summary}")
-    for move in state.failovers:
+    for move in state.workspace.failovers:
         lines.append(
             f"  failover at step {move.step}: {move.from_host} -> {move.to_host}"
             f" from {move.checkpoint_id or 'the start'}"

@@ -459,7 +459,7 @@ class RunHandle:
         return metadata.current_details
 
     async def checkpoints(self) -> list[Checkpoint]:
-        return (await self.state()).checkpoints
+        return (await self.state()).effects.checkpoints.items
 
     async def checkpoint(self, checkpoint_id: str) -> Checkpoint:
         """The run's checkpoint `checkpoint_id`; Refused naming the ones it has if there is none."""
@@ -493,7 +493,7 @@ class RunHandle:
         except ValidationError as exc:
             raise InvalidInput.of("transcript page", exc) from None
         if state is not None:
-            page = state.transcript_page(offset, limit)
+            page = state.conversation.page(offset, limit)
         else:
             page = await self._query(RunMessages.TRANSCRIPT, request, result_type=Transcript)
         messages, first = list(page.messages), page.offset
@@ -807,7 +807,7 @@ class RunHandle:
 
         state = await self.state()
         store = open_artifacts(self.client.settings.artifact_store_url)
-        state.unarchive(await asyncio.to_thread(load_archived, store, state.effects_archive))
+        state.effects.unarchive(await asyncio.to_thread(load_archived, store, state.effects.archive))
         if state.plan is None:  # the run failed while being planned: it never acted
             return []
         try:
@@ -861,10 +861,10 @@ class RunHandle:
         from ratchet.stores.urls import open_artifacts
 
         state = state or await self.state()
-        if state.transcript is None:
+        if state.conversation.transcript is None:
             return []
         store = open_artifacts(self.client.settings.artifact_store_url)
-        conversation = await asyncio.to_thread(transcripts.read_all, store, state.transcript)
+        conversation = await asyncio.to_thread(transcripts.read_all, store, state.conversation.transcript)
         return conversation[start:stop]
 
 
@@ -896,9 +896,9 @@ def start_summary(run: AgentRun) -> str:
 
 def turns_after(state: AgentState, checkpoint_id: str) -> list[int]:
     """A session's turns after the checkpoint's (what a rollback to it removes)."""
-    checkpoint = next((c for c in state.checkpoints if c.id == checkpoint_id), None)
+    checkpoint = next((c for c in state.effects.checkpoints.items if c.id == checkpoint_id), None)
     turn = checkpoint.turn if checkpoint is not None else 0
-    return [t.number for t in state.turns if t.number > turn and not (turn == 0 and t.number == 1)]
+    return [t.number for t in state.session.turns.items if t.number > turn and not (turn == 0 and t.number == 1)]
 
 
 class _AskAgain(Unavailable):

@@ -116,7 +116,7 @@ async def _why_not(run: RunHandle, action: str, form: dict[str, str], exc: Ratch
     except RatchetError:
         return f"{action} failed: {exc}"
     call_id = form.get("call_id", "")
-    decided = state.decisions.get(call_id) or state.outcome_decisions.get(call_id)
+    decided = state.calls.decisions.get(call_id) or state.calls.outcome_decisions.get(call_id)
     if action in ("approve", "reject", "decide") and decided is not None:
         verdict = getattr(decided, "choice", None) or (
             "approved" if getattr(decided, "approved", False) else "rejected"

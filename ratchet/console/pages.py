@@ -57,7 +57,7 @@ async def _progress(client: RatchetClient, workflow_id: str) -> Progress | None:
         state = await asyncio.wait_for(client.get(workflow_id).state(ROW_STATE_TIMEOUT_S), ROW_STATE_TIMEOUT_S + 0.5)
     except (RatchetError, TimeoutError, CodecKeyError):
         return None
-    return Progress(state.step, state.turn_number, state.used.cost_usd)
+    return Progress(state.step, state.session.turn_number, state.used.cost_usd)
 
 
 async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Response:

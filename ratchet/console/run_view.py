@@ -16,17 +16,17 @@ CHECKPOINT_PAGE = 10
 
 def shown_checkpoints(state: AgentState, older: int = 0) -> list[Checkpoint]:
     """The checkpoints a run's page shows: CHECKPOINT_PAGE of them, newest first, after the `older` newest."""
-    return list(reversed(state.checkpoints))[older : older + CHECKPOINT_PAGE]
+    return list(reversed(state.effects.checkpoints.items))[older : older + CHECKPOINT_PAGE]
 
 
 def waiting_of(state: AgentState) -> list[Waiting]:
     approvals = [
         Waiting(state.workflow_id, "approval", p.call_id, p.tool, p.arguments, p.requested_at, p.reason)
-        for p in state.pending_approvals
+        for p in state.calls.pending_approvals
     ]
     decisions = [
         Waiting(state.workflow_id, "decision", d.call_id, d.tool, d.arguments, d.requested_at, d.error)
-        for d in state.pending_decisions
+        for d in state.calls.pending_decisions
     ]
     return approvals + decisions
 
@@ -88,7 +88,7 @@ def _summary(state: AgentState, running: bool) -> str:
         ("phase", state.phase.value),
         ("status", "running" if running else "closed"),
         ("step", state.step),
-        ("turn", len(state.turns) + state.turns_base if state.turns else "-"),
+        ("turn", state.session.turn_number if state.session.turns.items else "-"),
         ("model calls", used.model_calls),
         ("tokens", f"{used.prompt_tokens + used.completion_tokens:,} ({used.prompt_tokens:,} in)"),
         ("cost", f"${used.cost_usd:.4f}"),
@@ -158,7 +158,7 @@ def _effects(state: AgentState) -> str:
             esc(e.status.value),
             esc(e.undo_description or "-"),
         ]
-        for e in state.effects
+        for e in state.effects.stack.items
     ]
     return "<h2>Effects</h2>" + table(["step", "tool", "class", "status", "undo"], rows, "No effects yet.")
 
@@ -169,7 +169,7 @@ def _checkpoints(state: AgentState, patches: dict[str, str | None], token: str, 
     start = f'<p><a href="{to_start}">Plan a rollback to the start</a></p>'
     shown = shown_checkpoints(state, older)
     cards = "".join(_checkpoint(base, c, patches.get(c.id), token) for c in shown)
-    total, links = len(state.checkpoints), []
+    total, links = len(state.effects.checkpoints.items), []
     if older > 0:
         links.append(f'<a href="{esc(query_url(base, checkpoints=max(0, older - CHECKPOINT_PAGE)))}">← newer</a>')
     if older + len(shown) < total:

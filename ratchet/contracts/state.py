@@ -15,6 +15,7 @@ from ratchet.contracts.outcomes import OutcomeDecision, PendingDecision
 from ratchet.contracts.plan import RunPlan
 from ratchet.contracts.run import AgentRun
 from ratchet.contracts.session import PendingMessage, Turn
+from ratchet.contracts.window import Window
 
 
 class ToolCallRecord(BaseModel):
@@ -182,100 +183,238 @@ class BudgetUsed(BaseModel):
     tool_calls: int = 0
 
 
-class AgentState(BaseModel):
-    workflow_id: str
-    run: AgentRun
-    plan: RunPlan | None = None
-    phase: Phase = Phase.STARTING
-    step: int = 0
-    started_at: str | None = None
-    messages: list[Message] = Field(default_factory=list)
-    """The conversation from message `messages_base` on; the earlier ones were handed over into
-    the transcript artifact at a continue-as-new."""
-    messages_base: int = 0
+STATE_VERSION = 1
+"""`AgentState.v`: the shape of the `state` query's JSON (docs/STATE.md). It changes when a field
+moves, is renamed or changes meaning; a reader checks it before it reads the rest."""
+
+
+class Part(BaseModel):
+    """A part of `AgentState`, changed only through its methods (each part's docstring names the
+    workflows module that calls them)."""
+
+    version: int = Field(0, exclude=True)
+    """How many times the part's methods changed it (what the run's stream watches,
+    workflows/events.py). Not in the query's JSON nor in a handover: a count within one execution."""
+
+    def changed(self) -> None:
+        self.version += 1
+
+
+class Conversation(Part):
+    """The messages, and how far the model has seen them: changed by workflows/conversation.py."""
+
+    messages: Window[Message] = Field(default_factory=Window[Message])
+    """The conversation; messages before `messages.base` were handed over into the transcript
+    artifact at a continue-as-new."""
     transcript: str | None = None
     """Digest of the conversation as the model last saw it (the first `unsent` messages)."""
     unsent: int = 0
     """Index (counted from the first message of the run, like `messages_len`) of the first message
     the model has not seen."""
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    """The most recent tool calls; `tool_calls_archived` older ones were dropped at handovers
-    (their outputs are in the transcript, their side effects in `effects`)."""
-    tool_calls_archived: int = 0
-    effects: list[Effect] = Field(default_factory=list)
-    """The run's effects from number `effects_base` on; earlier ones are in the archive."""
-    effects_base: int = 0
-    """How many of the run's first effects are in the artifact store, not in `effects`
-    (workflows/effects_archive.py: they leave the handover at a continue-as-new)."""
-    effects_archive: str | None = None
-    """Digest of the newest archive segment (each names the one before)."""
-    effects_archived_left: int = 0
+    context_tokens: int = 0
+    """Tokens of the last model call (prompt and reply): what compaction watches."""
+
+    @property
+    def count(self) -> int:
+        """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
+        return self.messages.end
+
+    def unsent_messages(self) -> list[Message]:
+        return self.messages.since(self.unsent)
+
+    def seen(self, transcript: str) -> None:
+        """The model has seen every message so far, as the transcript `transcript`."""
+        self.transcript, self.unsent = transcript, self.count
+
+    def page(self, offset: int, limit: int) -> Transcript:
+        """A page of the conversation (the `transcript` query); messages before the last handover are
+        in the transcript artifact (`ratchet.client` reads them from there)."""
+        first, messages = self.messages.page(offset, limit)
+        return Transcript(total=self.count, offset=first, messages=messages)
+
+
+class Effects(Part):
+    """What the run did to the world, the points it can go back to and its rollbacks: changed by
+    workflows/effects.py."""
+
+    stack: Window[Effect] = Field(default_factory=Window[Effect])
+    """The run's effects, oldest first; those before `stack.base` are in the archive."""
+    archive: str | None = None
+    """Digest of the newest archive segment (each names the one before; workflows/effects_archive.py)."""
+    archived_left: int = 0
     """Of the archived effects, how many are undoable and not undone (for `AgentResult.effects_left`)."""
-    checkpoints: list[Checkpoint] = Field(default_factory=list)
+    checkpoints: Window[Checkpoint] = Field(default_factory=Window[Checkpoint])
+    """The checkpoints held; `checkpoints.base` of dropped session turns are no longer kept."""
     rollbacks: list[RollbackReport] = Field(default_factory=list)
-    workspace_host: str | None = None
-    """Task queue of the host holding the run's workspace (`{RATCHET_TASK_QUEUE}@{host id}`); every
-    workspace activity is scheduled there. None: the run has no workspace tools."""
-    workspace_snapshot: ArtifactRef | None = None
-    """Manifest of the workspace's files when the run started (a failover with no checkpoint restores it)."""
-    failovers: list[Failover] = Field(default_factory=list)
-    used: BudgetUsed = Field(default_factory=BudgetUsed)
+
+    @property
+    def count(self) -> int:
+        """How many effects the run has recorded, the archived ones included."""
+        return self.stack.end
+
+    @property
+    def last_checkpoint(self) -> Checkpoint | None:
+        return self.checkpoints.last
+
+    def unarchive(self, archived: list[Effect]) -> None:
+        """The archived effects back in front of the rest: `stack` holds every effect again."""
+        self.stack.reset(archived + self.stack.items)
+        self.archive, self.archived_left = None, 0
+
+    def add_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.checkpoints.append(checkpoint)
+        self.changed()
+
+    def replace_last_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.checkpoints.items[-1] = checkpoint
+        self.changed()
+
+    def keep_checkpoints_to(self, checkpoint: Checkpoint | None) -> None:
+        """The checkpoints after `checkpoint` go (None: every one): a rollback went back to it."""
+        held = self.checkpoints
+        held.cut_at(held.base + held.items.index(checkpoint) + 1 if checkpoint is not None else held.base)
+        self.changed()
+
+    def drop_checkpoints_before(self, index: int) -> None:
+        self.checkpoints.drop_before(index)
+        self.changed()
+
+    def add_rollback(self, report: RollbackReport) -> None:
+        self.rollbacks.append(report)
+        self.changed()
+
+
+class Calls(Part):
+    """Tool call records, approvals and decisions on unknown outcomes: changed by workflows/tool_calls.py."""
+
+    tool_calls: Window[ToolCallRecord] = Field(default_factory=Window[ToolCallRecord])
+    """The most recent tool calls; older ones were dropped at handovers (their outputs are in the
+    transcript, their side effects in `effects`)."""
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decisions: dict[str, Decision] = Field(default_factory=dict)
     pending_decisions: list[PendingDecision] = Field(default_factory=list)
     """Calls whose outcome is unknown, waiting for `decide` (phase AWAITING_DECISION)."""
     outcome_decisions: dict[str, OutcomeDecision] = Field(default_factory=dict)
+    bad_tool_calls: int = 0
+
+    def record(self, record: ToolCallRecord) -> None:
+        self.tool_calls.append(record)
+        self.changed()
+
+    def in_order(self, first: int, call_ids: list[str]) -> None:
+        """The records from index `first` on (one reply's, recorded as they finished) in the reply's order."""
+        position = {cid: i for i, cid in enumerate(call_ids)}
+        held = self.tool_calls
+        at = held.local(first)
+        held.items[at:] = sorted(held.items[at:], key=lambda r: position[r.call_id])
+        self.changed()
+
+    def drop_records_before(self, index: int) -> None:
+        self.tool_calls.drop_before(index)
+        self.changed()
+
+    def ask_approval(self, pending: PendingApproval) -> None:
+        self.pending_approvals.append(pending)
+        self.changed()
+
+    def decide(self, call_id: str, decision: Decision) -> None:
+        self.decisions[call_id] = decision
+        self.changed()
+
+    def approval_closed(self, call_id: str) -> None:
+        self.pending_approvals = [p for p in self.pending_approvals if p.call_id != call_id]
+        self.changed()
+
+    def decision_closed(self, call_id: str) -> None:
+        self.pending_decisions = [p for p in self.pending_decisions if p.call_id != call_id]
+        self.changed()
+
+    def ask_decision(self, pending: PendingDecision) -> None:
+        self.outcome_decisions.pop(pending.call_id, None)  # a second unknown outcome after `retry` asks again
+        self.pending_decisions.append(pending)
+        self.changed()
+
+    def decide_outcome(self, call_id: str, decision: OutcomeDecision) -> None:
+        self.outcome_decisions[call_id] = decision
+        self.changed()
+
+    def stop_waiting(self, call_ids: set[str]) -> None:
+        """No call of `call_ids` waits for an approval or a decision any longer."""
+        self.pending_approvals = [p for p in self.pending_approvals if p.call_id not in call_ids]
+        self.pending_decisions = [p for p in self.pending_decisions if p.call_id not in call_ids]
+        self.changed()
+
+
+class Session(Part):
+    """A session's turns and the messages waiting for them: changed by workflows/sessions.py (and
+    workflows/compaction.py, which it calls)."""
+
+    turns: Window[Turn] = Field(default_factory=Window[Turn])
+    """A session's latest turns; turn `n` is item `n - 1`, older ones were dropped at handovers
+    (their messages are in the transcript)."""
     inbox: list[PendingMessage] = Field(default_factory=list)
     """Messages for the turn in flight, added to the conversation at the next step boundary (a
     `send` to a run that is not a session, a message under the `join` policy)."""
     queued: list[PendingMessage] = Field(default_factory=list)
     """A session's messages waiting for a turn of their own, in order."""
-    turns: list[Turn] = Field(default_factory=list)
-    """A session's latest turns (the last `turns_base` + len ones); older ones were dropped at
-    handovers (their messages are in the transcript)."""
-    turns_base: int = 0
-    checkpoints_base: int = 0
-    """Checkpoints of dropped turns, no longer kept (a session's handover keeps its latest turns')."""
     closing: bool = False
     """A session asked to `close`: it ends DONE once its turn in flight and queued messages are answered."""
     messages_rejected: int = 0
     """`send`s dropped by the reject policy (an `ask` is refused instead)."""
-    context_tokens: int = 0
-    """Tokens of the last model call (prompt and reply): what compaction watches."""
     compactions: int = 0
     compacted_to: int = 0
     """The last turn the latest compaction summarised (workflows/compaction.py)."""
-    paused: bool = False
-    continued: int = 0
-    """How many times this run has continued as new."""
-    bad_tool_calls: int = 0
-    answer: str | None = None
-    output: Any = None
-    """The final answer as JSON, for a run with an output schema (`ModelReply.output`)."""
-    last_error: str | None = None
-
-    def unarchive(self, archived: list[Effect]) -> None:
-        """The effects a long run archived at its handovers (workflows/effects_archive.py), back in
-        front of the rest: `effects` holds every effect again."""
-        self.effects = archived + self.effects
-        self.effects_base, self.effects_archive, self.effects_archived_left = 0, None, 0
 
     @property
     def turn_number(self) -> int:
         """The session's latest turn (0: none, or not a session)."""
-        return self.turns[-1].number if self.turns else self.turns_base
+        return self.turns.end
 
-    @property
-    def message_count(self) -> int:
-        """Messages of the run so far, the handed-over ones included (what `unsent` counts in)."""
-        return self.messages_base + len(self.messages)
 
-    def transcript_page(self, offset: int, limit: int) -> Transcript:
-        """A page of the conversation (the `transcript` query); messages before the last handover are
-        in the transcript artifact (`ratchet.client` reads them from there)."""
-        first = max(offset, self.messages_base)
-        start = first - self.messages_base
-        return Transcript(total=self.message_count, offset=first, messages=self.messages[start : start + limit])
+class Workspace(Part):
+    """Where the run's files are: changed by workflows/failover.py."""
+
+    host: str | None = None
+    """Task queue of the host holding the run's workspace (`{RATCHET_TASK_QUEUE}@{host id}`); every
+    workspace activity is scheduled there. None: the run has no workspace tools."""
+    snapshot: ArtifactRef | None = None
+    """Manifest of the workspace's files when the run started (a failover with no checkpoint restores it)."""
+    failovers: list[Failover] = Field(default_factory=list)
+
+    def bind(self, host: str, snapshot: ArtifactRef | None) -> None:
+        self.host, self.snapshot = host, snapshot
+        self.changed()
+
+    def add_failover(self, failover: Failover) -> None:
+        self.failovers.append(failover)
+        self.changed()
+
+
+class AgentState(BaseModel):
+    """The `state` query: the run in owned parts (docs/STATE.md)."""
+
+    v: int
+    """The shape's version, `STATE_VERSION` (always in the JSON: it has no default)."""
+    workflow_id: str
+    run: AgentRun
+    plan: RunPlan | None = None
+    phase: Phase = Phase.STARTING
+    """Changed only through the transition table (workflows/phases.py)."""
+    step: int = 0
+    started_at: str | None = None
+    used: BudgetUsed = Field(default_factory=BudgetUsed)
+    conversation: Conversation = Field(default_factory=Conversation)
+    effects: Effects = Field(default_factory=Effects)
+    calls: Calls = Field(default_factory=Calls)
+    session: Session = Field(default_factory=Session)
+    workspace: Workspace = Field(default_factory=Workspace)
+    paused: bool = False
+    continued: int = 0
+    """How many times this run has continued as new."""
+    answer: str | None = None
+    output: Any = None
+    """The final answer as JSON, for a run with an output schema (`ModelReply.output`)."""
+    last_error: str | None = None
 
 
 class ArchiveEffects(BaseModel):

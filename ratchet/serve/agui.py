@@ -228,7 +228,7 @@ async def _turn_answer(begun: Begun) -> TurnAnswer | None:
     """The answer of the turn this AG-UI run follows, once the session waits for its next message."""
     if begun.message_id is not None:
         return await begun.run.answer(begun.message_id)
-    turns = (await begun.run.state()).turns
+    turns = (await begun.run.state()).session.turns.items
     if not turns:
         return None
     last = turns[-1]
