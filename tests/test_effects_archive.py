@@ -86,7 +86,7 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     })
     assert (await fork.result()).phase == Phase.DONE
     forked = await fork.state()
-    assert forked.messages_base == source_cp2.unsent and forked.message_count == source_cp2.messages_len + 2
+    assert forked.conversation.messages.base == source_cp2.unsent and forked.conversation.count == source_cp2.messages_len + 2
     assert sorted(p.parent.name for p in (settings.workspace_root / forked.plan.workspace).rglob("f0.txt")) == ["s0", "s1"]
 
 

@@ -168,9 +168,9 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
     result = await fork.result()
     assert result.phase == Phase.DONE and result.answer == "forked and done"
     forked = await fork.state()
-    assert forked.messages[: cp1.messages_len] == source_state.conversation.messages.items[: cp1.messages_len]
-    assert forked.messages[cp1.messages_len].content == "continue from cp-1" and forked.messages[cp1.messages_len].pinned
-    assert forked.checkpoints[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
+    assert forked.conversation.messages.items[: cp1.messages_len] == source_state.conversation.messages.items[: cp1.messages_len]
+    assert forked.conversation.messages.items[cp1.messages_len].content == "continue from cp-1" and forked.conversation.messages.items[cp1.messages_len].pinned
+    assert forked.effects.checkpoints.items[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
     assert (settings.workspace_root / "fork" / "a.txt").read_text() == "v1\n"
     assert not (settings.workspace_root / "fork" / "b.txt").exists()
     assert len((await source.history()).events) == events_before
