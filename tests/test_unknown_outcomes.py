@@ -84,5 +84,5 @@ async def test_a_tool_that_did_not_start_is_retried_like_any_transient_error(cli
     handle = await start(client, settings, scripted("decider", [charge("d", not_started_first=True), {"content": "ok"}],
                                                   workspace="decide-4"))
     result: AgentResult = await handle.result()
-    assert result.phase == Phase.DONE and not (await handle.state()).outcome_decisions
+    assert result.phase == Phase.DONE and not (await handle.state()).calls.outcome_decisions
     assert charges(settings, "decide-4") == ["charged d attempt 2"]
