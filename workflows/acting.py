@@ -48,7 +48,7 @@ from ratchet.core import keys
 from . import approvals, children, events, hosts, outcomes
 from .errors import RunFailed, cause, raise_if_cancelled
 from .hosts import HostLost
-from .visibility import Visibility
+from .phases import Phases
 
 
 TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
@@ -64,24 +64,24 @@ INTERRUPTED = (
 NOT_RUN = "not run: the run was interrupted (paused, rolled back or out of time) before this call's turn"
 
 
-async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], visibility: Visibility) -> None:
+async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], phases: Phases) -> None:
     """Run one reply's calls (in the order `_Turns` gives) and record them and their results in
     the reply's order. Every call is answered, also when the step is interrupted
     (workflows/interrupts.py): a conversation with an unanswered call is invalid."""
-    state.phase = Phase.ACTING
+    phases.enter(state, Phase.ACTING, plan)
     call_ids = keys.unique_call_ids([c.id for c in calls])
     first_record = state.calls.tool_calls.end
     turns = _Turns(plan, calls)
     try:
         results = await asyncio.gather(
             *(
-                turns.run(i, _call_tool(state, plan, call, cid, visibility, turns, i))
+                turns.run(i, _call_tool(state, plan, call, cid, phases, turns, i))
                 for i, (call, cid) in enumerate(zip(calls, call_ids))
             ),
             return_exceptions=True,
         )
     except asyncio.CancelledError:
-        _answer_interrupted(state, plan, calls, call_ids, turns, visibility)
+        _answer_interrupted(state, plan, calls, call_ids, turns, phases)
         state.calls.in_order(first_record, call_ids)
         raise
     state.calls.in_order(first_record, call_ids)
@@ -158,7 +158,7 @@ def _answer_interrupted(
     calls: list[ToolCallRequest],
     call_ids: list[str],
     turns: _Turns,
-    visibility: Visibility,
+    phases: Phases,
 ) -> None:
     """An interrupted reply: the finished calls answered with their results, the others as
     `Interrupted` (and recorded); no call of it waits for a person any longer."""
@@ -188,8 +188,7 @@ def _answer_interrupted(
         )
     ids = set(call_ids)
     state.calls.stop_waiting(ids)
-    state.phase = Phase.ACTING
-    visibility.publish(state, plan)
+    phases.enter(state, Phase.ACTING, plan)
 
 
 async def _call_tool(
@@ -197,7 +196,7 @@ async def _call_tool(
     plan: RunPlan,
     call: ToolCallRequest,
     call_id: str,
-    visibility: Visibility,
+    phases: Phases,
     turns: _Turns,
     index: int,
 ) -> ToolResult:
@@ -211,7 +210,7 @@ async def _call_tool(
         return _bad_call(state, problem)
     reason = approvals.needs_approval(plan, spec, args)
     if reason is not None:
-        decision = await _await_approval(state, plan, spec, call_id, args, reason, visibility)
+        decision = await _await_approval(state, plan, spec, call_id, args, reason, phases)
         if not decision.approved:
             return ToolResult(
                 ok=False, error_type=ErrorType.REJECTED, output=f"a person rejected this call: {decision.reason}"
@@ -224,7 +223,7 @@ async def _call_tool(
     elif spec.kind == "child":
         result = await _delegate(state, plan, spec, key, call_id, args)
     else:
-        result = await _run_activity_tool(state, plan, spec, key, call_id, args, visibility)
+        result = await _run_activity_tool(state, plan, spec, key, call_id, args, phases)
     if result.error_type == ErrorType.INVALID_ARGUMENTS:
         _count_bad_call(state, result.output)
     state.used.tool_calls += 1
@@ -241,7 +240,7 @@ async def _run_activity_tool(
     key: str,
     call_id: str,
     args: dict[str, Any],
-    visibility: Visibility,
+    phases: Phases,
 ) -> ToolResult:
     step = state.step
     effect = _register_effect(state, spec, step, call_id, key, args)
@@ -255,7 +254,7 @@ async def _run_activity_tool(
             if effect is not None:
                 effect.status, effect.error = EffectStatus.FAILED, cause(err)
             if outcomes.unknown(err):  # a person (or the timeout policy) decides; workflows/outcomes.py
-                decision = await outcomes.ask(state, plan, spec, call_id, key, args, cause(err), visibility)
+                decision = await outcomes.ask(state, plan, spec, call_id, key, args, cause(err), phases)
                 if decision.choice == OutcomeChoice.SKIP:
                     return outcomes.skipped(spec, decision)
                 if decision.choice != OutcomeChoice.FAIL:
@@ -339,7 +338,7 @@ async def _await_approval(
     call_id: str,
     args: dict[str, Any],
     reason: str,
-    visibility: Visibility,
+    phases: Phases,
 ) -> Decision:
     state.calls.ask_approval(
         PendingApproval(
@@ -351,8 +350,7 @@ async def _await_approval(
             reason=reason,
         )
     )
-    state.phase = Phase.AWAITING_APPROVAL
-    visibility.publish(state, plan)
+    phases.enter(state, Phase.AWAITING_APPROVAL, plan)
     timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
     try:
         await workflow.wait_condition(lambda: call_id in state.calls.decisions, timeout=timeout)
@@ -360,8 +358,9 @@ async def _await_approval(
         state.calls.decide(call_id, approvals.on_timeout(plan, workflow.now().isoformat()))
     state.calls.approval_closed(call_id)
     if not state.calls.pending_approvals:
-        state.phase = Phase.ACTING
-    visibility.publish(state, plan)
+        phases.enter(state, Phase.ACTING, plan)
+    else:
+        phases.publish(state, plan)  # the others still wait: RatchetAwaitingApproval holds
     decision = state.calls.decisions[call_id]
     if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
         raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")

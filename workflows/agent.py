@@ -14,11 +14,8 @@ all state is an `AgentState`, queryable at any moment.
 from __future__ import annotations
 
 import asyncio
-from typing import NoReturn
-
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import (
     AGENT_WORKFLOW,
@@ -29,7 +26,6 @@ from ratchet.contracts import (
     Continuation,
     DecideRequest,
     Decision,
-    ErrorType,
     FollowRequest,
     Phase,
     RejectRequest,
@@ -41,7 +37,6 @@ from ratchet.contracts import (
     Transcript,
     TranscriptPage,
     TurnAnswer,
-    TurnStatus,
 )
 from ratchet.core import budget as budgets
 from . import (
@@ -56,11 +51,13 @@ from . import (
     outcomes,
     rollback,
     sessions,
+    turns,
 )
 from .errors import RunFailed
 from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
-from .result import agent_result
+from .phases import Phases
+from .result import cancelled, fail, finish, out_of_budget
 from .step import OutOfBudget, step
 from .visibility import Visibility
 
@@ -77,7 +74,7 @@ class AgentWorkflow:
         self._state: AgentState | None = self._continuation.continuation if self._continuation else None
         self._rollbacks = rollback.Requests()
         self._deadline = interrupts.Deadline()
-        self._visibility = Visibility()
+        self._phases = Phases(Visibility(), self.events)  # the one writer of state.phase (workflows/phases.py)
         self._inbox = inbox.Inbox()
         self._first_turn = 0  # the session's turn this execution started at (continue-as-new counts from it)
 
@@ -100,7 +97,7 @@ class AgentWorkflow:
         else:
             self._state = state = planning.new_state(parsed)
             self._inbox.attach(state)
-            await planning.prepare(state, self._visibility)
+            await planning.prepare(state, self._phases)
         plan = state.plan
         assert plan is not None
         try:
@@ -113,14 +110,12 @@ class AgentWorkflow:
                 early, state.session.inbox = state.session.inbox, []
                 for message in early:
                     sessions.accept(state, message)
-            self._visibility.publish(state, plan)
+            self._phases.publish(state, plan)
             return await self._loop(state, plan)
         except RunFailed as failure:
-            await self._fail(state, plan, str(failure))
+            await fail(state, plan, self._phases, str(failure))
         except asyncio.CancelledError:
-            await rollback.on_failure(state, plan, "cancelled")
-            state.phase = Phase.CANCELLED if state.phase != Phase.COMPENSATION_FAILED else state.phase
-            self._visibility.publish(state, plan)  # `ratchet list` and RatchetPhase show how it ended
+            await cancelled(state, plan, self._phases)
             raise
 
     # --- queries, signals and updates --------------------------------------------------------
@@ -160,11 +155,7 @@ class AgentWorkflow:
     @workflow.update(name=RunMessages.CLOSE)
     def close(self) -> str:
         """End the session once its turn in flight and the messages queued before are answered."""
-        state = self._require_state()
-        if sessions.policy(state) is None or state.phase.terminal:
-            raise ValueError(f"run {state.workflow_id} is {state.phase}, not an open session")
-        state.session.closing = True
-        return f"closing after turn {state.session.turn_number + len(state.session.queued)}"
+        return sessions.close(self._require_state())
 
     @workflow.signal(name=RunMessages.PAUSE)
     def pause(self) -> None:
@@ -229,29 +220,30 @@ class AgentWorkflow:
 
         while True:
             try:
-                if await self._rollbacks.serve(state, plan):
+                if await self._rollbacks.serve(state, plan, self._phases):
                     return self._finish(Phase.ROLLED_BACK)
                 if state.paused and not self._deadline.passed:
-                    await self._wait_while_paused(state, plan)
+                    woken = lambda: bool(self._rollbacks) or self._deadline.passed  # noqa: E731
+                    await interrupts.wait_while_paused(state, plan, self._phases, woken)
                     continue
-                if plan.session is not None and not await self._session_turn(state, plan):
+                if plan.session is not None and not await self._next_turn(state, plan):
                     return self._finish(Phase.DONE)  # closed, or idle past its timeout
                 inbox.deliver(state)
                 reason = budgets.exhausted(plan.budget, state.used, self._deadline.elapsed_s(state, plan))
                 if reason:
-                    return await self._out_of_budget(state, plan, reason, cut_short)
+                    return await out_of_budget(state, plan, self._phases, reason, cut_short)
                 if plan.session is None and handover.due(plan):  # a session hands over between turns
                     await handover.hand_over(state, plan, self.events, lambda: bool(self._rollbacks))
                     continue  # a rollback came in first: serve it
                 state.step += 1
-                answer = await interrupts.race(step(state, plan, self._visibility), stop, state)
+                answer = await interrupts.race(step(state, plan, self._phases), stop, state)
             except interrupts.Interrupted:
                 cut_short = self._deadline.passed
                 continue
             except OutOfBudget as refused:  # the next model call could not fit: nothing was spent on it
                 return self._finish(Phase.BUDGET_EXHAUSTED, error=str(refused))
             except HostLost as lost:  # the workspace's host is gone (in a step or an undo): on elsewhere
-                await rollback.fail_over(state, plan, lost)
+                await rollback.fail_over(state, plan, self._phases, lost)
                 continue
             if answer is not None and not self._rollbacks:  # an accepted rollback is served first
                 state.answer = answer
@@ -259,62 +251,10 @@ class AgentWorkflow:
                     return self._finish(Phase.DONE, error=budgets.overrun(plan.budget, state.used))
                 await sessions.answered(state, plan, answer)
 
-    async def _session_turn(self, state: AgentState, plan: RunPlan) -> bool:
-        """A session's turn in flight goes on, or ends (an interrupting message, its own budget); between
-        turns the next starts, or the session waits for a message (AWAITING_MESSAGE; continuing as new
-        when due). False: it ends (closed, or idle past its timeout)."""
-        if sessions.interrupting(state):
-            sessions.close_turn(state, TurnStatus.INTERRUPTED, error="interrupted by a message")
-        elif (why := sessions.turn_exhausted(state)) is not None:
-            sessions.close_turn(state, TurnStatus.BUDGET_EXHAUSTED, error=why)
-        while not sessions.turn_running(state):
-            if state.session.queued:
-                sessions.open_next(state)
-                break
-            if state.session.closing:
-                return False
-            state.phase = Phase.AWAITING_MESSAGE
-            self._visibility.publish(state, plan)
-            woken = lambda: sessions.waiting(state) or bool(self._rollbacks)  # noqa: E731
-            session = plan.session
-            assert session is not None
-            if state.session.turn_number - self._first_turn >= session.turns_per_run or handover.due(plan):
-                await handover.hand_over(state, plan, self.events, woken)  # returns only if woken first
-            try:
-                await workflow.wait_condition(woken, timeout=session.idle_timeout_s, timeout_summary="idle")
-            except TimeoutError:
-                return False
-            if self._rollbacks:
-                return True  # the loop serves it, then comes back here
-        self._visibility.publish(state, plan)
-        return True
-
-    async def _out_of_budget(self, state: AgentState, plan: RunPlan, reason: str, cut_short: bool) -> AgentResult:
-        """BUDGET_EXHAUSTED. At a step boundary the finished steps' work stays; a step the deadline
-        cut short is not whole, so the run's failure policy applies first, as for a failure."""
-        if cut_short:
-            await rollback.on_failure(state, plan, reason)
-            if state.phase == Phase.COMPENSATION_FAILED:
-                await self._fail(state, plan, reason, policy_applied=True)
-        return self._finish(Phase.BUDGET_EXHAUSTED, error=reason)
-
-    async def _fail(self, state: AgentState, plan: RunPlan, reason: str, policy_applied: bool = False) -> NoReturn:
-        """End FAILED (COMPENSATION_FAILED when undoing did not complete) after the failure policy."""
-        if not policy_applied:
-            await rollback.on_failure(state, plan, reason)
-        phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
-        self._finish(phase, error=reason)
-        message = rollback.failure_message(state, reason)
-        raise ApplicationError(message, type=ErrorType.AGENT_FAILED, non_retryable=True) from None
-
-    async def _wait_while_paused(self, state: AgentState, plan: RunPlan) -> None:
-        """Costs nothing but history while paused; a rollback request is served while paused, and
-        the deadline ends a paused run."""
-        running_phase, state.phase = state.phase, Phase.PAUSED
-        self._visibility.publish(state, plan)
-        await workflow.wait_condition(lambda: not state.paused or bool(self._rollbacks) or self._deadline.passed)
-        state.phase = running_phase
-        self._visibility.publish(state, plan)
+    async def _next_turn(self, state: AgentState, plan: RunPlan) -> bool:
+        """A session's turn goes on or the next starts (workflows/turns.py); False: it ends."""
+        rollback_asked = lambda: bool(self._rollbacks)  # noqa: E731
+        return await turns.next_turn(state, plan, self._phases, self.events, self._first_turn, rollback_asked)
 
     def _require_state(self) -> AgentState:
         if self._state is None or self._state.plan is None:
@@ -324,8 +264,4 @@ class AgentWorkflow:
     def _finish(self, phase: Phase, error: str | None = None) -> AgentResult:
         state = self._state
         assert state is not None and state.plan is not None
-        state.phase = phase
-        if error:
-            state.last_error = error
-        self._visibility.publish(state, state.plan)
-        return agent_result(state)
+        return finish(state, self._phases, phase, error)

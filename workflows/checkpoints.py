@@ -34,6 +34,7 @@ from ratchet.core import keys
 from . import calls, hosts, rollback
 from .errors import RunFailed, cause, invalid_input, raise_if_cancelled
 from .hosts import HostLost
+from .phases import Phases
 
 
 async def fork(state: AgentState, plan: RunPlan) -> None:
@@ -73,7 +74,7 @@ def verified(state: AgentState) -> bool:
     return all(e.status == EffectStatus.UNDONE for e in state.effects.stack.since(last.effects_len))
 
 
-async def verify(state: AgentState, plan: RunPlan) -> bool:
+async def verify(state: AgentState, plan: RunPlan, phases: Phases) -> bool:
     """Run the verifier; pass -> checkpoint (True); no test ran -> unverified checkpoint (True), the
     model told; fail -> evidence to the model (and revert)."""
     assert plan.verifier is not None
@@ -113,7 +114,7 @@ async def verify(state: AgentState, plan: RunPlan) -> bool:
         return True
     note = f"Verification failed: `{' '.join(evidence.argv)}` exited {evidence.exit_code}.\n{evidence.output}"
     if plan.revert_on_failed_verification:
-        report = await rollback.revert_step(state, plan)
+        report = await rollback.revert_step(state, plan, phases)
         last = report.checkpoint_id or "the start"
         note += f"\nYour changes since {last} were reverted ({len(report.undone)} undone)."
     state.conversation.messages.append(Message(role="user", content=note))

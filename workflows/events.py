@@ -1,13 +1,15 @@
 """The run's stream, workflow side: one `WorkflowStream` (temporalio.contrib.workflow_streams) per
 run, and the step events (ratchet/contracts/events.py) read off the state as it changes.
 
-`RunStream` waits (a task of its own) for the state to change and publishes what changed: tool calls finished,
-approvals asked and decided, decisions asked, checkpoints, rollbacks, failovers, phases, the end.
-So the state machine publishes nothing itself; only `tool_started` (a call begins to run, which
-the state does not show) is called from acting.py. Publishing from the workflow adds nothing to
-history: the stream's log is rebuilt by replay. What an activity publishes (a model call's
-tokens, activities/streaming.py) arrives as signals, batched; what of a reply did not go out
-before the call ended is published from here with the reply (`rest_of`).
+`RunStream` waits (a task of its own) for the phase, the step or a part of the state to change
+(each part counts its changes: `Part.version`) and publishes what changed: tool calls finished,
+approvals asked and decided, decisions asked, checkpoints, rollbacks, failovers, the end. Phase
+changes are published by the transition table as they happen (workflows/phases.py), and
+`tool_started` (a call begins to run, which the state does not show) from acting.py.
+Publishing from the workflow adds nothing to history: the stream's log is rebuilt by replay.
+What an activity publishes (a model call's tokens, activities/streaming.py) arrives as signals,
+batched; what of a reply did not go out before the call ended is published from here with the
+reply (`rest_of`).
 
 The log keeps the last `RETAINED` items (older ones are truncated; a reader that asks for them
 reads from the oldest kept), so a long run's memory and its continue-as-new input stay flat; the
@@ -36,7 +38,6 @@ from ratchet.contracts.events import (
     CheckpointTaken,
     DecisionRequested,
     FailedOver,
-    PhaseChanged,
     RolledBack,
     RunEnded,
     Topic,
@@ -148,7 +149,7 @@ class RunStream:
     def observe(self, state: AgentState) -> None:
         """Publish what changed since the last look, and say it in the run's current details."""
         if self._seen is None:
-            self._seen = _Seen(state, fresh=True)
+            self._seen = _Seen(state)
         workflow.set_current_details(current_details(state))
         for event in self._seen.changes(state):
             self.publish(event)
@@ -201,9 +202,8 @@ def _key(state: AgentState) -> tuple:
 class _Seen:
     """What has been published of a state."""
 
-    def __init__(self, state: AgentState, fresh: bool = False) -> None:
+    def __init__(self, state: AgentState) -> None:
         self.key = _key(state)
-        self.phase = None if fresh else state.phase
         self.tool_calls = {r.key for r in state.calls.tool_calls.items}
         self.approvals = {p.call_id for p in state.calls.pending_approvals}
         self.decided = set(state.calls.decisions)
@@ -217,9 +217,6 @@ class _Seen:
         self.key = _key(state)
         step = state.step
         out: list[_Event] = []
-        if state.phase != self.phase and not state.phase.terminal:
-            out.append(PhaseChanged(step=step, phase=state.phase))
-        self.phase = state.phase
         for record in state.calls.tool_calls.items:
             if record.key not in self.tool_calls:
                 self.tool_calls.add(record.key)

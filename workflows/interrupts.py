@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from temporalio import workflow
 
 from ratchet.contracts import AgentState, Phase, RunPlan
+from .phases import Phases
 
 T = TypeVar("T")
 
@@ -61,6 +62,14 @@ async def _cancel(task: asyncio.Task[Any], state: AgentState) -> None:
     await workflow.wait_condition(lambda: task.done() or _interruptible(state))
     task.cancel()
     await workflow.wait_condition(task.done)
+
+
+async def wait_while_paused(state: AgentState, plan: RunPlan, phases: Phases, woken: Callable[[], bool]) -> None:
+    """PAUSED until resumed or `woken()` (a rollback request is served while paused, the deadline
+    ends a paused run): it costs nothing but history."""
+    running = phases.enter(state, Phase.PAUSED, plan)
+    await workflow.wait_condition(lambda: not state.paused or woken())
+    phases.back(state, running, plan)
 
 
 def _interruptible(state: AgentState) -> bool:

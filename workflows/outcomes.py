@@ -35,7 +35,7 @@ from ratchet.contracts import (
     ToolSpec,
 )
 from .errors import root
-from .visibility import Visibility
+from .phases import Phases
 
 
 def unknown(err: BaseException) -> bool:
@@ -51,7 +51,7 @@ async def ask(
     key: str,
     args: dict[str, Any],
     error: str,
-    visibility: Visibility,
+    phases: Phases,
 ) -> OutcomeDecision:
     """Wait for a decision on `call_id`'s unknown outcome (or the timeout policy's)."""
     state.calls.ask_decision(
@@ -65,8 +65,7 @@ async def ask(
             requested_at=workflow.now().isoformat(),
         )
     )
-    previous, state.phase = state.phase, Phase.AWAITING_DECISION
-    visibility.publish(state, plan)
+    previous = phases.enter(state, Phase.AWAITING_DECISION, plan)
     timeout = timedelta(seconds=plan.decision_timeout_s) if plan.decision_timeout_s else None
     try:
         await workflow.wait_condition(lambda: call_id in state.calls.outcome_decisions, timeout=timeout)
@@ -80,8 +79,9 @@ async def ask(
         state.calls.decide_outcome(call_id, timed_out)
     state.calls.decision_closed(call_id)
     if not state.calls.pending_decisions:
-        state.phase = previous
-    visibility.publish(state, plan)
+        phases.back(state, previous, plan)
+    else:
+        phases.publish(state, plan)
     return state.calls.outcome_decisions[call_id]
 
 

@@ -10,7 +10,7 @@ from ratchet.contracts import STATE_VERSION, AgentRun, AgentState, Message, Phas
 from ratchet.contracts.activities import PREPARE
 from . import calls
 from .errors import invalid_input, raise_if_cancelled, root
-from .visibility import Visibility
+from .phases import Phases
 
 
 def new_state(run: AgentRun) -> AgentState:
@@ -19,7 +19,7 @@ def new_state(run: AgentRun) -> AgentState:
     )
 
 
-async def prepare(state: AgentState, visibility: Visibility) -> None:
+async def prepare(state: AgentState, phases: Phases) -> None:
     """The run's plan, and its conversation's start (the system prompt, the objective). A run that
     cannot be planned ends FAILED (a non-retryable InvalidInput) and says so in visibility (agent,
     phase) when run.prepare's failure says the worker publishes search attributes."""
@@ -35,11 +35,12 @@ async def prepare(state: AgentState, visibility: Visibility) -> None:
     except ActivityError as err:
         raise_if_cancelled(err)
         failure = invalid_input(err)
-        state.phase, state.last_error = Phase.FAILED, failure.message
+        state.last_error = failure.message
+        phases.enter(state, Phase.FAILED)
         cause = root(err)
         details = cause.details if isinstance(cause, ApplicationError) else ()
         publish = bool(details) and isinstance(details[0], dict) and details[0].get("search_attributes") is True
-        visibility.publish(state, None, search_attributes=publish)
+        phases.publish(state, None, search_attributes=publish)
         raise failure from None
     state.plan = plan
     start = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]

@@ -39,6 +39,7 @@ from ratchet.contracts.activities import TRANSCRIPT_MESSAGES
 from . import calls, effects_archive, failover, saga, sessions
 from .errors import RunFailed
 from .hosts import HostLost, host_name
+from .phases import Phases
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,13 @@ def plan_of(state: AgentState, checkpoint_id: str) -> list[RollbackPlanItem]:
 
 
 async def undo_above(
-    state: AgentState, plan: RunPlan, target: Target, reason: str, restored: str | None = None
+    state: AgentState, plan: RunPlan, phases: Phases, target: Target, reason: str, restored: str | None = None
 ) -> RollbackReport:
     """Undo every effect above `target`, newest first (archived ones brought back first), recorded
     in `state.effects.rollbacks`. `restored`: the workspace was restored to the target already (a
     failover), so its workspace effects are reverted: marked undone with this note. A workspace
     host found gone raises HostLost; the report still says what was undone."""
-    previous_phase, state.phase = state.phase, Phase.ROLLING_BACK
+    previous_phase = phases.enter(state, Phase.ROLLING_BACK, plan)
     await effects_archive.restore(state, target.since)
     report = RollbackReport(checkpoint_id=target.id, reason=reason)
     try:
@@ -104,11 +105,14 @@ async def undo_above(
             saga.mark_restored(state, plan, target.since, restored, report)
         await saga.compensate(state, plan, target.since, report)
     except HostLost:
-        state.phase = previous_phase
+        phases.back(state, previous_phase, plan)
         raise
     finally:
         state.effects.add_rollback(report)
-    state.phase = previous_phase if report.clean else Phase.COMPENSATION_FAILED
+    if report.clean:
+        phases.back(state, previous_phase, plan)
+    else:
+        phases.enter(state, Phase.COMPENSATION_FAILED, plan)
     return report
 
 
@@ -156,7 +160,7 @@ class Requests:
             raise ApplicationError(outcome, type=ErrorType.INVALID_INPUT, non_retryable=True)
         return outcome
 
-    async def serve(self, state: AgentState, plan: RunPlan) -> bool:
+    async def serve(self, state: AgentState, plan: RunPlan, phases: Phases) -> bool:
         """Serve the queued rollbacks; True if one asked the run to stop. A request stays queued
         until it is done: a lost host (HostLost) fails the run over, then it is served there."""
         stop = False
@@ -168,7 +172,7 @@ class Requests:
                 self._queue.pop(0)
                 self._done[request_id] = f"{exc}: an earlier rollback went back before it"
                 continue
-            report = await undo_above(state, plan, target, "rollback requested")
+            report = await undo_above(state, plan, phases, target, "rollback requested")
             if report.clean:
                 report.turns_removed = await rewind(state, plan, target)
             self._queue.pop(0)
@@ -179,17 +183,17 @@ class Requests:
         return stop
 
 
-async def revert_step(state: AgentState, plan: RunPlan) -> RollbackReport:
+async def revert_step(state: AgentState, plan: RunPlan, phases: Phases) -> RollbackReport:
     """A step whose verification failed: its effects undone, back to the last checkpoint's
     workspace (the conversation stays: the model is told what failed)."""
     target = Target(state.effects.checkpoints.items[-1]) if state.effects.checkpoints.items else START
-    report = await undo_above(state, plan, target, "verification failed")
+    report = await undo_above(state, plan, phases, target, "verification failed")
     if not report.clean:
         raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
     return report
 
 
-async def on_failure(state: AgentState, plan: RunPlan | None, reason: str) -> None:
+async def on_failure(state: AgentState, plan: RunPlan | None, phases: Phases, reason: str) -> None:
     """A failed or cancelled run's failure policy (the run's `on_failure`, else the profile's):
     keep, roll back to the last checkpoint (its conversation too), or roll back every effect
     (the conversation stays as it failed, for a person to read). If the workspace's host is found
@@ -206,12 +210,13 @@ async def on_failure(state: AgentState, plan: RunPlan | None, reason: str) -> No
     why = f"{policy}: {reason}"
     try:
         try:
-            report = await undo_above(state, plan, target, why)
+            report = await undo_above(state, plan, phases, target, why)
         except HostLost as lost:
             why = f"{why} ({lost})"
-            report, _ = await _restore_elsewhere(state, plan, target, why, lost)
+            report, _ = await _restore_elsewhere(state, plan, phases, target, why, lost)
     except (HostLost, RunFailed) as failed:
-        state.last_error, state.phase = str(failed), Phase.COMPENSATION_FAILED
+        state.last_error = str(failed)
+        phases.enter(state, Phase.COMPENSATION_FAILED, plan)
         return
     if report.clean and target.checkpoint is not None:
         await rewind(state, plan, target)
@@ -221,7 +226,7 @@ MAX_FAILOVERS = 5
 """Per run (continue-as-new carries the count): a run that keeps losing hosts stops."""
 
 
-async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
+async def fail_over(state: AgentState, plan: RunPlan, phases: Phases, lost: HostLost) -> None:
     """The workspace's host is lost: on another host from the newest checkpoint with a file
     manifest (none: the start), as a rollback to it, and the model told (workflows/failover.py)."""
     if len(state.workspace.failovers) >= MAX_FAILOVERS:
@@ -231,7 +236,7 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
     from_host = state.workspace.host
     restore_point = next((c for c in reversed(state.effects.checkpoints.items) if c.workspace_ref is not None), None)
     target = Target(restore_point)
-    report, restored = await _restore_elsewhere(state, plan, target, f"failover: {lost}", lost)
+    report, restored = await _restore_elsewhere(state, plan, phases, target, f"failover: {lost}", lost)
     if not report.clean:
         raise RunFailed(f"{lost}; undoing the effects after {target.name} did not complete: {report.errors}")
     await rewind(state, plan, target)
@@ -245,11 +250,11 @@ async def fail_over(state: AgentState, plan: RunPlan, lost: HostLost) -> None:
     if moved.irreversible:
         note += f" Left in place (irreversible): {'; '.join(moved.irreversible)}."
     state.conversation.messages.append(Message(role="user", content=note))
-    state.phase = Phase.ACTING
+    phases.enter(state, Phase.ACTING, plan)
 
 
 async def _restore_elsewhere(
-    state: AgentState, plan: RunPlan, target: Target, reason: str, lost: HostLost
+    state: AgentState, plan: RunPlan, phases: Phases, target: Target, reason: str, lost: HostLost
 ) -> tuple[RollbackReport, str]:
     """The workspace restored to `target` on another host (which now holds it), the other effects
     above it undone there, the move recorded in `state.workspace.failovers`: the report, and how the
@@ -258,7 +263,7 @@ async def _restore_elsewhere(
     manifest = target.checkpoint.workspace_ref if target.checkpoint is not None else state.workspace.snapshot
     target_name = target.id or "the initial snapshot"
     restored = await failover.rehydrate(state, plan, manifest, target_name, lost)
-    report = await undo_above(state, plan, target, reason, restored=restored)
+    report = await undo_above(state, plan, phases, target, reason, restored=restored)
     failover.record(state, from_host, target.id, reason, restored, report)
     return report, restored
 

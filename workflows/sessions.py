@@ -300,6 +300,15 @@ def trim(state: AgentState) -> None:
     state.effects.drop_checkpoints_before(checkpoints.base + keep_from)
 
 
+def close(state: AgentState) -> str:
+    """The `close` update: the session ends once its turn in flight and the messages queued before
+    are answered."""
+    if policy(state) is None or state.phase.terminal:
+        raise ValueError(f"run {state.workflow_id} is {state.phase}, not an open session")
+    state.session.closing = True
+    return f"closing after turn {state.session.turn_number + len(state.session.queued)}"
+
+
 def waiting(state: AgentState) -> bool:
     """The session has something to do: a message to answer or a close to honour."""
     return bool(state.session.queued) or state.session.closing

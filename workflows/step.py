@@ -27,7 +27,7 @@ from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
 from . import acting, calls, checkpoints, events
 from .errors import RunFailed, cause, raise_if_cancelled, root
-from .visibility import Visibility
+from .phases import Phases
 
 CUT_OFF = (
     "Your last reply was cut off at the output token limit, so it is not taken as your final answer. "
@@ -40,9 +40,9 @@ class OutOfBudget(Exception):
     activity refused it before calling the model)."""
 
 
-async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str | None:
+async def step(state: AgentState, plan: RunPlan, phases: Phases) -> str | None:
     """The final answer, or None to go on. The loop races it against what may stop it."""
-    reply = await think(state, plan)
+    reply = await think(state, plan, phases)
     if not reply.message.tool_calls:
         if reply.finish_reason == "length":
             state.conversation.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
@@ -53,20 +53,20 @@ async def step(state: AgentState, plan: RunPlan, visibility: Visibility) -> str 
         state.output = reply.output
         # under a verifier the workspace as it stands must pass; a failing check goes back to the
         # model (it cannot end DONE)
-        if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan):
+        if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan, phases):
             return reply.message.content or ""
         return None
     effects_before = state.effects.count
-    await acting.act(state, plan, reply.message.tool_calls, visibility)
+    await acting.act(state, plan, reply.message.tool_calls, phases)
     changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects.stack.since(effects_before))
     if plan.verifier is not None and changed:
-        await checkpoints.verify(state, plan)
+        await checkpoints.verify(state, plan, phases)
     return None
 
 
-async def think(state: AgentState, plan: RunPlan) -> ModelReply:
+async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
     """The model's reply to the conversation so far, added to it and charged to the budget."""
-    state.phase = Phase.THINKING
+    phases.enter(state, Phase.THINKING, plan)
     unsent = state.conversation.unsent_messages()
     tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
     request = ModelRequest(

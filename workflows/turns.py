@@ -1,0 +1,52 @@
+"""A session between its turns (deterministic, no I/O): the turn in flight goes on or ends, the
+next one starts, or the session waits for a message in AWAITING_MESSAGE, continuing as new while
+idle when due (workflows/sessions.py holds the turns themselves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import workflow
+
+from ratchet.contracts import AgentState, Phase, RunPlan, TurnStatus
+from . import handover, sessions
+from .events import RunStream
+from .phases import Phases
+
+
+async def next_turn(
+    state: AgentState,
+    plan: RunPlan,
+    phases: Phases,
+    stream: RunStream,
+    first_turn: int,
+    rollback_asked: Callable[[], bool],
+) -> bool:
+    """A session's turn in flight goes on, or ends (an interrupting message, its own budget); between
+    turns the next starts, or the session waits for a message (continuing as new when due: every
+    `turns_per_run` turns since this execution's `first_turn`). False: it ends (closed, or idle
+    past its timeout). A rollback request wakes it: True, the loop serves it and comes back."""
+    session = plan.session
+    assert session is not None
+    if sessions.interrupting(state):
+        sessions.close_turn(state, TurnStatus.INTERRUPTED, error="interrupted by a message")
+    elif (why := sessions.turn_exhausted(state)) is not None:
+        sessions.close_turn(state, TurnStatus.BUDGET_EXHAUSTED, error=why)
+    while not sessions.turn_running(state):
+        if state.session.queued:
+            sessions.open_next(state)
+            break
+        if state.session.closing:
+            return False
+        phases.enter(state, Phase.AWAITING_MESSAGE, plan)
+        woken = lambda: sessions.waiting(state) or rollback_asked()  # noqa: E731
+        if state.session.turn_number - first_turn >= session.turns_per_run or handover.due(plan):
+            await handover.hand_over(state, plan, stream, woken)  # returns only if woken first
+        try:
+            await workflow.wait_condition(woken, timeout=session.idle_timeout_s, timeout_summary="idle")
+        except TimeoutError:
+            return False
+        if rollback_asked():
+            return True
+    phases.publish(state, plan)  # the turn it is at (RatchetTurn)
+    return True
