@@ -55,25 +55,25 @@ class AuditedAgentWorkflow(AgentWorkflow):
 _think = step_module.think
 
 
-async def _moderated_think(state, plan):  # noqa: ANN001  (think's own signature)
+async def _moderated_think(state, plan, phases):  # noqa: ANN001  (think's own signature)
     """Today's model call plus an activity before every one after the first."""
     if state.step >= 2:
         await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
-    return await _think(state, plan)
+    return await _think(state, plan, phases)
 
 
-async def _patched_moderated_think(state, plan):  # noqa: ANN001
+async def _patched_moderated_think(state, plan, phases):  # noqa: ANN001
     """The same change behind workflow.patched(): old runs keep the old path (docs/REPLAY.md)."""
     if state.step >= 2 and workflow.patched("moderate-model-calls"):
         await workflow.execute_activity("model.moderate", state.step, start_to_close_timeout=timedelta(seconds=5))
-    return await _think(state, plan)
+    return await _think(state, plan, phases)
 
 
-async def _broken_think(state, plan):  # noqa: ANN001
+async def _broken_think(state, plan, phases):  # noqa: ANN001
     """Today's model call with a bug that raises before the second one."""
     if state.step >= 2:
         raise RuntimeError("a bug in the new code")
-    return await _think(state, plan)
+    return await _think(state, plan, phases)
 
 
 SCRIPT = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]

@@ -20,12 +20,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError, FailureError
 
-from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import (
     AGENT_WORKFLOW,
     AgentResult,
     AgentState,
-    Decision,
     Effect,
     EffectClass,
     EffectStatus,
@@ -33,7 +31,6 @@ from ratchet.contracts import (
     Message,
     OutcomeChoice,
     OutcomeDecision,
-    PendingApproval,
     Phase,
     RunPlan,
     SandboxPolicy,
@@ -46,6 +43,7 @@ from ratchet.contracts import (
 )
 from ratchet.core import keys
 from . import approvals, children, events, hosts, outcomes
+from .call_order import CallOrder
 from .errors import RunFailed, cause, raise_if_cancelled
 from .hosts import HostLost
 from .phases import Phases
@@ -65,13 +63,13 @@ NOT_RUN = "not run: the run was interrupted (paused, rolled back or out of time)
 
 
 async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], phases: Phases) -> None:
-    """Run one reply's calls (in the order `_Turns` gives) and record them and their results in
+    """Run one reply's calls (in the order `CallOrder` gives) and record them and their results in
     the reply's order. Every call is answered, also when the step is interrupted
     (workflows/interrupts.py): a conversation with an unanswered call is invalid."""
     phases.enter(state, Phase.ACTING, plan)
     call_ids = keys.unique_call_ids([c.id for c in calls])
     first_record = state.calls.tool_calls.end
-    turns = _Turns(plan, calls)
+    turns = CallOrder(plan, calls)
     try:
         results = await asyncio.gather(
             *(
@@ -107,57 +105,12 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], ph
         )
 
 
-class _Turns:
-    """The order of one reply's calls. A call that is not read-only (a write, a ticket, `wait`,
-    `delegate`) runs alone, after every call before it in the reply, so a read after a write sees
-    it and two writes of one path never race; consecutive read-only calls run concurrently.
-    Approvals are asked for at once for every call of the reply that needs one: an approved call
-    then waits for its turn. After a call failed the run, later calls do not run."""
-
-    def __init__(self, plan: RunPlan, calls: list[ToolCallRequest]) -> None:
-        self.after: list[int] = []
-        """Call i runs once calls 0 .. after[i] - 1 have finished."""
-        for i, call in enumerate(calls):
-            together = i > 0 and _concurrent(plan, call) and _concurrent(plan, calls[i - 1])
-            self.after.append(self.after[-1] if together else i)
-        self.finished: set[int] = set()
-        self.started: set[int] = set()
-        self.results: dict[int, ToolResult] = {}
-        self.failed = False
-
-    async def turn(self, i: int) -> bool:
-        """Wait until call i may run; False if an earlier call failed (it must not run then)."""
-        if not self._ready(i):
-            await workflow.wait_condition(lambda: self._ready(i))
-        self.started.add(i)
-        return not self.failed
-
-    def _ready(self, i: int) -> bool:
-        return self.failed or all(j in self.finished for j in range(self.after[i]))
-
-    async def run(self, i: int, call: Awaitable[ToolResult]) -> ToolResult:
-        try:
-            self.results[i] = result = await call
-            return result
-        except BaseException:
-            self.failed = True
-            raise
-        finally:
-            self.finished.add(i)
-
-
-def _concurrent(plan: RunPlan, call: ToolCallRequest) -> bool:
-    """Read-only activity tools, and calls answered without running anything (unknown tools)."""
-    spec = plan.tool(call.name)
-    return spec is None or (spec.kind == "activity" and spec.effect == EffectClass.READ_ONLY)
-
-
 def _answer_interrupted(
     state: AgentState,
     plan: RunPlan,
     calls: list[ToolCallRequest],
     call_ids: list[str],
-    turns: _Turns,
+    turns: CallOrder,
     phases: Phases,
 ) -> None:
     """An interrupted reply: the finished calls answered with their results, the others as
@@ -197,7 +150,7 @@ async def _call_tool(
     call: ToolCallRequest,
     call_id: str,
     phases: Phases,
-    turns: _Turns,
+    turns: CallOrder,
     index: int,
 ) -> ToolResult:
     step = state.step
@@ -210,7 +163,7 @@ async def _call_tool(
         return _bad_call(state, problem)
     reason = approvals.needs_approval(plan, spec, args)
     if reason is not None:
-        decision = await _await_approval(state, plan, spec, call_id, args, reason, phases)
+        decision = await approvals.wait_for(state, plan, spec, call_id, args, reason, phases)
         if not decision.approved:
             return ToolResult(
                 ok=False, error_type=ErrorType.REJECTED, output=f"a person rejected this call: {decision.reason}"
@@ -329,42 +282,6 @@ async def _execute_tool(
     if spec.workspace:  # on the workspace's host
         return await hosts.on_workspace_host(state, plan, schedule)
     return await schedule(None, hosts.HostOptions())
-
-
-async def _await_approval(
-    state: AgentState,
-    plan: RunPlan,
-    spec: ToolSpec,
-    call_id: str,
-    args: dict[str, Any],
-    reason: str,
-    phases: Phases,
-) -> Decision:
-    state.calls.ask_approval(
-        PendingApproval(
-            call_id=call_id,
-            tool=spec.name,
-            step=state.step,
-            arguments=args,
-            requested_at=workflow.now().isoformat(),
-            reason=reason,
-        )
-    )
-    phases.enter(state, Phase.AWAITING_APPROVAL, plan)
-    timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
-    try:
-        await workflow.wait_condition(lambda: call_id in state.calls.decisions, timeout=timeout)
-    except TimeoutError:
-        state.calls.decide(call_id, approvals.on_timeout(plan, workflow.now().isoformat()))
-    state.calls.approval_closed(call_id)
-    if not state.calls.pending_approvals:
-        phases.enter(state, Phase.ACTING, plan)
-    else:
-        phases.publish(state, plan)  # the others still wait: RatchetAwaitingApproval holds
-    decision = state.calls.decisions[call_id]
-    if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
-        raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
-    return decision
 
 
 async def _timer(state: AgentState, args: dict[str, Any]) -> ToolResult:

@@ -1,13 +1,18 @@
-"""Approval rules and decisions, and durable-timer argument parsing (pure, deterministic)."""
+"""Approvals: the rules that make a call wait for a person, the wait itself and the decisions, and
+durable-timer argument parsing (deterministic, no I/O)."""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from temporalio import workflow
+
 from ratchet.contracts.base import BY_TIMEOUT
-from ratchet.contracts import AgentState, Decision, EffectClass, RunPlan, ToolSpec
+from ratchet.contracts import AgentState, Decision, EffectClass, PendingApproval, Phase, RunPlan, ToolSpec
+from .errors import RunFailed
+from .phases import Phases
 
 
 MAX_WAIT_S = 366 * 24 * 3600
@@ -71,3 +76,40 @@ def timer_seconds(args: dict[str, Any], now: datetime) -> tuple[float, str | Non
     if not 0 <= seconds <= MAX_WAIT_S:
         return 0, f"wait: {seconds:.0f}s is outside 0..{MAX_WAIT_S}s"
     return seconds, None
+
+
+async def wait_for(
+    state: AgentState,
+    plan: RunPlan,
+    spec: ToolSpec,
+    call_id: str,
+    args: dict[str, Any],
+    reason: str,
+    phases: Phases,
+) -> Decision:
+    """The call waits for a person (AWAITING_APPROVAL) or the profile's approval timeout; their decision."""
+    state.calls.ask_approval(
+        PendingApproval(
+            call_id=call_id,
+            tool=spec.name,
+            step=state.step,
+            arguments=args,
+            requested_at=workflow.now().isoformat(),
+            reason=reason,
+        )
+    )
+    phases.enter(state, Phase.AWAITING_APPROVAL, plan)
+    timeout = timedelta(seconds=plan.approval_timeout_s) if plan.approval_timeout_s else None
+    try:
+        await workflow.wait_condition(lambda: call_id in state.calls.decisions, timeout=timeout)
+    except TimeoutError:
+        state.calls.decide(call_id, on_timeout(plan, workflow.now().isoformat()))
+    state.calls.approval_closed(call_id)
+    if not state.calls.pending_approvals:
+        phases.enter(state, Phase.ACTING, plan)
+    else:
+        phases.publish(state, plan)  # the others still wait: RatchetAwaitingApproval holds
+    decision = state.calls.decisions[call_id]
+    if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
+        raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
+    return decision

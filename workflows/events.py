@@ -200,7 +200,7 @@ def _key(state: AgentState) -> tuple:
 
 
 class _Seen:
-    """What has been published of a state."""
+    """What has been published of a state; a part is read again only when its version changed."""
 
     def __init__(self, state: AgentState) -> None:
         self.key = _key(state)
@@ -214,31 +214,41 @@ class _Seen:
         self.ended = state.phase.terminal
 
     def changes(self, state: AgentState) -> list[_Event]:
-        self.key = _key(state)
-        step = state.step
+        before, self.key = self.key, _key(state)
+        out: list[_Event] = []
+        if state.calls.version != before[2]:
+            out += self._calls(state)
+        if state.effects.version != before[3]:
+            out += self._effects(state)
+        if state.workspace.version != before[4]:
+            out += self._failovers(state)
+        if state.phase.terminal and not self.ended:
+            self.ended = True
+            out.append(RunEnded(step=state.step, phase=state.phase, answer=state.answer, error=state.last_error))
+        return out
+
+    def _calls(self, state: AgentState) -> list[_Event]:
         out: list[_Event] = []
         for record in state.calls.tool_calls.items:
             if record.key not in self.tool_calls:
                 self.tool_calls.add(record.key)
                 result = record.result
+                summary = result.output[:SUMMARY_CHARS]
                 out.append(
                     ToolCallFinished(
-                        step=record.step,
-                        call=record.call_id,
-                        tool=record.tool,
-                        ok=result.ok,
-                        summary=result.output[:SUMMARY_CHARS],
+                        step=record.step, call=record.call_id, tool=record.tool, ok=result.ok, summary=summary
                     )
                 )
         for pending in state.calls.pending_approvals:
             if pending.call_id not in self.approvals:
                 self.approvals.add(pending.call_id)
+                arguments = _json(pending.arguments)
                 out.append(
                     ApprovalRequested(
                         step=pending.step,
                         call=pending.call_id,
                         tool=pending.tool,
-                        arguments=_json(pending.arguments),
+                        arguments=arguments,
                         reason=pending.reason,
                     )
                 )
@@ -247,7 +257,11 @@ class _Seen:
                 self.decided.add(call_id)
                 out.append(
                     ApprovalDecided(
-                        step=step, call=call_id, approved=decision.approved, reason=decision.reason, by=decision.by
+                        step=state.step,
+                        call=call_id,
+                        approved=decision.approved,
+                        reason=decision.reason,
+                        by=decision.by,
                     )
                 )
         for undecided in state.calls.pending_decisions:
@@ -259,6 +273,10 @@ class _Seen:
                     )
                 )
         self.pending_decisions &= {p.call_id for p in state.calls.pending_decisions}  # a retried call may ask again
+        return out
+
+    def _effects(self, state: AgentState) -> list[_Event]:
+        out: list[_Event] = []
         for cp in state.effects.checkpoints.items:
             if (cp.id, cp.created_at) not in self.checkpoints:
                 self.checkpoints.add((cp.id, cp.created_at))
@@ -266,7 +284,7 @@ class _Seen:
         for report in state.effects.rollbacks[self.rollbacks :]:
             out.append(
                 RolledBack(
-                    step=step,
+                    step=state.step,
                     checkpoint_id=report.checkpoint_id,
                     reason=report.reason,
                     undone=report.undone,
@@ -275,21 +293,17 @@ class _Seen:
                 )
             )
         self.rollbacks = len(state.effects.rollbacks)
-        for failover in state.workspace.failovers[self.failovers :]:
-            out.append(
-                FailedOver(
-                    step=failover.step,
-                    from_host=failover.from_host,
-                    to_host=failover.to_host,
-                    checkpoint_id=failover.checkpoint_id,
-                    reason=failover.reason,
-                )
-            )
-        self.failovers = len(state.workspace.failovers)
-        if state.phase.terminal and not self.ended:
-            self.ended = True
-            out.append(RunEnded(step=step, phase=state.phase, answer=state.answer, error=state.last_error))
         return out
+
+    def _failovers(self, state: AgentState) -> list[_Event]:
+        moves = state.workspace.failovers[self.failovers :]
+        self.failovers = len(state.workspace.failovers)
+        return [
+            FailedOver(
+                step=m.step, from_host=m.from_host, to_host=m.to_host, checkpoint_id=m.checkpoint_id, reason=m.reason
+            )
+            for m in moves
+        ]
 
 
 def _json(value: Any) -> str:

@@ -4,7 +4,9 @@
 - `plan`: a run resolved against the worker's profiles (`RunPlan`, `RunPolicy`, tool specs);
 - `payloads`: activity inputs and outputs (model and tool calls, undo, verification);
 - `sandbox`: what a run's programs may do (`SandboxPolicy`);
-- `state`: the agent's state (`AgentState`), effects, checkpoints, the handover and the result;
+- `state`: the agent's state (`AgentState`, docs/STATE.md) in parts, the handover and the result;
+- `records`: what the state is made of: effects, checkpoints, rollbacks, approvals, tool calls;
+- `window`: `Window`, a list held from an offset on;
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `base`: the vocabulary they share.
@@ -91,7 +93,7 @@ from ratchet.contracts.payloads import (
     WorkspaceBinding,
 )
 from ratchet.contracts.outcomes import OutcomeChoice, DecideRequest, PendingDecision, OutcomeDecision
-from ratchet.contracts.state import (
+from ratchet.contracts.records import (
     UNDO_DESCRIPTION,
     ToolCallRecord,
     EffectStatus,
@@ -105,6 +107,8 @@ from ratchet.contracts.state import (
     Decision,
     Transcript,
     BudgetUsed,
+)
+from ratchet.contracts.state import (
     STATE_VERSION,
     Part,
     Conversation,

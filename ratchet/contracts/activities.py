@@ -28,7 +28,8 @@ from ratchet.contracts.payloads import (
 )
 from ratchet.contracts.plan import PlanRun, RunPlan
 from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
-from ratchet.contracts.state import ArchiveEffects, Effect, Forked, TranscriptSlice
+from ratchet.contracts.records import Effect, Forked
+from ratchet.contracts.state import ArchiveEffects, TranscriptSlice
 
 I = TypeVar("I")
 R = TypeVar("R")

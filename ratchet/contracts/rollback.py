@@ -12,7 +12,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import Phase, Strict
-from ratchet.contracts.state import AgentState, RollbackPlanItem, RollbackReport
+from ratchet.contracts.records import RollbackPlanItem, RollbackReport
+from ratchet.contracts.state import AgentState
 
 ROLLBACK_WORKFLOW = "RollbackWorkflow"
 """The workflow type of a closed run's rollback: `temporal workflow start --type RollbackWorkflow`."""
