@@ -34,8 +34,8 @@ moves, is renamed or changes meaning; a reader checks it before it reads the res
 
 
 class Part(BaseModel):
-    """A part of `AgentState`, changed only through its methods (each part's docstring names the
-    workflows module that calls them)."""
+    """A part of `AgentState`. What the run's stream reports of it changes only through its methods,
+    which count the changes (`version`); docs/STATE.md lists the workflows modules that call them."""
 
     version: int = Field(0, exclude=True)
     """How many times the part's methods changed it (what the run's stream watches,
@@ -46,7 +46,7 @@ class Part(BaseModel):
 
 
 class Conversation(Part):
-    """The messages, and how far the model has seen them: changed by workflows/conversation.py."""
+    """The messages, and how far the model has seen them (the model's replies: workflows/step.py)."""
 
     messages: Window[Message] = Field(default_factory=Window[Message])
     """The conversation; messages before `messages.base` were handed over into the transcript
@@ -79,8 +79,8 @@ class Conversation(Part):
 
 
 class Effects(Part):
-    """What the run did to the world, the points it can go back to and its rollbacks: changed by
-    workflows/effects.py."""
+    """What the run did to the world, the points it can go back to and its rollbacks (registered by
+    workflows/acting.py, undone by workflows/saga.py, archived by workflows/effects_archive.py)."""
 
     stack: Window[Effect] = Field(default_factory=Window[Effect])
     """The run's effects, oldest first; those before `stack.base` are in the archive."""
@@ -130,7 +130,8 @@ class Effects(Part):
 
 
 class Calls(Part):
-    """Tool call records, approvals and decisions on unknown outcomes: changed by workflows/tool_calls.py."""
+    """Tool call records, approvals and decisions on unknown outcomes (workflows/acting.py,
+    workflows/approvals.py, workflows/outcomes.py)."""
 
     tool_calls: Window[ToolCallRecord] = Field(default_factory=Window[ToolCallRecord])
     """The most recent tool calls; older ones were dropped at handovers (their outputs are in the
@@ -191,7 +192,7 @@ class Calls(Part):
 
 
 class Session(Part):
-    """A session's turns and the messages waiting for them: changed by workflows/sessions.py (and
+    """A session's turns and the messages waiting for them (workflows/sessions.py, and
     workflows/compaction.py, which it calls)."""
 
     turns: Window[Turn] = Field(default_factory=Window[Turn])
@@ -217,7 +218,7 @@ class Session(Part):
 
 
 class Workspace(Part):
-    """Where the run's files are: changed by workflows/failover.py."""
+    """Where the run's files are (workflows/failover.py binds and moves it)."""
 
     host: str | None = None
     """Task queue of the host holding the run's workspace (`{RATCHET_TASK_QUEUE}@{host id}`); every
