@@ -287,7 +287,7 @@ async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, an
     assert result.answer and result.answer in text  # the replies streamed, through the run's stream
     assert all(r.json.get("stream") for r in anthropic_server.requests_of(anthropic_key))
     assert (settings.workspace_root / "calc" / "calc.py").read_text() == FIXED_CALC
-    assert [c.id for c in state.effects.checkpoints.items] == ["cp-1"] and state.effects.rollbacks[0].clean
+    assert [c.id for c in state.effects.stack.items.checkpoints.items] == ["cp-1"] and state.effects.stack.items.rollbacks[0].clean
     requests = anthropic_server.requests_of(anthropic_key)
     assert [r.status for r in requests] == [200] * 5, [r.error for r in requests]
     assert {r.json["model"] for r in requests} == {"claude-sonnet-4-5"}
@@ -323,14 +323,14 @@ async def test_a_coder_run_streamed_as_llama_server_streams_writes_the_file(clie
         result = await handle.result()
         state = await handle.state()
     assert result.phase == Phase.DONE, result.last_error
-    replies = [m for m in state.messages if m.role == "assistant"]
+    replies = [m for m in state.conversation.messages.items if m.role == "assistant"]
     assert [c.arguments for c in replies[0].tool_calls] == [broken]  # as the model wrote it
-    told = next(m.content for m in state.messages if m.role == "tool")
-    assert "tool arguments are not valid JSON" in told and state.bad_tool_calls == 1, told
-    [written] = state.tool_calls
+    told = next(m.content for m in state.conversation.messages.items if m.role == "tool")
+    assert "tool arguments are not valid JSON" in told and state.calls.bad_tool_calls == 1, told
+    [written] = state.calls.tool_calls.items
     assert written.result.ok and json.loads(written.arguments) == WRITE_HELLO["arguments"]
     assert (settings.workspace_root / "hello" / "hello.txt").read_text() == "hello world"
-    assert [c.verified for c in state.checkpoints] == [True]
+    assert [c.verified for c in state.effects.checkpoints.items] == [True]
     requests = anthropic_server.requests_of(anthropic_key)
     assert [(r.status, r.json.get("stream"), r.json.get("temperature")) for r in requests] == [(200, True, 0)] * 3
 
