@@ -287,7 +287,7 @@ async def test_the_coder_agent_runs_on_anthropic_end_to_end(client, settings, an
     assert result.answer and result.answer in text  # the replies streamed, through the run's stream
     assert all(r.json.get("stream") for r in anthropic_server.requests_of(anthropic_key))
     assert (settings.workspace_root / "calc" / "calc.py").read_text() == FIXED_CALC
-    assert [c.id for c in state.effects.stack.items.checkpoints.items] == ["cp-1"] and state.effects.stack.items.rollbacks[0].clean
+    assert [c.id for c in state.effects.checkpoints.items] == ["cp-1"] and state.effects.rollbacks[0].clean
     requests = anthropic_server.requests_of(anthropic_key)
     assert [r.status for r in requests] == [200] * 5, [r.error for r in requests]
     assert {r.json["model"] for r in requests} == {"claude-sonnet-4-5"}
