@@ -10,7 +10,7 @@ import json
 
 from devtools.real_model.__main__ import lost_tool_calls
 from devtools.real_model.recorder import RecordingProxy
-from ratchet.contracts import AgentState, Message, ModelSettings, ToolCallRecord
+from ratchet.contracts import AgentState, Calls, Message, ModelSettings, ToolCallRecord, Window
 from ratchet.models.anthropic import AnthropicProvider, AnthropicSettings
 from ratchet.models.provider import ModelCall
 
@@ -27,7 +27,7 @@ class Deltas:
 
 def recorded(*calls: tuple[str, str]) -> AgentState:
     records = [ToolCallRecord.model_construct(step=1, tool=name, arguments=arguments) for name, arguments in calls]
-    return AgentState.model_construct(tool_calls=records)
+    return AgentState.model_construct(calls=Calls(tool_calls=Window[ToolCallRecord](items=records)))
 
 
 async def test_the_check_finds_a_tool_call_the_stream_lost_and_passes_what_was_sent(anthropic_server, anthropic_key):
