@@ -1,11 +1,13 @@
 """The README's sections after the set-up, run as a user pastes them after `make up`'s lines: each
-command of each bash block verbatim, in the README's order, doing what its comment says.
+command of each bash block verbatim, in the README's order, doing what its comment says (a block
+with `&` and `kill %1` in one shell).
 
 Run here: "Checkpoints, rollback, fork" (with "Your own repository and its tests"), "Background
-agents: approvals, messages, time" and "Before every deploy: replay". The first section has
-tests/test_up.py, sessions tests/test_readme_session.py. Where a person would read a view before
-typing the next line (the call ids `ratchet watch --once` lists), the test shows the view again
-until it has what the next line needs."""
+agents: approvals, messages, time", "Before every deploy: replay", `ratchet serve`'s block, "Tools
+from MCP servers" and Production's `ratchet health` (compose and migrate-stores need Docker and
+servers of one's own). The first section has tests/test_up.py, sessions tests/test_readme_session.py.
+Where a person would read a view before typing the next line (the call ids `ratchet watch --once`
+lists), the test shows the view again until it has what the next line needs."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 CHECKPOINTS = "## Checkpoints, rollback, fork"
 BACKGROUND = "## Background agents: approvals, messages, time"
 REPLAY = "## Before every deploy: replay"
+SERVE = "## Your own tools and profiles"  # its "Live output" part: `ratchet serve`
+MCP = "## Tools from MCP servers"
+PRODUCTION = "## Production"
 WRITTEN = ("fix.json", "ops-7.json")
 """Files the blocks write in the repository's directory (`cat > ... <<'EOF'`)."""
 
@@ -66,6 +71,14 @@ class Terminal:
             if shows in done.stdout or time.monotonic() > deadline:
                 return done
             time.sleep(0.5)
+
+
+def whole(terminal: Terminal, heading: str) -> subprocess.CompletedProcess:
+    """The one bash block under `heading` in one shell, as its `&` and `kill %1` need."""
+    [block] = readme_blocks(heading)
+    done = terminal.run(block)
+    assert done.returncode == 0, shown(done)
+    return done
 
 
 def shown(done: subprocess.CompletedProcess) -> str:
@@ -148,6 +161,16 @@ async def test_the_readme_sections_after_make_up_run_as_written(tmp_path):
         corpus, on_server = ran_ok(terminal, readme_blocks(REPLAY)[0])
         assert re.search(r"^history-plain-run +\d+ +ok ", corpus.stdout, re.M), shown(corpus)
         assert "no runs match" in on_server.stderr, shown(on_server)  # every run above has ended
+        served = whole(terminal, SERVE)
+        assert '"answer":"opened the deploy and key rotation tickets"' in served.stdout, shown(served)  # ops-7's end
+        assert '"type":"RUN_FINISHED","threadId":"t-1"' in served.stdout, shown(served)
+        assert (workspaces / "t-1" / "hello.txt").read_text() == "hi\n"
+        (ROOT / ".ratchet").mkdir(exist_ok=True)  # servers.json's tracker database, as `make up` leaves it
+        mcp = whole(terminal, MCP)
+        assert "close_issue(id=" in mcp.stdout and "undone 1" in mcp.stdout, shown(mcp)
+        [health] = [c for c in commands(readme_blocks(PRODUCTION)[0]) if c.startswith("ratchet health")]
+        healthy = terminal.run(health)
+        assert healthy.returncode == 0 and healthy.stdout.count("ok ") == 3, shown(healthy)
     finally:
         for name in written:
             (ROOT / name).unlink(missing_ok=True)
