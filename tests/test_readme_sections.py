@@ -5,7 +5,8 @@ with `&` and `kill %1` in one shell).
 Run here: "Checkpoints, rollback, fork" (with "Your own repository and its tests"), "Background
 agents: approvals, messages, time", "Before every deploy: replay", `ratchet serve`'s block, "Tools
 from MCP servers" and Production's `ratchet health` (compose and migrate-stores need Docker and
-servers of one's own). The first section has tests/test_up.py, sessions tests/test_readme_session.py.
+servers of one's own). Before them, the first section and sessions run too, so that each section
+runs after the ones before it; their checks are tests/test_up.py's and tests/test_readme_session.py's.
 Where a person would read a view before typing the next line (the call ids `ratchet watch --once`
 lists), the test shows the view again until it has what the next line needs."""
 
@@ -19,6 +20,8 @@ import time
 import pytest
 
 from devtools.devserver import free_port
+from tests.test_readme_session import README_SECTION as SESSIONS
+from tests.test_up import README_SECTION as FIRST
 from tests.test_up import ROOT, readme_blocks, run_in_bash, shell_lines, up, user_env
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
@@ -92,6 +95,17 @@ def ran_ok(terminal: Terminal, block: str) -> list[subprocess.CompletedProcess]:
     return ran
 
 
+def first_sections(terminal: Terminal) -> None:
+    """The first section and the sessions block, whose checks are tests/test_up.py's and
+    tests/test_readme_session.py's: here only that they run, so that what follows runs after them."""
+    plain, ratchet_cli = readme_blocks(FIRST)[:2]
+    done = terminal.run(plain)
+    assert done.returncode == 0, shown(done)
+    for command in commands(ratchet_cli) + commands(readme_blocks(SESSIONS)[0]):
+        done = terminal.run(command)
+        assert done.returncode == (1 if command.startswith("ratchet cancel") else 0), shown(done)  # as commented
+
+
 def checkpoints_and_own_repository(terminal: Terminal, workspaces) -> None:
     checkpoints, own_repository = readme_blocks(CHECKPOINTS)
     start, listed, dry_run, fork, undo_all, plan, rollback, rolled_back, fork_b = ran_ok(terminal, checkpoints)
@@ -156,6 +170,7 @@ async def test_the_readme_sections_after_make_up_run_as_written(tmp_path):
     server = await up(tmp_path / "up", "--port", str(free_port()), "--ui-port", str(free_port())).start()
     try:
         terminal, workspaces = Terminal(shell_lines(server.output)), tmp_path / "up" / "workspaces"
+        first_sections(terminal)
         checkpoints_and_own_repository(terminal, workspaces)
         background_agents(terminal)
         corpus, on_server = ran_ok(terminal, readme_blocks(REPLAY)[0])
