@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -30,6 +31,7 @@ CHECKPOINTS = "## Checkpoints, rollback, fork"
 BACKGROUND = "## Background agents: approvals, messages, time"
 REPLAY = "## Before every deploy: replay"
 SERVE = "## Your own tools and profiles"  # its "Live output" part: `ratchet serve`
+SERVE_PORT = 8765  # `ratchet serve`'s default, which the block's curls name
 MCP = "## Tools from MCP servers"
 PRODUCTION = "## Production"
 WRITTEN = ("fix.json", "ops-7.json")
@@ -165,6 +167,8 @@ def background_agents(terminal: Terminal) -> None:
 
 
 async def test_the_readme_sections_after_make_up_run_as_written(tmp_path):
+    with socket.socket() as probe:  # the serve block's curls would reach whatever listens there
+        assert probe.connect_ex(("127.0.0.1", SERVE_PORT)) != 0, f"port {SERVE_PORT} is taken: `ratchet serve` needs it"
     written = [name for name in WRITTEN if not (ROOT / name).exists()]
     assert written == list(WRITTEN), f"{WRITTEN} exist in {ROOT}: the blocks would overwrite them"
     server = await up(tmp_path / "up", "--port", str(free_port()), "--ui-port", str(free_port())).start()
