@@ -4,16 +4,18 @@
     on failure or cancellation: ROLLING_BACK per the failure policy -> FAILED | CANCELLED |
     COMPENSATION_FAILED; a `rollback` update with then=stop ends in ROLLED_BACK.
 
-This class holds the handlers, the start, the loop and the finish; the rest is plain functions over
-state and plan (the table in docs/ARCHITECTURE.md): planning.py, step.py (think, act, verify),
-rollback.py (every rollback and the failure policy), interrupts.py (what cuts a step short).
-Deterministic and free of I/O: every model call, tool call, undo and verification is an activity;
-all state is an `AgentState`, queryable at any moment.
+This class holds the handlers, the start and the loop; the rest is plain functions over state and
+plan (the table in docs/ARCHITECTURE.md): planning.py, step.py (think, act, verify), rollback.py
+(every rollback and the failure policy), interrupts.py (what cuts a step short), turns.py (a
+session between turns), result.py (how a run ends), phases.py (every phase change). Deterministic
+and free of I/O: every model call, tool call, undo and verification is an activity; all state is an
+`AgentState` (docs/STATE.md), queryable at any moment.
 """
 
 from __future__ import annotations
 
 import asyncio
+
 from temporalio import workflow
 from temporalio.common import RawValue
 
@@ -39,20 +41,8 @@ from ratchet.contracts import (
     TurnAnswer,
 )
 from ratchet.core import budget as budgets
-from . import (
-    approvals,
-    checkpoints,
-    events,
-    inbox,
-    planning,
-    failover,
-    handover,
-    interrupts,
-    outcomes,
-    rollback,
-    sessions,
-    turns,
-)
+from . import approvals, checkpoints, events, failover, handover, inbox, interrupts, outcomes, planning, rollback
+from . import sessions, turns
 from .errors import RunFailed
 from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
@@ -106,10 +96,7 @@ class AgentWorkflow:
             elif not isinstance(parsed, Continuation):
                 await failover.bind(state, plan)
             if not isinstance(parsed, Continuation) and plan.session is not None:
-                sessions.open_first(state)  # the objective is the first turn; early messages by the policy
-                early, state.session.inbox = state.session.inbox, []
-                for message in early:
-                    sessions.accept(state, message)
+                sessions.start(state)
             self._phases.publish(state, plan)
             return await self._loop(state, plan)
         except RunFailed as failure:
@@ -221,13 +208,13 @@ class AgentWorkflow:
         while True:
             try:
                 if await self._rollbacks.serve(state, plan, self._phases):
-                    return self._finish(Phase.ROLLED_BACK)
+                    return finish(state, self._phases, Phase.ROLLED_BACK)
                 if state.paused and not self._deadline.passed:
                     woken = lambda: bool(self._rollbacks) or self._deadline.passed  # noqa: E731
                     await interrupts.wait_while_paused(state, plan, self._phases, woken)
                     continue
                 if plan.session is not None and not await self._next_turn(state, plan):
-                    return self._finish(Phase.DONE)  # closed, or idle past its timeout
+                    return finish(state, self._phases, Phase.DONE)  # closed, or idle past its timeout
                 inbox.deliver(state)
                 reason = budgets.exhausted(plan.budget, state.used, self._deadline.elapsed_s(state, plan))
                 if reason:
@@ -241,14 +228,14 @@ class AgentWorkflow:
                 cut_short = self._deadline.passed
                 continue
             except OutOfBudget as refused:  # the next model call could not fit: nothing was spent on it
-                return self._finish(Phase.BUDGET_EXHAUSTED, error=str(refused))
+                return finish(state, self._phases, Phase.BUDGET_EXHAUSTED, error=str(refused))
             except HostLost as lost:  # the workspace's host is gone (in a step or an undo): on elsewhere
                 await rollback.fail_over(state, plan, self._phases, lost)
                 continue
             if answer is not None and not self._rollbacks:  # an accepted rollback is served first
                 state.answer = answer
                 if plan.session is None:
-                    return self._finish(Phase.DONE, error=budgets.overrun(plan.budget, state.used))
+                    return finish(state, self._phases, Phase.DONE, error=budgets.overrun(plan.budget, state.used))
                 await sessions.answered(state, plan, answer)
 
     async def _next_turn(self, state: AgentState, plan: RunPlan) -> bool:
@@ -260,8 +247,3 @@ class AgentWorkflow:
         if self._state is None or self._state.plan is None:
             raise ValueError("the run has not started yet")
         return self._state
-
-    def _finish(self, phase: Phase, error: str | None = None) -> AgentResult:
-        state = self._state
-        assert state is not None and state.plan is not None
-        return finish(state, self._phases, phase, error)

@@ -7,9 +7,11 @@ nothing), and the run's stream gets a `PhaseChanged` step event (a terminal phas
 `RunEnded`, published with the answer by workflows/events.py).
 
 Three phases interrupt another and go back to it when they end (`back`): ROLLING_BACK (an undo),
-PAUSED, and AWAITING_DECISION (a call whose outcome is unknown). A change the table does not allow
-is a bug in the workflow: it raises `IllegalTransition`, which fails the workflow task (retried, so
-a fixed worker takes the run on from there) rather than leaving the state wrong.
+PAUSED, and AWAITING_DECISION (a call whose outcome is unknown; another call of the same reply
+may have moved the phase on meanwhile, e.g. an approval that ended: it goes back from there).
+A change the table does not allow is a bug in the workflow: it raises `IllegalTransition`, which
+fails the workflow task (retried, so a fixed worker takes the run on from there) rather than
+leaving the state wrong.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ def allowed(old: Phase, new: Phase, back: bool = False) -> bool:
     to the phase it interrupted)."""
     if old == new:
         return True
-    if back:
-        return old in INTERRUPTING and (new in LIVE or new == P.COMPENSATION_FAILED)
+    if back:  # a call's phase may have changed meanwhile: its reply's other calls wait too
+        return old in INTERRUPTING | CALLS and (new in LIVE or new == P.COMPENSATION_FAILED)
     return old in ENTERED_FROM[new]
 
 

@@ -171,6 +171,15 @@ def _digest(text: str) -> str:
 # --- turns -----------------------------------------------------------------------------------------
 
 
+def start(state: AgentState) -> None:
+    """A new session: the objective is its first turn; messages sent before it started are placed
+    by its policy."""
+    open_first(state)
+    early, state.session.inbox = state.session.inbox, []
+    for message in early:
+        accept(state, message)
+
+
 def open_first(state: AgentState) -> None:
     """The session's first turn: its objective (the conversation's last message already)."""
     messages = state.conversation.messages.items

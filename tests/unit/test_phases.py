@@ -94,6 +94,8 @@ def test_interrupting_phases_go_back_to_what_they_interrupted():
     assert allowed(P.PAUSED, P.AWAITING_MESSAGE, back=True)
     assert allowed(P.ROLLING_BACK, P.AWAITING_APPROVAL, back=True)
     assert allowed(P.AWAITING_DECISION, P.AWAITING_APPROVAL, back=True)
+    # a decision waited while another call's approval ended (ACTING): the decision's end goes back
+    assert allowed(P.ACTING, P.AWAITING_APPROVAL, back=True)
     assert not allowed(P.THINKING, P.PAUSED, back=True), "only an interrupting phase goes back"
     assert not allowed(P.PAUSED, P.DONE, back=True), "going back never ends a run"
 
