@@ -297,3 +297,14 @@ async def test_the_temporal_link_goes_to_the_web_ui_of_the_settings(client, sett
     monkeypatch.setenv("RATCHET_TEMPORAL_UI_URL", "javascript:alert(1)")
     with pytest.raises(SettingsError, match="RATCHET_TEMPORAL_UI_URL: .*http:// or https://"):
         load_settings()
+
+
+async def test_a_checkpoint_no_test_verified_is_shown_unverified_not_failed(client, settings, worker, console):
+    """The coder's `python -m unittest` in a workspace without tests ran none: evidence of nothing."""
+    wid = f"console-bare-{uuid.uuid4().hex[:6]}"
+    (settings.workspace_root / wid).mkdir(parents=True)
+    script = [{"tool_calls": [call("write_file", path="hello.txt", content="hi\n")]}, {"content": "wrote it"}]
+    run = await RatchetClient(client, settings).start(scripted("coder", script, workspace=wid), wid)
+    assert (await run.result()).phase == Phase.DONE
+    page = await console.get(f"/runs/{wid}")
+    assert "unverified: no test ran" in page.text and "failed:" not in page.text, page.text

@@ -188,8 +188,11 @@ def _checkpoint(base: str, checkpoint: Checkpoint, patch: str | None, token: str
             if evidence.tests_run is not None
             else ""
         )
+        verdict = "passed" if evidence.passed else "unverified: no test ran" if evidence.no_tests else "failed"
+        if evidence.reused:
+            verdict += " (the same files passed before: not run again)"
         proof = (
-            f"<p class=evidence>{'passed' if evidence.passed else 'failed'}: "
+            f"<p class=evidence>{verdict}: "
             f"<code>{esc(' '.join(evidence.argv))}</code> "
             f"exit {evidence.exit_code}{esc(counts)}</p>"
             + (folded(evidence.output, 400) if evidence.output.strip() else "")
