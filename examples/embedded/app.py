@@ -25,9 +25,9 @@ async def main() -> int:
     client = await RatchetClient.connect()
     run = await client.start(RUN, f"embedded-{uuid.uuid4().hex[:6]}")
     print(f"started {run.workflow_id}", flush=True)
-    while not (state := await run.state()).pending_approvals:
+    while not (state := await run.state()).calls.pending_approvals:
         await asyncio.sleep(0.2)
-    waiting = state.pending_approvals[0]
+    waiting = state.calls.pending_approvals[0]
     print(f"waiting for approval: {waiting.tool} {waiting.arguments}", flush=True)
     print(await run.approve(waiting.call_id), flush=True)
     result = await run.result()
