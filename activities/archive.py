@@ -19,9 +19,10 @@ import asyncio
 from temporalio import activity
 
 from ratchet.contracts.activities import EFFECTS_ARCHIVE, EFFECTS_LOAD, TRANSCRIPT_MESSAGES
-from ratchet.contracts import ArchiveEffects, ArtifactRef, Effect, Message, TranscriptSlice
+from ratchet.contracts import ArchiveEffects, Effect, Message, TranscriptSlice
 from ratchet.stores import transcripts
-from ratchet.stores.artifacts import ArtifactStore, get_json, put_json
+from ratchet.stores.archived_effects import load_archived
+from ratchet.stores.artifacts import ArtifactStore, put_json
 
 
 class Archive:
@@ -45,13 +46,3 @@ class Archive:
 def transcript_slice(artifacts: ArtifactStore, req: TranscriptSlice) -> list[Message]:
     """Messages `req.start` to `req.stop` of the conversation the transcript `req.digest` holds."""
     return transcripts.read_all(artifacts, req.digest)[req.start : req.stop]
-
-
-def load_archived(artifacts: ArtifactStore, digest: str | None) -> list[Effect]:
-    """Every effect of the archive chain ending at `digest`, oldest first (none for None)."""
-    segments = []
-    while digest is not None:
-        segment = get_json(artifacts, ArtifactRef.json(digest))
-        segments.append(segment["effects"])
-        digest = segment["prev"]
-    return [Effect.model_validate(e) for effects in reversed(segments) for e in effects]

@@ -15,79 +15,27 @@ and `rewind` takes the conversation and the checkpoints back to it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import (
-    TO_START,
     AgentState,
-    Checkpoint,
     EffectStatus,
     ErrorType,
     FailurePolicy,
     Message,
     Phase,
-    RollbackPlanItem,
     RollbackReport,
     RollbackRequest,
     RunPlan,
     TranscriptSlice,
 )
 from ratchet.contracts.activities import TRANSCRIPT_MESSAGES
+from ratchet.contracts.rollback_plan import START, Target, plan_of as plan_of, resolve
 from . import calls, effects_archive, failover, saga, sessions
 from .errors import RunFailed
 from .hosts import HostLost, host_name
 from .phases import Phases
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a rollback goes back to: a checkpoint, or None for the run's start (every effect)."""
-
-    checkpoint: Checkpoint | None
-
-    @property
-    def id(self) -> str | None:
-        return self.checkpoint.id if self.checkpoint is not None else None
-
-    @property
-    def since(self) -> int:
-        """The effect boundary: how many effects the run had at the target."""
-        return self.checkpoint.effects_len if self.checkpoint is not None else 0
-
-    @property
-    def name(self) -> str:
-        return self.checkpoint.id if self.checkpoint is not None else "the start"
-
-
-START = Target(None)
-
-
-def resolve(state: AgentState, checkpoint_id: str) -> Target:
-    """The checkpoint `checkpoint_id` of the run (`start`: the run's start); an unknown id is the
-    caller's mistake (ValueError naming the ones there are)."""
-    if checkpoint_id == TO_START:
-        return START
-    for checkpoint in state.effects.checkpoints.items:
-        if checkpoint.id == checkpoint_id:
-            return Target(checkpoint)
-    known = ", ".join(c.id for c in state.effects.checkpoints.items) or "none yet"
-    dropped = (
-        f"; the {state.effects.checkpoints.base} of turns up to {state.session.turns.base} are no longer held"
-        if state.effects.checkpoints.base
-        else ""
-    )
-    raise ValueError(
-        f"unknown checkpoint {checkpoint_id!r}; this run has: {known} (or {TO_START!r}: every effect){dropped}"
-    )
-
-
-def plan_of(state: AgentState, checkpoint_id: str) -> list[RollbackPlanItem]:
-    """The dry run: what a rollback to `checkpoint_id` would undo, newest first."""
-    assert state.plan is not None, "a run is planned before it has effects"
-    return saga.rollback_plan(state, state.plan, resolve(state, checkpoint_id).since)
 
 
 async def undo_above(

@@ -18,70 +18,15 @@ from ratchet.contracts import (
     Effect,
     EffectClass,
     EffectStatus,
-    RollbackPlanItem,
     RollbackReport,
     RunPlan,
     UndoInvocation,
 )
 from ratchet.contracts.activities import UNDO
+from ratchet.contracts.rollback_plan import is_child, rollback_plan as rollback_plan, undoable
 from . import calls, hosts
 from .errors import cause
 from .hosts import HostLost
-
-
-def undoable(plan: RunPlan, effect: Effect) -> bool:
-    if _is_child(plan, effect):
-        return True
-    spec = plan.tool(effect.tool)
-    return effect.effect == EffectClass.COMPENSABLE and spec is not None and spec.has_undo
-
-
-def rollback_plan(state: AgentState, plan: RunPlan, boundary: int) -> list[RollbackPlanItem]:
-    """What undoing the run's effects from number `boundary` on does, newest first (the dry run of
-    `compensate`). Archived effects (below the stack's window) show as one `archived` item."""
-    items = []
-    for effect in reversed(state.effects.stack.since(boundary)):
-        if effect.status == EffectStatus.UNDONE:
-            action = "already_undone"
-        else:
-            action = "undo" if undoable(plan, effect) else "irreversible"
-        items.append(
-            RollbackPlanItem(
-                tool=effect.tool,
-                step=effect.step,
-                key=effect.key,
-                action=action,
-                turn=effect.turn,
-                description=describe(plan, effect),
-            )
-        )
-    if boundary < state.effects.stack.base:
-        items.append(
-            RollbackPlanItem(
-                tool="(archived)",
-                step=0,
-                key=state.effects.archive or "",
-                action="archived",
-                description=f"{state.effects.stack.base - boundary} earlier effects, kept in the artifact store: "
-                "the rollback loads them and undoes them, newest first",
-            )
-        )
-    return items
-
-
-def describe(plan: RunPlan, effect: Effect) -> str | None:
-    """What undoing `effect` does, for people: the tool's words from its undo record; for a
-    sub-agent, how many effects it left in place."""
-    if not _is_child(plan, effect):
-        return effect.undo_description
-    info = effect.undo or {}
-    count = len(info.get("effects", []))
-    return f"undo the {count} effect{'' if count == 1 else 's'} sub-agent {info.get('child_id', '?')} left in place"
-
-
-def _is_child(plan: RunPlan, effect: Effect) -> bool:
-    spec = plan.tool(effect.tool)
-    return spec is not None and spec.kind == "child"
 
 
 def mark_restored(state: AgentState, plan: RunPlan, boundary: int, restored: str, report: RollbackReport) -> None:
@@ -94,7 +39,7 @@ def mark_restored(state: AgentState, plan: RunPlan, boundary: int, restored: str
         if _restored_by_files(effect):
             effect.status = EffectStatus.UNDONE
             report.undone.append(f"{_label(effect)}: {restored}")
-        elif _is_child(plan, effect):
+        elif is_child(plan, effect):
             for child_effect in (effect.undo or {}).get("effects", []):
                 if _restored_by_files(Effect.model_validate(child_effect)):
                     child_effect["status"] = EffectStatus.UNDONE.value
