@@ -26,8 +26,9 @@ converter (Ratchet's workflow needs it; the worker then runs on a copy of the cl
 Your own workflows and activities win: Ratchet skips any of its workflows or activities whose name
 the worker already registers.
 
-`connect` makes a client for settings' Temporal connection (`Settings.temporal_connection`:
-Temporal's env config, TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE and the TEMPORAL_* variables).
+`connect` (ratchet/payloads/connect.py, imported here for the worker and replay) makes a client
+for settings' Temporal connection (Temporal's env config, TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE
+and the TEMPORAL_* variables).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ import temporalio.workflow
 from temporalio.client import Client, ClientConfig
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.runtime import Runtime
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
@@ -75,6 +75,7 @@ from ratchet.mcp.pool import McpPool
 from ratchet.ops.secrets import MIN_SECRET_CHARS, name_secret_variables, secret_values
 from ratchet.ops.settings import Settings, SettingsError, load_settings, model_queue
 from ratchet.ops.tracing import tracing_interceptors
+from ratchet.payloads.connect import connect as connect  # re-exported: replay and examples import it here
 from ratchet.payloads.converter import data_converter as converter_for  # `data_converter` is an option's name
 from ratchet.sandbox import Sandbox, SandboxUnavailable, UnavailableSandbox, open_sandbox
 from ratchet.start_guard import StartGuard
@@ -515,23 +516,3 @@ def _add_missing(ours: Sequence[Any], name: Callable[[Any], str | None]) -> Call
 def carried_plugin(client: Client) -> RatchetPlugin | None:
     """The RatchetPlugin `client` was connected with (workers built on it inherit it), if any."""
     return next((p for p in client.config()["plugins"] if isinstance(p, RatchetPlugin)), None)
-
-
-async def connect(settings: Settings, runtime: Runtime | None = None, *, plugin: RatchetPlugin | None = None) -> Client:
-    """A client for settings' Temporal connection (`Settings.temporal_connection`; raises
-    SettingsError naming a bad variable). With `plugin`, the client carries it: its data converter
-    and tracing, and every worker built on the client runs Ratchet. Without, the client gets the
-    settings' data converter and tracing only (the CLI's case: no ledger, no plugin modules).
-    `runtime`: the worker's Temporal runtime when it serves metrics. A service it cannot reach:
-    TemporalUnreachable (ratchet/ops/connection.py), one line naming the address."""
-    from ratchet.ops.connection import open_client
-
-    connection = settings.temporal_connection()
-    if plugin is not None:
-        return await open_client(connection, plugins=[plugin], runtime=runtime)
-    return await open_client(
-        connection,
-        data_converter=converter_for(settings),
-        interceptors=tracing_interceptors(settings),
-        runtime=runtime,
-    )

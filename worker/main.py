@@ -29,7 +29,8 @@ from ratchet.ops.metrics import metrics_runtime
 from ratchet.ops.process import exit_now
 from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.ops.tracing import flush_tracing
-from ratchet.plugin import Activities, RatchetOptions, RatchetPlugin, carried_plugin, connect, load_plugins
+from ratchet.payloads.connect import connect
+from ratchet.plugin import Activities, RatchetOptions, RatchetPlugin, carried_plugin, load_plugins
 
 __all__ = ["Activities", "DrainIncomplete", "build_worker", "connect", "load_plugins", "main", "serve"]
 """Tests, the bench and devtools import Activities, connect and load_plugins from here too."""
