@@ -1,8 +1,8 @@
 """A query the worker dropped is asked again. sdk-core drops a query it buffered behind a workflow
 task when that task evicts the run ("There were leftover buffered tasks when evicting run": a worker
 whose cache is off, as here, or full), and the server waits for an answer that never comes; before
-`RunHandle._query` asked again, such a query ended in "Timeout expired" after 30 s (CI, a run page
-of the console, an AG-UI message)."""
+the client asked a query again (`RunCalls.query`, ratchet/client/rpc.py), such a query ended in
+"Timeout expired" after 30 s (CI, a run page of the console, an AG-UI message)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from ratchet.client import RatchetClient
-from ratchet.client import runs as client_runs
+from ratchet.client import rpc as client_rpc
 from ratchet.worker.main import build_worker
 from tests.runs import scripted
 
@@ -22,7 +22,7 @@ QUERIERS, QUERIES = 4, 25
 
 
 async def test_queries_racing_evicting_workflow_tasks_are_all_answered(client, settings, monkeypatch):
-    monkeypatch.setattr(client_runs, "QUERY_FIRST_WAIT_S", 2.0)  # a dropped query is asked again sooner
+    monkeypatch.setattr(client_rpc, "QUERY_FIRST_WAIT_S", 2.0)  # a dropped query is asked again sooner
     uncached = settings.model_copy(update={"max_cached_workflows": 0})  # every workflow task evicts the run
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod outage", "body": "x"}}]}]
     async with build_worker(client, uncached, graceful_shutdown_timeout=timedelta(0)):

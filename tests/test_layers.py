@@ -19,6 +19,8 @@ RULES = {
 }
 """Layer -> the only other layers it may import (contracts: pydantic and the standard library;
 workflows: deterministic code, no I/O layer)."""
+WORKER_SIDE = {"ratchet.activities", "ratchet.workflows", "ratchet.plugin"}
+"""What runs in a worker: the client (and so every surface over it) connects and reads without it."""
 KNOWN = {("ratchet.core", "ratchet.ops")}
 """Upward arrows that exist and are to go: core must import only contracts. This one is the type
 of `ToolContext.settings` (the worker's `Settings`), imported for type checking only."""
@@ -54,6 +56,22 @@ def test_nothing_beneath_the_surfaces_imports_them():
     broken = [f"{src} -> {dst} ({', '.join(where[:3])})" for (src, dst), where in imports().items()
               if dst in SURFACES and src not in SURFACES and src != "ratchet"]
     assert not broken, "\n".join(broken)
+
+
+def test_the_client_imports_nothing_of_the_worker_side():
+    broken = [f"{src} -> {dst} ({', '.join(where[:3])})" for (src, dst), where in imports().items()
+              if src == "ratchet.client" and dst in WORKER_SIDE]
+    assert not broken, "\n".join(broken)
+
+
+def test_only_the_client_package_face_imports_its_facade():
+    """ratchet/client/runs.py (RatchetClient, RunHandle) uses the client's other modules, which get
+    what they need passed in (`RunCalls`): none imports it back (the circle runs <-> stream <-> shared_stream)."""
+    back = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in (ROOT / "ratchet" / "client").glob("*.py")
+            if path.name not in ("runs.py", "__init__.py") for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module in ("ratchet.client.runs", "ratchet.client")
+            and (node.module == "ratchet.client.runs" or any(a.name == "runs" for a in node.names))]
+    assert not back, "\n".join(back)
 
 
 def test_core_has_no_new_upward_arrow_and_the_known_ones_are_still_there():

@@ -1,4 +1,6 @@
-"""`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py)."""
+"""`ratchet.client`: the typed API every surface uses to talk to runs (ratchet/client/runs.py).
+
+A page of a run's conversation (`RunHandle.transcript`) is a `ratchet.contracts.Transcript`."""
 
 from ratchet.client.errors import (
     IdInUse,
@@ -14,23 +16,17 @@ from ratchet.client.errors import (
     Unavailable,
     Unreachable,
 )
+from ratchet.client.listing import RunPage, RunSummary
+from ratchet.client.rollback import RollbackOutcome
+from ratchet.client.runs import RatchetClient, RunHandle
+from ratchet.client.starting import validated_run
 from ratchet.client.stream import LiveText
-from ratchet.client.runs import (
-    RatchetClient,
-    RollbackOutcome,
-    RunHandle,
-    RunPage,
-    RunSummary,
-    TranscriptSlice,
-    validated_run,
-)
 
 __all__ = [
     "RatchetClient",
     "RunHandle",
     "RunPage",
     "RunSummary",
-    "TranscriptSlice",
     "RollbackOutcome",
     "validated_run",
     "LiveText",

@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from ratchet.client import stream
 from ratchet.client.errors import RatchetError
+from ratchet.client.rpc import RunCalls
 from ratchet.contracts.events import RunEvent
-
-if TYPE_CHECKING:
-    from ratchet.client.runs import RunHandle
 
 KEPT = 5000
 """Events a feed keeps for readers that join late (the oldest are dropped first)."""
@@ -72,7 +69,7 @@ class SharedStreams:
         self._feeds: dict[str, _Feed] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def open(self, run: RunHandle, from_offset: int, topics: list[str]) -> AsyncIterator[RunEvent]:
+    async def open(self, run: RunCalls, from_offset: int, topics: list[str]) -> AsyncIterator[RunEvent]:
         """The checks of `stream.opened` first, then the run's events from `from_offset`."""
         wanted = set(await stream.checked(run, from_offset, topics))
         feed = self._feeds.get(run.workflow_id)
@@ -86,7 +83,7 @@ class SharedStreams:
         feed.readers += 1  # counted before the first await: the feed cannot stop in between
         return self._read(feed, from_offset, wanted)
 
-    async def _follow(self, run: RunHandle, feed: _Feed) -> None:
+    async def _follow(self, run: RunCalls, feed: _Feed) -> None:
         events = stream.read(run, [], feed.start)
         try:
             async for event in events:  # between two events no poll is in flight

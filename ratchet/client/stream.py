@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
@@ -25,10 +24,8 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError
 
 from ratchet.client.errors import InvalidInput, RatchetError, Refused, failure_reason, rpc_error
+from ratchet.client.rpc import RunCalls
 from ratchet.contracts.events import RUN_EVENT, AttemptStarted, RunEnded, RunEvent, TextDelta, Topic
-
-if TYPE_CHECKING:
-    from ratchet.client.runs import RunHandle
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
 """Pause between polls of a reader that is caught up (a poll waits for new events anyway)."""
@@ -45,19 +42,19 @@ def checked_topics(topics: Iterable[str] | None) -> list[str]:
     return names
 
 
-async def opened(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+async def opened(run: RunCalls, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
     """The checks first (a run that does not exist, an unknown topic, an offset beyond the end
     raise here), then the events (what an HTTP server needs before it answers 200)."""
     wanted = await checked(run, from_offset, topics)
     return read(run, wanted, from_offset)
 
 
-async def checked(run: RunHandle, from_offset: int, topics: Iterable[str] | None) -> list[str]:
+async def checked(run: RunCalls, from_offset: int, topics: Iterable[str] | None) -> list[str]:
     """The topics asked, once the run exists and the offset is within its stream (see `opened`)."""
     wanted = checked_topics(topics)
     if from_offset < 0:
         raise InvalidInput("stream", [f"from_offset: must be 0 or more, not {from_offset}"])
-    await run._ask("describe", run._handle.describe())  # RunNotFound
+    await run.describe()  # RunNotFound
     end = await end_of(run)
     if from_offset > end:
         raise InvalidInput(
@@ -66,21 +63,21 @@ async def checked(run: RunHandle, from_offset: int, topics: Iterable[str] | None
     return wanted
 
 
-async def end_of(run: RunHandle) -> int:
+async def end_of(run: RunCalls) -> int:
     """The offset the next event of the run's stream will have."""
-    return await run._ask("stream", WorkflowStreamClient.create(run.client.temporal, run.workflow_id).get_offset())
+    return await run.ask("stream", WorkflowStreamClient.create(run.temporal, run.workflow_id).get_offset())
 
 
-async def events(run: RunHandle, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
+async def events(run: RunCalls, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
     async for event in await opened(run, from_offset, topics):
         yield event
 
 
-async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIterator[RunEvent]:
+async def read(run: RunCalls, topics: list[str], from_offset: int) -> AsyncIterator[RunEvent]:
     """The run's events from `from_offset`, unchecked. Each step of it waits on a poll update the
     run answers when it has new events; a reader dropped meanwhile leaves that poll in flight until
     then (see ratchet/client/shared_stream.py)."""
-    reader = WorkflowStreamClient.create(run.client.temporal, run.workflow_id)
+    reader = WorkflowStreamClient.create(run.temporal, run.workflow_id)
     polled = topics if not topics or Topic.ANSWER.value in topics else [*topics, Topic.ANSWER.value]
     items = reader.subscribe(polled, from_offset, poll_cooldown=POLL_COOLDOWN)
     try:
@@ -99,7 +96,7 @@ async def read(run: RunHandle, topics: list[str], from_offset: int) -> AsyncIter
     except WorkflowUpdateFailedError as exc:
         raise Refused("stream", failure_reason(exc.cause or exc)) from None
     except RPCError as exc:  # the service went midway (a poll's NOT_FOUND: the run is gone too)
-        raise rpc_error(f"{run.workflow_id}: stream", exc, run.client.address) from None
+        raise rpc_error(f"{run.workflow_id}: stream", exc, run.address) from None
     finally:
         await items.aclose()  # type: ignore[attr-defined]  # an async generator: its polls stop now
 

@@ -3,10 +3,10 @@ with their evidence and patch) and a checkpoint's rollback plan, shown before it
 
 from __future__ import annotations
 
-from ratchet.client import RunSummary, TranscriptSlice
+from ratchet.client import RunSummary
 from ratchet.console.html import diff, esc, folded, form, page, query_url, run_url, table, temporal_link
 from ratchet.console.runs_view import Waiting, waiting_card
-from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem
+from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem, Transcript
 from ratchet.contracts.rollback import TO_START
 
 TRANSCRIPT_PAGE = 20
@@ -34,7 +34,7 @@ def waiting_of(state: AgentState) -> list[Waiting]:
 def run_page(
     state: AgentState,
     running: bool,
-    transcript: TranscriptSlice,
+    transcript: Transcript,
     patches: dict[str, str | None],
     token: str,
     stream_from: int = 0,
@@ -133,7 +133,7 @@ def _message(index: int, message: Message) -> str:
     return f'<li class="msg {role}" value="{index}"><b>{role}</b> {" ".join(marks)}{text}{calls}</li>'
 
 
-def _transcript(wid: str, part: TranscriptSlice) -> str:
+def _transcript(wid: str, part: Transcript) -> str:
     items = "".join(_message(part.offset + i, m) for i, m in enumerate(part.messages))
     links = []
     if part.offset > 0:

@@ -159,6 +159,9 @@ class Decision(BaseModel):
 
 
 class Transcript(BaseModel):
+    """Consecutive messages of a run's conversation, the first at index `offset`, of `total`: the
+    `transcript` query's answer, and `RunHandle.transcript`'s (earlier messages read back too)."""
+
     total: int
     offset: int
     messages: list[Message]

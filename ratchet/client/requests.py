@@ -1,0 +1,137 @@
+"""What a person or a program asks of a running run: approvals and decisions, messages and a
+session's turns, pause, resume, cancel, terminate. Each request is validated before it is sent
+(InvalidInput names the field) and sent once: a closed run refuses it (RunClosed, SessionEnded),
+saying how it ended (ratchet/client/rpc.py). `RunHandle` has these as its methods."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import WorkflowExecutionStatus
+
+from ratchet.client.errors import InvalidInput, SessionEnded, ended
+from ratchet.client.rpc import RunCalls
+from ratchet.contracts import (
+    MAX_MESSAGE_CHARS,
+    ApproveRequest,
+    AskRequest,
+    DecideRequest,
+    FollowRequest,
+    OutcomeChoice,
+    Phase,
+    RejectRequest,
+    RunMessages,
+    TurnAnswer,
+)
+
+Request = TypeVar("Request", bound=BaseModel)
+
+
+class RunRequests:
+    """The requests to the run `calls` reach; a decision is recorded as made by `identity` unless
+    the caller names someone (`by`)."""
+
+    def __init__(self, calls: RunCalls, identity: str | None) -> None:
+        self._calls, self._identity = calls, identity
+        self.workflow_id = calls.workflow_id
+
+    async def approve(self, call_id: str, by: str | None = None) -> str:
+        """Approve a pending call; the decision records `by` (default: this client's identity) and when."""
+        request = _request("approval", ApproveRequest, call_id=call_id, by=self._by(by))
+        return await self._calls.update(RunMessages.APPROVE, request, str)
+
+    async def reject(self, call_id: str, reason: str = "rejected by a person", by: str | None = None) -> str:
+        request = _request("rejection", RejectRequest, call_id=call_id, reason=reason, by=self._by(by))
+        return await self._calls.update(RunMessages.REJECT, request, str)
+
+    async def decide(
+        self,
+        call_id: str,
+        choice: OutcomeChoice | str,
+        result: str | None = None,
+        reason: str = "",
+        by: str | None = None,
+    ) -> str:
+        fields = {"call_id": call_id, "choice": choice, "result": result, "reason": reason, "by": self._by(by)}
+        return await self._calls.update(RunMessages.DECIDE, _request("decision", DecideRequest, **fields), str)
+
+    async def send(self, text: str) -> None:
+        """A message, fire and forget: it joins the conversation at the next step boundary (a
+        session: as its message policy says)."""
+        if not text.strip():
+            raise InvalidInput("message", ["text: must not be empty"])
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput("message", [f"text: at most {MAX_MESSAGE_CHARS:,} characters, not {len(text):,}"])
+        await self._signal(RunMessages.SEND_MESSAGE, text)
+
+    async def ask(self, text: str, message_id: str | None = None, wait: bool = True) -> TurnAnswer:
+        """A session's message; the answer of the turn that answers it (`wait=False`: at once, the
+        turn to follow with `answer(message_id)`). The same `message_id` sent again is answered
+        once (give your own to retry safely); reused for another text it is refused. Refused too:
+        a closed session (naming how it ended), a run that is not a session, a message during a
+        turn under the reject policy."""
+        message_id = uuid.uuid4().hex if message_id is None else message_id
+        request = _request("message", AskRequest, message_id=message_id, text=text, wait=wait)
+        return await self._calls.session_update(RunMessages.ASK, request)
+
+    async def answer(self, message_id: str) -> TurnAnswer:
+        """The answer to an earlier `ask`, once its turn has ended."""
+        request = _request("message id", FollowRequest, message_id=message_id)
+        return await self._calls.session_update(RunMessages.ANSWER, request)
+
+    async def close(self) -> str:
+        """End a session once its turn in flight (and the messages queued before) are answered.
+        Safe to send again (after a close whose answer was lost): a session that has ended DONE
+        says so; one that ended otherwise (FAILED, cancelled, ...) refuses, naming how."""
+        try:
+            return await self._calls.session_update(RunMessages.CLOSE, None, str)
+        except SessionEnded as closed:
+            if closed.status != WorkflowExecutionStatus.COMPLETED.name or closed.phase != Phase.DONE:
+                raise
+            return f"session {self.workflow_id} has ended {ended(closed.phase, closed.status)}"
+
+    async def pause(self) -> None:
+        await self._signal(RunMessages.PAUSE)
+
+    async def resume(self) -> None:
+        await self._signal(RunMessages.RESUME)
+
+    async def cancel(self) -> None:
+        """The running step is cancelled and the run ends under its failure policy. RunClosed if
+        the run has ended (the service would take the request and do nothing)."""
+        await self._calls.running_or_closed("cancel")
+        await self._calls.ask("cancel", self._calls.handle.cancel())
+
+    async def terminate(self, reason: str) -> None:
+        """End the run at once: no step boundary, no failure policy, no rollback (`cancel` does
+        those). For runs that are stuck or no longer wanted at any price. RunClosed if it has ended."""
+        await self._calls.running_or_closed("terminate")
+        await self._calls.ask("terminate", self._calls.handle.terminate(reason=reason))
+
+    def _by(self, by: str | None) -> str:
+        """Who a decision is recorded as made by: `by`, else the Temporal client's identity (`pid@host`)."""
+        return (by or self._identity or "person")[:200]
+
+    async def _signal(self, name: str, *args: Any) -> None:
+        await self._calls.ask(name, self._calls.handle.signal(name, *args))
+
+
+Request = TypeVar("Request", bound=BaseModel)
+
+
+def _request(what: str, model: type[Request], **fields: Any) -> Request:
+    """The request `model` of `fields`; InvalidInput (naming `what` and the field) if it is not one."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise InvalidInput.of(what, exc) from None
+
+
+def _request(what: str, model: type[Request], **fields: Any) -> Request:
+    """The request `model` of `fields`; InvalidInput (naming `what` and the field) if it is not one."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise InvalidInput.of(what, exc) from None

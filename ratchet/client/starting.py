@@ -1,0 +1,70 @@
+"""Starting a run: its input validated first (InvalidInput names the field), its id checked against
+the runs that have it (IdInUse), its summary for the Temporal Web UI (`RatchetClient.start`)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from ratchet.client.errors import IdInUse, InvalidInput, rpc_error
+from ratchet.client.rpc import RunCalls
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun
+
+
+async def start_run(
+    temporal: Client, task_queue: str, run: AgentRun | Mapping[str, Any] | str, workflow_id: str | None, new_run: bool
+) -> WorkflowHandle[Any, AgentResult]:
+    """The started run's handle (see `RatchetClient.start`)."""
+    checked = validated_run(run)
+    workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
+    reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if new_run else WorkflowIDReusePolicy.REJECT_DUPLICATE
+    try:
+        return await temporal.start_workflow(
+            AGENT_WORKFLOW,
+            checked.model_dump(exclude_none=True, mode="json"),
+            id=workflow_id,
+            task_queue=task_queue,
+            result_type=AgentResult,
+            static_summary=start_summary(checked),
+            id_reuse_policy=reuse,
+        )
+    except WorkflowAlreadyStartedError:
+        existing = temporal.get_workflow_handle(workflow_id, result_type=AgentResult)
+        description = await RunCalls(temporal, workflow_id, existing).describe()
+        phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+        status = description.status.name if description.status else "CLOSED"
+        raise IdInUse(workflow_id, str(phase) if phase is not None else None, status) from None
+    except RPCError as exc:
+        raise rpc_error(f"cannot start {workflow_id}", exc, temporal.service_client.config.target_host) from None
+
+
+def start_summary(run: AgentRun) -> str:
+    """The run's static summary in the Temporal Web UI: its agent and objective (encrypted as
+    payloads are, when the client has codec keys)."""
+    objective = run.objective if len(run.objective) <= 200 else run.objective[:199] + "…"
+    return f"{run.agent}: {objective}"
+
+
+def validated_run(run: AgentRun | Mapping[str, Any] | str) -> AgentRun:
+    """An `AgentRun` from itself, its fields or its JSON; InvalidInput names what is wrong."""
+    if isinstance(run, AgentRun):
+        return run
+    if isinstance(run, str):
+        try:
+            run = json.loads(run)
+        except ValueError as exc:
+            raise InvalidInput("run", [f"not JSON: {exc}"]) from None
+        if not isinstance(run, Mapping):
+            raise InvalidInput("run", [f"must be a JSON object (the run), not {type(run).__name__}"])
+    try:
+        return AgentRun.model_validate(dict(run))
+    except ValidationError as exc:
+        raise InvalidInput.of("run", exc) from None
