@@ -118,17 +118,6 @@ class RunRequests:
         await self._calls.ask(name, self._calls.handle.signal(name, *args))
 
 
-Request = TypeVar("Request", bound=BaseModel)
-
-
-def _request(what: str, model: type[Request], **fields: Any) -> Request:
-    """The request `model` of `fields`; InvalidInput (naming `what` and the field) if it is not one."""
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise InvalidInput.of(what, exc) from None
-
-
 def _request(what: str, model: type[Request], **fields: Any) -> Request:
     """The request `model` of `fields`; InvalidInput (naming `what` and the field) if it is not one."""
     try:
