@@ -11,7 +11,9 @@ The layers, from the bottom up (an import only points down or sideways within a 
 - `ratchet.payloads` and `ratchet.ops`: the data converter and codecs; settings, logs, metrics,
   tracing, secret redaction;
 - `ratchet.plugin` and `ratchet.worker`: the one wiring point (a Temporal plugin) and the worker
-  process; `ratchet.cli` and `ratchet.replay`: the `ratchet` command and the deploy gate;
+  process; `ratchet.client`: the API every surface uses (`RatchetClient`, `RunHandle`; over
+  payloads, stores, ops and contracts, nothing of the worker side); `ratchet.cli` and
+  `ratchet.replay`: the `ratchet` command and the deploy gate;
 - `ratchet.testing`: test doubles a user's own tests may use (an OpenAI-compatible server).
 
 docs/ARCHITECTURE.md has the picture and a "where to find X" table.
