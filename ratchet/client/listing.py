@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -40,7 +41,8 @@ class RunPage(BaseModel):
     next_page: str | None = None
 
 
-class RunFilter(BaseModel):
+@dataclass(frozen=True)
+class RunFilter:
     """What a listing keeps: `query` adds a raw visibility clause, `session` keeps only sessions
     (True) or only runs that are not (False)."""
 
