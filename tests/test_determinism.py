@@ -154,7 +154,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "collections.abc": "abstract types for annotations (Awaitable, Callable, Coroutine)",
     "json": "pure parsing and serialization",
     "functools": "wraps() of the workflow's init (input.any_inputs)",
-    "dataclasses": "plain data classes (rollback.Target) and replace() (saga's undo activity definition)",
+    "dataclasses": "replace() (saga's undo activity definition)",
     "datetime": "types and parsing only (datetime.now, utcnow, today, date.today are banned below)",
     "typing": "annotations",
     "re": "pure pattern matching",
