@@ -43,8 +43,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import temporalio.activity
-import temporalio.workflow
 from temporalio.client import Client, ClientConfig
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
@@ -84,6 +82,7 @@ from ratchet.stores.ledger import Ledger
 from ratchet.stores.urls import open_artifacts, open_ledger
 from ratchet.workflows.agent import AgentWorkflow
 from ratchet.workflows.closed_rollback import RollbackWorkflow
+from ratchet.workflows.sdk_seams import activity_name, workflow_name
 
 log = logging.getLogger("ratchet.plugin")
 
@@ -296,7 +295,7 @@ class RatchetPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=self.options.data_converter,
-            workflows=_add_missing(WORKFLOWS, _workflow_name),
+            workflows=_add_missing(WORKFLOWS, workflow_name),
             workflow_runner=_ratchet_passed_through,
         )
 
@@ -321,7 +320,7 @@ class RatchetPlugin(SimplePlugin):
         ours = [i for i in ours if not any(type(p) is type(i) for p in present)]  # the plugin applied twice
         config["interceptors"] = [*own, *self._tracing_unless(present), *ours]
         activities = self.prebuilt if self.prebuilt is not None else Activities(self._options_for(config), client)
-        config["activities"] = _add_missing(activities.all(), _activity_name)(config.get("activities"))
+        config["activities"] = _add_missing(activities.all(), activity_name)(config.get("activities"))
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
@@ -420,7 +419,7 @@ def _side_worker(worker: Worker, task_queue: str, names: set[str], **limits: Any
     objects, interceptors, data converter, activity slots and shutdown grace, unless `limits`
     says otherwise); None if `worker` has none of them."""
     config = worker.config(active_config=True)
-    activities = [a for a in config.get("activities") or [] if _activity_name(a) in names]
+    activities = [a for a in config.get("activities") or [] if activity_name(a) in names]
     if not activities:
         return None
     client = config["client"]
@@ -481,11 +480,6 @@ def _with_converter(client: Client, converter: DataConverter) -> Client:
     return Client(**config)
 
 
-def _workflow_name(cls: type) -> str | None:
-    defn = temporalio.workflow._Definition.from_class(cls)
-    return defn.name if defn is not None else None
-
-
 def _ratchet_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     """The worker's workflow runner, with `ratchet` passed through the SDK's sandbox: a user's
     sandboxed workflow in a module that imports `ratchet` (its worker module, say) would otherwise
@@ -495,11 +489,6 @@ def _ratchet_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     if isinstance(runner, SandboxedWorkflowRunner):
         return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules("ratchet"))
     return runner
-
-
-def _activity_name(fn: Callable) -> str | None:
-    defn = temporalio.activity._Definition.from_callable(fn)
-    return defn.name if defn is not None else None
 
 
 def _add_missing(ours: Sequence[Any], name: Callable[[Any], str | None]) -> Callable[[Sequence[Any] | None], list[Any]]:

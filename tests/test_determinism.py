@@ -162,6 +162,8 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "temporalio.workflow": "the workflow API itself: workflow.now, sleep, random, uuid4, activities",
     "temporalio.common": "RetryPolicy, RawValue, search attribute types: plain data",
     "temporalio.exceptions": "ApplicationError and the activity/child failure types",
+    "temporalio.activity": "workflows/sdk_seams.py only: reads the name @activity.defn gave a function (for the "
+    "plugin); nothing of it runs in workflow code",
     "temporalio.contrib.workflow_streams": "the run's stream: an in-memory log behind signal, update and query "
     "handlers (workflow.now for its dedup state); no I/O, no clock or randomness",
     "pydantic": "ValidationError of the contracts (models come from ratchet.contracts)",

@@ -62,7 +62,9 @@ INTERRUPTED = (
 NOT_RUN = "not run: the run was interrupted (paused, rolled back or out of time) before this call's turn"
 
 
-async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], phases: Phases) -> None:
+async def act(
+    state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], phases: Phases, stream: events.RunStream
+) -> None:
     """Run one reply's calls (in the order `CallOrder` gives) and record them and their results in
     the reply's order. Every call is answered, also when the step is interrupted
     (workflows/interrupts.py): a conversation with an unanswered call is invalid."""
@@ -73,7 +75,7 @@ async def act(state: AgentState, plan: RunPlan, calls: list[ToolCallRequest], ph
     try:
         results = await asyncio.gather(
             *(
-                turns.run(i, _call_tool(state, plan, call, cid, phases, turns, i))
+                turns.run(i, _call_tool(state, plan, call, cid, phases, stream, turns, i))
                 for i, (call, cid) in enumerate(zip(calls, call_ids))
             ),
             return_exceptions=True,
@@ -150,6 +152,7 @@ async def _call_tool(
     call: ToolCallRequest,
     call_id: str,
     phases: Phases,
+    stream: events.RunStream,
     turns: CallOrder,
     index: int,
 ) -> ToolResult:
@@ -170,7 +173,7 @@ async def _call_tool(
             )
     if not await turns.turn(index):
         return ToolResult(ok=False, output="not run: an earlier call of this reply failed")
-    events.tool_started(state, call_id, spec.name, call.arguments)
+    events.tool_started(stream, state, call_id, spec.name, call.arguments)
     if spec.kind == "timer":
         result = await _timer(state, args)
     elif spec.kind == "child":

@@ -60,11 +60,11 @@ class AgentWorkflow:
     @any_inputs  # a start with two inputs fails the run, not the workflow task (workflows/input.py)
     def __init__(self, raw: RawValue = None) -> None:  # type: ignore[assignment]  # RawValue: any input
         self._continuation = continued(raw)
-        self.events = events.RunStream(events.prior_state(self._continuation), lambda: self._state)  # events.py
+        self._stream = events.RunStream(events.prior_state(self._continuation), lambda: self._state)  # events.py
         self._state: AgentState | None = self._continuation.continuation if self._continuation else None
         self._rollbacks = rollback.Requests()
         self._deadline = interrupts.Deadline()
-        self._phases = Phases(Visibility(), self.events)  # the one writer of state.phase (workflows/phases.py)
+        self._phases = Phases(Visibility(), self._stream)  # the one writer of state.phase (workflows/phases.py)
         self._inbox = inbox.Inbox()
         self._first_turn = 0  # the session's turn this execution started at (continue-as-new counts from it)
 
@@ -75,7 +75,7 @@ class AgentWorkflow:
         finally:
             state = self._state
             if state is not None and state.phase.terminal:  # not when continuing as new: readers follow
-                await self.events.close(state)  # however it ended: done, failed (planning too), cancelled
+                await self._stream.close(state)  # however it ended: done, failed (planning too), cancelled
 
     async def _run(self, raw: RawValue) -> AgentResult:
         parsed = self._continuation or parse_run(raw)
@@ -220,10 +220,10 @@ class AgentWorkflow:
                 if reason:
                     return await out_of_budget(state, plan, self._phases, reason, cut_short)
                 if plan.session is None and handover.due(plan):  # a session hands over between turns
-                    await handover.hand_over(state, plan, self.events, lambda: bool(self._rollbacks))
+                    await handover.hand_over(state, plan, self._stream, lambda: bool(self._rollbacks))
                     continue  # a rollback came in first: serve it
                 state.step += 1
-                answer = await interrupts.race(step(state, plan, self._phases), stop, state)
+                answer = await interrupts.race(step(state, plan, self._phases, self._stream), stop, state)
             except interrupts.Interrupted:
                 cut_short = self._deadline.passed
                 continue
@@ -241,7 +241,7 @@ class AgentWorkflow:
     async def _next_turn(self, state: AgentState, plan: RunPlan) -> bool:
         """A session's turn goes on or the next starts (workflows/turns.py); False: it ends."""
         rollback_asked = lambda: bool(self._rollbacks)  # noqa: E731
-        return await turns.next_turn(state, plan, self._phases, self.events, self._first_turn, rollback_asked)
+        return await turns.next_turn(state, plan, self._phases, self._stream, self._first_turn, rollback_asked)
 
     def _require_state(self) -> AgentState:
         if self._state is None or self._state.plan is None:

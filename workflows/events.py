@@ -1,5 +1,6 @@
-"""The run's stream, workflow side: one `WorkflowStream` (temporalio.contrib.workflow_streams) per
-run, and the step events (ratchet/contracts/events.py) read off the state as it changes.
+"""The run's stream, workflow side: one `WorkflowStream` (temporalio.contrib.workflow_streams, seen
+through workflows/sdk_seams.py) per run, handed to what publishes on it, and the step events
+(ratchet/contracts/events.py) read off the state as it changes.
 
 `RunStream` waits (a task of its own) for the phase, the step or a part of the state to change
 (each part counts its changes: `Part.version`) and publishes what changed: tool calls finished,
@@ -28,7 +29,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream, WorkflowStreamState
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from ratchet.contracts import AgentState, Continuation, ModelReply
 from ratchet.contracts.events import (
@@ -49,6 +50,7 @@ from ratchet.contracts.events import (
 )
 
 from .details import current_details, evidence_line
+from .sdk_seams import ObservedStream
 
 RETAINED = 200
 """Items the log keeps (it is cut back to this when it reaches twice as many)."""
@@ -71,23 +73,15 @@ def prior_state(continuation: Continuation | None) -> WorkflowStreamState | None
     return _STATE.validate_python(continuation.stream)
 
 
-def current() -> RunStream | None:
-    """The stream of the workflow running this code (None in a workflow without one)."""
-    stream = getattr(workflow.instance(), "events", None)
-    return stream if isinstance(stream, RunStream) else None
+def tool_started(stream: RunStream, state: AgentState, call_id: str, tool: str, arguments: str) -> None:
+    stream.publish(ToolCallStarted(step=state.step, call=call_id, tool=tool, arguments=arguments))
 
 
-def tool_started(state: AgentState, call_id: str, tool: str, arguments: str) -> None:
-    stream = current()
-    if stream is not None:
-        stream.publish(ToolCallStarted(step=state.step, call=call_id, tool=tool, arguments=arguments))
-
-
-def rest_of(step: int, reply: ModelReply) -> None:
+def rest_of(stream: RunStream, step: int, reply: ModelReply) -> None:
     """What a streaming model call's activity did not publish of its reply (`ModelReply.streamed`),
     published from here: rebuilt by replay, it adds nothing to history."""
-    stream, streamed = current(), reply.streamed
-    if stream is None or streamed is None:
+    streamed = reply.streamed
+    if streamed is None:
         return
     published = (streamed.started, streamed.text, streamed.calls)
     calls = [(c.name, c.arguments) for c in reply.message.tool_calls]
@@ -97,48 +91,27 @@ def rest_of(step: int, reply: ModelReply) -> None:
         stream.publish(event)
 
 
-class _Stream(WorkflowStream):
-    """The SDK's stream, noting its long polls' answers: how far readers have read, and when."""
-
-    def __init__(self, prior: WorkflowStreamState | None) -> None:
-        super().__init__(prior)
-        self.served = 0
-        """The offset after the last item a poll returned."""
-        self.polled_s = float("-inf")
-        """When (workflow time) a poll last returned."""
-
-    async def _on_poll(self, payload: PollInput) -> PollResult:
-        result = await super()._on_poll(payload)
-        self.served = max(self.served, result.next_offset)
-        self.polled_s = workflow.now().timestamp()
-        return result
-
-    def followed(self) -> bool:
-        """A reader had a poll answered within END_WAIT (it polls again a cooldown after each)."""
-        return workflow.now().timestamp() - self.polled_s < END_WAIT.total_seconds()
-
-
 class RunStream:
     def __init__(self, prior: WorkflowStreamState | None, state: Callable[[], AgentState | None]) -> None:
         """Call from the workflow's `__init__` (the SDK registers the stream's handlers there);
         `state`: the run's state, once it has one. From then on its changes are published as they
         happen (a continuation's from what its predecessor published)."""
-        self.stream = _Stream(prior)
+        self.stream = ObservedStream(prior)
         self._topics = {t: self.stream.topic(t.value) for t in Topic}
         self._seen: _Seen | None = None
         self._follower = asyncio.create_task(self._follow(state))
 
     def publish(self, event: _Event) -> None:
         self._topics[event.topic].publish(event.model_dump(mode="json", exclude={"offset"}))
-        end = self.stream._on_offset()  # the SDK offers the log's end only as a query handler
-        if end - self.stream._base_offset >= 2 * RETAINED:
+        end = self.stream.end
+        if end - self.stream.base >= 2 * RETAINED:
             self.stream.truncate(end - RETAINED)
 
-    async def _follow(self, current: Callable[[], AgentState | None]) -> None:
+    async def _follow(self, state_of: Callable[[], AgentState | None]) -> None:
         """Changes are seen after every activation, the last one of the run included (the workflow
         checks conditions until nothing is ready, also once its run has returned)."""
-        await workflow.wait_condition(lambda: current() is not None)
-        state = current()
+        await workflow.wait_condition(lambda: state_of() is not None)
+        state = state_of()
         assert state is not None
         self._seen = seen = _Seen(state)
         while True:
@@ -162,8 +135,8 @@ class RunStream:
         Then the polls waiting in the run are released, with the end (a poll waiting is answered
         either way: `detach_pollers` returns what it has)."""
         self.observe(state)
-        end = self.stream._on_offset()
-        if self.stream.served < end and self.stream.followed():
+        end = self.stream.end
+        if self.stream.served < end and _followed(self.stream):
             try:
                 await workflow.wait_condition(lambda: self.stream.served >= end, timeout=END_WAIT)
             except TimeoutError:
@@ -180,17 +153,18 @@ class RunStream:
         self.observe(state)
         self.detach()
         self._follower.cancel()
-        end = self.stream._on_offset()
-        if (
-            state.plan is not None
-            and state.plan.session is not None
-            and end - self.stream._base_offset > SESSION_HANDED_OVER
-        ):
+        end = self.stream.end
+        if state.plan is not None and state.plan.session is not None and end - self.stream.base > SESSION_HANDED_OVER:
             self.stream.truncate(end - SESSION_HANDED_OVER)
         session = state.plan is not None and state.plan.session is not None
         return _STATE.dump_python(
             self.stream.get_state(**({"publisher_ttl": SESSION_PUBLISHERS} if session else {})), mode="json"
         )
+
+
+def _followed(stream: ObservedStream) -> bool:
+    """A reader had a poll answered within END_WAIT (it polls again a cooldown after each)."""
+    return workflow.now().timestamp() - stream.polled_s < END_WAIT.total_seconds()
 
 
 def _key(state: AgentState) -> tuple:

@@ -40,9 +40,10 @@ class OutOfBudget(Exception):
     activity refused it before calling the model)."""
 
 
-async def step(state: AgentState, plan: RunPlan, phases: Phases) -> str | None:
+async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.RunStream) -> str | None:
     """The final answer, or None to go on. The loop races it against what may stop it."""
     reply = await think(state, plan, phases)
+    events.rest_of(stream, state.step, reply)  # what of the reply the model call did not stream
     if not reply.message.tool_calls:
         if reply.finish_reason == "length":
             state.conversation.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
@@ -57,7 +58,7 @@ async def step(state: AgentState, plan: RunPlan, phases: Phases) -> str | None:
             return reply.message.content or ""
         return None
     effects_before = state.effects.count
-    await acting.act(state, plan, reply.message.tool_calls, phases)
+    await acting.act(state, plan, reply.message.tool_calls, phases, stream)
     changed = any(e.effect == EffectClass.COMPENSABLE for e in state.effects.stack.since(effects_before))
     if plan.verifier is not None and changed:
         await checkpoints.verify(state, plan, phases)
@@ -90,7 +91,6 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
             if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
                 raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
             # the model kept failing with retryable errors: the same step's call on the next model
-    events.rest_of(state.step, reply)
     state.used.steps += 1
     budgets.charge(state.used, reply.usage, choices[choice])
     state.conversation.messages.append(reply.message)

@@ -28,7 +28,10 @@ from collections.abc import Sequence
 
 from typing import Any
 
-from temporalio.api.common.v1 import Payload, Payloads
+from pydantic_core import SchemaSerializer
+from pydantic_core.core_schema import any_schema
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter,
@@ -47,10 +50,13 @@ from ratchet.stores.artifacts import ArtifactStore
 
 class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     """pydantic JSON without default-valued fields (`"content_ref": null`, `"tool_calls": []`, ...).
-    Decoding is pydantic's own: an absent field takes its default."""
+    Decoding is pydantic's own: an absent field takes its default. The serializer is the one the
+    SDK's converter builds for its `ToJsonOptions` (which offer `exclude_unset` only)."""
+
+    _serializer = SchemaSerializer(any_schema())
 
     def to_payload(self, value: Any) -> Payload | None:
-        data = self._schema_serializer.to_json(value, exclude_defaults=True)
+        data = self._serializer.to_json(value, exclude_defaults=True)
         return Payload(metadata={"encoding": b"json/plain"}, data=data)
 
 
@@ -113,14 +119,11 @@ def data_converter(settings: Settings, artifacts: ArtifactStore | None = None) -
 
 async def encode_payloads(converter: DataConverter, payloads: Sequence[Payload]) -> list[Payload]:
     """Payloads as `converter` puts them on the wire (encrypted, then offloaded if large), values
-    untouched: the SDK's own outbound transformation (the one it applies to failure payloads)."""
-    wrapper = Payloads(payloads=payloads)
-    await converter._transform_outbound_payloads(wrapper)
-    return list(wrapper.payloads)
+    untouched: the SDK's `encode` of each as a `RawValue`, which its payload converter passes as is."""
+    return await converter.encode([RawValue(p) for p in payloads])
 
 
 async def decode_payloads(converter: DataConverter, payloads: Sequence[Payload]) -> list[Payload]:
     """The reverse of `encode_payloads`: references resolved from the artifact store, then decrypted."""
-    wrapper = Payloads(payloads=payloads)
-    await converter._transform_inbound_payloads(wrapper)
-    return list(wrapper.payloads)
+    values = await converter.decode(payloads, [RawValue] * len(payloads))
+    return [value.payload for value in values]

@@ -96,6 +96,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.paths and not args.server:
         stderr("ratchet replay: give history files or folders, or --server")
         return 2
+    from ratchet.workflows.sdk_seams import WORKFLOW_TASK_LOGGER
+
     # The SDK logs the traceback of every workflow task that fails in replay; the table says it.
-    logging.getLogger("temporalio.worker._workflow_instance").setLevel(logging.ERROR)
+    logging.getLogger(WORKFLOW_TASK_LOGGER).setLevel(logging.ERROR)
     return asyncio.run(run(args))

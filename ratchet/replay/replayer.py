@@ -24,13 +24,14 @@ from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Replayer
-from temporalio.workflow import NondeterminismError, _Definition
+from temporalio.workflow import NondeterminismError
 
 from ratchet.payloads.converter import decode_payloads
 from ratchet.replay.divergence import locate
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK, Outcome, Progress
 from ratchet.ops.settings import Settings
 from ratchet.start_guard import StartGuard
+from ratchet.workflows.sdk_seams import workflow_name
 
 _CORE_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 
@@ -101,8 +102,8 @@ async def replay(
         runtime=_quiet_runtime(),
         interceptors=[StartGuard(workflows)],
     )
-    definitions = [_Definition.must_from_class(w) for w in workflows]  # the SDK's reading of @workflow.defn
-    names = {d.name for d in definitions if d.name is not None}  # None: a dynamic workflow
+    named = [workflow_name(w, required=True) for w in workflows]  # the SDK's reading of @workflow.defn
+    names = {name for name in named if name is not None}  # None: a dynamic workflow
     total = sum(isinstance(item, Loaded) for item in items)
     outcomes: list[Outcome] = []
     done = 0
