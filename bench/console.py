@@ -26,7 +26,7 @@ from bench.history import percentile
 from bench.progress import Progress
 from devtools.workers import WorkerProcess
 from ratchet.client import RatchetClient
-from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.contracts import AGENT_WORKFLOW, RunAttributes
 
 VARIANT = Variant("console", "ratchet", AGENT_WORKFLOW, profile="bench_verify", tool="bench_note",
                   label="Ratchet, bench_note steps, each verified and checkpointed")
@@ -61,7 +61,7 @@ async def fill(env: Env, client: RatchetClient, queue: str, runs: int) -> None:
 
 
 async def until_idle(env: Env, workflow_id: str) -> None:
-    query = f'WorkflowId="{workflow_id}" AND RatchetPhase="AWAITING_MESSAGE"'
+    query = f'WorkflowId="{workflow_id}" AND {RunAttributes.PHASE}="AWAITING_MESSAGE"'
     while await count(env, query) < 1:
         await asyncio.sleep(0.5)
 

@@ -26,7 +26,7 @@ from bench.harness import Env, Variant
 from bench.history import percentile
 from bench.progress import Progress
 from ratchet.client import RatchetError, RunHandle
-from ratchet.contracts import AGENT_WORKFLOW, Phase
+from ratchet.contracts import AGENT_WORKFLOW, Phase, RunAttributes
 
 VARIANT = Variant("sessions", "ratchet", AGENT_WORKFLOW, label="Ratchet sessions, scripted replies")
 FLOOR = Variant("floor", "floor", FLOOR_SESSION, label="raw SDK: an update answered by one activity")
@@ -66,7 +66,7 @@ async def until_idle(run: RunHandle) -> None:
 async def idle_count(env: Env, queue: str, sessions: int) -> None:
     """Until `sessions` sessions of the queue wait for a message, by visibility: one count request
     a poll, not a state query per session (a query of an evicted session replays it on the worker)."""
-    query = f'TaskQueue="{queue}" AND RatchetPhase="AWAITING_MESSAGE" AND ExecutionStatus="Running"'
+    query = f'TaskQueue="{queue}" AND {RunAttributes.PHASE}="AWAITING_MESSAGE" AND ExecutionStatus="Running"'
     while (await env.raw.count_workflows(query)).count < sessions:
         await asyncio.sleep(0.2)
 

@@ -5,8 +5,10 @@ we print (and document) for a cluster register all of them on the real CLI."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -14,7 +16,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 
 from devtools.devserver import DevServer, temporal_binary
-from ratchet.contracts import Phase
+import ratchet.client
+from ratchet.contracts import Phase, RunAttributes
 from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES, register_commands
 from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.worker.main import build_worker
@@ -30,6 +33,20 @@ async def _custom(client: Client) -> dict:
 def test_the_list_is_what_the_workflow_publishes():
     published = {v.name for v in vars(visibility).values() if isinstance(v, SearchAttributeKey)}
     assert published == set(SEARCH_ATTRIBUTES)
+
+
+def test_the_workflow_publishes_each_declared_attribute_with_its_declared_type():
+    published = {v.name: v.indexed_value_type.name for v in vars(visibility).values() if isinstance(v, SearchAttributeKey)}
+    assert published == {a.name: a.type.name for a in RunAttributes.ALL}  # KEYWORD, BOOL, INT, DOUBLE
+
+
+def test_the_client_names_only_declared_attributes():
+    """ratchet/client still spells the names itself (it is being split; it moves to RunAttributes
+    then): each attribute it names is one the contracts declare."""
+    client = Path(ratchet.client.__file__).parent
+    named = {n for p in client.glob("*.py") for n in re.findall(r"[\"'](Ratchet[A-Z][A-Za-z]*)", p.read_text())}
+    named = {n for n in named if not hasattr(ratchet.client, n)}  # RatchetClient, RatchetError: classes
+    assert named and named <= {a.name for a in RunAttributes.ALL}, named
 
 
 async def test_a_worker_registers_missing_search_attributes_so_runs_do_not_hang(tmp_path, settings):

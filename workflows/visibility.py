@@ -1,26 +1,41 @@
-"""Search attributes: a run's agent, phase and whether it waits for a person, for
-`temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once)
-with its latest turn; a run that waits (for a person, a message, a resume) or has closed, its steps
-and cost. Turn, steps and cost change only with the phase, so they ride on its upserts. Only what
-changed is upserted, and rarely: the phase shows RUNNING while a run thinks and acts, so a step
-upserts nothing (history bytes per step stay flat)."""
+"""Search attributes (each declared once, ratchet/contracts/search_attributes.py): a run's agent,
+phase and whether it waits for a person, for `temporal workflow list --query
+'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once) with its latest turn; a run that
+waits (for a person, a message, a resume) or has closed, its steps and cost. Turn, steps and cost
+change only with the phase, so they ride on its upserts. Only what changed is upserted, and rarely:
+the phase shows RUNNING while a run thinks and acts, so a step upserts nothing (history bytes per
+step stay flat)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from ratchet.contracts import AgentState, Phase, RunPlan
+from ratchet.contracts import AgentState, AttributeType, Phase, RunAttributes, RunPlan, SearchAttribute
 
-SA_AGENT = SearchAttributeKey.for_keyword("RatchetAgent")
-SA_PHASE = SearchAttributeKey.for_keyword("RatchetPhase")
-SA_APPROVAL = SearchAttributeKey.for_bool("RatchetAwaitingApproval")
-SA_SESSION = SearchAttributeKey.for_bool("RatchetSession")
-SA_TURN = SearchAttributeKey.for_int("RatchetTurn")
-SA_STEPS = SearchAttributeKey.for_int("RatchetSteps")
-SA_COST = SearchAttributeKey.for_float("RatchetCostUsd")
+_KEY_OF: dict[AttributeType, Callable[[str], SearchAttributeKey[Any]]] = {
+    AttributeType.KEYWORD: SearchAttributeKey.for_keyword,
+    AttributeType.BOOL: SearchAttributeKey.for_bool,
+    AttributeType.INT: SearchAttributeKey.for_int,
+    AttributeType.DOUBLE: SearchAttributeKey.for_float,
+}
+
+
+def key(attribute: SearchAttribute) -> SearchAttributeKey[Any]:
+    """The SDK's typed key for one of the run's attributes (ratchet/contracts/search_attributes.py)."""
+    return _KEY_OF[attribute.type](attribute.name)
+
+
+SA_AGENT = key(RunAttributes.AGENT)
+SA_PHASE = key(RunAttributes.PHASE)
+SA_APPROVAL = key(RunAttributes.AWAITING_APPROVAL)
+SA_SESSION = key(RunAttributes.SESSION)
+SA_TURN = key(RunAttributes.TURN)
+SA_STEPS = key(RunAttributes.STEPS)
+SA_COST = key(RunAttributes.COST)
 SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
 """Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
 

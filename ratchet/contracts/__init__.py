@@ -7,6 +7,7 @@
 - `state`: the agent's state (`AgentState`, docs/STATE.md) in parts, the handover and the result;
 - `records`: what the state is made of: effects, checkpoints, rollbacks, approvals, tool calls;
 - `window`: `Window`, a list held from an offset on;
+- `search_attributes`: the search attributes a run publishes (`RunAttributes`: names and types);
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `base`: the vocabulary they share.
@@ -123,6 +124,7 @@ from ratchet.contracts.state import (
     AgentResult,
 )
 from ratchet.contracts.window import Window
+from ratchet.contracts.search_attributes import AttributeType, RunAttributes, SearchAttribute
 from ratchet.contracts.rollback import (
     ROLLBACK_WORKFLOW,
     TO_START,
@@ -238,4 +240,7 @@ __all__ = [
     "LoadClosedRun",
     "ClosedRun",
     "ClosedRollback",
+    "AttributeType",
+    "RunAttributes",
+    "SearchAttribute",
 ]

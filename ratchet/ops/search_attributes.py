@@ -1,4 +1,5 @@
-"""The search attributes runs publish (workflows/visibility.py), checked when a worker starts.
+"""The search attributes runs publish (declared in ratchet/contracts/search_attributes.py, upserted by
+workflows/visibility.py), checked when a worker starts.
 
 A run that upserts an attribute its namespace does not know fails its workflow task, and Temporal
 retries that task forever: the run hangs, silently. So a worker (RatchetPlugin.run_worker) checks
@@ -16,24 +17,17 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from ratchet.contracts import AttributeType, RunAttributes
 from ratchet.ops.settings import SettingsError
 
-SEARCH_ATTRIBUTES = {
-    "RatchetAgent": "Keyword",
-    "RatchetPhase": "Keyword",
-    "RatchetAwaitingApproval": "Bool",
-    "RatchetSession": "Bool",
-    "RatchetTurn": "Int",
-    "RatchetSteps": "Int",
-    "RatchetCostUsd": "Double",
-}
-"""Name -> type, as `temporal operator search-attribute create --type` spells it."""
+SEARCH_ATTRIBUTES: dict[str, AttributeType] = {a.name: a.type for a in RunAttributes.ALL}
+"""Name -> type (its value as `temporal operator search-attribute create --type` spells it)."""
 
 _INDEXED = {
-    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
-    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+    AttributeType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    AttributeType.BOOL: IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+    AttributeType.INT: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    AttributeType.DOUBLE: IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
 }
 log = logging.getLogger("ratchet.worker")
 

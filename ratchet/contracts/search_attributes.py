@@ -1,0 +1,47 @@
+"""The search attributes a run publishes, each name and type declared once: workflows/visibility.py
+upserts them, ratchet/ops/search_attributes.py registers them on a namespace, and queries name them
+(`temporal workflow list --query 'RatchetPhase="AWAITING_APPROVAL"'`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class AttributeType(StrEnum):
+    """A search attribute's type, as `temporal operator search-attribute create --type` spells it."""
+
+    KEYWORD = "Keyword"
+    BOOL = "Bool"
+    INT = "Int"
+    DOUBLE = "Double"
+
+
+@dataclass(frozen=True)
+class SearchAttribute:
+    name: str
+    type: AttributeType
+
+    def __str__(self) -> str:
+        return self.name  # as a query names it: f'{RunAttributes.PHASE}="DONE"'
+
+
+class RunAttributes:
+    """Every search attribute a run publishes."""
+
+    AGENT = SearchAttribute("RatchetAgent", AttributeType.KEYWORD)
+    """The run's agent (profile)."""
+    PHASE = SearchAttribute("RatchetPhase", AttributeType.KEYWORD)
+    """The phase, the working ones shown as RUNNING (workflows/visibility.py)."""
+    AWAITING_APPROVAL = SearchAttribute("RatchetAwaitingApproval", AttributeType.BOOL)
+    """A call waits for a person's approval."""
+    SESSION = SearchAttribute("RatchetSession", AttributeType.BOOL)
+    """Set (true) on sessions only."""
+    TURN = SearchAttribute("RatchetTurn", AttributeType.INT)
+    """A session's latest turn."""
+    STEPS = SearchAttribute("RatchetSteps", AttributeType.INT)
+    """Steps taken when the run last came to wait or closed."""
+    COST = SearchAttribute("RatchetCostUsd", AttributeType.DOUBLE)
+    """What it had spent then (USD)."""
+
+    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST)
