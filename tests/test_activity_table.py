@@ -7,13 +7,14 @@ import ast
 from pathlib import Path
 
 from ratchet.contracts.activities import ACTIVITIES
-from ratchet.plugin import Activities, _activity_name
+from ratchet.plugin import Activities
+from ratchet.workflows.sdk_seams import activity_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_worker_serves_every_declared_activity(settings):
-    served = {_activity_name(fn) for fn in Activities(settings).all()}
+    served = {activity_name(fn) for fn in Activities(settings).all()}
     assert {a.name for a in ACTIVITIES} <= served, sorted({a.name for a in ACTIVITIES} - served)
 
 
