@@ -40,13 +40,18 @@ def test_the_workflow_publishes_each_declared_attribute_with_its_declared_type()
     assert published == {a.name: a.type.name for a in RunAttributes.ALL}  # KEYWORD, BOOL, INT, DOUBLE
 
 
-def test_the_client_names_only_declared_attributes():
-    """ratchet/client still spells the names itself (it is being split; it moves to RunAttributes
-    then): each attribute it names is one the contracts declare."""
+def test_the_client_names_attributes_only_through_the_contracts():
+    """ratchet/client reads and filters by `RunAttributes`, never by a name spelled again."""
     client = Path(ratchet.client.__file__).parent
     named = {n for p in client.glob("*.py") for n in re.findall(r"[\"'](Ratchet[A-Z][A-Za-z]*)", p.read_text())}
     named = {n for n in named if not hasattr(ratchet.client, n)}  # RatchetClient, RatchetError: classes
-    assert named and named <= {a.name for a in RunAttributes.ALL}, named
+    assert not named, f"spelled in ratchet/client instead of RunAttributes: {sorted(named)}"
+    used = {a for a in RunAttributes.ALL for p in client.glob("*.py") if f"RunAttributes.{_member(a)}" in p.read_text()}
+    assert len(used) == len(RunAttributes.ALL)  # the listing reads every one
+
+
+def _member(attribute) -> str:
+    return next(k for k, v in vars(RunAttributes).items() if v is attribute)
 
 
 async def test_a_worker_registers_missing_search_attributes_so_runs_do_not_hang(tmp_path, settings):

@@ -13,6 +13,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.client.errors import InvalidInput, rpc_error
 from ratchet.contracts import AGENT_WORKFLOW
+from ratchet.contracts.search_attributes import RunAttributes
 
 
 class RunSummary(BaseModel):
@@ -89,17 +90,18 @@ async def list_page(temporal: Client, which: RunFilter, page_size: int, page: st
 def visibility(which: RunFilter) -> str:
     """The visibility query of a listing: Ratchet's runs, with its search attributes as filters."""
     clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
-    for name, value in (("RatchetPhase", which.phase), ("RatchetAgent", which.agent)):
+    for name, value in ((RunAttributes.PHASE.name, which.phase), (RunAttributes.AGENT.name, which.agent)):
         if value:
             if '"' in value or "\\" in value:
                 raise InvalidInput("runs filter", [f"{name}: no quotes or backslashes, not {value!r}"])
             clauses.append(f'{name}="{value}"')
     if which.awaiting_approval is not None:
-        clauses.append(f"RatchetAwaitingApproval={'true' if which.awaiting_approval else 'false'}")
+        clauses.append(f"{RunAttributes.AWAITING_APPROVAL}={'true' if which.awaiting_approval else 'false'}")
     if which.running:
         clauses.append('ExecutionStatus="Running"')
-    if which.session is not None:  # only sessions carry RatchetSession
-        clauses.append("RatchetSession=true" if which.session else "RatchetSession IS NULL")
+    if which.session is not None:  # only sessions carry the session attribute
+        session = RunAttributes.SESSION
+        clauses.append(f"{session}=true" if which.session else f"{session} IS NULL")
     if which.query:
         clauses.append(f"({which.query})")
     return " AND ".join(clauses)
@@ -111,12 +113,12 @@ def summary(run: WorkflowExecution) -> RunSummary:
     return RunSummary(
         workflow_id=run.id,
         status=run.status.name if run.status else "-",
-        agent=(attributes.get("RatchetAgent") or [None])[0],
-        phase=(attributes.get("RatchetPhase") or [None])[0],
-        awaiting_approval=bool((attributes.get("RatchetAwaitingApproval") or [False])[0]),
+        agent=(attributes.get(RunAttributes.AGENT.name) or [None])[0],
+        phase=(attributes.get(RunAttributes.PHASE.name) or [None])[0],
+        awaiting_approval=bool((attributes.get(RunAttributes.AWAITING_APPROVAL.name) or [False])[0]),
         start_time=run.start_time,
-        session=bool((attributes.get("RatchetSession") or [False])[0]),
-        turn=(attributes.get("RatchetTurn") or [None])[0],
-        steps=(attributes.get("RatchetSteps") or [None])[0],
-        cost_usd=(attributes.get("RatchetCostUsd") or [None])[0],
+        session=bool((attributes.get(RunAttributes.SESSION.name) or [False])[0]),
+        turn=(attributes.get(RunAttributes.TURN.name) or [None])[0],
+        steps=(attributes.get(RunAttributes.STEPS.name) or [None])[0],
+        cost_usd=(attributes.get(RunAttributes.COST.name) or [None])[0],
     )

@@ -37,6 +37,7 @@ from ratchet.client.errors import (
     rpc_error,
 )
 from ratchet.contracts import AgentResult, RunMessages, TurnAnswer
+from ratchet.contracts.search_attributes import RunAttributes
 
 T = TypeVar("T")
 QUERY_FIRST_WAIT_S, QUERY_DEADLINE_S, QUERY_BUSY_PAUSE_S = 5.0, 35.0, 0.2
@@ -123,9 +124,9 @@ class RunCalls:
     def closed(self, what: str, description: WorkflowExecutionDescription) -> RunClosed:
         """The refusal of `what` by the closed run `description`; of a session, SessionEnded."""
         attributes = description.search_attributes
-        phase = (attributes.get("RatchetPhase") or [None])[0]
+        phase = (attributes.get(RunAttributes.PHASE.name) or [None])[0]
         status = description.status.name if description.status else "CLOSED"
-        closed = SessionEnded if (attributes.get("RatchetSession") or [False])[0] else RunClosed
+        closed = SessionEnded if (attributes.get(RunAttributes.SESSION.name) or [False])[0] else RunClosed
         return closed(what, self.workflow_id, str(phase) if phase is not None else None, status)
 
     async def query(

@@ -17,6 +17,7 @@ from temporalio.service import RPCError
 from ratchet.client.errors import IdInUse, InvalidInput, rpc_error
 from ratchet.client.rpc import RunCalls
 from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun
+from ratchet.contracts.search_attributes import RunAttributes
 
 
 async def start_run(
@@ -39,7 +40,7 @@ async def start_run(
     except WorkflowAlreadyStartedError:
         existing = temporal.get_workflow_handle(workflow_id, result_type=AgentResult)
         description = await RunCalls(temporal, workflow_id, existing).describe()
-        phase = (description.search_attributes.get("RatchetPhase") or [None])[0]
+        phase = (description.search_attributes.get(RunAttributes.PHASE.name) or [None])[0]
         status = description.status.name if description.status else "CLOSED"
         raise IdInUse(workflow_id, str(phase) if phase is not None else None, status) from None
     except RPCError as exc:
