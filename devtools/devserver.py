@@ -37,6 +37,13 @@ a journal and two fsyncs (the default): on this VM, streamed deltas reach their 
 the time with 20 runs streaming at once (bench/streaming.py)."""
 
 
+DYNAMIC_CONFIG = {"matching.maxTaskQueuesInDeploymentVersion": "100000"}
+"""Worker versioning works on the dev server as it is; only Temporal's default of 100 task queues per
+deployment version is raised: a build's workers join the version with each task queue they poll
+(its own, its host's, its providers'), and a test session polls a new queue per test
+(docs/OPERATIONS.md, "Deploying a new version")."""
+
+
 TEMPORAL_PORT = 7233
 UI_PORT = 8233
 """The ports `temporal server start-dev` and every Temporal tool assume: `make up` takes them when free."""
@@ -54,6 +61,7 @@ class DevServer:
     port: int = field(default_factory=free_port)
     ui_port: int | None = None
     dynamic_config: dict[str, str] = field(default_factory=dict)
+    """`--dynamic-config-value`s, beside DYNAMIC_CONFIG."""
     log_file: Path | None = None
     search_attributes: bool = True
     """Register Ratchet's search attributes at start (a worker registers missing ones itself)."""
@@ -77,7 +85,7 @@ class DevServer:
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
         for name, kind in SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             cmd += ["--search-attribute", f"{name}={kind}"]
-        for key, value in self.dynamic_config.items():
+        for key, value in {**DYNAMIC_CONFIG, **self.dynamic_config}.items():
             cmd += ["--dynamic-config-value", f"{key}={value}"]
         return cmd
 

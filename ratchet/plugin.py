@@ -61,6 +61,8 @@ from ratchet.activities.archive import Archive
 from ratchet.activities.rollback import RollbackActivities
 from ratchet.activities.tools import ToolActivities
 from ratchet.core.profiles import ProfileRegistry, default_profiles
+from ratchet.deploys.build import default_build_id
+from ratchet.deploys.joining import deployment_config, promote_on_start
 from ratchet.core.tools import ToolRegistry, default_registry
 from ratchet.models.builtin import builtin_providers
 from ratchet.models.provider import ProviderRegistry
@@ -288,7 +290,13 @@ class RatchetPlugin(SimplePlugin):
     def __init__(self, options: RatchetOptions | None = None, *, activities: Activities | None = None) -> None:
         self.options = options if options is not None else RatchetOptions.from_settings()
         self.prebuilt = activities
+        settings = self.options.settings
+        self.build_id = settings.build_id or default_build_id(
+            self.options.profiles, self.options.tools, self.options.mcp
+        )
+        """This worker's build in its Worker Deployment (RATCHET_BUILD_ID, else `default_build_id`)."""
         self._tracing: list[Any] | None = None
+        self._promoting: set[asyncio.Task] = set()
         self.side_workers: weakref.WeakKeyDictionary[Worker, list[Worker]] = weakref.WeakKeyDictionary()
         """The workers beside each worker: its host queue's, its providers' queues' (RATCHET_MODEL_QUEUES)."""
         """Each running worker's host worker (`run_worker`)."""
@@ -321,6 +329,8 @@ class RatchetPlugin(SimplePlugin):
         config["interceptors"] = [*own, *self._tracing_unless(present), *ours]
         activities = self.prebuilt if self.prebuilt is not None else Activities(self._options_for(config), client)
         config["activities"] = _add_missing(activities.all(), activity_name)(config.get("activities"))
+        if self.options.settings.versioning and config.get("deployment_config") is None:
+            config["deployment_config"] = deployment_config(self.options.settings, self.build_id)
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
@@ -340,6 +350,14 @@ class RatchetPlugin(SimplePlugin):
             await ensure_search_attributes(worker.client)
         if worker in self.side_workers:  # once per worker
             return await next(worker)
+        versioned = worker.config(active_config=True).get("deployment_config")
+        if versioned is not None and versioned.use_worker_versioning:  # in the background: polling starts it
+            version, promote = versioned.version, self.options.settings.promote
+            task = asyncio.create_task(
+                promote_on_start(worker.client, version.deployment_name, version.build_id, promote)
+            )
+            self._promoting.add(task)
+            task.add_done_callback(self._promoting.discard)
         sides = self.side_workers[worker] = [w for w in (self.host_worker(worker), *self.model_workers(worker)) if w]
         if not sides:
             return await next(worker)
@@ -432,6 +450,7 @@ def _side_worker(worker: Worker, task_queue: str, names: set[str], **limits: Any
             "graceful_shutdown_timeout",
             "identity",
             "activity_executor",
+            "deployment_config",
         )
         if config.get(key) is not None
     }

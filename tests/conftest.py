@@ -24,6 +24,10 @@ from ratchet.testing.openai_server import OpenAIServer
 from ratchet.worker.main import build_worker
 
 REPLAY_EVERY_TASK = os.environ.get("RATCHET_TEST_CACHE") != "1"
+os.environ.setdefault("RATCHET_BUILD_ID", "test")
+"""Every worker of a test session is the one build of deployment `ratchet` on its dev server (made
+current by the first): the session's code does not change under it. Tests of deploys name their own
+deployment and builds (tests/test_deploys.py)."""
 
 
 @pytest.fixture(scope="session")

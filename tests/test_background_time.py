@@ -29,8 +29,8 @@ async def env():
 
 @pytest.fixture
 def ts_settings(settings):
-    # the time-skipping server has no custom search attributes registered
-    return settings.model_copy(update={"search_attributes": False})
+    # the time-skipping server has no custom search attributes registered, and no worker deployments
+    return settings.model_copy(update={"search_attributes": False, "versioning": False})
 
 
 async def run_to_end(env, settings, run: dict) -> tuple[AgentResult, AgentState, timedelta]:

@@ -42,7 +42,7 @@ from ratchet.contracts import (
 )
 from ratchet.core import budget as budgets
 from . import approvals, checkpoints, events, failover, handover, inbox, interrupts, outcomes, planning, rollback
-from . import sessions, turns
+from . import sessions, turns, upgrades
 from .errors import RunFailed
 from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
@@ -88,6 +88,7 @@ class AgentWorkflow:
             self._state = state = planning.new_state(parsed)
             self._inbox.attach(state)
             await planning.prepare(state, self._phases)
+        upgrades.record(state)  # the build this execution runs on
         plan = state.plan
         assert plan is not None
         try:
@@ -207,8 +208,12 @@ class AgentWorkflow:
 
         while True:
             try:
-                if await self._rollbacks.serve(state, plan, self._phases):
+                then = await self._rollbacks.serve(state, plan, self._phases)
+                if then == "stop":
                     return finish(state, self._phases, Phase.ROLLED_BACK)
+                if then == "rerun":  # from the checkpoint, on the deployment's current build
+                    await turns.move(state, plan, self._stream, lambda: bool(self._rollbacks), upgrade=True)
+                    continue  # another rollback came in first: serve it
                 if state.paused and not self._deadline.passed:
                     woken = lambda: bool(self._rollbacks) or self._deadline.passed  # noqa: E731
                     await interrupts.wait_while_paused(state, plan, self._phases, woken)

@@ -50,11 +50,14 @@ def page(state: AgentState, page: TranscriptPage) -> Transcript:
     return state.conversation.page(page.offset, page.limit)
 
 
-async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interrupted: Callable[[], bool]) -> None:
+async def hand_over(
+    state: AgentState, plan: RunPlan, stream: RunStream, interrupted: Callable[[], bool], upgrade: bool = False
+) -> None:
     """Continue as new once every handler has finished (the stream's readers released first: their
     long polls are handlers too): messages delivered, older effects archived, the trimmed state and
-    the stream handed over. Returns only if `interrupted()` turned true first (a rollback's handler
-    waits for the loop: it is served first)."""
+    the stream handed over. `upgrade`: the next run starts on the worker deployment's build for
+    this run (Upgrade-on-Continue-as-New; workflows/upgrades.py), else on this one. Returns only if
+    `interrupted()` turned true first (a rollback's handler waits for the loop: it is served first)."""
     stream.detach()
     await workflow.wait_condition(lambda: workflow.all_handlers_finished() or interrupted())
     if interrupted():
@@ -65,4 +68,8 @@ async def hand_over(state: AgentState, plan: RunPlan, stream: RunStream, interru
     await workflow.wait_condition(lambda: workflow.all_handlers_finished() or interrupted())
     if interrupted():
         return
-    workflow.continue_as_new(Continuation(continuation=trimmed(state), stream=stream.handover(state)))
+    upgrade = upgrade and workflow.info().get_current_deployment_version() is not None  # versioned workers only
+    workflow.continue_as_new(
+        Continuation(continuation=trimmed(state), stream=stream.handover(state)),
+        initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE if upgrade else None,
+    )

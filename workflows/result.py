@@ -26,6 +26,7 @@ def agent_result(state: AgentState) -> AgentResult:
         steps=state.step,
         used=state.used,
         last_error=state.last_error,
+        builds=state.release.builds,
         workspace=plan.workspace if plan else None,
         workspace_host=state.workspace.host,
         effects_left=len(left) + state.effects.archived_left,

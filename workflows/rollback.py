@@ -108,10 +108,11 @@ class Requests:
             raise ApplicationError(outcome, type=ErrorType.INVALID_INPUT, non_retryable=True)
         return outcome
 
-    async def serve(self, state: AgentState, plan: RunPlan, phases: Phases) -> bool:
-        """Serve the queued rollbacks; True if one asked the run to stop. A request stays queued
-        until it is done: a lost host (HostLost) fails the run over, then it is served there."""
-        stop = False
+    async def serve(self, state: AgentState, plan: RunPlan, phases: Phases) -> str | None:
+        """Serve the queued rollbacks; what the last one asked to do then if not `continue` (`stop`
+        wins over `rerun`), else None. A request stays queued until it is done: a lost host
+        (HostLost) fails the run over, then it is served there."""
+        then: str | None = None
         while self._queue:
             request_id, request = self._queue[0]
             try:
@@ -127,8 +128,9 @@ class Requests:
             self._done[request_id] = report
             if not report.clean:
                 raise RunFailed(f"rollback to {target.name} did not complete")
-            stop = stop or request.then == "stop"
-        return stop
+            if request.then != "continue" and then != "stop":
+                then = request.then
+        return then
 
 
 async def revert_step(state: AgentState, plan: RunPlan, phases: Phases) -> RollbackReport:

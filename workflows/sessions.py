@@ -139,6 +139,8 @@ def answer_of(state: AgentState, message_id: str) -> TurnAnswer:
             error=where.error,
             used=where.used if where.ended else None,
         )
+    if state.release.moving:  # its turn runs on the session's new build: ask that run (ratchet.client does)
+        return TurnAnswer(message_id=message_id, turn=None, status=None, moved=True)
     if where is None:  # a rollback removed its turn, or the session ended before it was answered
         why = f"the session ended {state.phase}" if state.phase.terminal else "a rollback removed its turn"
         return TurnAnswer(message_id=message_id, turn=None, status=None, error=state.last_error or why)
@@ -147,7 +149,8 @@ def answer_of(state: AgentState, message_id: str) -> TurnAnswer:
 
 def _settled(state: AgentState, message_id: str) -> bool:
     where = _where(state, message_id)
-    return state.phase.terminal or where is None or (isinstance(where, Turn) and where.ended)
+    settled = state.phase.terminal or where is None or (isinstance(where, Turn) and where.ended)
+    return settled or state.release.moving
 
 
 def _where(state: AgentState, message_id: str) -> Turn | PendingMessage | None:

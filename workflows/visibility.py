@@ -1,7 +1,8 @@
 """Search attributes (each declared once, ratchet/contracts/search_attributes.py): a run's agent,
 phase and whether it waits for a person, for `temporal workflow list --query
 'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once) with its latest turn; a run that
-waits (for a person, a message, a resume) or has closed, its steps and cost. Turn, steps and cost
+waits (for a person, a message, a resume) or has closed, its steps and cost; the build of its worker
+deployment it is on (set once per execution). Turn, steps and cost
 change only with the phase, so they ride on its upserts. Only what changed is upserted, and rarely:
 the phase shows RUNNING while a run thinks and acts, so a step upserts nothing (history bytes per
 step stay flat)."""
@@ -36,6 +37,7 @@ SA_SESSION = key(RunAttributes.SESSION)
 SA_TURN = key(RunAttributes.TURN)
 SA_STEPS = key(RunAttributes.STEPS)
 SA_COST = key(RunAttributes.COST)
+SA_BUILD = key(RunAttributes.BUILD)
 SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
 """Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
 
@@ -51,6 +53,8 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
     if plan is not None and plan.session is not None:
         values[SA_SESSION] = True
         values[SA_TURN] = state.session.turn_number
+    if state.release.build is not None:
+        values[SA_BUILD] = state.release.build
     if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
         values[SA_STEPS] = state.step
         values[SA_COST] = round(state.used.cost_usd, 6)

@@ -14,6 +14,7 @@ from ratchet.client.errors import (
     RunNotFound,
     SessionEnded,
     Unavailable,
+    MovedOn,
     Unreachable,
 )
 from ratchet.client.listing import RunPage, RunSummary
@@ -41,5 +42,6 @@ __all__ = [
     "RunFailed",
     "RunCancelled",
     "Unavailable",
+    "MovedOn",
     "Unreachable",
 ]

@@ -31,6 +31,11 @@ class Unavailable(RatchetError):
     succeed later."""
 
 
+class MovedOn(Unavailable):
+    """A request reached a run just as it continued as new: the same request to its next run may
+    succeed (a session's `answer` is followed so)."""
+
+
 class Unreachable(Unavailable, TemporalUnreachable):
     """No connection to the Temporal service at all (refused, unknown host): the message names the
     address and what to start. Also a `TemporalUnreachable`, as the worker raises it."""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.client import WorkflowExecutionStatus
 
-from ratchet.client.errors import InvalidInput, SessionEnded, ended
+from ratchet.client.errors import InvalidInput, MovedOn, SessionEnded, ended
 from ratchet.client.rpc import RunCalls
 from ratchet.contracts import (
     MAX_MESSAGE_CHARS,
@@ -27,6 +27,8 @@ from ratchet.contracts import (
 )
 
 Request = TypeVar("Request", bound=BaseModel)
+MAX_MOVES = 10
+"""Builds a session may move through while a message waits for its turn (one per deploy)."""
 
 
 class RunRequests:
@@ -74,12 +76,26 @@ class RunRequests:
         turn under the reject policy."""
         message_id = uuid.uuid4().hex if message_id is None else message_id
         request = _request("message", AskRequest, message_id=message_id, text=text, wait=wait)
-        return await self._calls.session_update(RunMessages.ASK, request)
+        answer = await self._calls.session_update(RunMessages.ASK, request)
+        return await self._followed(answer) if wait else answer
 
     async def answer(self, message_id: str) -> TurnAnswer:
         """The answer to an earlier `ask`, once its turn has ended."""
         request = _request("message id", FollowRequest, message_id=message_id)
-        return await self._calls.session_update(RunMessages.ANSWER, request)
+        return await self._followed(await self._calls.session_update(RunMessages.ANSWER, request))
+
+    async def _followed(self, answer: TurnAnswer) -> TurnAnswer:
+        """A session that moved to a new build before the message's turn (`TurnAnswer.moved`) took
+        the message along: its new run answers it."""
+        request = FollowRequest(message_id=answer.message_id)
+        for _ in range(MAX_MOVES):
+            if not answer.moved:
+                return answer
+            try:
+                answer = await self._calls.session_update(RunMessages.ANSWER, request)
+            except MovedOn:  # reached the moving run as it closed: the next one has the message
+                continue
+        return answer
 
     async def close(self) -> str:
         """End a session once its turn in flight (and the messages queued before) are answered.

@@ -114,7 +114,7 @@ class Rollbacks:
         return (await self._closed(checkpoint_id, dry_run=True)).plan
 
     async def roll_back(
-        self, checkpoint_id: str, then: Literal["continue", "stop"] | None, dry_run: bool
+        self, checkpoint_id: str, then: Literal["continue", "stop", "rerun"] | None, dry_run: bool
     ) -> RollbackOutcome:
         """Undo the effects after `checkpoint_id` (see `RunHandle.rollback`)."""
         try:

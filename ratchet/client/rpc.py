@@ -26,6 +26,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from ratchet.client.errors import (
+    MovedOn,
     RatchetError,
     Refused,
     RunClosed,
@@ -110,7 +111,7 @@ class RunCalls:
             return RunNotFound(self.workflow_id)
         description = await self.describe()  # RunNotFound: there is no such run
         if description.status == WorkflowExecutionStatus.RUNNING:  # it continued as new meanwhile
-            return Unavailable(
+            return MovedOn(
                 f"{self.workflow_id}: {what}: the run moved on while the request was on its way; send it again"
             )
         return self.closed(what, description)

@@ -256,11 +256,12 @@ class RunHandle(RunRequests):
         return await self._rollbacks.plan(checkpoint_id)
 
     async def rollback(
-        self, checkpoint_id: str, then: Literal["continue", "stop"] | None = None, dry_run: bool = False
+        self, checkpoint_id: str, then: Literal["continue", "stop", "rerun"] | None = None, dry_run: bool = False
     ) -> RollbackOutcome:
         """Undo the effects after `checkpoint_id`, newest first, each at most once. A running run
-        interrupts its step and rolls back (`then`: go on from the checkpoint, the default, or
-        stop); a closed one (DONE, FAILED, cancelled, ...) through a RollbackWorkflow under the id
+        interrupts its step and rolls back (`then`: go on from the checkpoint, the default, stop,
+        or rerun from it on the worker deployment's current build); a closed one (DONE, FAILED,
+        cancelled, ...) through a RollbackWorkflow under the id
         derived from the request, so one that completed before is not run again: its result comes
         back (`earlier`); `then` does not apply to it (ratchet/client/rollback.py)."""
         return await self._rollbacks.roll_back(checkpoint_id, then, dry_run)

@@ -165,7 +165,10 @@ class AgentRun(Strict):
 
 class RollbackRequest(Strict):
     checkpoint_id: str = Field(min_length=1, max_length=100)
-    then: Literal["continue", "stop"] = "continue"
+    then: Literal["continue", "stop", "rerun"] = "continue"
+    """After the undo: go on from the checkpoint on the build it runs on, stop (ROLLED_BACK), or
+    rerun from the checkpoint on the worker deployment's current build (it continues as new onto
+    it: `ratchet deploy rollback --rerun`)."""
 
 
 class ApproveRequest(Strict):

@@ -44,4 +44,7 @@ class RunAttributes:
     COST = SearchAttribute("RatchetCostUsd", AttributeType.DOUBLE)
     """What it had spent then (USD)."""
 
-    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST)
+    BUILD = SearchAttribute("RatchetBuildId", AttributeType.KEYWORD)
+    """The build of its worker deployment the run is on (ended on), with versioning on."""
+
+    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST, BUILD)

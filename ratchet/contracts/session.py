@@ -32,6 +32,13 @@ class MessagePolicy(StrEnum):
     """An `ask` is refused with the reason; a `send` is dropped and counted (`messages_rejected`)."""
 
 
+class Upgrade(StrEnum):
+    """Whether a session moves to a new build of its worker deployment (docs/OPERATIONS.md)."""
+
+    AT_TURNS = "at_turns"
+    NEVER = "never"
+
+
 class SessionPolicy(BaseModel):
     """A profile's (or run's) session settings: a run with one is a session."""
 
@@ -49,6 +56,10 @@ class SessionPolicy(BaseModel):
     turns_per_run: int = Field(10, ge=1, le=10_000)
     """Continue as new after this many turns (at a turn boundary, while idle): the history and the
     handover of a session stay flat however many turns it has."""
+    upgrade: Upgrade = Upgrade.AT_TURNS
+    """When the worker deployment's build for new runs changes: `at_turns` moves the session onto
+    it at its next turn boundary (it continues as new there, conversation and all), `never` keeps
+    it on the build it started on (workflows/upgrades.py)."""
 
 
 class SessionOverride(Strict):
@@ -62,6 +73,10 @@ class SessionOverride(Strict):
     turn_max_tokens: int | None = Field(default=None, ge=1, le=10_000_000_000)
     compact_after_tokens: int | None = Field(default=None, ge=100, le=10_000_000_000)
     turns_per_run: int | None = Field(default=None, ge=1, le=10_000)
+    upgrade: Upgrade | None = Field(
+        default=None,
+        description="at_turns (default) or never: whether a new build takes the session over at a turn boundary.",
+    )
 
     def applied_to(self, policy: SessionPolicy | None) -> SessionPolicy:
         base = policy if policy is not None else SessionPolicy()
@@ -153,3 +168,6 @@ class TurnAnswer(BaseModel):
     answer: str | None = None
     error: str | None = None
     used: TurnUsed | None = None
+    moved: bool = False
+    """The session moved to a new build before this message's turn (it continued as new): ask the
+    run for this message's `answer` again (ratchet.client does)."""

@@ -236,6 +236,40 @@ class Workspace(Part):
         self.changed()
 
 
+class Release(Part):
+    """Which builds of its worker deployment the run ran on (workflows/upgrades.py)."""
+
+    builds: list[str] = Field(default_factory=list)
+    """Each build the run ran on, oldest first (one per execution that changed it); empty: the
+    worker runs without versioning (RATCHET_VERSIONING=0)."""
+    moves: int = 0
+    """Times it continued as new onto another build (a session's turn boundary, a deploy's rerun)."""
+    moving: bool = Field(False, exclude=True)
+    """The run is continuing as new onto another build: a session's waiting `ask`s return `moved`
+    (their turn runs there). Not handed over."""
+
+    @property
+    def build(self) -> str | None:
+        """The build it runs on now (or ended on)."""
+        return self.builds[-1] if self.builds else None
+
+    def ran_on(self, build: str) -> None:
+        if self.build != build:
+            self.builds.append(build)
+            self.changed()
+
+    def move(self) -> None:
+        self.moving = True
+        self.moves += 1
+        self.changed()
+
+    def stay(self) -> None:
+        """A move given up (a rollback came first)."""
+        self.moving = False
+        self.moves -= 1
+        self.changed()
+
+
 class AgentState(BaseModel):
     """The `state` query: the run in owned parts (docs/STATE.md)."""
 
@@ -254,6 +288,7 @@ class AgentState(BaseModel):
     calls: Calls = Field(default_factory=Calls)
     session: Session = Field(default_factory=Session)
     workspace: Workspace = Field(default_factory=Workspace)
+    release: Release = Field(default_factory=Release)
     paused: bool = False
     continued: int = 0
     """How many times this run has continued as new."""
@@ -297,6 +332,8 @@ class AgentResult(BaseModel):
     steps: int
     used: BudgetUsed
     last_error: str | None = None
+    builds: list[str] = Field(default_factory=list)
+    """The builds of its worker deployment the run ran on, oldest first (`Release.builds`)."""
     workspace: str | None = None
     workspace_host: str | None = None
     effects_left: int = 0

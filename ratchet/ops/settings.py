@@ -98,7 +98,7 @@ class Settings(TemporalSettings):
         "OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_SERVICE_NAME as the OpenTelemetry SDK reads them.",
     )
 
-    @field_validator("log_format", "sandbox", mode="before")
+    @field_validator("log_format", "sandbox", "promote", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
@@ -250,6 +250,34 @@ class Settings(TemporalSettings):
         " RatchetSteps/RatchetCostUsd); they must be registered on the namespace.",
     )
 
+    # --- deploys: worker versioning (docs/OPERATIONS.md, "Deploying a new version") ---
+    versioning: bool = Field(
+        True,
+        validation_alias=_env("RATCHET_VERSIONING"),
+        description="Run the worker as a build of a Temporal Worker Deployment: one-shot runs finish on the "
+        "build they started on, sessions move to a new build at a turn boundary. Off: every worker takes "
+        "every run (every deploy moves every open run, which must then replay on the new code).",
+    )
+    deployment: str = Field(
+        "ratchet",
+        pattern=r"^[A-Za-z0-9_-]{1,100}$",
+        validation_alias=_env("RATCHET_DEPLOYMENT"),
+        description="The Worker Deployment this worker's build belongs to.",
+    )
+    build_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.+-]{1,100}$",
+        validation_alias=_env("RATCHET_BUILD_ID"),
+        description="This worker's build (default: the package version and a digest of Ratchet's code, the "
+        "agent profiles and the tool and MCP definitions: a changed prompt or tool is a new build).",
+    )
+    promote: Literal["first", "always", "never"] = Field(
+        "first",
+        validation_alias=_env("RATCHET_PROMOTE"),
+        description="At start, make this build current: `first` only when the deployment has no current "
+        "build yet, `always` (development: `make up`), `never` (`ratchet deploy` does it).",
+    )
+
     def model_task_queue(self, provider: str) -> str | None:
         """The task queue of `provider`'s model calls, if it has its own (`{task_queue}/model/{provider}`)."""
         return model_queue(self.task_queue, provider) if provider in self.model_queues else None
@@ -329,6 +357,10 @@ WORKER_PROCESS_FIELDS = (
     "ledger_path",
     "max_cached_workflows",
     "plugins",
+    "versioning",
+    "deployment",
+    "build_id",
+    "promote",
 )
 
 
@@ -340,6 +372,8 @@ def worker_environment(settings: Settings, **extra: str) -> dict[str, str]:
     for name in WORKER_PROCESS_FIELDS:
         alias = Settings.model_fields[name].validation_alias
         assert isinstance(alias, AliasChoices)
-        env[str(alias.choices[0])] = str(getattr(settings, name))
+        value = getattr(settings, name)
+        if value is not None:
+            env[str(alias.choices[0])] = str(value)
     env.update(extra)
     return env

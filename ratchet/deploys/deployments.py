@@ -1,0 +1,229 @@
+"""A Worker Deployment as Ratchet reads and moves it: the one module that calls Temporal's worker
+deployment RPCs (describe, set current, set ramping). Used by `ratchet worker` (a first build
+makes itself current), `ratchet.client`'s deploy verbs and the ramp guard's activities.
+
+The plain Temporal CLI does the same: `temporal worker deployment describe --name D`,
+`set-current-version --deployment-name D --build-id B`, `set-ramping-version ... --percentage P`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
+from temporalio.api.enums.v1 import VersionDrainageStatus, WorkerDeploymentVersionStatus
+from temporalio.api.workflowservice.v1 import (
+    DescribeWorkerDeploymentRequest,
+    DescribeWorkerDeploymentVersionRequest,
+    SetWorkerDeploymentCurrentVersionRequest,
+    SetWorkerDeploymentRampingVersionRequest,
+)
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+T = TypeVar("T")
+IDENTITY = "ratchet"
+BUSY_RETRY_S = 20.0
+"""How long a request the server refuses as too frequent (it limits requests per deployment) is
+retried, with growing pauses."""
+
+
+class DeploymentError(Exception):
+    """A deployment request that cannot be done as asked (unknown deployment or build, a build no
+    worker polls, a percentage outside 0-100): the message says which and what there is."""
+
+
+@dataclass(frozen=True)
+class Version:
+    build_id: str
+    status: str
+    """CURRENT, RAMPING, DRAINING (runs still pinned to it), DRAINED, INACTIVE (never current), CREATED."""
+    created: datetime | None
+    drained: bool | None
+    """None: the server has not checked yet (only versions that stopped taking new runs are checked)."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    name: str
+    current: str | None
+    """The build new runs start on (and runs that upgrade move to); None: no build is current yet."""
+    ramping: str | None
+    ramp_percentage: float
+    """The share of new runs (by workflow id) that start on `ramping` instead."""
+    versions: tuple[Version, ...]
+    conflict_token: bytes = b""
+    """Given back to a change, it fails if the routing changed since this was read."""
+
+    def version(self, build_id: str) -> Version | None:
+        return next((v for v in self.versions if v.build_id == build_id), None)
+
+    @property
+    def build_ids(self) -> list[str]:
+        return [v.build_id for v in self.versions]
+
+
+async def _call(rpc: Callable[[Any], Awaitable[T]], request: Any) -> T:
+    """`rpc(request)`, again after a pause while the server says the deployment is busy."""
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + BUSY_RETRY_S, 0.1
+    while True:
+        try:
+            return await rpc(request)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or loop.time() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+def _status(value: WorkerDeploymentVersionStatus.ValueType) -> str:
+    return WorkerDeploymentVersionStatus.Name(value).removeprefix("WORKER_DEPLOYMENT_VERSION_STATUS_")
+
+
+async def describe(client: Client, deployment: str) -> Deployment | None:
+    """The deployment's versions and routing; None if it has none (no worker of it ever polled)."""
+    try:
+        response = await _call(
+            client.workflow_service.describe_worker_deployment,
+            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment),
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    info = response.worker_deployment_info
+    routing = info.routing_config
+    versions = tuple(
+        Version(
+            build_id=s.deployment_version.build_id,
+            status=_status(s.status),
+            created=s.create_time.ToDatetime() if s.HasField("create_time") else None,
+            drained=(s.drainage_info.status == VersionDrainageStatus.VERSION_DRAINAGE_STATUS_DRAINED)
+            if s.HasField("drainage_info")
+            else None,
+        )
+        for s in info.version_summaries
+    )
+    ramping = routing.ramping_deployment_version.build_id if routing.HasField("ramping_deployment_version") else None
+    return Deployment(
+        name=info.name,
+        current=routing.current_deployment_version.build_id if routing.HasField("current_deployment_version") else None,
+        ramping=ramping or None,
+        ramp_percentage=float(routing.ramping_version_percentage) if ramping else 0.0,
+        versions=tuple(sorted(versions, key=lambda v: v.created or datetime.min)),
+        conflict_token=response.conflict_token,
+    )
+
+
+async def require(client: Client, deployment: str, build_id: str | None = None) -> Deployment:
+    """The deployment, which must exist (and know `build_id`): DeploymentError naming what there is."""
+    found = await describe(client, deployment)
+    if found is None:
+        raise DeploymentError(f"no worker deployment {deployment!r}: no worker of it has polled yet (start one)")
+    if build_id is not None and found.version(build_id) is None:
+        raise DeploymentError(
+            f"build {build_id!r} is unknown to deployment {deployment!r}: no worker of it has polled "
+            f"(builds: {', '.join(found.build_ids) or 'none'})"
+        )
+    return found
+
+
+async def has_pollers(client: Client, deployment: str, build_id: str) -> bool:
+    """Whether a worker of `build_id` polls any of its task queues now."""
+    response = await _call(
+        client.workflow_service.describe_worker_deployment_version,
+        DescribeWorkerDeploymentVersionRequest(
+            namespace=client.namespace,
+            deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
+        ),
+    )
+    return bool(response.worker_deployment_version_info.task_queue_infos)
+
+
+async def set_current(
+    client: Client, deployment: str, build_id: str, identity: str = IDENTITY, conflict_token: bytes = b""
+) -> str | None:
+    """Make `build_id` current (a ramp of it ends); returns the build that was current.
+    `conflict_token` (from `describe`): refused if the routing changed since."""
+    await require(client, deployment, build_id)
+    try:
+        response = await _call(
+            client.workflow_service.set_worker_deployment_current_version,
+            SetWorkerDeploymentCurrentVersionRequest(
+                namespace=client.namespace,
+                deployment_name=deployment,
+                build_id=build_id,
+                identity=identity,
+                conflict_token=conflict_token,
+            ),
+        )
+    except RPCError as exc:
+        raise _refused(deployment, build_id, exc) from None
+    previous = response.previous_deployment_version.build_id
+    return previous or None
+
+
+async def set_ramping(
+    client: Client, deployment: str, build_id: str | None, percentage: float, identity: str = IDENTITY
+) -> None:
+    """Send `percentage` of new runs (and upgrading ones) to `build_id`; None: no ramp."""
+    if not 0 <= percentage <= 100:
+        raise DeploymentError(f"ramp percentage {percentage:g} is outside 0-100")
+    if build_id is not None:
+        found = await require(client, deployment, build_id)
+        if found.current == build_id:
+            raise DeploymentError(f"build {build_id!r} is current in {deployment!r} already: nothing to ramp")
+    try:
+        await _call(
+            client.workflow_service.set_worker_deployment_ramping_version,
+            SetWorkerDeploymentRampingVersionRequest(
+                namespace=client.namespace,
+                deployment_name=deployment,
+                build_id=build_id or "",
+                percentage=percentage if build_id is not None else 0.0,
+                identity=identity,
+            ),
+        )
+    except RPCError as exc:
+        raise _refused(deployment, build_id, exc) from None
+
+
+def _refused(deployment: str, build_id: str | None, exc: RPCError) -> Exception:
+    if exc.status in (
+        RPCStatusCode.FAILED_PRECONDITION,
+        RPCStatusCode.INVALID_ARGUMENT,
+        RPCStatusCode.NOT_FOUND,
+        RPCStatusCode.ABORTED,
+    ):
+        return DeploymentError(f"deployment {deployment!r}, build {build_id!r}: {exc.message}")
+    return exc
+
+
+async def make_current_if_first(
+    client: Client, deployment: str, build_id: str, timeout_s: float = 60.0
+) -> tuple[bool, str | None]:
+    """A worker's start: once its version is registered (its first poll), make it current if the
+    deployment has no current build (its first build). Returns (made current, the current build)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    delay = 0.05
+    while True:
+        found = await describe(client, deployment)
+        if found is not None and found.version(build_id) is not None:
+            break
+        if asyncio.get_running_loop().time() > deadline:
+            raise DeploymentError(f"build {build_id!r} did not register in {deployment!r} within {timeout_s:g}s")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    if found.current is not None:
+        return False, found.current
+    try:
+        await set_current(client, deployment, build_id, conflict_token=found.conflict_token)
+    except DeploymentError:  # another worker made its build current meanwhile
+        again = await describe(client, deployment)
+        return False, again.current if again is not None else None
+    return True, build_id
