@@ -48,6 +48,7 @@ TARGETS = {
     "stream_latency_sse_p50_ms": ("<=", 150, "a delta's send in the activity -> an SSE client of ratchet serve, 20 runs at 100 tokens/s"),
     "stream_latency_sse_p99_ms": ("<=", 500, "same, p99"),
     "session_turn_ratio": ("<=", 1.5, "a session's ask -> answer p50, over a raw-SDK update answered by one activity"),
+    "upgrade_turn_ratio": ("<=", 3.0, "a session's first turn after its deployment's build changed (its move included) over its turn before, p50"),
     "idle_sessions_rss_mib": ("<=", 400, "worker RSS with the idle sessions waiting for a message"),
     "idle_turn_p99_ratio": ("<=", 2.0, "a turn's p99 on an idle session over a fresh session's"),
     "session_history_bytes_ratio": ("<=", 1.1, "history bytes of the run ending at the last turn over the one ending at turn 20"),

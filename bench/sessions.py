@@ -7,6 +7,10 @@ long session's history per turn.
 - `idle_sessions_rss_mib`: the worker's RSS with `idle` sessions waiting for a message (started,
   each answered its first turn); `idle_turn_p99_ratio`: the p99 of a turn on one of them over a
   fresh session's.
+- `upgrade_handover_ms_p50/p99`: `ask` -> answer on a session whose worker deployment made another
+  build current since its last turn: the turn includes its move (a continue-as-new onto the new
+  build, the answer there; workflows/upgrades.py); `upgrade_turn_ratio`: that p50 over the same
+  sessions' turn before the move.
 - `session_history_bytes_ratio`: history bytes of the run that ends at the last turn against the
   one that ends at turn 20, the first to start from a handover (it continues as new every 10
   turns); `session_history_first_run_ratio` against the run of turns 1-10, which starts from the
@@ -16,17 +20,19 @@ long session's history per turn.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 import uuid
 from typing import Any
 
 from bench.floor import FLOOR_SESSION
-from bench.harness import Env, Variant
+from bench.harness import Env, Variant, WorkerProcess
 from bench.history import percentile
 from bench.progress import Progress
 from ratchet.client import RatchetError, RunHandle
 from ratchet.contracts import AGENT_WORKFLOW, Phase, RunAttributes
+from ratchet.deploys import deployments
 
 VARIANT = Variant("sessions", "ratchet", AGENT_WORKFLOW, label="Ratchet sessions, scripted replies")
 FLOOR = Variant("floor", "floor", FLOOR_SESSION, label="raw SDK: an update answered by one activity")
@@ -138,7 +144,34 @@ async def session_cost(env: Env, progress: Progress, turns: int, idle: int, long
         for at in range(0, len(started + fresh), 100):
             await asyncio.gather(*(run.close() for run in (started + fresh)[at : at + 100]))
         progress.end(f"RSS {out['idle']['rss_mib']:.0f} MiB")
+    out["upgrade"] = await upgrade_cost(env, progress, max(2, min(turns, 20)))
     return out
+
+
+async def upgrade_cost(env: Env, progress: Progress, count: int) -> dict[str, list[float]]:
+    """`count` sessions on build a of a deployment of their own: a turn each, then build b made
+    current, then a turn each again (its move included). Two worker processes on one task queue."""
+    progress.begin(f"sessions: {count} sessions move to a new build at their next turn")
+    deployment = f"bench-up-{uuid.uuid4().hex[:8]}"
+    first = {"RATCHET_DEPLOYMENT": deployment, "RATCHET_BUILD_ID": "bench-a", "RATCHET_PROMOTE": "first"}
+    second = {"RATCHET_DEPLOYMENT": deployment, "RATCHET_BUILD_ID": "bench-b", "RATCHET_PROMOTE": "never"}
+    async with env.worker(dataclasses.replace(VARIANT, env=tuple(first.items()))) as a:
+        runs = env.runs(a.queue)
+        sessions = await asyncio.gather(*(runs.start(session_run(4)) for _ in range(count)))
+        await idle_count(env, a.queue, count)
+        before = [(await timed_asks(run, 1))[0] for run in sessions]
+        async with WorkerProcess(VARIANT.worker, env.address, env.root, second, queue=a.queue):
+            while (found := await deployments.describe(env.ratchet, deployment)) is None or not found.version(
+                "bench-b"
+            ):
+                await asyncio.sleep(0.2)
+            await deployments.set_current(env.ratchet, deployment, "bench-b")
+            moved = [(await timed_asks(run, 1))[0] for run in sessions]
+            builds = {tuple((await run.state()).release.builds) for run in sessions}
+            assert builds == {("bench-a", "bench-b")}, f"not every session moved: {builds}"
+            await asyncio.gather(*(run.close() for run in sessions))
+    progress.end(f"p50 {percentile(moved, 50):.1f} ms, the turn before {percentile(before, 50):.1f} ms")
+    return {"before_ms": before, "moved_ms": moved}
 
 
 def session_figures(section: dict[str, Any]) -> dict[str, float]:
@@ -154,6 +187,11 @@ def session_figures(section: dict[str, Any]) -> dict[str, float]:
         "idle_sessions_rss_mib": idle["rss_mib"],
         "idle_turn_p99_ratio": percentile(idle["idle_ms"], 99) / percentile(idle["fresh_ms"], 99),
     }
+    if section.get("upgrade"):
+        moved, before = section["upgrade"]["moved_ms"], section["upgrade"]["before_ms"]
+        figures["upgrade_handover_ms_p50"] = percentile(moved, 50)
+        figures["upgrade_handover_ms_p99"] = percentile(moved, 99)
+        figures["upgrade_turn_ratio"] = percentile(moved, 50) / percentile(before, 50)
     if long["second"] and long["last"]:
         figures["session_history_bytes_ratio"] = long["last"] / long["second"]
         figures["session_history_first_run_ratio"] = long["last"] / long["first"]

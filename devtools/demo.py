@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from devtools.up import DEV_PROMOTE
 from devtools.devserver import DevServer, free_port, port_open, temporal_binary
 from devtools.workers import stop_worker
 from ratchet.client import NotStartedYet, RatchetClient
@@ -90,6 +91,7 @@ def _env(server: DevServer, state_dir: Path) -> dict[str, str]:
     env.setdefault("RATCHET_ARTIFACT_DIR", str(state_dir / "artifacts"))
     env.setdefault("RATCHET_LEDGER_PATH", str(state_dir / "ledger.sqlite3"))
     env.setdefault("RATCHET_TRACKER_PATH", str(state_dir / "tracker.sqlite3"))
+    env.setdefault("RATCHET_PROMOTE", DEV_PROMOTE)  # the demo's server keeps its state: this build is the current one
     return env
 
 

@@ -43,6 +43,9 @@ STORES = (
     ("RATCHET_TRACKER_PATH", "tracker.sqlite3"),
 )
 """The worker's local stores: with a --dir other than .ratchet, they live there (unless set)."""
+DEV_PROMOTE = "always"
+"""On a development machine each start is the build new runs should get: the worker makes its build
+current (runs pinned to an earlier build wait for a worker of it: `ratchet deploy status`)."""
 
 
 def arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -132,6 +135,7 @@ def _stop_on_signals(second: Callable[[], None]) -> asyncio.Event:
 
 def _worker_env(server: DevServer, state_dir: Path) -> dict[str, str]:
     env = dict(os.environ, TEMPORAL_ADDRESS=server.address)
+    env.setdefault("RATCHET_PROMOTE", DEV_PROMOTE)
     if state_dir != DEFAULT_DIR:
         for name, path in STORES:
             env.setdefault(name, str(state_dir / path))

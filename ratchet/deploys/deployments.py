@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
-from temporalio.api.enums.v1 import VersionDrainageStatus, WorkerDeploymentVersionStatus
+from temporalio.api.enums.v1 import RoutingConfigUpdateState, VersionDrainageStatus, WorkerDeploymentVersionStatus
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentVersionRequest,
@@ -58,6 +58,9 @@ class Deployment:
     versions: tuple[Version, ...]
     conflict_token: bytes = b""
     """Given back to a change, it fails if the routing changed since this was read."""
+    routing_settled: bool = True
+    """The last routing change has reached every task queue of the deployment (until then, a
+    workflow task may still go by the routing before it)."""
 
     def version(self, build_id: str) -> Version | None:
         return next((v for v in self.versions if v.build_id == build_id), None)
@@ -117,6 +120,8 @@ async def describe(client: Client, deployment: str) -> Deployment | None:
         ramp_percentage=float(routing.ramping_version_percentage) if ramping else 0.0,
         versions=tuple(sorted(versions, key=lambda v: v.created or datetime.min)),
         conflict_token=response.conflict_token,
+        routing_settled=info.routing_config_update_state
+        != RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS,
     )
 
 
@@ -133,8 +138,8 @@ async def require(client: Client, deployment: str, build_id: str | None = None) 
     return found
 
 
-async def has_pollers(client: Client, deployment: str, build_id: str) -> bool:
-    """Whether a worker of `build_id` polls any of its task queues now."""
+async def task_queues(client: Client, deployment: str, build_id: str) -> set[str]:
+    """The task queues workers of `build_id` have polled (each name once, whatever its type)."""
     response = await _call(
         client.workflow_service.describe_worker_deployment_version,
         DescribeWorkerDeploymentVersionRequest(
@@ -142,7 +147,22 @@ async def has_pollers(client: Client, deployment: str, build_id: str) -> bool:
             deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
         ),
     )
-    return bool(response.worker_deployment_version_info.task_queue_infos)
+    return {info.name for info in response.worker_deployment_version_info.task_queue_infos}
+
+
+async def _check_queues(client: Client, found: Deployment, build_id: str) -> None:
+    """A build that becomes current (or ramps) must serve every task queue the current build serves,
+    but hosts' own queues (`{task queue}@{host}`): a new build's hosts have queues of their own, and
+    the old hosts' queues keep serving the runs pinned to the old build. Refuses naming the others."""
+    if found.current is None or found.current == build_id:
+        return
+    missing = await task_queues(client, found.name, found.current) - await task_queues(client, found.name, build_id)
+    shared = sorted(q for q in missing if "@" not in q)
+    if shared:
+        raise DeploymentError(
+            f"build {build_id!r} has no worker on task queue(s) {', '.join(shared)} that build {found.current!r} "
+            "serves: start its workers there first"
+        )
 
 
 async def set_current(
@@ -150,7 +170,7 @@ async def set_current(
 ) -> str | None:
     """Make `build_id` current (a ramp of it ends); returns the build that was current.
     `conflict_token` (from `describe`): refused if the routing changed since."""
-    await require(client, deployment, build_id)
+    await _check_queues(client, await require(client, deployment, build_id), build_id)
     try:
         response = await _call(
             client.workflow_service.set_worker_deployment_current_version,
@@ -160,10 +180,12 @@ async def set_current(
                 build_id=build_id,
                 identity=identity,
                 conflict_token=conflict_token,
+                ignore_missing_task_queues=True,  # hosts' own queues: checked above
             ),
         )
     except RPCError as exc:
         raise _refused(deployment, build_id, exc) from None
+    await settled(client, deployment)
     previous = response.previous_deployment_version.build_id
     return previous or None
 
@@ -178,6 +200,7 @@ async def set_ramping(
         found = await require(client, deployment, build_id)
         if found.current == build_id:
             raise DeploymentError(f"build {build_id!r} is current in {deployment!r} already: nothing to ramp")
+        await _check_queues(client, found, build_id)
     try:
         await _call(
             client.workflow_service.set_worker_deployment_ramping_version,
@@ -187,10 +210,24 @@ async def set_ramping(
                 build_id=build_id or "",
                 percentage=percentage if build_id is not None else 0.0,
                 identity=identity,
+                ignore_missing_task_queues=True,  # hosts' own queues: checked above
             ),
         )
     except RPCError as exc:
         raise _refused(deployment, build_id, exc) from None
+    await settled(client, deployment)
+
+
+async def settled(client: Client, deployment: str, timeout_s: float = 30.0) -> None:
+    """Until the deployment's last routing change has reached all its task queues: a change takes
+    effect for runs (a session's move, a new run's build) only from then on."""
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + timeout_s, 0.05
+    while (found := await describe(client, deployment)) is not None and not found.routing_settled:
+        if loop.time() > deadline:
+            raise DeploymentError(f"the routing of {deployment!r} did not reach its task queues in {timeout_s:g}s")
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 1.0)
 
 
 def _refused(deployment: str, build_id: str | None, exc: RPCError) -> Exception:
