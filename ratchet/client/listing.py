@@ -33,6 +33,8 @@ class RunSummary(BaseModel):
     it is older than that: ask the run's state)."""
     cost_usd: float | None = None
     """What it had spent then (RatchetCostUsd)."""
+    build: str | None = None
+    """The build of its worker deployment it is on, or ended on (RatchetBuildId; None: unversioned)."""
 
 
 class RunPage(BaseModel):
@@ -121,4 +123,5 @@ def summary(run: WorkflowExecution) -> RunSummary:
         turn=(attributes.get(RunAttributes.TURN.name) or [None])[0],
         steps=(attributes.get(RunAttributes.STEPS.name) or [None])[0],
         cost_usd=(attributes.get(RunAttributes.COST.name) or [None])[0],
+        build=(attributes.get(RunAttributes.BUILD.name) or [None])[0],
     )
