@@ -173,3 +173,20 @@ async def test_a_rollback_rerun_moves_a_pinned_run_to_the_current_build(client, 
             result = await run.result()
             assert result.phase == Phase.DONE and result.builds == ["bad", "good"]
             assert result.answer == "done on the good build"
+
+
+async def test_an_idle_session_moves_when_nudged_so_the_old_build_drains(client, settings, deployment):
+    """`move` (what `ratchet deploy` sends idle sessions): it moves now, not at its next message;
+    a one-shot run ignores it."""
+    v1, v2 = build(settings, deployment, "v1", promote="first"), build(settings, deployment, "v2")
+    async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
+        session = await start(client, v1, scripted("chatter", [{"content": "one"}, {"content": "two"}], objective="q1"))
+        await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+        async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
+            await until(lambda: _knows(client, deployment, "v2"), "build v2 registered")
+            await deployments.set_current(client, deployment, "v2")
+            await session.move()
+            state = await wait_for(session, lambda s: s.release.builds == ["v1", "v2"])
+            assert state.phase == Phase.AWAITING_MESSAGE and state.session.turn_number == 1
+            assert (await session.ask("q2")).answer == "two"
+            await session.close()

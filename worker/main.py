@@ -86,9 +86,12 @@ async def serve(settings: Settings) -> None:
     if settings.metrics_port is not None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     announced = asyncio.create_task(plugin.options.mcp.announce(log))  # each MCP server's tool count
+    build = (
+        f", build {plugin.build_id} of deployment {settings.deployment!r}" if settings.versioning else ", unversioned"
+    )
     print(
         f"ratchet worker ready: task queue {settings.task_queue!r} at {address},"
-        f" host queue {settings.host_task_queue!r}",
+        f" host queue {settings.host_task_queue!r}{build}",
         flush=True,
     )
     await _first_of(running, first.wait())

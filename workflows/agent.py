@@ -145,6 +145,11 @@ class AgentWorkflow:
         """End the session once its turn in flight and the messages queued before are answered."""
         return sessions.close(self._require_state())
 
+    @workflow.signal(name=RunMessages.MOVE)
+    def move(self) -> None:
+        """Nothing to record: the signal's workflow task tells whether the build changed, and a
+        session between turns that may upgrade wakes on that and moves (workflows/turns.py)."""
+
     @workflow.signal(name=RunMessages.PAUSE)
     def pause(self) -> None:
         self._inbox.set_paused(True)

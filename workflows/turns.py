@@ -43,7 +43,7 @@ async def next_turn(
         if state.session.closing:
             return False
         phases.enter(state, Phase.AWAITING_MESSAGE, plan)
-        woken = lambda: sessions.waiting(state) or rollback_asked()  # noqa: E731
+        woken = lambda: sessions.waiting(state) or rollback_asked() or upgrades.due(plan)  # noqa: E731
         if state.session.turn_number - first_turn >= session.turns_per_run or handover.due(plan):
             await handover.hand_over(
                 state, plan, stream, woken, upgrade=upgrades.may_upgrade(plan)

@@ -111,6 +111,11 @@ class RunRequests:
     async def pause(self) -> None:
         await self._signal(RunMessages.PAUSE)
 
+    async def move(self) -> None:
+        """A session between turns moves to its worker deployment's build now if that changed (it
+        would at its next message anyway); any other run takes no notice."""
+        await self._signal(RunMessages.MOVE)
+
     async def resume(self) -> None:
         await self._signal(RunMessages.RESUME)
 
