@@ -44,7 +44,7 @@ from ratchet.contracts import (
 from ratchet.core import keys
 from . import approvals, children, events, hosts, outcomes
 from .call_order import CallOrder
-from .errors import RunFailed, cause, raise_if_cancelled
+from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost
 from .phases import Phases
 
@@ -101,7 +101,7 @@ async def act(
             )
         )
     if state.calls.bad_tool_calls > plan.max_bad_tool_calls:
-        raise RunFailed(
+        raise FailRun(
             f"the model made {state.calls.bad_tool_calls} invalid tool calls "
             f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
         )
@@ -217,7 +217,7 @@ async def _run_activity_tool(
                     continue  # retry or assume_done: the activity again, carrying the decision
             if spec.workspace and hosts.host_gone(err):
                 raise HostLost(state.workspace.host, f"step {step}: tool {spec.name}") from None
-            raise RunFailed(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
+            raise FailRun(f"step {step}: tool {spec.name} failed: {cause(err)}") from None
     if effect is not None and result.error_type == ErrorType.INVALID_ARGUMENTS:
         state.effects.stack.items.remove(effect)  # refused before the tool ran: nothing to undo
     elif effect is not None:
@@ -354,7 +354,7 @@ def refuse_answer(state: AgentState, plan: RunPlan, problem: str) -> None:
         Message(role="user", content=f"{state.last_error}. Give your final answer again, matching it.")
     )
     if state.calls.bad_tool_calls > plan.max_bad_tool_calls:
-        raise RunFailed(
+        raise FailRun(
             f"the model made {state.calls.bad_tool_calls} invalid tool calls or answers "
             f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
         )

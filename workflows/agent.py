@@ -43,7 +43,7 @@ from ratchet.contracts import (
 from ratchet.core import budget as budgets
 from . import approvals, checkpoints, events, failover, handover, inbox, interrupts, outcomes, planning, rollback
 from . import sessions, turns, upgrades
-from .errors import RunFailed
+from .errors import FailRun
 from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
 from .phases import Phases
@@ -100,7 +100,7 @@ class AgentWorkflow:
                 sessions.start(state)
             self._phases.publish(state, plan)
             return await self._loop(state, plan)
-        except RunFailed as failure:
+        except FailRun as failure:
             await fail(state, plan, self._phases, str(failure))
         except asyncio.CancelledError:
             await cancelled(state, plan, self._phases)
@@ -125,7 +125,7 @@ class AgentWorkflow:
     @workflow.update(name=RunMessages.ASK)
     async def ask(self, request: AskRequest) -> TurnAnswer:
         """A session's message; the turn's answer (or at once, `wait=False`, the turn to follow)."""
-        return await sessions.answer(self._require_state(), request)
+        return await sessions.ask(self._require_state(), request)
 
     @ask.validator
     def _validate_ask(self, request: AskRequest) -> None:
@@ -134,11 +134,11 @@ class AgentWorkflow:
     @workflow.update(name=RunMessages.ANSWER)
     async def answer(self, request: FollowRequest) -> TurnAnswer:
         """The answer to an earlier `ask` (by its message id), once its turn has ended."""
-        return await sessions.follow(self._require_state(), request.message_id)
+        return await sessions.await_answer(self._require_state(), request.message_id)
 
     @answer.validator
     def _validate_answer(self, request: FollowRequest) -> None:
-        sessions.validate_follow(self._require_state(), request.message_id)
+        sessions.validate_answer(self._require_state(), request.message_id)
 
     @workflow.update(name=RunMessages.CLOSE)
     def close(self) -> str:
@@ -246,7 +246,7 @@ class AgentWorkflow:
                 state.answer = answer
                 if plan.session is None:
                     return finish(state, self._phases, Phase.DONE, error=budgets.overrun(plan.budget, state.used))
-                await sessions.answered(state, plan, answer)
+                await sessions.turn_answered(state, plan, answer)
 
     async def _next_turn(self, state: AgentState, plan: RunPlan) -> bool:
         """A session's turn goes on or the next starts (workflows/turns.py); False: it ends."""

@@ -11,7 +11,7 @@ from temporalio import workflow
 
 from ratchet.contracts.base import BY_TIMEOUT
 from ratchet.contracts import AgentState, Decision, EffectClass, PendingApproval, Phase, RunPlan, ToolSpec
-from .errors import RunFailed
+from .errors import FailRun
 from .phases import Phases
 
 
@@ -111,5 +111,5 @@ async def wait_for(
         phases.publish(state, plan)  # the others still wait: RatchetAwaitingApproval holds
     decision = state.calls.decisions[call_id]
     if decision.by == BY_TIMEOUT and plan.on_approval_timeout == "fail":
-        raise RunFailed(f"step {state.step}: approval for {spec.name} timed out")
+        raise FailRun(f"step {state.step}: approval for {spec.name} timed out")
     return decision

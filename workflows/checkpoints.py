@@ -32,7 +32,7 @@ from ratchet.contracts import (
 from ratchet.contracts.activities import FORK, VERIFY
 from ratchet.core import keys
 from . import calls, hosts, rollback
-from .errors import RunFailed, cause, invalid_input, raise_if_cancelled
+from .errors import FailRun, cause, invalid_input, raise_if_cancelled
 from .hosts import HostLost
 from .phases import Phases
 
@@ -105,7 +105,7 @@ async def verify(state: AgentState, plan: RunPlan, phases: Phases) -> bool:
         raise_if_cancelled(err)
         if hosts.host_gone(err):
             raise HostLost(state.workspace.host, f"step {state.step}: verify") from None
-        raise RunFailed(f"step {state.step}: verification could not run: {cause(err)}") from None
+        raise FailRun(f"step {state.step}: verification could not run: {cause(err)}") from None
     evidence = result.evidence
     if not evidence.failed:
         state.effects.add_checkpoint(_checkpoint(state, result))

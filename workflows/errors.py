@@ -1,6 +1,6 @@
 """How a run fails, in the workflow's terms (deterministic, no I/O).
 
-`RunFailed` ends a run after its failure policy has been applied; `cause` unwraps Temporal's
+`FailRun` ends a run after its failure policy has been applied; `cause` unwraps Temporal's
 activity and child-workflow wrappers to the message a person needs; `raise_if_cancelled` turns an
 activity cancelled because the run was cancelled into the run's own cancellation.
 """
@@ -14,8 +14,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from ratchet.contracts import ErrorType
 
 
-class RunFailed(Exception):
-    """A failure that ends the run after its failure policy has been applied."""
+class FailRun(Exception):
+    """Raised in workflow code: the run ends FAILED once its failure policy has been applied.
+    (`ratchet.client.RunFailed` is what a client sees of a run that ended so.)"""
 
 
 def root(err: BaseException) -> BaseException:

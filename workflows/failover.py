@@ -40,7 +40,7 @@ from ratchet.contracts import (
 )
 from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
 from . import calls, hosts
-from .errors import RunFailed, cause, raise_if_cancelled
+from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost, host_name
 
 
@@ -75,7 +75,7 @@ async def _open(state: AgentState, plan: RunPlan, host: str | None) -> Workspace
         raise_if_cancelled(err)
         if host is not None and hosts.host_gone(err):
             raise HostLost(host, "open the workspace") from None
-        raise RunFailed(f"opening the workspace {plan.workspace} failed: {cause(err)}") from None
+        raise FailRun(f"opening the workspace {plan.workspace} failed: {cause(err)}") from None
 
 
 async def rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, lost: HostLost) -> str:
@@ -90,7 +90,7 @@ async def rehydrate(state: AgentState, plan: RunPlan, manifest, target: str, los
         )
     except ActivityError as err:
         raise_if_cancelled(err)
-        raise RunFailed(f"{lost}; restoring {target} on another host failed: {cause(err)}") from None
+        raise FailRun(f"{lost}; restoring {target} on another host failed: {cause(err)}") from None
     state.workspace.host = binding.host_queue
     return f"restored from {target} on host {host_name(binding.host_queue)}"
 

@@ -33,7 +33,7 @@ from ratchet.contracts import (
 from ratchet.contracts.activities import TRANSCRIPT_MESSAGES
 from ratchet.contracts.rollback_plan import START, Target, plan_of as plan_of, resolve
 from . import calls, effects_archive, failover, saga, sessions
-from .errors import RunFailed
+from .errors import FailRun
 from .hosts import HostLost, host_name
 from .phases import Phases
 
@@ -127,7 +127,7 @@ class Requests:
             self._queue.pop(0)
             self._done[request_id] = report
             if not report.clean:
-                raise RunFailed(f"rollback to {target.name} did not complete")
+                raise FailRun(f"rollback to {target.name} did not complete")
             if request.then != "continue" and then != "stop":
                 then = request.then
         return then
@@ -139,7 +139,7 @@ async def revert_step(state: AgentState, plan: RunPlan, phases: Phases) -> Rollb
     target = Target(state.effects.checkpoints.items[-1]) if state.effects.checkpoints.items else START
     report = await undo_above(state, plan, phases, target, "verification failed")
     if not report.clean:
-        raise RunFailed(f"reverting a failed step did not complete: {report.errors}")
+        raise FailRun(f"reverting a failed step did not complete: {report.errors}")
     return report
 
 
@@ -164,7 +164,7 @@ async def on_failure(state: AgentState, plan: RunPlan | None, phases: Phases, re
         except HostLost as lost:
             why = f"{why} ({lost})"
             report, _ = await _restore_elsewhere(state, plan, phases, target, why, lost)
-    except (HostLost, RunFailed) as failed:
+    except (HostLost, FailRun) as failed:
         state.last_error = str(failed)
         phases.enter(state, Phase.COMPENSATION_FAILED, plan)
         return
@@ -180,7 +180,7 @@ async def fail_over(state: AgentState, plan: RunPlan, phases: Phases, lost: Host
     """The workspace's host is lost: on another host from the newest checkpoint with a file
     manifest (none: the start), as a rollback to it, and the model told (workflows/failover.py)."""
     if len(state.workspace.failovers) >= MAX_FAILOVERS:
-        raise RunFailed(
+        raise FailRun(
             f"{lost}; the run lost its workspace host {len(state.workspace.failovers)} times already, giving up"
         )
     from_host = state.workspace.host
@@ -188,7 +188,7 @@ async def fail_over(state: AgentState, plan: RunPlan, phases: Phases, lost: Host
     target = Target(restore_point)
     report, restored = await _restore_elsewhere(state, plan, phases, target, f"failover: {lost}", lost)
     if not report.clean:
-        raise RunFailed(f"{lost}; undoing the effects after {target.name} did not complete: {report.errors}")
+        raise FailRun(f"{lost}; undoing the effects after {target.name} did not complete: {report.errors}")
     await rewind(state, plan, target)
     moved = state.workspace.failovers[-1]
     note = (

@@ -105,7 +105,7 @@ def joined(state: AgentState) -> None:
                 state.session.turns.items[-1].message_ids[message.id] = _digest(message.text)
 
 
-async def answer(state: AgentState, request: AskRequest) -> TurnAnswer:
+async def ask(state: AgentState, request: AskRequest) -> TurnAnswer:
     """The `ask` update's body: the message placed, then (if asked to wait) its turn's answer."""
     accept(state, PendingMessage(text=request.text, id=request.message_id))
     if request.wait:
@@ -113,7 +113,7 @@ async def answer(state: AgentState, request: AskRequest) -> TurnAnswer:
     return answer_of(state, request.message_id)
 
 
-def validate_follow(state: AgentState, message_id: str) -> None:
+def validate_answer(state: AgentState, message_id: str) -> None:
     """The `answer` update's validator: the message must be one the session holds."""
     if _where(state, message_id) is None:
         raise ValueError(
@@ -122,7 +122,7 @@ def validate_follow(state: AgentState, message_id: str) -> None:
         )
 
 
-async def follow(state: AgentState, message_id: str) -> TurnAnswer:
+async def await_answer(state: AgentState, message_id: str) -> TurnAnswer:
     """The `answer` update's body: the answer to an earlier `ask`, once its turn has ended."""
     await workflow.wait_condition(lambda: _settled(state, message_id))
     return answer_of(state, message_id)
@@ -209,7 +209,7 @@ def _turn(state: AgentState, question: str, message_id: str | None, first_messag
     )
 
 
-async def answered(state: AgentState, plan: RunPlan, answer: str) -> None:
+async def turn_answered(state: AgentState, plan: RunPlan, answer: str) -> None:
     """The turn in flight answered: it ends (its checkpoint with the workspace's files, if it changed
     them: a fork or a failover from there restores them), and the context is compacted if due."""
     close_turn(state, TurnStatus.ANSWERED, answer)

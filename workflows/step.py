@@ -26,7 +26,7 @@ from ratchet.contracts import (
 from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
 from . import acting, calls, checkpoints, events
-from .errors import RunFailed, cause, raise_if_cancelled, root
+from .errors import FailRun, cause, raise_if_cancelled, root
 from .phases import Phases
 
 CUT_OFF = (
@@ -89,7 +89,7 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
             if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
                 raise OutOfBudget(failure.message) from None
             if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
-                raise RunFailed(f"step {state.step}: model call failed: {cause(err)}") from None
+                raise FailRun(f"step {state.step}: model call failed: {cause(err)}") from None
             # the model kept failing with retryable errors: the same step's call on the next model
     state.used.steps += 1
     budgets.charge(state.used, reply.usage, choices[choice])
