@@ -190,3 +190,20 @@ async def test_an_idle_session_moves_when_nudged_so_the_old_build_drains(client,
             assert state.phase == Phase.AWAITING_MESSAGE and state.session.turn_number == 1
             assert (await session.ask("q2")).answer == "two"
             await session.close()
+
+
+async def test_a_fork_of_a_pinned_run_starts_on_the_current_build(client, settings, deployment):
+    v1, v2 = build(settings, deployment, "v1", promote="first"), build(settings, deployment, "v2")
+    chat = [{"content": "answer one"}, {"content": "forked answer"}]
+    async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
+        session = await start(client, v1, scripted("chatter", chat, objective="first question"))
+        await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+        async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
+            await until(lambda: _knows(client, deployment, "v2"), "build v2 registered")
+            await deployments.set_current(client, deployment, "v2")
+            fork = await session.fork("turn-1")
+            state = await wait_for(fork, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+            assert state.release.builds == ["v2"]
+            assert (await session.state()).release.builds == ["v1"]  # the original has had no turn since
+            await fork.close()
+            await session.close()
