@@ -153,9 +153,12 @@ async def result(args: argparse.Namespace) -> int:
         "steps": outcome.steps,
         "last_error": outcome.last_error,
         "used": outcome.used.model_dump(),
+        "builds": outcome.builds,
     }
     if outcome.output is None:  # a run without an output schema
         del shown["output"]
+    if not outcome.builds:  # a worker without versioning
+        del shown["builds"]
     print(json.dumps(shown, indent=2))
     return 0 if outcome.phase == "DONE" else 1
 

@@ -205,6 +205,43 @@ def _chat(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--id", help="the new session's workflow id (default: AGENT-<random>)")
 
 
+def _deploy(cmd: argparse.ArgumentParser) -> None:
+    sub = cmd.add_subparsers(dest="deploy_command", required=True, metavar="SUBCOMMAND", help="what to do")
+    status = sub.add_parser("status", help="builds, routing, open runs per build, outcomes, the guard")
+    _as_json(status)
+    check = sub.add_parser("check", help="run here, in BUILD's code: can it take over the runs that would move?")
+    check.add_argument("build", help="the candidate build (the code installed here)")
+    check.add_argument(
+        "--corpus",
+        nargs="*",
+        metavar="PATH",
+        help="recorded histories to replay too (default: tests/histories, if there)",
+    )
+    _as_json(check)
+    ramp = sub.add_parser("ramp", help="send a percentage of new runs (and of moving sessions) to BUILD")
+    ramp.add_argument("build", help="a build of the deployment that a worker polls")
+    ramp.add_argument("percentage", type=float, help="0-100")
+    promote = sub.add_parser("promote", help="make BUILD current")
+    promote.add_argument("build", help="a build of the deployment that a worker polls")
+    rollback = sub.add_parser("rollback", help="the previous build current again (during a ramp: the ramp ends)")
+    rollback.add_argument(
+        "--rerun",
+        action="store_true",
+        help="roll each open run of the bad build back to its last checkpoint and rerun it on the restored build",
+    )
+    for parser in (status, check, ramp, promote, rollback):
+        parser.epilog = "example: ratchet " + DEPLOY_EXAMPLES[parser.prog.split()[-1]]
+
+
+DEPLOY_EXAMPLES = {
+    "status": "deploy status --json",
+    "check": "deploy check 0.4.0-3f2a9c1d7e6b",
+    "ramp": "deploy ramp 0.4.0-3f2a9c1d7e6b 10",
+    "promote": "deploy promote 0.4.0-3f2a9c1d7e6b",
+    "rollback": "deploy rollback --rerun",
+}
+
+
 CONSOLE_TOKEN_SETTING = "RATCHET_CONSOLE_TOKEN (or RATCHET_SERVE_TOKEN)"
 
 VERBS: tuple[Verb, ...] = (
@@ -415,6 +452,22 @@ VERBS: tuple[Verb, ...] = (
         "RATCHET_PLUGINS=mypackage.tools ratchet tools",
         "ratchet.cli.offer:tools",
         _as_json,
+    ),
+    Verb(
+        "deploy",
+        "ship a new build to running agents: status, check, ramp, promote, rollback",
+        "ratchet deploy status\n"
+        "         ratchet deploy check 0.4.0-3f2a9c1d7e6b   # where that build's code is installed\n"
+        "         ratchet deploy ramp 0.4.0-3f2a9c1d7e6b 10\n"
+        "         ratchet deploy promote 0.4.0-3f2a9c1d7e6b\n"
+        "         ratchet deploy rollback --rerun",
+        "ratchet.cli.deploy:deploy",
+        _deploy,
+        "The builds of the Worker Deployment RATCHET_DEPLOYMENT names (default: ratchet). One-shot runs finish "
+        "on the build they started on; sessions move to the current (or ramping) build at their next turn "
+        "boundary. `status` shows each build's open runs and outcomes; `check BUILD` (run where BUILD's code "
+        "is installed) replays the runs that would move to it; `ramp`, `promote` and `rollback` route new runs. "
+        "The Temporal CLI equivalents: docs/OPERATIONS.md, 'Deploying a new version'.",
     ),
     Verb(
         "chat",

@@ -33,6 +33,7 @@ from temporalio.client import (
 from temporalio.exceptions import CancelledError
 
 from ratchet.client import listing, reads, stream
+from ratchet.client.deploys import Deploys
 from ratchet.client.errors import (
     InvalidInput,
     NotStartedYet,
@@ -76,6 +77,8 @@ class RatchetClient:
         """One reader of each run's stream for this client's `open_stream(shared=True)` callers."""
         self.closed_states: OrderedDict[tuple[str, str], AgentState] = OrderedDict()
         """Closed runs' states by (workflow id, run id), newest read last (`RunHandle.closed_state`)."""
+        self.deploys = Deploys(temporal, settings, self.get)
+        """The worker deployment `settings.deployment`: its builds, ramp, promote, rollback, check."""
 
     @property
     def address(self) -> str:

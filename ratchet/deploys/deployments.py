@@ -11,12 +11,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, UTC
 from typing import Any, TypeVar
 
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
-from temporalio.api.enums.v1 import RoutingConfigUpdateState, VersionDrainageStatus, WorkerDeploymentVersionStatus
+from temporalio.api.enums.v1 import (
+    RoutingConfigUpdateState,
+    TaskQueueType,
+    VersionDrainageStatus,
+    WorkerDeploymentVersionStatus,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
     DescribeWorkerDeploymentRequest,
     DescribeWorkerDeploymentVersionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
@@ -27,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 T = TypeVar("T")
 IDENTITY = "ratchet"
+EPOCH = datetime.min.replace(tzinfo=UTC)
 BUSY_RETRY_S = 20.0
 """How long a request the server refuses as too frequent (it limits requests per deployment) is
 retried, with growing pauses."""
@@ -45,6 +53,9 @@ class Version:
     created: datetime | None
     drained: bool | None
     """None: the server has not checked yet (only versions that stopped taking new runs are checked)."""
+    last_current: datetime | None = None
+    """When it last became current (None: never): a deploy's rollback goes back to the version other
+    than the current one that became current last (`previous`)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,12 @@ class Deployment:
         return next((v for v in self.versions if v.build_id == build_id), None)
 
     @property
+    def previous(self) -> str | None:
+        """The build that was current before the current one (None: no other build ever was)."""
+        earlier = [v for v in self.versions if v.build_id != self.current and v.last_current is not None]
+        return max(earlier, key=lambda v: v.last_current or EPOCH).build_id if earlier else None
+
+    @property
     def build_ids(self) -> list[str]:
         return [v.build_id for v in self.versions]
 
@@ -82,6 +99,10 @@ async def _call(rpc: Callable[[Any], Awaitable[T]], request: Any) -> T:
                 raise
         await asyncio.sleep(pause)
         pause = min(pause * 2, 2.0)
+
+
+def _time(message: Any, field: str) -> datetime | None:
+    return getattr(message, field).ToDatetime(UTC) if message.HasField(field) else None
 
 
 def _status(value: WorkerDeploymentVersionStatus.ValueType) -> str:
@@ -109,6 +130,7 @@ async def describe(client: Client, deployment: str) -> Deployment | None:
             drained=(s.drainage_info.status == VersionDrainageStatus.VERSION_DRAINAGE_STATUS_DRAINED)
             if s.HasField("drainage_info")
             else None,
+            last_current=_time(s, "last_current_time"),
         )
         for s in info.version_summaries
     )
@@ -148,6 +170,39 @@ async def task_queues(client: Client, deployment: str, build_id: str) -> set[str
         ),
     )
     return {info.name for info in response.worker_deployment_version_info.task_queue_infos}
+
+
+POLLED_WITHIN = timedelta(minutes=2)
+"""A build whose workers polled no task queue for this long has no worker: a worker's long polls
+last about a minute each, and the server keeps a poller listed for minutes after it went."""
+
+
+async def polled(client: Client, deployment: str, build_id: str) -> bool:
+    """Whether a worker of `build_id` has polled one of its workflow task queues lately (`POLLED_WITHIN`)."""
+    since = datetime.now(UTC) - POLLED_WITHIN
+    for queue in sorted(await task_queues(client, deployment, build_id)):
+        response = await _call(
+            client.workflow_service.describe_task_queue,
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            ),
+        )
+        for poller in response.pollers:
+            seen = _time(poller, "last_access_time")
+            if poller.deployment_options.build_id == build_id and seen is not None and seen >= since:
+                return True
+    return False
+
+
+async def require_polled(client: Client, deployment: str, build_id: str) -> None:
+    """DeploymentError unless a worker of `build_id` polls now: runs routed to it would wait."""
+    if not await polled(client, deployment, build_id):
+        raise DeploymentError(
+            f"no worker of build {build_id!r} polls deployment {deployment!r} now (none in the last "
+            f"{POLLED_WITHIN.total_seconds() / 60:g} minutes): start one first, or runs sent to it would wait"
+        )
 
 
 async def _check_queues(client: Client, found: Deployment, build_id: str) -> None:

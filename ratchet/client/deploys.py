@@ -1,0 +1,384 @@
+"""Deploying a new build to running agents, from the client (`RatchetClient.deploys`): what each
+build of the worker deployment runs (`status`), whether a candidate build can take over the runs
+that would move to it (`check`), and the routing verbs (`ramp`, `promote`, `rollback`), each over
+ratchet/deploys/deployments.py, the one module that calls Temporal's worker-deployment RPCs.
+
+The plain Temporal CLI does the routing the same way (docs/OPERATIONS.md, "Deploying a new
+version"): `temporal worker deployment describe --name D`, `set-current-version`,
+`set-ramping-version`; what it cannot do is count a build's runs by outcome, check a candidate
+against the runs that would move to it, or roll the runs of a bad build back and rerun them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel, Field
+from temporalio.client import Client, WorkflowHistory
+from temporalio.service import RPCError
+
+from ratchet.client.errors import InvalidInput, RatchetError, Refused, rpc_error
+from ratchet.client.listing import RunFilter, RunSummary, list_runs
+from ratchet.client.rollback import RollbackOutcome
+from ratchet.client.rpc import RunCalls
+from ratchet.contracts import AGENT_WORKFLOW, TO_START, AgentState, RunMessages
+from ratchet.contracts.base import TERMINAL_PHASES
+from ratchet.contracts.search_attributes import RunAttributes
+from ratchet.deploys import deployments
+from ratchet.deploys.deployments import Deployment, DeploymentError
+from ratchet.ops.settings import Settings
+
+T = TypeVar("T")
+DEPLOYMENT_ATTRIBUTE = "TemporalWorkerDeployment"
+"""Temporal's own search attribute: the worker deployment a versioned run belongs to (it scopes a
+build id, which two deployments may share)."""
+RERUN_LIMIT = 1000
+"""At most this many open runs of a bad build are rolled back and rerun by one `rollback(rerun=True)`."""
+
+
+class VersionStatus(BaseModel):
+    """One build of the deployment, as `status` shows it."""
+
+    build_id: str
+    status: str
+    """Temporal's: CURRENT, RAMPING, DRAINING (runs still pinned to it), DRAINED, INACTIVE (never
+    current), CREATED."""
+    current: bool = False
+    ramping: bool = False
+    ramp_percentage: float = 0.0
+    open_runs: int = 0
+    """Runs on it now (RatchetBuildId, ExecutionStatus Running): one-shot runs pinned to it until
+    they end, sessions until their next turn boundary."""
+    drained: bool | None = None
+    """No run is pinned to it any more (None: Temporal has not checked: only builds that stopped
+    taking new runs are checked)."""
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    """Closed runs that ended on it, by RatchetPhase (DONE, FAILED, ...)."""
+    last_current: datetime | None = None
+    """When it last became current (None: never)."""
+
+
+class DeployStatus(BaseModel):
+    """The deployment's builds, its routing and its ramp guard."""
+
+    deployment: str
+    current: str | None = None
+    ramping: str | None = None
+    ramp_percentage: float = 0.0
+    previous: str | None = None
+    """The build `rollback` makes current again."""
+    versions: list[VersionStatus] = Field(default_factory=list)
+    guard: Any = None
+    """The ramp guard's state (a `GuardStatus`) if one ran for this deployment."""
+
+
+class Routed(BaseModel):
+    """What a routing verb changed."""
+
+    deployment: str
+    current: str | None
+    """The build new runs start on now."""
+    ramping: str | None = None
+    ramp_percentage: float = 0.0
+    previous: str | None = None
+    """The build that was current before (promote, rollback) or ramping (rollback during a ramp)."""
+    guard: str | None = None
+    """The guard workflow's id, if `ramp` started one."""
+
+
+class Rerun(BaseModel):
+    """One open run of a bad build after `rollback(rerun=True)`."""
+
+    workflow_id: str
+    checkpoint_id: str
+    """Where it was rolled back to: its last checkpoint, or `start`."""
+    rerun: bool
+    """It was rolled back and continues as new on the restored build."""
+    undone: int = 0
+    summary: str
+    """What happened, in a line: the rollback's summary, or why it did not happen."""
+
+
+class DeployRollback(Routed):
+    bad: str
+    """The build rolled back from (the ramping one during a ramp, else the one that was current)."""
+    ended_ramp: bool = False
+    reruns: list[Rerun] = Field(default_factory=list)
+
+
+class CheckProblem(BaseModel):
+    """Why a candidate build cannot take a run over, in the agent's terms."""
+
+    workflow_id: str
+    source: str
+    """`run` (an open run that would move), `state` (its state as the candidate reads it), or the
+    corpus file."""
+    where: str = ""
+    """`step 7, model call`, `turn 3`, `state.plan.tools`, ..."""
+    what: str
+
+    def __str__(self) -> str:
+        where = f" at {self.where}" if self.where else ""
+        return f"{self.workflow_id} ({self.source}){where}: {self.what}"
+
+
+class DeployCheck(BaseModel):
+    build: str
+    corpus: int = 0
+    """Recorded histories replayed."""
+    runs: list[str] = Field(default_factory=list)
+    """The open runs that would move to `build`, each replayed and its state read."""
+    problems: list[CheckProblem] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class Candidate(Protocol):
+    """The code of a build to check, as installed where the check runs (ratchet/replay/candidate.py)."""
+
+    build_id: str
+
+    async def replay(self, histories: Sequence[WorkflowHistory]) -> tuple[int, list[CheckProblem]]:
+        """The recorded corpus and `histories` replayed: how many corpus histories, and each divergence."""
+        ...
+
+    def unreadable(self, workflow_id: str, state: Mapping[str, Any]) -> list[CheckProblem]:
+        """Why a moving run's state (the `state` query's JSON) could not be carried onto this build."""
+        ...
+
+
+class RunLike(Protocol):
+    """What `rollback(rerun=True)` needs of a run (a `RunHandle`)."""
+
+    workflow_id: str
+
+    async def state(self, timeout_s: float | None = None) -> AgentState: ...
+
+    async def rollback(
+        self, checkpoint_id: str, then: Literal["continue", "stop", "rerun"] | None = None, dry_run: bool = False
+    ) -> RollbackOutcome: ...
+
+
+class Deploys:
+    """The worker deployment `settings.deployment` on the Temporal service `temporal`; `get` gives
+    a run's handle (`RatchetClient.get`)."""
+
+    def __init__(self, temporal: Client, settings: Settings, get: Callable[[str], RunLike]) -> None:
+        self.temporal, self.settings, self.get = temporal, settings, get
+        self.deployment = settings.deployment
+
+    @property
+    def address(self) -> str:
+        return self.temporal.service_client.config.target_host
+
+    async def status(self) -> DeployStatus:
+        """Every build: current, ramping at what percentage, its open runs, drained or not, its
+        closed runs by phase; and the ramp guard's state if one ran."""
+        found = await self._require()
+        versions = await asyncio.gather(*(self._version(found, v) for v in found.versions))
+        return DeployStatus(
+            deployment=found.name,
+            current=found.current,
+            ramping=found.ramping,
+            ramp_percentage=found.ramp_percentage,
+            previous=found.previous,
+            versions=list(versions),
+            guard=await self._guard_status(),
+        )
+
+    async def ramp(self, build: str, percentage: float) -> Routed:
+        """Send `percentage` of new runs (and of sessions reaching a turn boundary) to `build`; 0
+        keeps it ramping at none. Refused for an unknown build, the current one, or one no worker polls."""
+        if not 0 <= percentage <= 100:
+            raise InvalidInput("ramp", [f"percentage: {percentage:g} is outside 0-100"])
+        found = await self._require(build)
+        if found.current == build:
+            raise Refused("ramp", f"build {build!r} is current in {self.deployment!r} already: nothing to ramp")
+        await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
+        await self._routing(deployments.set_ramping(self.temporal, self.deployment, build, percentage))
+        return Routed(
+            deployment=self.deployment,
+            current=found.current,
+            ramping=build,
+            ramp_percentage=percentage,
+            previous=found.ramping if found.ramping != build else None,
+        )
+
+    async def promote(self, build: str) -> Routed:
+        """Make `build` current: new runs start on it, sessions move to it at their next turn
+        boundary, runs pinned to the build before finish there. A ramp of it ends."""
+        found = await self._require(build)
+        if found.current != build:
+            await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
+        previous = await self._routing(deployments.set_current(self.temporal, self.deployment, build))
+        return Routed(deployment=self.deployment, current=build, previous=previous)
+
+    async def rollback(self, rerun: bool = False) -> DeployRollback:
+        """The build that was current before becomes current again; during a ramp, the ramp ends
+        (the current build stays). The bad build's runs finish where they are, or, with `rerun`,
+        each open one is rolled back to its last checkpoint (or its start) and reruns from there on
+        the restored build, each effect undone or redone once (`RunHandle.rollback(..., then="rerun")`)."""
+        found = await self._require()
+        if found.ramping is not None:
+            bad, restored, ended_ramp = found.ramping, found.current, True
+            await self._routing(deployments.set_ramping(self.temporal, self.deployment, None, 0))
+        else:
+            previous = found.previous
+            if found.current is None or previous is None:
+                raise Refused(
+                    "deploy rollback",
+                    f"deployment {self.deployment!r} has no earlier version to go back to "
+                    f"(current: {found.current or 'none'}; builds: {', '.join(found.build_ids) or 'none'})",
+                )
+            await self._routing(deployments.require_polled(self.temporal, self.deployment, previous))
+            bad, restored, ended_ramp = found.current, previous, False
+            await self._routing(deployments.set_current(self.temporal, self.deployment, previous))
+        reruns = await self._rerun_all(bad) if rerun else []
+        return DeployRollback(
+            deployment=self.deployment, current=restored, previous=bad, bad=bad, ended_ramp=ended_ramp, reruns=reruns
+        )
+
+    async def check(self, build: str, candidate: Candidate) -> DeployCheck:
+        """Whether `build` (the `candidate` code installed here) can take over the open runs that
+        would move to it: the recorded corpus and those runs' histories replay on it, and each such
+        session's state reads as its state and continuation, every tool its plan names there.
+        Refused outright when the code here is not `build`. A check that finds problems lists them
+        (`DeployCheck.problems`): the caller refuses the deploy."""
+        if candidate.build_id != build:
+            raise Refused(
+                "deploy check",
+                f"the code here is build {candidate.build_id!r}, not {build!r}: run the check where build "
+                f"{build!r} is installed (or with RATCHET_BUILD_ID={build} if this code is that build)",
+            )
+        moving = await self._moving(build)
+        problems: list[CheckProblem] = []
+        histories: list[WorkflowHistory] = []
+        for run in moving:
+            calls = self._calls(run.workflow_id)
+            try:
+                raw = await calls.query(RunMessages.STATE, result_type=dict, what="state")
+                histories.append(await calls.ask("history", calls.handle.fetch_history()))
+            except RatchetError as exc:
+                problems.append(CheckProblem(workflow_id=run.workflow_id, source="run", what=f"cannot read it: {exc}"))
+                continue
+            if raw is not None:
+                problems += candidate.unreadable(run.workflow_id, raw)
+        corpus, diverged = await candidate.replay(histories)
+        return DeployCheck(
+            build=build, corpus=corpus, runs=[r.workflow_id for r in moving], problems=problems + diverged
+        )
+
+    async def _moving(self, build: str) -> list[RunSummary]:
+        """Open sessions on another build of the deployment that may upgrade: they move to `build`
+        at their next turn boundary once it is current (one-shot runs stay pinned)."""
+        query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.BUILD}!="{_quoted(build)}"'
+        sessions = await list_runs(self.temporal, RunFilter(running=True, session=True, query=query), RERUN_LIMIT)
+        moving = []
+        for run in sessions:
+            try:
+                raw = await self._calls(run.workflow_id).query(RunMessages.STATE, result_type=dict, what="state")
+            except RatchetError:
+                moving.append(run)  # unreadable: `check` says so
+                continue
+            session = ((raw or {}).get("plan") or {}).get("session")
+            if session is not None and session.get("upgrade", "at_turns") == "at_turns":
+                moving.append(run)
+        return moving
+
+    async def _rerun_all(self, bad: str) -> list[Rerun]:
+        query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.BUILD}="{_quoted(bad)}"'
+        open_runs = await list_runs(self.temporal, RunFilter(running=True, query=query), RERUN_LIMIT)
+        return [await self._rerun(self.get(run.workflow_id)) for run in open_runs]
+
+    async def _rerun(self, run: RunLike) -> Rerun:
+        """Roll `run` back to its last checkpoint (its start without one) and rerun it from there on
+        the deployment's current build."""
+        target = TO_START
+        try:
+            checkpoints = (await run.state()).effects.checkpoints.items
+            target = checkpoints[-1].id if checkpoints else TO_START
+            outcome = await run.rollback(target, then="rerun")
+        except RatchetError as exc:
+            return Rerun(workflow_id=run.workflow_id, checkpoint_id=target, rerun=False, summary=f"not rerun: {exc}")
+        undone = len(outcome.report.undone) if outcome.report else 0
+        if not outcome.running:  # it closed on the way: rolled back as a closed run, nothing to rerun
+            return Rerun(
+                workflow_id=run.workflow_id,
+                checkpoint_id=target,
+                rerun=False,
+                undone=undone,
+                summary=f"it closed meanwhile: rolled back as a closed run, not rerun ({outcome.summary()})",
+            )
+        return Rerun(
+            workflow_id=run.workflow_id, checkpoint_id=target, rerun=True, undone=undone, summary=outcome.summary()
+        )
+
+    async def _version(self, found: Deployment, version: deployments.Version) -> VersionStatus:
+        runs = f'WorkflowType="{AGENT_WORKFLOW}" AND {DEPLOYMENT_ATTRIBUTE}="{found.name}" AND '
+        runs += f'{RunAttributes.BUILD}="{_quoted(version.build_id)}"'
+        phases = sorted(TERMINAL_PHASES)
+        counts = await asyncio.gather(
+            self._count(f'{runs} AND ExecutionStatus="Running"'),
+            *(self._count(f'{runs} AND ExecutionStatus!="Running" AND {RunAttributes.PHASE}="{p}"') for p in phases),
+        )
+        return VersionStatus(
+            build_id=version.build_id,
+            status=version.status,
+            current=version.build_id == found.current,
+            ramping=version.build_id == found.ramping,
+            ramp_percentage=found.ramp_percentage if version.build_id == found.ramping else 0.0,
+            open_runs=counts[0],
+            drained=version.drained,
+            outcomes={str(p): n for p, n in zip(phases, counts[1:]) if n},
+            last_current=version.last_current,
+        )
+
+    async def _count(self, query: str) -> int:
+        try:
+            return (await self.temporal.count_workflows(query)).count
+        except RPCError as exc:
+            raise rpc_error("cannot count runs", exc, self.address) from None
+
+    async def _require(self, build: str | None = None) -> Deployment:
+        """The deployment (InvalidInput for an unknown build, naming the builds it has)."""
+        found = await self._routing(deployments.describe(self.temporal, self.deployment))
+        if found is None:
+            raise Refused(
+                "deploy",
+                f"no worker deployment {self.deployment!r}: no worker of it has polled yet "
+                "(start one; RATCHET_DEPLOYMENT names the deployment)",
+            )
+        if build is not None and found.version(build) is None:
+            raise InvalidInput(
+                "deploy",
+                [f"build: {build!r} is unknown to {self.deployment!r} (builds: {', '.join(found.build_ids)})"],
+            )
+        return found
+
+    async def _routing(self, call: Awaitable[T]) -> T:
+        """A deployment RPC: DeploymentError as Refused (nothing changed), RPCError translated."""
+        try:
+            return await call
+        except DeploymentError as exc:
+            raise Refused("deploy", str(exc)) from None
+        except RPCError as exc:
+            raise rpc_error(f"deployment {self.deployment!r}", exc, self.address) from None
+
+    async def _guard_status(self) -> Any:
+        return None
+
+    def _calls(self, workflow_id: str) -> RunCalls:
+        handle = self.temporal.get_workflow_handle(workflow_id)
+        return RunCalls(self.temporal, workflow_id, handle)
+
+
+def _quoted(value: str) -> str:
+    """A value inside a visibility query's double quotes (build ids allow no quote: checked anyway)."""
+    if '"' in value or "\\" in value:
+        raise InvalidInput("deploy", [f"build: no quotes or backslashes, not {value!r}"])
+    return value

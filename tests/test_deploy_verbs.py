@@ -1,0 +1,237 @@
+"""The deploy verbs (issue #39, item 3) on `ratchet.client` (`RatchetClient.deploys`) and the CLI,
+against two builds of one Worker Deployment on the dev server (this code under two build ids, as
+in tests/test_deploys.py): status, ramp, promote, rollback (with --rerun), check, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from ratchet.client import InvalidInput, RatchetClient, Refused
+from ratchet.contracts import Phase
+from ratchet.deploys import deployments
+from ratchet.plugin import RatchetOptions
+from ratchet.replay.candidate import LocalCandidate
+from ratchet.worker.main import build_worker
+from tests.plugins.probe import PROBE_LOG
+from tests.runs import call, ratchet, scripted, start, until, wait_for
+
+
+@pytest.fixture
+def names() -> tuple[str, str, str]:
+    """A deployment and two build ids of this test's own (visibility counts runs by build id)."""
+    tag = uuid.uuid4().hex[:8]
+    return f"dep-{tag}", f"good-{tag}", f"bad-{tag}"
+
+
+def build(settings, deployment: str, build_id: str, promote: str = "never"):
+    return settings.model_copy(update={"deployment": deployment, "build_id": build_id, "promote": promote})
+
+
+def worker(client, settings):
+    return build_worker(client, settings, graceful_shutdown_timeout=timedelta(0))
+
+
+async def routed(client, deployment: str, current: str, ramping: str | None = None) -> deployments.Deployment:
+    async def check():
+        await asyncio.sleep(0.2)  # the server limits requests per deployment
+        found = await deployments.describe(client, deployment)
+        return found if found is not None and found.current == current and found.ramping == ramping else None
+
+    return await until(check, f"{deployment}: {current} current, {ramping} ramping")
+
+
+async def registered(client, deployment: str, build_id: str) -> None:
+    async def check():
+        await asyncio.sleep(0.2)
+        found = await deployments.describe(client, deployment)
+        return found is not None and found.version(build_id) is not None
+
+    await until(check, f"{build_id} registered in {deployment}")
+
+
+TICKET = [{"tool_calls": [call("create_ticket", title="prod: deploy day")]}, {"content": "ticket filed"}]
+
+
+async def test_status_ramp_promote_and_rollback(client, settings, names):
+    deployment, good, bad = names
+    v1, v2 = build(settings, deployment, good, promote="first"), build(settings, deployment, bad)
+    deploys = RatchetClient(client, v1).deploys
+    async with worker(client, v1), worker(client, v2):
+        await routed(client, deployment, good)
+        await registered(client, deployment, bad)
+        pinned = await start(client, v1, scripted("approver", TICKET))
+        await wait_for(pinned, lambda s: s.phase == Phase.AWAITING_APPROVAL)
+
+        status = await until(
+            lambda: _status_where(deploys, lambda s: _version(s, good).open_runs == 1), "the pinned run counted"
+        )
+        assert (status.current, status.ramping, status.previous) == (good, None, None)
+        assert {v.build_id for v in status.versions} == {good, bad}
+        assert _version(status, good).current and _version(status, bad).open_runs == 0
+
+        ramped = await deploys.ramp(bad, 25)
+        assert (ramped.current, ramped.ramping, ramped.ramp_percentage) == (good, bad, 25)
+        status = await deploys.status()
+        assert (status.ramping, status.ramp_percentage) == (bad, 25) and _version(status, bad).ramping
+
+        promoted = await deploys.promote(bad)
+        assert (promoted.current, promoted.previous) == (bad, good)
+        status = await deploys.status()
+        assert (status.current, status.ramping, status.previous) == (bad, None, good)
+
+        back = await deploys.rollback()  # the previous current build again; its pinned run untouched
+        assert (back.current, back.bad, back.ended_ramp, back.reruns) == (good, bad, False, [])
+        await routed(client, deployment, good)
+
+        await deploys.ramp(bad, 10)
+        ended = await deploys.rollback()  # during a ramp: the ramp ends, the current build stays
+        assert (ended.current, ended.bad, ended.ended_ramp) == (good, bad, True)
+        await routed(client, deployment, good, None)
+
+        [pending] = (await pinned.state()).calls.pending_approvals
+        await pinned.approve(pending.call_id)
+        assert (await pinned.result()).builds == [good]
+        status = await until(
+            lambda: _status_where(deploys, lambda s: _version(s, good).outcomes == {"DONE": 1}),
+            "the finished run counted by its phase",
+        )
+        assert _version(status, good).open_runs == 0
+
+
+async def test_bad_input_is_refused_and_changes_nothing(client, settings, names):
+    deployment, good, _ = names
+    v1 = build(settings, deployment, good, promote="first")
+    deploys = RatchetClient(client, v1).deploys
+    async with worker(client, v1):
+        await routed(client, deployment, good)
+        with pytest.raises(InvalidInput, match="percentage: 140 is outside 0-100"):
+            await deploys.ramp(good, 140)
+        with pytest.raises(InvalidInput, match="percentage: -1 is outside 0-100"):
+            await deploys.ramp("v9", -1)
+        with pytest.raises(InvalidInput, match=f"build: 'v9' is unknown to '{deployment}' \\(builds: {good}\\)"):
+            await deploys.ramp("v9", 10)
+        with pytest.raises(InvalidInput, match="build: 'v9' is unknown"):
+            await deploys.promote("v9")
+        with pytest.raises(Refused, match="is current in .* already"):
+            await deploys.ramp(good, 10)
+        with pytest.raises(Refused, match=f"deployment '{deployment}' has no earlier version to go back to"):
+            await deploys.rollback()
+        found = await deployments.describe(client, deployment)
+        assert found is not None and (found.current, found.ramping) == (good, None)
+        elsewhere = RatchetClient(client, build(settings, f"none-{uuid.uuid4().hex[:6]}", good)).deploys
+        with pytest.raises(Refused, match="no worker deployment 'none-"):
+            await elsewhere.status()
+
+
+async def test_rollback_rerun_moves_an_open_run_to_the_good_build(client, settings, names):
+    """`rollback(rerun=True)`: the bad build's open run is rolled back to its start (no checkpoint)
+    and reruns on the restored build to DONE; the probe log shows each effect done once, and the
+    two of the bad build undone once."""
+    deployment, good, bad = names
+    v1, v2 = build(settings, deployment, good, promote="first"), build(settings, deployment, bad)
+    deploys = RatchetClient(client, v1).deploys
+    workspace = f"rr-{uuid.uuid4().hex[:6]}"
+    script = [
+        {"tool_calls": [call("probe_append", label="one")]},
+        {"tool_calls": [call("probe_append", label="two")]},
+        {"tool_calls": [call("create_ticket", title="prod: after the rerun")]},
+        {"content": "done on the good build"},
+    ]
+    async with worker(client, v1), worker(client, v2):
+        await routed(client, deployment, good)
+        await registered(client, deployment, bad)
+        await deploys.promote(bad)
+        run = await start(client, v2, scripted("approver", script, workspace=workspace))
+        state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
+        assert state.release.builds == [bad]
+        await until(lambda: _status_where(deploys, lambda s: _version(s, bad).open_runs == 1), "the run on bad")
+
+        back = await deploys.rollback(rerun=True)
+        assert (back.current, back.bad) == (good, bad)
+        [rerun] = back.reruns
+        assert (rerun.workflow_id, rerun.checkpoint_id, rerun.rerun, rerun.undone) == (run.workflow_id, "start", True, 2)
+
+        state = await wait_for(run, lambda s: s.release.builds == [bad, good] and s.phase == Phase.AWAITING_APPROVAL)
+        [pending] = state.calls.pending_approvals
+        await run.approve(pending.call_id)
+        result = await run.result()
+        assert (result.phase, result.builds, result.answer) == (Phase.DONE, [bad, good], "done on the good build")
+
+    lines = (settings.workspace_root / workspace / PROBE_LOG).read_text().splitlines()
+    done = [line.split()[1:] for line in lines if line.startswith("done ")]
+    undone = [[key.removesuffix("/undo"), label] for key, label in (line.split()[1:] for line in lines if line.startswith("undone "))]
+    keys = [key for key, _ in done]
+    assert len(keys) == len(set(keys)) == 4, lines  # each call acted once: two on bad, two again on good
+    assert [label for _, label in done] == ["one", "two", "one", "two"]
+    assert sorted(undone) == sorted(done[:2]), lines  # the bad build's two undone, once each
+
+
+async def test_check_refuses_another_build_and_a_session_it_cannot_read(client, settings, names):
+    deployment, good, candidate_build = names
+    v1 = build(settings, deployment, good, promote="first")
+    deploys = RatchetClient(client, v1).deploys
+    async with worker(client, v1):
+        await routed(client, deployment, good)
+        chat = [{"tool_calls": [call("probe_append", label="turn one")]}, {"content": "answer one"}]
+        session = await start(client, v1, scripted("chatter", chat, objective="first question"))
+        await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+        listed = RatchetClient(client, v1)
+        await until(
+            lambda: listed.list(session=True, running=True, query=f'WorkflowId="{session.workflow_id}"'),
+            "the session listed",
+        )
+        options = RatchetOptions.from_settings(v1)
+
+        here = LocalCandidate(options, "not-" + candidate_build, [])
+        with pytest.raises(Refused, match=f"the code here is build 'not-{candidate_build}', not '{candidate_build}'"):
+            await deploys.check(candidate_build, here)
+
+        same = await deploys.check(candidate_build, LocalCandidate(options, candidate_build, []))
+        assert same.ok and same.runs == [session.workflow_id], same.problems
+
+        tools = copy.copy(options.tools)
+        tools.tools = {name: t for name, t in options.tools.tools.items() if name != "probe_append"}
+        fewer = LocalCandidate(dataclasses.replace(options, tools=tools), candidate_build, [])
+        refused = await deploys.check(candidate_build, fewer)
+        assert not refused.ok
+        [problem] = refused.problems
+        assert (problem.workflow_id, problem.source) == (session.workflow_id, "state")
+        assert "after turn 1" in problem.where
+        assert f"its plan names tool 'probe_append', which build {candidate_build} does not have" in problem.what
+        await session.close()
+
+
+async def test_cli_status_bad_percentage(client, settings, names):
+    deployment, good, _ = names
+    v1 = build(settings, deployment, good, promote="first")
+    env = {"RATCHET_DEPLOYMENT": deployment}
+    async with worker(client, v1):
+        await routed(client, deployment, good)
+        status, out = await ratchet(v1, "deploy", "status", extra_env=env)
+        assert status == 0, out
+        assert good in out and "current" in out
+        status, out = await ratchet(v1, "deploy", "status", "--json", extra_env=env)
+        assert status == 0 and json.loads(out)["current"] == good, out
+        status, out = await ratchet(v1, "deploy", "ramp", good, "140", extra_env=env)
+        assert status == 2 and "percentage: 140 is outside 0-100" in out, out
+        status, out = await ratchet(v1, "deploy", "promote", "v9", extra_env=env)
+        assert status == 2 and "'v9' is unknown" in out, out
+        status, out = await ratchet(v1, "deploy", "rollback", extra_env=env)
+        assert status == 1 and "no earlier version" in out, out
+
+
+async def _status_where(deploys, predicate):
+    await asyncio.sleep(0.2)
+    status = await deploys.status()
+    return status if predicate(status) else None
+
+
+def _version(status, build_id: str):
+    return next(v for v in status.versions if v.build_id == build_id)
