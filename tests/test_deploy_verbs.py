@@ -5,20 +5,28 @@ in tests/test_deploys.py): status, ramp, promote, rollback (with --rerun), check
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import json
 import uuid
 from datetime import timedelta
 
+import httpx2 as httpx
 import pytest
 
 from ratchet.client import InvalidInput, RatchetClient, Refused
-from ratchet.contracts import Phase
+from ratchet.console.app import build_app
+from temporalio import workflow
+from temporalio.common import RawValue
+
+from ratchet.contracts import AgentResult, Phase
 from ratchet.deploys import deployments
+from ratchet.ops.http_guard import HttpGuard
 from ratchet.plugin import RatchetOptions
 from ratchet.replay.candidate import LocalCandidate
 from ratchet.worker.main import build_worker
+from ratchet.workflows.agent import AgentWorkflow
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import call, ratchet, scripted, start, until, wait_for
 
@@ -32,6 +40,13 @@ def names() -> tuple[str, str, str]:
 
 def build(settings, deployment: str, build_id: str, promote: str = "never"):
     return settings.model_copy(update={"deployment": deployment, "build_id": build_id, "promote": promote})
+
+
+@contextlib.asynccontextmanager
+async def console(client, settings):
+    app = build_app(RatchetClient(client, settings), HttpGuard.for_server("127.0.0.1", same_origin=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        yield http
 
 
 def worker(client, settings):
@@ -80,6 +95,14 @@ async def test_status_ramp_promote_and_rollback(client, settings, names):
         assert (ramped.current, ramped.ramping, ramped.ramp_percentage) == (good, bad, 25)
         status = await deploys.status()
         assert (status.ramping, status.ramp_percentage) == (bad, 25) and _version(status, bad).ramping
+        async with console(client, v1) as http:  # the console's deploys page and a run's builds
+            shown = (await http.get("/deploys")).text
+            assert f"<b>{bad}</b> ramping at 25% of new runs" in shown
+            assert f"<td><code>{good}</code></td><td>current</td><td>CURRENT</td><td>1</td>" in shown
+            assert f"<td><code>{bad}</code></td><td>ramping 25%</td>" in shown
+            assert "No guard has run for this deployment" in shown
+            shown = (await http.get(f"/runs/{pinned.workflow_id}")).text
+            assert f"<th>builds</th><td id=state-builds>{good}</td>" in shown
 
         promoted = await deploys.promote(bad)
         assert (promoted.current, promoted.previous) == (bad, good)
@@ -205,7 +228,35 @@ async def test_check_refuses_another_build_and_a_session_it_cannot_read(client, 
         assert (problem.workflow_id, problem.source) == (session.workflow_id, "state")
         assert "after turn 1" in problem.where
         assert f"its plan names tool 'probe_append', which build {candidate_build} does not have" in problem.what
+        replaced = LocalCandidate(options, candidate_build, [], workflows=[AuditedAgentWorkflow])
+        diverged = await deploys.check(candidate_build, replaced)
+        [problem] = diverged.problems
+        assert (problem.workflow_id, problem.source) == (session.workflow_id, "run")
+        assert problem.where == "before step 1, run.prepare" and problem.what.startswith("NONDETERMINISTIC: ")
+
+        env = {**_env(deployment, candidate_build), "RATCHET_PLUGINS": "tests.plugins.probe"}  # the workers' tools
+        status, out = await ratchet(v1, "deploy", "check", candidate_build, extra_env=env)
+        assert status == 0 and f"build {candidate_build} can take over: 1 open run(s) that would move" in out, out
+        status, out = await ratchet(v1, "deploy", "check", candidate_build, extra_env=_env(deployment, candidate_build))
+        assert status == 1 and "its plan names tool 'probe_append', which build" in out, out  # no plugin: no probe tools
+        status, out = await ratchet(v1, "deploy", "check", "other", extra_env=_env(deployment, candidate_build))
+        assert status == 1 and f"the code here is build '{candidate_build}', not 'other'" in out, out
         await session.close()
+
+
+def _env(deployment: str, build_id: str | None = None) -> dict[str, str]:
+    return {"RATCHET_DEPLOYMENT": deployment, **({"RATCHET_BUILD_ID": build_id} if build_id else {})}
+
+
+# Unsandboxed: the sandbox would re-import this test module; replay compares commands without it.
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class AuditedAgentWorkflow(AgentWorkflow):
+    """Today's workflow plus an activity before anything else: a candidate that needs a patch."""
+
+    @workflow.run
+    async def run(self, raw: RawValue = None) -> AgentResult:  # type: ignore[assignment]
+        await workflow.execute_activity("audit.record", "start", start_to_close_timeout=timedelta(seconds=5))
+        return await super().run(raw)
 
 
 async def test_cli_status_bad_percentage(client, settings, names):

@@ -2,6 +2,7 @@
 
     GET  /                                  runs, filtered by agent, phase, awaiting; paged
     GET  /inbox                             every pending approval and decision, oldest first
+    GET  /deploys                           the worker deployment's builds, their runs, the ramp guard
     GET  /start, POST /start                start a run, checked as `ratchet start` checks it
     GET  /runs/{id}                         a run: state, waiting calls, conversation, checkpoints
     GET  /runs/{id}/events                  its stream as Server-Sent Events (console.js shows them)
@@ -86,6 +87,7 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
     routes = [
         Route("/", guarded(bound(pages.runs)), methods=["GET"]),
         Route("/inbox", guarded(bound(pages.inbox)), methods=["GET"]),
+        Route("/deploys", guarded(bound(pages.deploys)), methods=["GET"]),
         Route("/start", guarded(bound(pages.start_form)), methods=["GET"]),
         Route("/start", guarded(bound(actions.start)), methods=["POST"]),
         Route("/login", guarded(login, needs_token=False), methods=["GET", "POST"]),

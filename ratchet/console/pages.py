@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from ratchet.client import InvalidInput, NotStartedYet, RatchetClient, RatchetError, Refused, RunHandle
+from ratchet.console.deploys_view import deploys_page
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
 from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
@@ -79,6 +80,10 @@ async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Respon
     waiting = [w for f in found if not isinstance(f, str) for w in f]
     problems = [f for f in found if isinstance(f, str)]
     return HTMLResponse(inbox_page(waiting, visit.token, problems, visit.note(request)))
+
+
+async def deploys(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    return HTMLResponse(deploys_page(await client.deploys.status()))
 
 
 async def start_form(client: RatchetClient, request: Request, visit: Visit) -> Response:

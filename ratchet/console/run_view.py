@@ -93,6 +93,7 @@ def _summary(state: AgentState, running: bool) -> str:
         ("tokens", f"{used.prompt_tokens + used.completion_tokens:,} ({used.prompt_tokens:,} in)"),
         ("cost", f"${used.cost_usd:.4f}"),
         ("tool calls", used.tool_calls),
+        ("builds", " → ".join(state.release.builds) or "-"),
     ]
     rows = "".join(f"<tr><th>{esc(k)}</th><td id=state-{esc(k.replace(' ', '-'))}>{esc(v)}</td></tr>" for k, v in cells)
     answer = f"<h3>Answer</h3>{folded(state.answer)}" if state.answer else ""

@@ -38,6 +38,8 @@ class LocalCandidate:
     options: RatchetOptions
     build_id: str
     corpus: Sequence[Path] = field(default_factory=list)
+    workflows: Sequence[type] | None = None
+    """The workflow definitions replayed (default: the worker's AgentWorkflow and RollbackWorkflow)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, corpus: Sequence[Path] | None = None) -> LocalCandidate:
@@ -52,7 +54,7 @@ class LocalCandidate:
     async def replay(self, histories: Sequence[WorkflowHistory]) -> tuple[int, list[CheckProblem]]:
         files = [replayer.load_file(path) for path in replayer.history_files(self.corpus)]
         runs = [replayer.Loaded("run", history) for history in histories]
-        outcomes = await replayer.replay([*files, *runs], self.options.data_converter)
+        outcomes = await replayer.replay([*files, *runs], self.options.data_converter, self.workflows)
         return len(files), [_problem(o) for o in outcomes if o.result != OK]
 
     def unreadable(self, workflow_id: str, state: Mapping[str, Any]) -> list[CheckProblem]:
