@@ -5,6 +5,7 @@ saying how it ended (ratchet/client/rpc.py). `RunHandle` has these as its method
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any, TypeVar
 
@@ -27,8 +28,12 @@ from ratchet.contracts import (
 )
 
 Request = TypeVar("Request", bound=BaseModel)
-MAX_MOVES = 10
-"""Builds a session may move through while a message waits for its turn (one per deploy)."""
+MOVE_WAIT_S = 300.0
+"""How long `ask` and `answer` follow a session that moves before its message's turn: its old run
+answers `moved` until it has handed over (its handlers finished, older effects archived: longer if
+its worker died meanwhile), then its new run answers; then they return the last `moved` answer."""
+MOVE_PAUSE_S = (0.05, 2.0)
+"""The first and the longest pause before the old run is asked again (doubling)."""
 
 
 class RunRequests:
@@ -88,9 +93,11 @@ class RunRequests:
         """A session that moved to a new build before the message's turn (`TurnAnswer.moved`) took
         the message along: its new run answers it."""
         request = FollowRequest(message_id=answer.message_id)
-        for _ in range(MAX_MOVES):
-            if not answer.moved:
-                return answer
+        loop = asyncio.get_running_loop()
+        deadline, (pause, longest) = loop.time() + MOVE_WAIT_S, MOVE_PAUSE_S
+        while answer.moved and loop.time() < deadline:
+            await asyncio.sleep(pause)  # not at once: the old run answers `moved` again until it has gone
+            pause = min(pause * 2, longest)
             try:
                 answer = await self._calls.session_update(RunMessages.ANSWER, request)
             except MovedOn:  # reached the moving run as it closed: the next one has the message
