@@ -75,11 +75,13 @@ histories: install
 
 # Fault tolerance, measured (docs/RELIABILITY.md): runs under SIGKILLed workers, a dev server
 # restart and a failing model endpoint, then an audit of the outside store; then two hosts on
-# Postgres and S3, one SIGKILLed for good, each store stopped for 10 s (a summary line each).
+# Postgres and S3, one SIGKILLed for good, each store stopped for 10 s; sessions; then deploys: builds
+# v1 -> v2 -> v1 under the same faults, v1 a pinned earlier commit from git (a summary line each).
 chaos: install
 	$(PY) -m devtools.chaos --runs 50
 	$(PY) -m devtools.chaos --hosts 2 --runs 20
 	$(PY) -m devtools.chaos --sessions 20 --turns 10
+	$(PY) -m devtools.chaos --deploys --sessions 10 --runs 10
 
 clean:
 	rm -rf .ratchet

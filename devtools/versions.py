@@ -72,10 +72,14 @@ class Checkout:
         """`env` (a worker's: tests/ops_workers.py, `Stack.worker_env`) running this version."""
         return {**env, "PYTHONPATH": str(self.root)}
 
-    def worker(self, env: Mapping[str, str], log: Path | None = None, name: str = "worker") -> WorkerProcess:
+    def worker(
+        self, env: Mapping[str, str], log: Path | None = None, name: str = "worker", ready_timeout: float = 60
+    ) -> WorkerProcess:
         """A `python -m ratchet.worker` process of this version (not started)."""
         argv = [sys.executable, "-m", "ratchet.worker"]
-        return WorkerProcess(argv, env=self.environment(env), cwd=self.root, log=log, name=name)
+        return WorkerProcess(
+            argv, env=self.environment(env), cwd=self.root, log=log, name=name, ready_timeout=ready_timeout
+        )
 
     def identify(self, env: Mapping[str, str]) -> Identity:
         """Which files a process of this version imports, and the build id it computes."""

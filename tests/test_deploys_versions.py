@@ -60,6 +60,14 @@ async def routed(client, deployment: str, build_id: str, current: bool = False) 
     return found.current == build_id if current else found.version(build_id) is not None
 
 
+async def serving(client, deployment: str, build_id: str, task_queue: str) -> bool:
+    """The build's workers poll `task_queue` (a build known by one queue may not poll the others yet:
+    `set_current` refuses it)."""
+    return await routed(client, deployment, build_id) and task_queue in await deployments.task_queues(
+        client, deployment, build_id
+    )
+
+
 async def test_v1_runs_finish_on_v1_and_sessions_move_to_v2_through_sigkills(client, settings, v1, tmp_path: Path):
     deployment = f"dep-{uuid.uuid4().hex[:10]}"
     env1, env2 = environments(settings, deployment)
@@ -88,7 +96,7 @@ async def test_v1_runs_finish_on_v1_and_sessions_move_to_v2_through_sigkills(cli
         first_run = (await session.describe()).run_id
 
         workers.append(await worker(WORKING_TREE, env2, "v2-1").start())
-        await until(lambda: routed(client, deployment, b2), "v2 registered")
+        await until(lambda: serving(client, deployment, b2, settings.task_queue), "v2 polling the task queue")
         assert await deployments.set_current(client, deployment, b2) == b1
         workers[1].kill()  # v2 dies as it becomes current: the session moves onto a build no worker runs
         asking = asyncio.create_task(session.ask("what is my colour?"))

@@ -1,6 +1,8 @@
 """`python -m devtools.chaos --runs 50`: see devtools/chaos/runner.py; `--hosts 2`: two hosts, one
 SIGKILLed for good, store outages (devtools/chaos/hosts.py); `--sessions 20 --turns 10`: sessions
-asked turn after turn under the same faults (devtools/chaos/sessions.py). Exits 1 if any figure is off."""
+asked turn after turn under the same faults (devtools/chaos/sessions.py); `--deploys --sessions 10 --runs 10`:
+sessions and one-shot runs while the current build goes v1 -> v2 -> v1 (devtools/chaos/deploys.py).
+Exits 1 if any figure is off."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import asyncio
 import logging
 from pathlib import Path
 
+from devtools.chaos.deploys import DeploysOptions, run_deploys
 from devtools.chaos.hosts import STORES, HostsOptions, run_hosts
 from devtools.chaos.runner import Options, audit_problems, run_chaos
 from devtools.chaos.sessions import SessionsOptions, run_sessions
 from ratchet.ops.process import exit_now
 
 
-def parse(argv: list[str] | None = None) -> Options | HostsOptions | SessionsOptions:
+def parse(argv: list[str] | None = None) -> Options | HostsOptions | SessionsOptions | DeploysOptions:
     p = argparse.ArgumentParser(prog="python -m devtools.chaos", description="Agent runs under SIGKILLs, a server "
                                 "restart and model faults, then an audit of the outside store.")
     p.add_argument("--runs", type=int, default=50)
@@ -45,7 +48,19 @@ def parse(argv: list[str] | None = None) -> Options | HostsOptions | SessionsOpt
                                     "--deadline, --dir apply)")
     sessions.add_argument("--sessions", type=int, default=0, help="N sessions asked --turns turns each, instead of runs")
     sessions.add_argument("--turns", type=int, default=10)
+    deploys = p.add_argument_group("deploys (--deploys; --sessions, --runs, --seed, --kill-every, --max-kills, "
+                                   "--no-server-restart, --deadline, --dir apply)")
+    deploys.add_argument("--deploys", action="store_true",
+                         help="sessions and one-shot runs while the current build goes v1 -> v2 -> v1 (v1: a "
+                         "pinned earlier commit, v2: the working tree), each version's worker SIGKILLed")
+    deploys.add_argument("--v1", default=None, help="the commit that is v1 (default: devtools.versions.V1)")
     a = p.parse_args(argv)
+    if a.deploys:
+        return DeploysOptions(
+            sessions=a.sessions or 10, runs=a.runs, seed=a.seed, kill_every=tuple(a.kill_every),
+            max_kills=a.max_kills, restart_server=not a.no_server_restart, deadline_s=a.deadline, base=a.dir,
+            **({"v1": a.v1} if a.v1 else {}),
+        )
     if a.sessions:
         return SessionsOptions(
             sessions=a.sessions, turns=a.turns, seed=a.seed, kill_every=tuple(a.kill_every), max_kills=a.max_kills,
@@ -72,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
     if isinstance(opts, SessionsOptions):
         return _sessions(opts)
+    if isinstance(opts, DeploysOptions):
+        return _deploys(opts)
     try:
         session = asyncio.run(run_hosts(opts) if isinstance(opts, HostsOptions) else run_chaos(opts))
     except Exception as exc:  # the harness itself failed: say so, never print a figure
@@ -95,6 +112,19 @@ def _sessions(opts: SessionsOptions) -> int:
     for line in done.figures.problems:
         print(line)
     print(f"kills={done.figures.kills} dir={done.base}")
+    print(done.figures.line(), flush=True)
+    return 0 if done.figures.ok else 1
+
+
+def _deploys(opts: DeploysOptions) -> int:
+    try:
+        done = asyncio.run(run_deploys(opts))
+    except Exception as exc:  # the harness itself failed: say so, never print a figure
+        logging.getLogger("devtools.chaos").exception("chaos deploys could not complete: %s", exc)
+        return 2
+    for line in done.figures.problems:
+        print(line)
+    print(f"kills={done.figures.kills} v1={done.figures.builds[0]} v2={done.figures.builds[1]} dir={done.base}")
     print(done.figures.line(), flush=True)
     return 0 if done.figures.ok else 1
 

@@ -22,6 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError
 
+from devtools.versions import WORKING_TREE, Checkout
 from devtools.workers import WorkerProcess
 from ratchet.client import Unavailable
 from ratchet.activities.tracker_tools import TrackerSettings, open_tracker
@@ -52,6 +53,10 @@ class Stack:
     """RATCHET_ARTIFACT_URL (None: the directory `artifact_dir`)."""
     tracker_url: str | None = None
     """RATCHET_TRACKER_URL (None: the SQLite file `tracker_path`)."""
+    code: Checkout = WORKING_TREE
+    """The version of Ratchet's code its workers run (devtools/versions.py; the deploys line runs two)."""
+    overrides: dict[str, object] = field(default_factory=dict)
+    """Settings of its workers beside the stack's own (a deployment, a build's promotion)."""
 
     def on_host(self, host_id: str) -> Stack:
         """The same installation (queue, servers) as seen by host `host_id`, with its own files."""
@@ -110,6 +115,7 @@ class Stack:
         )
         if self.host_id is not None:
             values["host_id"] = self.host_id
+        values.update(self.overrides)
         values.update(overrides)
         return Settings(**values)
 
@@ -118,6 +124,8 @@ class Stack:
 
     def worker(self, log: Path, ready_timeout: float = 60) -> WorkerProcess:
         """A `python -m ratchet.worker` process for this stack (not started), its output in `log`."""
+        if self.code is not WORKING_TREE:
+            return self.code.worker(self.worker_env(), log=log, ready_timeout=ready_timeout)
         return WorkerProcess(self.worker_command(), env=self.worker_env(), cwd=ROOT, log=log, ready_timeout=ready_timeout)
 
 
