@@ -1,8 +1,9 @@
 """`RatchetPlugin`: the one place a Temporal client and worker get Ratchet.
 
 A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers
-`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback) and Ratchet's activities (model
-calls, run preparation, tools and their undos, checkpoints, workspaces), and the worker
+`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback), `DeployGuardWorkflow` (a ramp that
+watches itself), `RatchetFlag` (a person's flag on a run) and Ratchet's activities (model calls, run
+preparation, tools and their undos, checkpoints, workspaces, the guard's), and the worker
 interceptors: tracing (RATCHET_OTEL), log context, metrics, secret redaction and the start guard
 (a start with the wrong number of inputs fails as InvalidInput, ratchet/start_guard.py), in that
 order, outermost first. Beside every such worker it runs a second one on this host's queue
@@ -51,6 +52,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 
 from ratchet.activities.checkpoints import CheckpointActivities
+from ratchet.activities.deploys import DeployActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.contracts.activities import COMPACT, MODEL_CALL, VERIFY
@@ -84,12 +86,14 @@ from ratchet.stores.ledger import Ledger
 from ratchet.stores.urls import open_artifacts, open_ledger
 from ratchet.workflows.agent import AgentWorkflow
 from ratchet.workflows.closed_rollback import RollbackWorkflow
+from ratchet.workflows.deploy_guard import DeployGuardWorkflow
+from ratchet.workflows.flags import FlagWorkflow
 from ratchet.workflows.sdk_seams import activity_name, workflow_name
 
 log = logging.getLogger("ratchet.plugin")
 
 PLUGIN_NAME = "ratchet"
-WORKFLOWS: tuple[type, ...] = (AgentWorkflow, RollbackWorkflow)
+WORKFLOWS: tuple[type, ...] = (AgentWorkflow, RollbackWorkflow, DeployGuardWorkflow, FlagWorkflow)
 BUILTIN_TOOL_MODULES = (
     "ratchet.activities.workspace_tools",
     "ratchet.activities.tracker_tools",
@@ -251,6 +255,7 @@ class Activities:
         self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
         self.rollback = RollbackActivities(client, ledger, artifacts)
         self.archive = Archive(artifacts)
+        self.deploys = DeployActivities(client, options.profiles)
 
     def all(self) -> list[Callable]:
         return [
@@ -266,6 +271,7 @@ class Activities:
             self.archive.load,
             self.archive.messages,
             *self.mcp.activities(),
+            *self.deploys.all(),
         ]
 
 

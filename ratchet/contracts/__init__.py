@@ -10,6 +10,7 @@
 - `search_attributes`: the search attributes a run publishes (`RunAttributes`: names and types);
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
+- `deploy`: a ramp's guard (`GuardRequest`, `GuardStatus`) and a person's flag on a run (`FlagRecord`);
 - `base`: the vocabulary they share.
 
 Every name is re-exported here; import from `ratchet.contracts`. Only pydantic and the standard
@@ -136,6 +137,30 @@ from ratchet.contracts.rollback import (
     ClosedRun,
     ClosedRollback,
 )
+from ratchet.contracts.deploy import (
+    GUARD_WORKFLOW,
+    FLAG_WORKFLOW,
+    GUARD_STATUS_QUERY,
+    GUARD_STOP_SIGNAL,
+    guard_id,
+    flag_id,
+    flagged_run,
+    GuardRequest,
+    Term,
+    Op,
+    Criterion,
+    BuildFigures,
+    CriterionResult,
+    Verdict,
+    Evaluation,
+    EvaluateGuard,
+    Route,
+    GuardPhase,
+    GuardDecision,
+    GuardStatus,
+    GuardInput,
+    FlagRecord,
+)
 
 __all__ = [
     "problems",
@@ -247,4 +272,26 @@ __all__ = [
     "AttributeType",
     "RunAttributes",
     "SearchAttribute",
+    "GUARD_WORKFLOW",
+    "FLAG_WORKFLOW",
+    "GUARD_STATUS_QUERY",
+    "GUARD_STOP_SIGNAL",
+    "guard_id",
+    "flag_id",
+    "flagged_run",
+    "GuardRequest",
+    "Term",
+    "Op",
+    "Criterion",
+    "BuildFigures",
+    "CriterionResult",
+    "Verdict",
+    "Evaluation",
+    "EvaluateGuard",
+    "Route",
+    "GuardPhase",
+    "GuardDecision",
+    "GuardStatus",
+    "GuardInput",
+    "FlagRecord",
 ]

@@ -26,6 +26,7 @@ from ratchet.contracts.payloads import (
     VerifyResult,
     WorkspaceBinding,
 )
+from ratchet.contracts.deploy import EvaluateGuard, Evaluation, Route
 from ratchet.contracts.plan import PlanRun, RunPlan
 from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
 from ratchet.contracts.records import Effect, Forked
@@ -132,6 +133,15 @@ UNDO = ActivityDef[UndoInvocation, str](
 of attempts, so an outage of the ledger or the artifact store (a file's old bytes) is waited out,
 not turned into COMPENSATION_FAILED."""
 
+DEPLOY_EVALUATE = ActivityDef[EvaluateGuard, Evaluation](
+    "deploy.evaluate", EvaluateGuard, Evaluation, 60.0, Retry(initial_s=1.0, maximum_s=5.0, maximum_attempts=3)
+)
+"""A deploy guard's evaluation (visibility listings): a few attempts; one that fails is recorded and
+the next interval evaluates again (workflows/deploy_guard.py)."""
+DEPLOY_ROUTE = ActivityDef[Route, str]("deploy.route", Route, str, 60.0, ABOUT_A_MINUTE)
+"""A guard's change to its deployment's routing (ramp, end the ramp, promote); a refusal
+(`DeploymentError`) is not retried."""
+
 ACTIVITIES = (
     PREPARE,
     MODEL_CALL,
@@ -144,4 +154,6 @@ ACTIVITIES = (
     EFFECTS_LOAD,
     TRANSCRIPT_MESSAGES,
     ROLLBACK_LOAD,
+    DEPLOY_EVALUATE,
+    DEPLOY_ROUTE,
 )

@@ -332,3 +332,28 @@ register_profile(
         continue_as_new_events=60,
     )
 )
+
+
+class ReleaseArgs(BaseModel):
+    broken_on: list[str] = []
+
+
+@tool(effect="read_only", timeout_s=5)
+def probe_release(ctx: ToolContext, args: ReleaseArgs) -> str:
+    """What a bad release breaks: on a worker whose build (RATCHET_BUILD_ID) is in `broken_on` the
+    tool fails the run (non-retryable); on any other build it works. Two builds of this one code
+    thus behave as an old and a broken new release (tests/test_deploy_guard.py)."""
+    build = ctx.settings.build_id if ctx.settings is not None else None
+    if build in args.broken_on:
+        raise FatalToolError(f"release check failed on build {build}")
+    return f"release check passed on build {build}"
+
+
+register_profile(
+    AgentProfile(
+        name="releaser",
+        system_prompt="You are a test agent that checks its release.",
+        tools=["probe_release"],
+        budget=Budget(max_steps=10),
+    )
+)
