@@ -62,22 +62,35 @@ class DeployActivities:
 
     @activity.defn(name=DEPLOY_ROUTE.name)
     async def route(self, req: Route) -> str:
-        """Ramp, end the ramp, or promote; done already (a retry after it took effect) is done. A
-        refusal is not retried (`DeploymentRefused`, the message says why)."""
+        """Ramp, end the ramp, or promote; done already (a retry after it took effect) is done, and
+        so is a change made whose propagation to every task queue is slow (`settled` timed out: the
+        server goes on with it). A refusal is not retried (`DeploymentRefused`, saying why)."""
         client = self._client()
+        done = (
+            f"{req.build} is current"
+            if req.promote
+            else (f"{req.build} ramping at {req.percentage:g}%" if req.build else "no ramp")
+        )
         try:
-            found = await deployments.require(client, req.deployment)
+            if await self._routed(req):
+                return done
             if req.promote:
                 assert req.build is not None
-                if found.current != req.build:
-                    token = found.conflict_token
-                    await deployments.set_current(client, req.deployment, req.build, conflict_token=token)
-                return f"{req.build} is current"
-            if found.ramping != req.build or (req.build is not None and found.ramp_percentage != req.percentage):
+                await deployments.set_current(client, req.deployment, req.build)
+            else:
                 await deployments.set_ramping(client, req.deployment, req.build, req.percentage)
         except DeploymentError as exc:
+            if await self._routed(req):
+                return f"{done} (not yet on every task queue: {exc})"
             raise ApplicationError(str(exc), type=ErrorType.DEPLOYMENT_REFUSED, non_retryable=True) from None
-        return f"{req.build} ramping at {req.percentage:g}%" if req.build else "no ramp"
+        return done
+
+    async def _routed(self, req: Route) -> bool:
+        """Whether the deployment routes as `req` asks already."""
+        found = await deployments.require(self._client(), req.deployment)
+        if req.promote:
+            return found.current == req.build and found.ramping is None
+        return found.ramping == req.build and (req.build is None or found.ramp_percentage == req.percentage)
 
     @activity.defn(name=DEPLOY_EVALUATE.name)
     async def evaluate(self, req: EvaluateGuard) -> Evaluation:

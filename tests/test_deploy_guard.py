@@ -47,7 +47,7 @@ async def two_builds(client, settings, deployment: str) -> AsyncIterator[tuple]:
     async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
         await until(lambda: routing(client, deployment, current="v1"), "v1 current")
         async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
-            await until(lambda: routing(client, deployment, knows="v2"), "v2 registered")
+            await until(lambda: polls(client, deployment, "v2", v2.task_queue), "v2 polls the task queue")
             yield v1, v2
 
 
@@ -59,6 +59,14 @@ async def routing(client, deployment: str, current: str | None = None, knows: st
     if ramping is not None and found.ramping != ramping:
         return None
     return found if knows is None or found.version(knows) is not None else None
+
+
+async def polls(client, deployment: str, build_id: str, task_queue: str) -> bool:
+    await asyncio.sleep(0.2)
+    found = await deployments.describe(client, deployment)
+    if found is None or found.version(build_id) is None:
+        return False
+    return task_queue in await deployments.task_queues(client, deployment, build_id)
 
 
 async def ended(client, deployment: str, timeout: float = 60) -> GuardStatus:

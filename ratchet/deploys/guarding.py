@@ -75,9 +75,12 @@ async def start_guard(client: Client, task_queue: str, request: GuardRequest) ->
         raise DeploymentError(
             f"baseline {request.baseline!r} is not the current build of {deployment!r} ({found.current!r})"
         )
-    for needed in (build, found.current):
-        if not await deployments.has_pollers(client, deployment, needed):
-            raise DeploymentError(f"no worker of build {needed!r} polls deployment {deployment!r}: start one first")
+    for needed in (build, found.current):  # the ramped build takes runs there; the current one runs the guard
+        if task_queue not in await deployments.task_queues(client, deployment, needed):
+            raise DeploymentError(
+                f"no worker of build {needed!r} of deployment {deployment!r} polls task queue {task_queue!r}: "
+                "start one first"
+            )
     request = request.model_copy(update={"baseline": found.current})
     try:
         handle = await client.start_workflow(
