@@ -51,7 +51,8 @@ async def compact(state: AgentState, plan: RunPlan) -> None:
     conversation, session = state.conversation, state.session
     conversation.messages.append(reply.message)
     conversation.seen(reply.transcript)
-    conversation.context_tokens, session.compacted_to, session.compactions = 0, last, session.compactions + 1
+    conversation.context_tokens = 0
+    session.summarised(last)
     checkpoint = state.effects.last_checkpoint
     if checkpoint is not None and checkpoint.id == f"turn-{last}":  # the turn ends with its summary
         update = {

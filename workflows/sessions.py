@@ -284,7 +284,7 @@ def cut_to(state: AgentState, checkpoint: Checkpoint | None) -> list[int]:
         return []
     turn = checkpoint.turn if checkpoint is not None else 0
     removed = [t.number for t in state.session.turns.items if t.number > turn]
-    state.session.compacted_to = min(state.session.compacted_to, turn)
+    state.session.summaries_to(turn, whole=checkpoint is not None and checkpoint.id == f"turn-{turn}")
     state.session.turns.cut_at(turn)  # turn n is item n - 1
     if state.session.turns.items and state.session.turns.items[-1].number == turn and checkpoint is not None:
         if checkpoint.id != f"turn-{turn}":  # back to the middle of the turn: it runs on from there
@@ -310,6 +310,7 @@ def trim(state: AgentState) -> None:
     checkpoints = state.effects.checkpoints
     keep_from = next((i for i, c in enumerate(checkpoints.items) if c.turn > turns.base), len(checkpoints.items))
     state.effects.drop_checkpoints_before(checkpoints.base + keep_from)
+    state.session.keep_summaries_after(turns.base)
 
 
 def close(state: AgentState) -> str:

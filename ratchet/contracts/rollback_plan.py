@@ -46,7 +46,8 @@ def resolve(state: AgentState, checkpoint_id: str) -> Target:
             return Target(checkpoint)
     known = ", ".join(c.id for c in state.effects.checkpoints.items) or "none yet"
     dropped = (
-        f"; the {state.effects.checkpoints.base} of turns up to {state.session.turns.base} are no longer held"
+        f"; the first {state.effects.checkpoints.base} checkpoints (turns up to {state.session.turns.base}) "
+        "are no longer held"
         if state.effects.checkpoints.base
         else ""
     )

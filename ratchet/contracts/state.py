@@ -208,8 +208,30 @@ class Session(Part):
     messages_rejected: int = 0
     """`send`s dropped by the reject policy (an `ask` is refused instead)."""
     compactions: int = 0
-    compacted_to: int = 0
-    """The last turn the latest compaction summarised (workflows/compaction.py)."""
+    summaries: list[int] = Field(default_factory=list)
+    """The turns at whose end a compaction summarised the turns before (workflows/compaction.py), in
+    order: a rollback drops those made after its target, a handover those before the turns it keeps
+    but the latest of them."""
+
+    @property
+    def compacted_to(self) -> int:
+        """The last turn the summaries the conversation holds reach (0: none)."""
+        return self.summaries[-1] if self.summaries else 0
+
+    def summarised(self, turn: int) -> None:
+        self.summaries.append(turn)
+        self.compactions += 1
+        self.changed()
+
+    def keep_summaries_after(self, turn: int) -> None:
+        """A handover keeps the turns after `turn`: the summaries made since, and the one before."""
+        self.summaries = [t for t in self.summaries if t <= turn][-1:] + [t for t in self.summaries if t > turn]
+        self.changed()
+
+    def summaries_to(self, turn: int, whole: bool) -> None:
+        """A rollback to turn `turn`'s end (`whole`) or into it: the summaries made after it go."""
+        self.summaries = [t for t in self.summaries if t < turn or (whole and t == turn)]
+        self.changed()
 
     @property
     def turn_number(self) -> int:

@@ -133,7 +133,7 @@ def compacted(state: AgentState) -> AgentState:
     conversation, last = state.conversation, state.session.turn_number
     conversation.messages.append(Message(role="user", content=f"[Summary of turns {last}]", summary=True))
     conversation.seen(f"transcript-compacted-{last}")
-    state.session.compacted_to, state.session.compactions = last, state.session.compactions + 1
+    state.session.summarised(last)
     update = {"messages_len": conversation.count, "unsent": conversation.unsent, "transcript": conversation.transcript}
     state.effects.replace_last_checkpoint(state.effects.checkpoints.items[-1].model_copy(update=update))
     return state
@@ -182,11 +182,6 @@ def test_a_checkpoint_a_handover_dropped_is_refused_and_the_refusal_says_it_is_n
     assert resolve(state, "turn-3").since == 3, "the oldest turn kept can still be gone back to"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rollback_plan.resolve's refusal reads 'the 4 of turns up to 2 are no longer held': the noun "
-    "(checkpoints) is missing, so the number reads as a count of turns",
-)
 def test_the_refusal_of_a_dropped_checkpoint_says_what_was_dropped():
     state = handover.trimmed(session(KEEP_TURNS + 2))
     with pytest.raises(ValueError) as refused:
@@ -346,12 +341,6 @@ async def test_a_rollback_to_after_a_compaction_keeps_its_summary_and_its_mark()
     assert state.session.compacted_to == 1 and numbers(state) == [1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sessions.cut_to keeps compacted_to = min(compacted_to, turn): back to before the only compaction "
-    "(made at turn 2's end) it says turn 1 is summarised though no summary is left; the next summary is "
-    "labelled 'turns 2-N' while it covers turns 1-N",
-)
 async def test_a_rollback_to_before_the_only_compaction_leaves_no_turn_summarised():
     state = compacted(session(2))
     await rollback.rewind(state, state.plan, resolve(state, "turn-1"))
