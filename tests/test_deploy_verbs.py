@@ -286,3 +286,41 @@ async def _status_where(deploys, predicate):
 
 def _version(status, build_id: str):
     return next(v for v in status.versions if v.build_id == build_id)
+
+
+async def test_a_guarded_ramp_is_shown_and_ended_by_hand_and_a_flag_from_the_cli(client, settings, names):
+    deployment, good, bad = names
+    v1, v2 = build(settings, deployment, good, promote="first"), build(settings, deployment, bad)
+    deploys = RatchetClient(client, v1).deploys
+    env = _env(deployment)
+    async with worker(client, v1), worker(client, v2):
+        await routed(client, deployment, good)
+        await registered(client, deployment, bad)
+        with pytest.raises(InvalidInput, match="guard: unknown guard term 'latency'"):
+            await deploys.ramp(bad, 10, guard="failure_rate<=0.05, latency<=3")
+        status, out = await ratchet(v1, "deploy", "ramp", bad, "10", "--guard", "failure_rate<=", extra_env=env)
+        assert status == 2 and "does not parse" in out, out
+        assert (await deploys.status()).guard is None  # nothing started
+
+        routed_ = await deploys.ramp(bad, 10, guard="failure_rate<=0.5", window_s=600, steps=[50, 100], interval_s=0.5)
+        assert routed_.guard is not None and routed_.ramping == bad
+        status_ = await until(lambda: _status_where(deploys, lambda s: s.ramping == bad), "the guard's first step")
+        assert status_.guard is not None and status_.guard.phase == "RAMPING" and status_.guard.request.steps == [10, 50, 100]
+        with pytest.raises(Refused, match="a guard ramps"):
+            await deploys.ramp(bad, 20)
+        status, out = await ratchet(v1, "deploy", "status", extra_env=env)
+        assert status == 0 and f"guard: RAMPING {bad} at 10% (step 1 of 3" in out, out
+
+        run = await start(client, v1, scripted("probe", [{"content": "a wrong answer"}]))
+        await run.result()
+        status, out = await ratchet(v1, "flag", run.workflow_id, "wrong answer", extra_env=env)
+        assert status == 0 and f"{run.workflow_id} flagged" in out, out
+        status, out = await ratchet(v1, "flag", "no-such-run-x", "wrong answer", extra_env=env)
+        assert status == 2 and "no-such-run-x: run not found" in out, out
+        status, out = await ratchet(v1, "flag", run.workflow_id, " ", extra_env=env)
+        assert status == 2 and "reason" in out, out
+
+        promoted = await deploys.promote(bad)  # by hand: the guard stops
+        assert promoted.guard_stopped and promoted.current == bad
+        guard = (await deploys.status()).guard
+        assert guard is not None and guard.phase == "STOPPED"

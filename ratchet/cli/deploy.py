@@ -10,10 +10,11 @@ The same routing with the plain Temporal CLI (docs/OPERATIONS.md, "Deploying a n
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ratchet.cli.verbs import connected
-from ratchet.client.deploys import DeployCheck, DeployRollback, DeployStatus, Routed
+from ratchet.client.deploys import DeployCheck, DeployRollback, DeployStatus, Routed, guard_lines
 
 
 async def deploy(args: argparse.Namespace) -> int:
@@ -45,20 +46,50 @@ def status_table(found: DeployStatus) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
     if found.guard is not None:
-        lines.append(f"guard: {guard_line(found.guard)}")
+        first, *rest = guard_lines(found.guard)
+        lines += [f"guard: {first}", *(f"  {line}" for line in rest)]
+    elif found.guard_problem:
+        lines.append(f"guard: {found.guard_problem}")
     return "\n".join(line.rstrip() for line in lines)
 
 
-def guard_line(guard: object) -> str:
-    """The guard's state in a line (its own summary when it has one)."""
-    summary = getattr(guard, "summary", None)
-    return summary() if callable(summary) else str(summary or guard)
-
-
 async def ramp(args: argparse.Namespace) -> int:
-    routed = await (await connected()).deploys.ramp(args.build, args.percentage)
+    guard: dict = {}
+    if args.guard is not None:
+        try:
+            guard = {"window_s": seconds(args.window), "steps": percentages(args.steps)}
+            guard["interval_s"] = seconds(args.interval)
+        except ValueError as exc:
+            print(f"ratchet deploy ramp: {exc}", file=sys.stderr)
+            return 2
+        if args.min_runs is not None:
+            guard["min_runs"] = args.min_runs
+    routed = await (await connected()).deploys.ramp(args.build, args.percentage, args.guard, **guard)
     print(routed_line(routed))
+    if routed.guard:
+        print(f"guard {routed.guard} watches it: `ratchet deploy status` shows its state")
     return 0
+
+
+def seconds(text: str) -> float:
+    """`30m`, `2h`, `90s`, `1800`: seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        value = float(number) * unit
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (30m, 2h, 90s, or seconds)") from None
+    if value <= 0:
+        raise ValueError(f"{text!r}: a duration must be positive")
+    return value
+
+
+def percentages(text: str) -> list[float]:
+    """`10,50,100`: the guard's steps."""
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--steps {text!r}: percentages separated by commas, e.g. 10,50,100") from None
 
 
 async def promote(args: argparse.Namespace) -> int:
@@ -70,7 +101,14 @@ async def promote(args: argparse.Namespace) -> int:
 def routed_line(routed: Routed) -> str:
     ramp = f"; {routed.ramping} ramping at {routed.ramp_percentage:g}% of new runs" if routed.ramping else ""
     before = f" (was {routed.previous})" if routed.previous and not routed.ramping else ""
-    return f"{routed.deployment}: {routed.current} current{before}{ramp}"
+    stopped = "; its guard stopped" if routed.guard_stopped else ""
+    return f"{routed.deployment}: {routed.current} current{before}{ramp}{stopped}"
+
+
+async def flag(args: argparse.Namespace) -> int:
+    flagged = await (await connected()).deploys.flag(args.workflow_id, args.reason)
+    print(f"{args.workflow_id} flagged ({flagged}): a ramp guard counts it as a bad outcome of its build")
+    return 0
 
 
 async def rollback(args: argparse.Namespace) -> int:
@@ -81,6 +119,7 @@ async def rollback(args: argparse.Namespace) -> int:
 
 def rollback_lines(done: DeployRollback) -> str:
     how = "its ramp ended" if done.ended_ramp else f"{done.current} current again"
+    how += "; its guard stopped" if done.guard_stopped else ""
     lines = [f"{done.deployment}: rolled back from {done.bad}: {how}"]
     for rerun in done.reruns:
         verdict = "rerun" if rerun.rerun else "NOT rerun"

@@ -220,7 +220,17 @@ def _deploy(cmd: argparse.ArgumentParser) -> None:
     _as_json(check)
     ramp = sub.add_parser("ramp", help="send a percentage of new runs (and of moving sessions) to BUILD")
     ramp.add_argument("build", help="a build of the deployment that a worker polls")
-    ramp.add_argument("percentage", type=float, help="0-100")
+    ramp.add_argument("percentage", type=float, help="0-100 (with --guard: its first step)")
+    ramp.add_argument(
+        "--guard",
+        metavar="CRITERIA",
+        help="start a guard: 'failure_rate<=0.05, verifier_pass>=0.9, budget_exhausted<=0.1, cost_per_run<=1.2x, "
+        "flagged<=0.05' (terms over the ramped build's finished runs; 1.2x: times the current build's)",
+    )
+    ramp.add_argument("--window", default="30m", help="with --guard: the runs judged, and each step's hold (30m)")
+    ramp.add_argument("--steps", default="10,50,100", help="with --guard: ramp steps above PERCENTAGE (10,50,100)")
+    ramp.add_argument("--interval", default="30s", help="with --guard: how often it judges (30s)")
+    ramp.add_argument("--min-runs", type=int, help="with --guard: finished runs before a criterion is judged (20)")
     promote = sub.add_parser("promote", help="make BUILD current")
     promote.add_argument("build", help="a build of the deployment that a worker polls")
     rollback = sub.add_parser("rollback", help="the previous build current again (during a ramp: the ramp ends)")
@@ -233,10 +243,15 @@ def _deploy(cmd: argparse.ArgumentParser) -> None:
         parser.epilog = "example: ratchet " + DEPLOY_EXAMPLES[parser.prog.split()[-1]]
 
 
+def _flag(cmd: argparse.ArgumentParser) -> None:
+    workflow_id(cmd)
+    cmd.add_argument("reason", help="what was wrong (recorded with the flag)")
+
+
 DEPLOY_EXAMPLES = {
     "status": "deploy status --json",
     "check": "deploy check 0.4.0-3f2a9c1d7e6b",
-    "ramp": "deploy ramp 0.4.0-3f2a9c1d7e6b 10",
+    "ramp": "deploy ramp 0.4.0-3f2a9c1d7e6b 10 --guard 'failure_rate<=0.05, cost_per_run<=1.2x' --window 30m",
     "promote": "deploy promote 0.4.0-3f2a9c1d7e6b",
     "rollback": "deploy rollback --rerun",
 }
@@ -468,6 +483,16 @@ VERBS: tuple[Verb, ...] = (
         "boundary. `status` shows each build's open runs and outcomes; `check BUILD` (run where BUILD's code "
         "is installed) replays the runs that would move to it; `ramp`, `promote` and `rollback` route new runs. "
         "The Temporal CLI equivalents: docs/OPERATIONS.md, 'Deploying a new version'.",
+    ),
+    Verb(
+        "flag",
+        "mark a run's outcome bad (a ramp guard counts it against the run's build)",
+        "ratchet flag ops-7 'wrong answer'",
+        "ratchet.cli.deploy:flag",
+        _flag,
+        "Record that a run (running or closed) ended badly, with the reason: a `RatchetFlag` marker naming the "
+        "run's build. A ramp guard (`ratchet deploy ramp --guard '... flagged<=0.05'`) counts flagged runs of "
+        "the ramped build; the same flag twice is one.",
     ),
     Verb(
         "chat",

@@ -16,18 +16,19 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError
 
-from ratchet.client.errors import InvalidInput, RatchetError, Refused, rpc_error
+from ratchet.client.errors import InvalidInput, RatchetError, Refused, RunNotFound, rpc_error
 from ratchet.client.listing import RunFilter, RunSummary, list_runs
 from ratchet.client.rollback import RollbackOutcome
 from ratchet.client.rpc import RunCalls
-from ratchet.contracts import AGENT_WORKFLOW, TO_START, AgentState, RunMessages
+from ratchet.contracts import AGENT_WORKFLOW, TO_START, AgentState, GuardRequest, GuardStatus, RunMessages
 from ratchet.contracts.base import TERMINAL_PHASES
+from ratchet.contracts.guard import parse_criteria
 from ratchet.contracts.search_attributes import RunAttributes
-from ratchet.deploys import deployments
+from ratchet.deploys import deployments, guarding
 from ratchet.deploys.deployments import Deployment, DeploymentError
 from ratchet.ops.settings import Settings
 
@@ -35,6 +36,8 @@ T = TypeVar("T")
 DEPLOYMENT_ATTRIBUTE = "TemporalWorkerDeployment"
 """Temporal's own search attribute: the worker deployment a versioned run belongs to (it scopes a
 build id, which two deployments may share)."""
+DEFAULT_STEPS = (10.0, 50.0, 100.0)
+"""A guarded ramp's steps after its first (`ramp --steps`)."""
 RERUN_LIMIT = 1000
 """At most this many open runs of a bad build are rolled back and rerun by one `rollback(rerun=True)`."""
 
@@ -71,8 +74,29 @@ class DeployStatus(BaseModel):
     previous: str | None = None
     """The build `rollback` makes current again."""
     versions: list[VersionStatus] = Field(default_factory=list)
-    guard: Any = None
-    """The ramp guard's state (a `GuardStatus`) if one ran for this deployment."""
+    guard: GuardStatus | None = None
+    """The ramp guard's state if one ran for this deployment (its last one)."""
+    guard_problem: str | None = None
+    """Why the guard's state could not be read (it was terminated, it has not started yet)."""
+
+
+def guard_lines(guard: GuardStatus) -> list[str]:
+    """The guard in a few lines, for a person: its phase and step, why it ended or its last
+    verdict, then its decisions (ramp, promote, rollback, stop), oldest first."""
+    request = guard.request
+    steps = ", ".join(f"{s:g}%" for s in request.steps)
+    head = (
+        f"{guard.phase} {request.build} at {guard.percentage:g}% (step {guard.step + 1} of {len(request.steps)}: "
+        f"{steps}; baseline {request.baseline}), {guard.evaluations} evaluations; criteria {request.criteria}"
+    )
+    lines = [head]
+    if guard.reason:
+        lines.append(f"reason: {guard.reason}")
+    elif guard.last is not None:
+        why = f": {guard.last.reason}" if guard.last.reason else ""
+        lines.append(f"last: {guard.last.verdict} at {guard.last.at}{why}")
+    lines += [f"{d.at} {d.action} at {d.percentage:g}%: {d.reason}" for d in guard.history]
+    return lines
 
 
 class Routed(BaseModel):
@@ -87,6 +111,8 @@ class Routed(BaseModel):
     """The build that was current before (promote, rollback) or ramping (rollback during a ramp)."""
     guard: str | None = None
     """The guard workflow's id, if `ramp` started one."""
+    guard_stopped: bool = False
+    """A running guard was stopped (`promote` and `rollback` by hand end it)."""
 
 
 class Rerun(BaseModel):
@@ -181,6 +207,7 @@ class Deploys:
         closed runs by phase; and the ramp guard's state if one ran."""
         found = await self._require()
         versions = await asyncio.gather(*(self._version(found, v) for v in found.versions))
+        guard, problem = await self._guard()
         return DeployStatus(
             deployment=found.name,
             current=found.current,
@@ -188,17 +215,40 @@ class Deploys:
             ramp_percentage=found.ramp_percentage,
             previous=found.previous,
             versions=list(versions),
-            guard=await self._guard_status(),
+            guard=guard,
+            guard_problem=problem,
         )
 
-    async def ramp(self, build: str, percentage: float) -> Routed:
-        """Send `percentage` of new runs (and of sessions reaching a turn boundary) to `build`; 0
-        keeps it ramping at none. Refused for an unknown build, the current one, or one no worker polls."""
+    async def ramp(
+        self,
+        build: str,
+        percentage: float,
+        guard: str | None = None,
+        window_s: float = 1800.0,
+        steps: Sequence[float] | None = None,
+        interval_s: float | None = None,
+        min_runs: int | None = None,
+    ) -> Routed:
+        """Send `percentage` of new runs (and of sessions reaching a turn boundary) to `build`.
+        Refused for an unknown build, the current one, or one no worker polls. With `guard`
+        (criteria: `failure_rate<=0.05, cost_per_run<=1.2x, ...`), a guard workflow takes the ramp
+        from `percentage` through the `steps` above it (default 10, 50, 100) while the criteria
+        hold over each `window_s`, promotes after the last, and rolls back the moment one breaks
+        (ratchet/deploys/guarding.py). Without one, refused while a guard ramps."""
         if not 0 <= percentage <= 100:
             raise InvalidInput("ramp", [f"percentage: {percentage:g} is outside 0-100"])
+        if guard is not None:
+            return await self._guarded(build, percentage, guard, window_s, steps, interval_s, min_runs)
         found = await self._require(build)
         if found.current == build:
             raise Refused("ramp", f"build {build!r} is current in {self.deployment!r} already: nothing to ramp")
+        running, _ = await self._guard()
+        if running is not None and not running.ended:
+            raise Refused(
+                "ramp",
+                f"a guard ramps {running.request.build!r} in {self.deployment!r}: `deploy promote` or "
+                "`deploy rollback` ends it first",
+            )
         await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
         await self._routing(deployments.set_ramping(self.temporal, self.deployment, build, percentage))
         return Routed(
@@ -209,14 +259,43 @@ class Deploys:
             previous=found.ramping if found.ramping != build else None,
         )
 
+    async def _guarded(
+        self,
+        build: str,
+        percentage: float,
+        criteria: str,
+        window_s: float,
+        steps: Sequence[float] | None,
+        interval_s: float | None,
+        min_runs: int | None,
+    ) -> Routed:
+        try:
+            parse_criteria(criteria)
+        except ValueError as exc:
+            raise InvalidInput("ramp", [f"guard: {exc}"]) from None
+        later = [s for s in (steps if steps is not None else DEFAULT_STEPS) if s > percentage]
+        fields: dict[str, Any] = {"window_s": window_s, "steps": [percentage, *later]}
+        fields.update({k: v for k, v in (("interval_s", interval_s), ("min_runs", min_runs)) if v is not None})
+        try:
+            request = GuardRequest(deployment=self.deployment, build=build, criteria=criteria, **fields)
+        except ValidationError as exc:
+            raise InvalidInput.of("ramp", exc) from None
+        found = await self._require(build)
+        await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
+        started = await self._routing(guarding.start_guard(self.temporal, self.settings.task_queue, request))
+        return Routed(
+            deployment=self.deployment, current=found.current, ramping=build, ramp_percentage=percentage, guard=started
+        )
+
     async def promote(self, build: str) -> Routed:
         """Make `build` current: new runs start on it, sessions move to it at their next turn
         boundary, runs pinned to the build before finish there. A ramp of it ends."""
         found = await self._require(build)
         if found.current != build:
             await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
+        stopped = await self._stop_guard()
         previous = await self._routing(deployments.set_current(self.temporal, self.deployment, build))
-        return Routed(deployment=self.deployment, current=build, previous=previous)
+        return Routed(deployment=self.deployment, current=build, previous=previous, guard_stopped=stopped)
 
     async def rollback(self, rerun: bool = False) -> DeployRollback:
         """The build that was current before becomes current again; during a ramp, the ramp ends
@@ -224,6 +303,8 @@ class Deploys:
         each open one is rolled back to its last checkpoint (or its start) and reruns from there on
         the restored build, each effect undone or redone once (`RunHandle.rollback(..., then="rerun")`)."""
         found = await self._require()
+        stopped = await self._stop_guard()
+        found = await self._require() if stopped else found  # the guard may have moved the routing meanwhile
         if found.ramping is not None:
             bad, restored, ended_ramp = found.ramping, found.current, True
             await self._routing(deployments.set_ramping(self.temporal, self.deployment, None, 0))
@@ -240,7 +321,13 @@ class Deploys:
             await self._routing(deployments.set_current(self.temporal, self.deployment, previous))
         reruns = await self._rerun_all(bad) if rerun else []
         return DeployRollback(
-            deployment=self.deployment, current=restored, previous=bad, bad=bad, ended_ramp=ended_ramp, reruns=reruns
+            deployment=self.deployment,
+            current=restored,
+            previous=bad,
+            bad=bad,
+            ended_ramp=ended_ramp,
+            reruns=reruns,
+            guard_stopped=stopped,
         )
 
     async def check(self, build: str, candidate: Candidate) -> DeployCheck:
@@ -369,8 +456,44 @@ class Deploys:
         except RPCError as exc:
             raise rpc_error(f"deployment {self.deployment!r}", exc, self.address) from None
 
-    async def _guard_status(self) -> Any:
-        return None
+    async def flag(self, workflow_id: str, reason: str, by: str | None = None) -> str:
+        """Mark run `workflow_id`'s outcome bad (running or closed), for the ramp guard, which counts
+        flagged runs of the ramped build (`flagged<=0.05`); the same flag twice is one. Returns the
+        flag's workflow id. `by`: who flags (default: this client's identity)."""
+        if not reason.strip():
+            raise InvalidInput("flag", ["reason: say what was wrong with the run"])
+        try:
+            return await guarding.flag(
+                self.temporal, self.settings.task_queue, workflow_id, reason, by or self.temporal.identity
+            )
+        except DeploymentError as exc:
+            if str(exc).startswith("no run "):
+                raise RunNotFound(workflow_id) from None
+            raise Refused("flag", str(exc)) from None
+        except RPCError as exc:
+            raise rpc_error(f"cannot flag {workflow_id}", exc, self.address) from None
+
+    async def _guard(self) -> tuple[GuardStatus | None, str | None]:
+        """The guard's state, or why it cannot be read."""
+        try:
+            return await guarding.guard_status(self.temporal, self.deployment), None
+        except DeploymentError as exc:
+            return None, str(exc)
+        except RPCError as exc:
+            raise rpc_error("cannot read the guard", exc, self.address) from None
+
+    async def _stop_guard(self) -> bool:
+        """End a running guard (a person routes by hand now); whether one ran."""
+        running, _ = await self._guard()
+        if running is None or running.ended:
+            return False
+        try:
+            await guarding.stop_guard(self.temporal, self.deployment)
+        except DeploymentError:  # it ended meanwhile
+            return False
+        except RPCError as exc:
+            raise rpc_error("cannot stop the guard", exc, self.address) from None
+        return True
 
     def _calls(self, workflow_id: str) -> RunCalls:
         handle = self.temporal.get_workflow_handle(workflow_id)

@@ -5,7 +5,7 @@ percentage, the runs open on each, drained or not, their outcomes) and the ramp 
 
 from __future__ import annotations
 
-from ratchet.client.deploys import DeployStatus, VersionStatus
+from ratchet.client.deploys import DeployStatus, VersionStatus, guard_lines
 from ratchet.console.html import esc, page, table
 
 
@@ -44,9 +44,9 @@ def _row(v: VersionStatus) -> list[str]:
 
 def _guard(status: DeployStatus) -> str:
     guard = status.guard
+    if guard is None and status.guard_problem:
+        return f"<p>{esc(status.guard_problem)}</p>"
     if guard is None:
         ramp = "<code>ratchet deploy ramp BUILD 10 --guard ...</code>"
         return f"<p class=empty>No guard has run for this deployment ({ramp} starts one).</p>"
-    summary = getattr(guard, "summary", None)
-    text = summary() if callable(summary) else str(guard)
-    return f"<pre>{esc(text)}</pre>"
+    return f"<pre class=guard>{esc(chr(10).join(guard_lines(guard)))}</pre>"
