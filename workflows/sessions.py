@@ -144,6 +144,14 @@ def answer_of(state: AgentState, message_id: str) -> TurnAnswer:
     if where is None:  # a rollback removed its turn, or the session ended before it was answered
         why = f"the session ended {state.phase}" if state.phase.terminal else "a rollback removed its turn"
         return TurnAnswer(message_id=message_id, turn=None, status=None, error=state.last_error or why)
+    if state.phase.terminal:  # still queued: the session ended before its turn
+        why = f"the session ended {state.phase} before this message's turn"
+        return TurnAnswer(
+            message_id=message_id,
+            turn=None,
+            status=None,
+            error=f"{why}: {state.last_error}" if state.last_error else why,
+        )
     return TurnAnswer(message_id=message_id, turn=None, status=None)
 
 
@@ -228,13 +236,13 @@ async def turn_answered(state: AgentState, plan: RunPlan, answer: str) -> None:
 
 def close_turn(state: AgentState, status: TurnStatus, answer: str | None = None, error: str | None = None) -> None:
     """The turn in flight ends: its answer, what it spent, and its checkpoint (`turn-N`). Messages
-    that joined it too late for the model to see them wait for the next turn."""
+    that joined it too late for the model to see them wait for the next turn, and none of the
+    waiting ones interrupts the turns to come."""
     turn = state.session.turns.items[-1]
     turn.status, turn.answer, turn.error = status, answer, error
     turn.ended_at = workflow.now().isoformat()
     turn.used = spent(state, turn)
-    state.session.queued[:0] = [m.model_copy(update={"interrupt": False}) for m in state.session.inbox]
-    state.session.inbox.clear()
+    release_waiting(state)
     state.effects.add_checkpoint(
         Checkpoint(
             id=f"turn-{turn.number}",
@@ -248,6 +256,14 @@ def close_turn(state: AgentState, status: TurnStatus, answer: str | None = None,
             summary=f"end of turn {turn.number} ({status})",
         )
     )
+
+
+def release_waiting(state: AgentState) -> None:
+    """At a turn's end: the messages that joined it too late wait for the next turn, and a message
+    interrupts only the turn it came during (those queued behind it wait for their own turns)."""
+    waiting = state.session.inbox + state.session.queued
+    state.session.queued = [m.model_copy(update={"interrupt": False}) for m in waiting]
+    state.session.inbox.clear()
 
 
 def spent(state: AgentState, turn: Turn) -> TurnUsed:
