@@ -37,6 +37,10 @@ V2_PLUGIN = "tests.plugins.deploys_v2"
 shows it) even while the working tree's code equals v1's."""
 V2_PROMPT = " Answer as release two."
 """What tests/plugins/deploys_v2.py appends to the system prompt of the profiles it changes."""
+V2_BROKEN_PLUGIN = "tests.plugins.deploys_broken"
+"""Loaded by a broken v2's workers too: `probe_echo` fails its run there (never import it in a test
+process: it replaces the tool in the process's registry)."""
+V2_BROKEN = "release two broke probe_echo"
 
 
 @dataclass(frozen=True)

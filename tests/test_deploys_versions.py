@@ -7,27 +7,31 @@ default digest of the code it imports; `Checkout.identify` proves which code tha
 
 A one-shot run started on v1 finishes on v1 after v2 becomes current; a session started on v1
 answers its next turn on v2 with its conversation, checkpoints and memory; both workers SIGKILLed
-and started again during the switch change none of it."""
+and started again during the switch change none of it. A broken v2 (tests/plugins/deploys_broken.py
+fails a tool) at a 50% ramp fails its runs that use the tool; `deploy rollback --rerun` ends the ramp
+and reruns v2's open runs on v1, DONE there with every effect once, through SIGKILLs of both."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from devtools.chaos.stack import rows
-from devtools.versions import V1, V2_PLUGIN, V2_PROMPT, WORKING_TREE, Checkout, checkout
+from devtools.versions import V1, V2_BROKEN, V2_BROKEN_PLUGIN, V2_PLUGIN, V2_PROMPT, WORKING_TREE, Checkout, checkout
 from devtools.workers import WorkerProcess
 from ratchet.activities.tracker_tools import TrackerSettings
+from ratchet.client import RunFailed
 from ratchet.contracts import Phase, TurnStatus
 from ratchet.deploys import deployments
 from ratchet.ops.settings import Settings
 from ratchet.stores.memory import MemoryStore
 from tests.ops_workers import PLUGINS, worker_env
 from tests.plugins.probe import PROBE_LOG
-from tests.runs import call, scripted, start, until, wait_for
+from tests.runs import call, runs, scripted, start, until, wait_for
 
 SESSION = [
     {"tool_calls": [call("remember", key="colour", value="blue"), call("probe_append", label="turn one")]},
@@ -145,3 +149,98 @@ async def test_v1_runs_finish_on_v1_and_sessions_move_to_v2_through_sigkills(cli
 
 async def _moved(session, first_run: str) -> bool:
     return (await session.describe()).run_id != first_run
+
+
+async def test_a_broken_v2_ramped_to_half_is_rolled_back_and_its_runs_rerun_on_v1(client, settings, v1, tmp_path):
+    """v2 breaks `probe_echo`: at a 50% ramp its runs that use it fail, v1's do not. `deploy rollback
+    --rerun` ends the ramp and rolls each open run of v2 back to its start (its effect undone on v2)
+    and reruns it on v1: DONE there, every effect once; v2's worker SIGKILLed during the rollback and
+    v1's during the reruns."""
+    deployment = f"dep-{uuid.uuid4().hex[:10]}"
+    env1, env2 = environments(settings, deployment)
+    env2["RATCHET_PLUGINS"] += f",{V2_BROKEN_PLUGIN}"
+    on = settings.model_copy(update={"deployment": deployment})
+    deploys = runs(client, on).deploys
+
+    def worker(version: Checkout, env: dict[str, str], name: str) -> WorkerProcess:
+        return version.worker(env, log=tmp_path / f"{name}.log", name=name)
+
+    workers = [await worker(v1, env1, "v1-1").start(), await worker(WORKING_TREE, env2, "v2-1").start()]
+    try:
+        b1 = await until(lambda: _current(client, deployment), "v1 current (its first build)")
+        b2 = await until(lambda: _serving_other(client, deployment, b1, settings.task_queue), "v2 polling")
+        await deploys.ramp(b2, 50)
+
+        quick: dict[str, list[str]] = {b1: [], b2: []}  # runs that echo: FAILED on v2, DONE on v1
+        while not (quick[b1] and quick[b2]):
+            run = await start(client, settings, scripted("probe", [{"tool_calls": [call("probe_echo", text="hi")]}]))
+            try:
+                result = await run.result()
+                quick[result.builds[0]].append(str(result.phase))
+            except RunFailed as failed:
+                quick[(await run.closed_state()).release.builds[0]].append(str(failed))
+            assert len(quick[b1]) + len(quick[b2]) < 30, "the 50% ramp sent no run to one build"
+        assert set(quick[b1]) == {str(Phase.DONE)} and all(V2_BROKEN in why for why in quick[b2]), quick
+
+        waiting = {b1: [], b2: []}  # runs with an effect, waiting for a person's approval
+        while len(waiting[b2]) < 2 or not waiting[b1]:
+            wid = f"rr-{uuid.uuid4().hex[:8]}"
+            script = [
+                {"tool_calls": [call("probe_append", label="one")]},
+                {"tool_calls": [call("create_ticket", title=f"prod: {wid}")]},
+                {"content": f"done {wid}"},
+            ]
+            run = await start(client, settings, scripted("approver", script, workspace=wid), wid)
+            state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
+            waiting[state.release.builds[0]].append(run)
+            assert len(waiting[b1]) + len(waiting[b2]) < 30, "the 50% ramp sent no run to one build"
+        await until(lambda: _open_on(deploys, b2, len(waiting[b2])), "v2's open runs listed")
+
+        rolling = asyncio.create_task(deploys.rollback(rerun=True))
+        workers[1].kill()  # v2 dies as its runs are rolled back: their undos wait for its next worker
+        workers.append(await worker(WORKING_TREE, env2, "v2-2").start())
+        rolled = await asyncio.wait_for(rolling, 120)
+        assert (rolled.bad, rolled.current, rolled.ended_ramp) == (b2, b1, True)
+        assert sorted(r.workflow_id for r in rolled.reruns) == sorted(r.workflow_id for r in waiting[b2])
+        assert all(r.rerun and r.undone == 1 for r in rolled.reruns), rolled.reruns
+        for run in waiting[b2]:
+            await wait_for(run, lambda s: s.release.builds == [b2, b1] and s.phase == Phase.AWAITING_APPROVAL)
+        workers[0].kill()  # and v1 dies with the reruns waiting on it
+        workers.append(await worker(v1, env1, "v1-2").start())
+
+        for build, expected in ((b1, [b1]), (b2, [b2, b1])):
+            for run in waiting[build]:
+                [pending] = (await run.state()).calls.pending_approvals
+                await run.approve(pending.call_id)
+                result = await run.result()
+                assert result.phase == Phase.DONE and result.builds == expected, (run.workflow_id, result)
+                log = (settings.workspace_root / run.workflow_id / PROBE_LOG).read_text().splitlines()
+                done = [line.split()[1] for line in log if line.startswith("done")]
+                undone = [line.split()[1] for line in log if line.startswith("undone")]
+                assert len(done) == len(set(done)) and len(done) - len(undone) == 1, log  # each effect once
+                assert len(undone) == (1 if build == b2 else 0), log
+        tickets = Counter(title for _, title, _ in rows(TrackerSettings(), "tickets"))
+        assert set(tickets.values()) == {1} and len(tickets) == len(waiting[b1]) + len(waiting[b2]), tickets
+    finally:
+        for process in workers:
+            await process.terminate()
+
+
+async def _current(client, deployment: str) -> str | None:
+    await asyncio.sleep(0.2)  # the server limits requests per deployment
+    found = await deployments.describe(client, deployment)
+    return found.current if found is not None else None
+
+
+async def _serving_other(client, deployment: str, build: str, task_queue: str) -> str | None:
+    await asyncio.sleep(0.2)
+    found = await deployments.describe(client, deployment)
+    other = next((b for b in found.build_ids if b != build), None) if found is not None else None
+    if other is not None and task_queue in await deployments.task_queues(client, deployment, other):
+        return other
+    return None
+
+
+async def _open_on(deploys, build: str, expected: int) -> bool:
+    status = await deploys.status()
+    return any(v.build_id == build and v.open_runs == expected for v in status.versions)
