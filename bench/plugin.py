@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from ratchet.contracts import Budget, FailurePolicy, Verifier
 from ratchet.core.profiles import CODER, AgentProfile, register_profile
-from ratchet.core.tools import ToolContext, tool, undo_for
+from ratchet.core.tools import FatalToolError, ToolContext, tool, undo_for
 from ratchet.mcp.config import McpToolset
 
 BIG_BUDGET = Budget(max_steps=100_000, max_tokens=10**10)  # the most a run may have (BudgetOverride)
@@ -68,3 +68,20 @@ register_profile(CODER.model_copy(update={"name": "bench_coder_write", "budget":
 _profile("bench_mcp", tools=["bench_echo"], mcp=[McpToolset(server="lean"), McpToolset(server="sdk")])
 """`bench_echo` beside its MCP twins `lean__echo` and `sdk__echo` (bench/mcp_calls.py; the worker's
 RATCHET_MCP_SERVERS names the servers)."""
+
+
+class ReleaseArgs(BaseModel):
+    broken_on: list[str] = []
+
+
+@tool(effect="read_only", timeout_s=5)
+async def bench_release(ctx: ToolContext, args: ReleaseArgs) -> str:
+    """A bad release, for the deploy guard's section (bench/guard.py): fails the run (non-retryable)
+    on a worker whose build is in `broken_on`, passes on any other."""
+    build = ctx.settings.build_id if ctx.settings is not None else None
+    if build in args.broken_on:
+        raise FatalToolError(f"release check failed on build {build}")
+    return f"release check passed on build {build}"
+
+
+_profile("bench_release", tools=["bench_release"])

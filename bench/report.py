@@ -8,6 +8,7 @@ from typing import Any
 from bench import quiet
 from bench.console import console_figures, console_rows
 from bench.findings import findings
+from bench.guard import guard_figures, guard_rows
 from bench.harness import VARIANTS
 from bench.history import PHASES
 from bench.mcp_calls import mcp_figures, mcp_rows
@@ -52,6 +53,7 @@ TARGETS = {
     "idle_sessions_rss_mib": ("<=", 400, "worker RSS with the idle sessions waiting for a message"),
     "idle_turn_p99_ratio": ("<=", 2.0, "a turn's p99 on an idle session over a fresh session's"),
     "session_history_bytes_ratio": ("<=", 1.1, "history bytes of the run ending at the last turn over the one ending at turn 20"),
+    "guard_rollback_over_interval_s": ("<=", 10, "a broken build's ramp: its first failed run's close -> the guard's rollback, less the evaluation interval (worst)"),
     "console_runs_ttfb_p99_ms": ("<=", 300, "the console's runs page, 1,000 runs in visibility: request -> first byte, p99"),
     "console_runs_last_p99_ms": ("<=", 1000, "same: request -> the end of its last request (static files), p99"),
     "console_run_ttfb_p99_ms": ("<=", 300, "the page of a 200-step run (a checkpoint a step): request -> first byte, p99"),
@@ -83,6 +85,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(session_figures(results["sessions"]))
     if results.get("console"):
         figures.update(console_figures(results["console"]))
+    if results.get("guard"):
+        figures.update(guard_figures(results["guard"]))
     if results.get("providers"):
         figures.update({k: v for k, v in results["providers"].items() if k.endswith(("_ratio", "_ms", "_per_step_cached", "_per_step_uncached"))})
     pair = results.get("throughput") or []
@@ -232,6 +236,10 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
     if results.get("sessions"):
         out += ["## Sessions", "", "A session's turn against a raw-SDK update, idle sessions on one worker, a long "
                 "session's history per run (bench/sessions.py).", "", *_table(*session_rows(results["sessions"])), ""]
+    if results.get("guard"):
+        out += ["## Deploy guard", "", "A broken build ramped to 50% under a guard (`failure_rate<=0.2`, min_runs 3): from "
+                "its first failed run's close to the guard's rollback, server times (bench/guard.py).", "",
+                *_table(*guard_rows(results["guard"])), ""]
     if results.get("console"):
         out += ["## Console", "", "`ratchet console`'s pages loaded as a browser loads them (the page, then its static "
                 "files and live stream in parallel) by a plain HTTP client (bench/console.py).", "",
