@@ -128,17 +128,26 @@ async def test_status_ramp_promote_and_rollback(client, settings, names):
         assert _version(status, good).open_runs == 0
 
 
-async def test_bad_input_is_refused_and_changes_nothing(client, settings, names):
-    deployment, good, _ = names
-    v1 = build(settings, deployment, good, promote="first")
+async def test_bad_input_is_refused_and_changes_nothing(client, settings, names, monkeypatch):
+    deployment, good, gone = names
+    v1, v2 = build(settings, deployment, good, promote="first"), build(settings, deployment, gone)
     deploys = RatchetClient(client, v1).deploys
     async with worker(client, v1):
         await routed(client, deployment, good)
+        async with worker(client, v2):
+            await registered(client, deployment, gone)
+        # a build whose workers stopped: no poll of it within POLLED_WITHIN (2 minutes; 2 s here)
+        monkeypatch.setattr(deployments, "POLLED_WITHIN", timedelta(seconds=2))
+        await until(lambda: _not(deployments.polled(client, deployment, gone)), f"{gone}'s polls aged")
+        with pytest.raises(Refused, match=f"no worker of build '{gone}' polls deployment '{deployment}' now"):
+            await deploys.ramp(gone, 10)
+        with pytest.raises(Refused, match=f"no worker of build '{gone}' polls"):
+            await deploys.promote(gone)
         with pytest.raises(InvalidInput, match="percentage: 140 is outside 0-100"):
             await deploys.ramp(good, 140)
         with pytest.raises(InvalidInput, match="percentage: -1 is outside 0-100"):
             await deploys.ramp("v9", -1)
-        with pytest.raises(InvalidInput, match=f"build: 'v9' is unknown to '{deployment}' \\(builds: {good}\\)"):
+        with pytest.raises(InvalidInput, match=f"build: 'v9' is unknown to '{deployment}' \\(builds: {good}, {gone}\\)"):
             await deploys.ramp("v9", 10)
         with pytest.raises(InvalidInput, match="build: 'v9' is unknown"):
             await deploys.promote("v9")
@@ -282,6 +291,11 @@ async def _status_where(deploys, predicate):
     await asyncio.sleep(0.2)
     status = await deploys.status()
     return status if predicate(status) else None
+
+
+async def _not(check) -> bool:
+    await asyncio.sleep(0.2)
+    return not await check
 
 
 def _version(status, build_id: str):

@@ -38,6 +38,8 @@ DEPLOYMENT_ATTRIBUTE = "TemporalWorkerDeployment"
 build id, which two deployments may share)."""
 DEFAULT_STEPS = (10.0, 50.0, 100.0)
 """A guarded ramp's steps after its first (`ramp --steps`)."""
+RERUNS_AT_ONCE = 8
+"""Runs rolled back at the same time (each waits for its undos on the bad build's workers)."""
 RERUN_LIMIT = 1000
 """At most this many open runs of a bad build are rolled back and rerun by one `rollback(rerun=True)`."""
 
@@ -380,7 +382,13 @@ class Deploys:
     async def _rerun_all(self, bad: str) -> list[Rerun]:
         query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.BUILD}="{_quoted(bad)}"'
         open_runs = await list_runs(self.temporal, RunFilter(running=True, query=query), RERUN_LIMIT)
-        return [await self._rerun(self.get(run.workflow_id)) for run in open_runs]
+        limit = asyncio.Semaphore(RERUNS_AT_ONCE)
+
+        async def rerun(workflow_id: str) -> Rerun:
+            async with limit:
+                return await self._rerun(self.get(workflow_id))
+
+        return list(await asyncio.gather(*(rerun(run.workflow_id) for run in open_runs)))
 
     async def _rerun(self, run: RunLike) -> Rerun:
         """Roll `run` back to its last checkpoint (its start without one) and rerun it from there on
