@@ -62,13 +62,18 @@ async def routed(client, deployment: str, current: str, ramping: str | None = No
     return await until(check, f"{deployment}: {current} current, {ramping} ramping")
 
 
-async def registered(client, deployment: str, build_id: str) -> None:
+async def registered(client, deployment: str, build_id: str, task_queue: str) -> None:
+    """Until `build_id` serves `task_queue` (a build is known before each of its queues is: routing
+    to it is refused until it serves the current build's)."""
+
     async def check():
         await asyncio.sleep(0.2)
         found = await deployments.describe(client, deployment)
-        return found is not None and found.version(build_id) is not None
+        return found is not None and found.version(build_id) is not None and (
+            task_queue in await deployments.task_queues(client, deployment, build_id)
+        )
 
-    await until(check, f"{build_id} registered in {deployment}")
+    await until(check, f"{build_id} serves {task_queue} in {deployment}")
 
 
 TICKET = [{"tool_calls": [call("create_ticket", title="prod: deploy day")]}, {"content": "ticket filed"}]
@@ -80,7 +85,7 @@ async def test_status_ramp_promote_and_rollback(client, settings, names):
     deploys = RatchetClient(client, v1).deploys
     async with worker(client, v1), worker(client, v2):
         await routed(client, deployment, good)
-        await registered(client, deployment, bad)
+        await registered(client, deployment, bad, settings.task_queue)
         pinned = await start(client, v1, scripted("approver", TICKET))
         await wait_for(pinned, lambda s: s.phase == Phase.AWAITING_APPROVAL)
 
@@ -135,7 +140,7 @@ async def test_bad_input_is_refused_and_changes_nothing(client, settings, names,
     async with worker(client, v1):
         await routed(client, deployment, good)
         async with worker(client, v2):
-            await registered(client, deployment, gone)
+            await registered(client, deployment, gone, settings.task_queue)
         # a build whose workers stopped: no poll of it within POLLED_WITHIN (2 minutes; 2 s here)
         monkeypatch.setattr(deployments, "POLLED_WITHIN", timedelta(seconds=2))
         await until(lambda: _not(deployments.polled(client, deployment, gone)), f"{gone}'s polls aged")
@@ -178,7 +183,7 @@ async def test_rollback_rerun_moves_an_open_run_to_the_good_build(client, settin
     ]
     async with worker(client, v1), worker(client, v2):
         await routed(client, deployment, good)
-        await registered(client, deployment, bad)
+        await registered(client, deployment, bad, settings.task_queue)
         await deploys.promote(bad)
         run = await start(client, v2, scripted("approver", script, workspace=workspace))
         state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
@@ -309,7 +314,7 @@ async def test_a_guarded_ramp_is_shown_and_ended_by_hand_and_a_flag_from_the_cli
     env = _env(deployment)
     async with worker(client, v1), worker(client, v2):
         await routed(client, deployment, good)
-        await registered(client, deployment, bad)
+        await registered(client, deployment, bad, settings.task_queue)
         with pytest.raises(InvalidInput, match="guard: unknown guard term 'latency'"):
             await deploys.ramp(bad, 10, guard="failure_rate<=0.05, latency<=3")
         status, out = await ratchet(v1, "deploy", "ramp", bad, "10", "--guard", "failure_rate<=", extra_env=env)

@@ -1,5 +1,6 @@
 """`ratchet deploy status | check | ramp | promote | rollback`: a new build to running agents, over
-`RatchetClient.deploys` (ratchet/client/deploys.py), for the deployment RATCHET_DEPLOYMENT names.
+`RatchetClient.deploys` (ratchet/client/deploys.py), for the deployment RATCHET_DEPLOYMENT names;
+and `ratchet flag ID REASON`, a run's bad outcome for the ramp guard.
 
 The same routing with the plain Temporal CLI (docs/OPERATIONS.md, "Deploying a new version"):
     temporal worker deployment describe --name D
