@@ -1,7 +1,8 @@
 """A ramp that watches itself (issue #39, item 4): two builds of one Worker Deployment on the dev
 server, the guard (`DeployGuardWorkflow`) started through ratchet/deploys/guarding.py as the CLI
 does. A broken build is rolled back on its first failures, a healthy one promoted step by step, a
-person's flag counts as a bad outcome, and bad requests change nothing. The builds are this code
+person's flag counts as a bad outcome, bad requests change nothing, and the guard goes on after its
+worker restarts. The builds are this code
 under two build ids; `probe_release` (tests/plugins/probe.py) fails on the builds a run names, as a
 bad release would."""
 
@@ -212,3 +213,28 @@ async def test_bad_guard_requests_are_refused_and_change_nothing(client, setting
         assert found is not None and (found.current, found.ramping, found.ramp_percentage) == ("v1", "v2", 10.0)
         with pytest.raises(DeploymentError, match="no guard runs for deployment"):
             await stop_guard(client, deployment)
+
+
+async def test_the_guard_goes_on_after_its_worker_restarts(client, settings, deployment):
+    """The guard is a workflow: its timer and its ramp outlive the worker of its (baseline) build,
+    and a new worker of that build takes it up where it was."""
+    v1, v2 = build(settings, deployment, "v1", promote="first"), build(settings, deployment, "v2")
+    async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
+        async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
+            await until(lambda: routing(client, deployment, current="v1"), "v1 current")
+            await until(lambda: polls(client, deployment, "v2", v2.task_queue), "v2 polls the task queue")
+            request = GuardRequest(
+                deployment=deployment, build="v2", criteria="failure_rate<=0.2", steps=[100], min_runs=3, **FAST
+            )
+            await start_guard(client, v1.task_queue, request)
+            await until(lambda: routing(client, deployment, ramping="v2"), "v2 ramping")
+        # v1's worker is gone: the guard waits; v2 takes every new run meanwhile
+        broken = await start(client, v2, release(broken_on=["v2"]))
+        with pytest.raises(RunFailed):
+            await broken.result()
+        async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
+            status = await ended(client, deployment)
+            assert status.phase == GuardPhase.ROLLED_BACK and status.last is not None
+            assert status.last.ramped.failed == 1
+            after = await deployments.describe(client, deployment)
+            assert after is not None and (after.current, after.ramping) == ("v1", None)
