@@ -19,7 +19,7 @@ import pytest
 
 from ratchet.client import RunFailed, RunHandle
 from ratchet.contracts import GuardPhase, GuardRequest, GuardStatus, Phase
-from ratchet.deploys import deployments
+from ratchet.deploys import deployments, guarding
 from ratchet.deploys.deployments import DeploymentError
 from ratchet.deploys.guarding import flag, guard_status, start_guard, stop_guard
 from ratchet.worker.main import build_worker
@@ -215,7 +215,7 @@ async def test_bad_guard_requests_are_refused_and_change_nothing(client, setting
             await stop_guard(client, deployment)
 
 
-async def test_the_guard_goes_on_after_its_worker_restarts(client, settings, deployment):
+async def test_the_guard_goes_on_after_its_worker_restarts(client, settings, deployment, monkeypatch):
     """The guard is a workflow: its timer and its ramp outlive the worker of its (baseline) build,
     and a new worker of that build takes it up where it was."""
     v1, v2 = build(settings, deployment, "v1", promote="first"), build(settings, deployment, "v2")
@@ -232,6 +232,9 @@ async def test_the_guard_goes_on_after_its_worker_restarts(client, settings, dep
         broken = await start(client, v2, release(broken_on=["v2"]))
         with pytest.raises(RunFailed):
             await broken.result()
+        monkeypatch.setattr(guarding, "QUERY_TIMEOUT_S", 1.0)
+        with pytest.raises(DeploymentError, match="did not answer in 1s: is a worker of its build"):
+            await guard_status(client, deployment)
         async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
             status = await ended(client, deployment)
             assert status.phase == GuardPhase.ROLLED_BACK and status.last is not None

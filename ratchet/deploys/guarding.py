@@ -10,6 +10,7 @@ contracts as its input (workflows/deploy_guard.py, workflows/flags.py run them).
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio.client import (
     Client,
@@ -48,6 +49,8 @@ from .deployments import DeploymentError
 
 BUILD = SearchAttributeKey.for_keyword(RunAttributes.BUILD.name)
 AGENT = SearchAttributeKey.for_keyword(RunAttributes.AGENT.name)
+QUERY_TIMEOUT_S = 10.0
+"""How long a running guard's status is waited for (a worker of its build answers the query)."""
 STOP_WAIT_S = 30.0
 """How long `stop_guard` waits for the guard to record its stop (a worker of its build runs it)."""
 
@@ -101,13 +104,24 @@ async def start_guard(client: Client, task_queue: str, request: GuardRequest) ->
 
 async def guard_status(client: Client, deployment: str) -> GuardStatus | None:
     """The guard's status: asked while it runs, its result once it has ended; None if no guard ever
-    ran for `deployment`. A guard that was terminated or failed outright is a `DeploymentError`."""
+    ran for `deployment`. A guard that was terminated or failed outright, or whose build has no
+    worker to answer, is a `DeploymentError` saying so."""
     handle = client.get_workflow_handle(guard_id(deployment), result_type=GuardStatus)
     status = await _status_of(handle)
     if status is None:
         return None
     if status == WorkflowExecutionStatus.RUNNING:
-        found = await handle.query(GUARD_STATUS_QUERY, result_type=GuardStatus)
+        try:
+            found = await handle.query(
+                GUARD_STATUS_QUERY, result_type=GuardStatus, rpc_timeout=timedelta(seconds=QUERY_TIMEOUT_S)
+            )
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):  # the SDK's timeout
+                raise
+            raise DeploymentError(
+                f"the guard of {deployment!r} did not answer in {QUERY_TIMEOUT_S:g}s: is a worker of its build "
+                "(the baseline) running?"
+            ) from None
         if found is None:
             raise DeploymentError(f"the guard of {deployment!r} has not started yet")
         return found
