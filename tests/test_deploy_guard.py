@@ -13,12 +13,22 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from temporalio.common import PinnedVersioningOverride, WorkerDeploymentVersion
 
 from ratchet.client import RunFailed, RunHandle
-from ratchet.contracts import GuardPhase, GuardRequest, GuardStatus, Phase
+from ratchet.contracts import (
+    GUARD_WORKFLOW,
+    GuardDecision,
+    GuardInput,
+    GuardPhase,
+    GuardRequest,
+    GuardStatus,
+    Phase,
+    guard_id,
+)
 from ratchet.deploys import deployments, guarding
 from ratchet.deploys.deployments import DeploymentError
 from ratchet.deploys.guarding import flag, guard_status, start_guard, stop_guard
@@ -241,3 +251,42 @@ async def test_the_guard_goes_on_after_its_worker_restarts(client, settings, dep
             assert status.last.ramped.failed == 1
             after = await deployments.describe(client, deployment)
             assert after is not None and (after.current, after.ramping) == ("v1", None)
+
+
+async def test_a_guard_continued_as_new_goes_on_from_its_carried_status(client, settings, deployment):
+    """What a continue-as-new hands over (`GuardInput.carried`): the next run does not ramp again, it
+    goes on from the step it was at, its decisions so far kept. (A long guard continues as new when
+    Temporal suggests it; its pinned version is inherited.)"""
+    async with two_builds(client, settings, deployment) as (v1, _):
+        request = GuardRequest(
+            deployment=deployment,
+            build="v2",
+            baseline="v1",
+            criteria="failure_rate<=0.1",
+            steps=[50, 100],
+            min_runs=2,
+            interval_s=0.5,
+            window_s=2.0,
+        )
+        await deployments.set_ramping(client, deployment, "v2", 50)
+        at = datetime.now(UTC).isoformat()
+        ramped = GuardDecision(at=at, action="ramp", percentage=50.0, reason="ramp v2 to 50% of new runs")
+        carried = GuardStatus(
+            request=request, percentage=50.0, started_at=at, step_started_at=at, evaluations=7, history=[ramped]
+        )
+        await client.start_workflow(
+            GUARD_WORKFLOW,
+            GuardInput(request=request, carried=carried),
+            id=guard_id(deployment),
+            task_queue=v1.task_queue,
+            versioning_override=PinnedVersioningOverride(WorkerDeploymentVersion(deployment, "v1")),
+        )
+        async with traffic(client, v1, release(broken_on=[])):
+            status = await ended(client, deployment)
+        assert status.phase == GuardPhase.PROMOTED and status.evaluations > 7
+        assert [(d.action, d.percentage) for d in status.history] == [
+            ("ramp", 50.0),
+            ("ramp", 100.0),
+            ("promote", 100.0),
+        ]
+        assert status.history[0] == ramped

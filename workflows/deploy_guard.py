@@ -13,7 +13,7 @@ A workflow, so its timers and decisions survive worker restarts; its id is `guar
 so one guard watches a deployment at a time. It is started pinned to the baseline build
 (ratchet/deploys/guarding.py): the build that is known good runs the guard, and it never moves onto
 the build it judges. Its status (`status` query) is also its result. A long guard continues as new
-when Temporal suggests it, carrying its status.
+when Temporal suggests it, carrying its status (a pinned override is inherited by the new run).
 """
 
 from __future__ import annotations
