@@ -37,11 +37,12 @@ a journal and two fsyncs (the default): on this VM, streamed deltas reach their 
 the time with 20 runs streaming at once (bench/streaming.py)."""
 
 
-DYNAMIC_CONFIG = {"matching.maxTaskQueuesInDeploymentVersion": "100000"}
-"""Worker versioning works on the dev server as it is; only Temporal's default of 100 task queues per
-deployment version is raised: a build's workers join the version with each task queue they poll
-(its own, its host's, its providers'), and a test session polls a new queue per test
-(docs/OPERATIONS.md, "Deploying a new version")."""
+DYNAMIC_CONFIG = {"matching.maxTaskQueuesInDeploymentVersion": "100000", "matching.maxDeployments": "100000"}
+"""Worker versioning works on the dev server as it is; only Temporal's defaults of 100 task queues per
+deployment version and 100 deployments per namespace are raised: a build's workers join the version
+with each task queue they poll (its own, its host's, its providers'), each task queue's workers are a
+deployment of their own by default (RATCHET_DEPLOYMENT), and a test session polls a new task queue per
+test (docs/OPERATIONS.md, "Deploying a new version")."""
 
 
 TEMPORAL_PORT = 7233

@@ -42,7 +42,7 @@ async def test_one_shot_runs_stay_pinned_and_sessions_move_at_their_next_turn(cl
         state = await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
         assert state.release.builds == ["v1"]
         async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
-            await until(lambda: _knows(client, deployment, "v2"), "build v2 registered")
+            await until(lambda: _knows(client, deployment, "v2", settings.task_queue), "build v2 registered")
             assert await deployments.set_current(client, deployment, "v2") == "v1"
 
             second = await session.ask("second question")  # reaches v1's run, answered by v2's
@@ -82,7 +82,7 @@ async def test_a_session_that_opted_out_stays_on_its_build(client, settings, dep
         session = await start(client, v1, run)
         await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
         async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
-            await until(lambda: _knows(client, deployment, "v2"), "build v2 registered")
+            await until(lambda: _knows(client, deployment, "v2", settings.task_queue), "build v2 registered")
             await deployments.set_current(client, deployment, "v2")
             assert (await session.ask("second question")).answer == "answer two"
             state = await session.state()
@@ -130,10 +130,15 @@ def test_the_default_build_id_changes_with_a_prompt_or_a_tool(settings):
     )
 
 
-async def _knows(client, deployment: str, build_id: str) -> bool:
+async def _knows(client, deployment: str, build_id: str, queue: str) -> bool:
+    """`build_id` serves `queue` (routing to a build that does not is refused)."""
     await asyncio.sleep(0.2)  # the server limits requests per deployment
     found = await deployments.describe(client, deployment)
-    return found is not None and found.version(build_id) is not None
+    return (
+        found is not None
+        and found.version(build_id) is not None
+        and queue in await deployments.task_queues(client, deployment, build_id)
+    )
 
 
 async def _current(client, deployment: str, build_id: str) -> bool:
@@ -155,7 +160,7 @@ async def test_a_rollback_rerun_moves_a_pinned_run_to_the_current_build(client, 
     async with build_worker(client, good, graceful_shutdown_timeout=timedelta(0)):
         await until(lambda: _current(client, deployment, "good"), "good current")
         async with build_worker(client, bad, graceful_shutdown_timeout=timedelta(0)):
-            await until(lambda: _knows(client, deployment, "bad"), "bad registered")
+            await until(lambda: _knows(client, deployment, "bad", settings.task_queue), "bad registered")
             await deployments.set_current(client, deployment, "bad")
             run = await start(client, bad, scripted("approver", script, workspace=f"rr-{uuid.uuid4().hex[:6]}"))
             state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
@@ -183,7 +188,7 @@ async def test_an_idle_session_moves_when_nudged_so_the_old_build_drains(client,
         session = await start(client, v1, scripted("chatter", [{"content": "one"}, {"content": "two"}], objective="q1"))
         await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
         async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
-            await until(lambda: _knows(client, deployment, "v2"), "build v2 registered")
+            await until(lambda: _knows(client, deployment, "v2", settings.task_queue), "build v2 registered")
             await deployments.set_current(client, deployment, "v2")
             await session.move()
             state = await wait_for(session, lambda s: s.release.builds == ["v1", "v2"])
@@ -199,7 +204,7 @@ async def test_a_fork_of_a_pinned_run_starts_on_the_current_build(client, settin
         session = await start(client, v1, scripted("chatter", chat, objective="first question"))
         await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
         async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
-            await until(lambda: _knows(client, deployment, "v2"), "build v2 registered")
+            await until(lambda: _knows(client, deployment, "v2", settings.task_queue), "build v2 registered")
             await deployments.set_current(client, deployment, "v2")
             fork = await session.fork("turn-1")
             state = await wait_for(fork, lambda s: s.phase == Phase.AWAITING_MESSAGE)

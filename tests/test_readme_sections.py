@@ -3,7 +3,8 @@ command of each bash block verbatim, in the README's order, doing what its comme
 with `&` and `kill %1` in one shell).
 
 Run here: "Checkpoints, rollback, fork" (with "Your own repository and its tests"), "Background
-agents: approvals, messages, time", "Before every deploy: replay", `ratchet serve`'s block, "Tools
+agents: approvals, messages, time", "Before every deploy: replay", "Deploying a new version" (a
+second build's worker beside make up's), `ratchet serve`'s block, "Tools
 from MCP servers" and Production's `ratchet health` (compose and migrate-stores need Docker and
 servers of one's own). Before them, the first section and sessions run too, so that each section
 runs after the ones before it; their checks are tests/test_up.py's and tests/test_readme_session.py's.
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 CHECKPOINTS = "## Checkpoints, rollback, fork"
 BACKGROUND = "## Background agents: approvals, messages, time"
 REPLAY = "## Before every deploy: replay"
+DEPLOYS = "## Deploying a new version"
 SERVE = "## Your own tools and profiles"  # its "Live output" part: `ratchet serve`
 SERVE_PORT = 8765  # `ratchet serve`'s default, which the block's curls name
 MCP = "## Tools from MCP servers"
@@ -180,6 +182,13 @@ async def test_the_readme_sections_after_make_up_run_as_written(tmp_path):
         corpus, on_server = ran_ok(terminal, readme_blocks(REPLAY)[0])
         assert re.search(r"^history-plain-run +\d+ +ok ", corpus.stdout, re.M), shown(corpus)
         assert "no runs match" in on_server.stderr, shown(on_server)  # every run above has ended
+        (ROOT / ".ratchet").mkdir(exist_ok=True)  # as `make up` leaves it: the second worker's log goes there
+        deployed = whole(terminal, DEPLOYS)
+        assert re.search(r"^next +- +INACTIVE", deployed.stdout, re.M), shown(deployed)
+        assert "build next can take over" in deployed.stdout, shown(deployed)
+        assert "next ramping at 10% of new runs" in deployed.stdout, shown(deployed)
+        assert "guard: RAMPING next at 10%" in deployed.stdout, shown(deployed)
+        assert "rolled back from next: its ramp ended; its guard stopped" in deployed.stdout, shown(deployed)
         served = whole(terminal, SERVE)
         assert '"answer":"opened the deploy and key rotation tickets"' in served.stdout, shown(served)  # ops-7's end
         assert '"type":"RUN_FINISHED","threadId":"t-1"' in served.stdout, shown(served)

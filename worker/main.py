@@ -87,7 +87,9 @@ async def serve(settings: Settings) -> None:
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     announced = asyncio.create_task(plugin.options.mcp.announce(log))  # each MCP server's tool count
     build = (
-        f", build {plugin.build_id} of deployment {settings.deployment!r}" if settings.versioning else ", unversioned"
+        f", build {plugin.build_id} of deployment {settings.deployment_name!r}"
+        if settings.versioning
+        else ", unversioned"
     )
     print(
         f"ratchet worker ready: task queue {settings.task_queue!r} at {address},"

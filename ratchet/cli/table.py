@@ -478,7 +478,8 @@ VERBS: tuple[Verb, ...] = (
         "         ratchet deploy rollback --rerun",
         "ratchet.cli.deploy:deploy",
         _deploy,
-        "The builds of the Worker Deployment RATCHET_DEPLOYMENT names (default: ratchet). One-shot runs finish "
+        "The builds of the Worker Deployment RATCHET_DEPLOYMENT names (default: the task queue's, ratchet). "
+        "One-shot runs finish "
         "on the build they started on; sessions move to the current (or ramping) build at their next turn "
         "boundary. `status` shows each build's open runs and outcomes; `check BUILD` (run where BUILD's code "
         "is installed) replays the runs that would move to it; `ramp`, `promote` and `rollback` route new runs. "

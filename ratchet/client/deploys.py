@@ -193,12 +193,12 @@ class RunLike(Protocol):
 
 
 class Deploys:
-    """The worker deployment `settings.deployment` on the Temporal service `temporal`; `get` gives
+    """The worker deployment `settings.deployment_name` on the Temporal service `temporal`; `get` gives
     a run's handle (`RatchetClient.get`)."""
 
     def __init__(self, temporal: Client, settings: Settings, get: Callable[[str], RunLike]) -> None:
         self.temporal, self.settings, self.get = temporal, settings, get
-        self.deployment = settings.deployment
+        self.deployment = settings.deployment_name
 
     @property
     def address(self) -> str:

@@ -78,7 +78,7 @@ class RatchetClient:
         self.closed_states: OrderedDict[tuple[str, str], AgentState] = OrderedDict()
         """Closed runs' states by (workflow id, run id), newest read last (`RunHandle.closed_state`)."""
         self.deploys = Deploys(temporal, settings, self.get)
-        """The worker deployment `settings.deployment`: its builds, ramp, promote, rollback, check."""
+        """The worker deployment `settings.deployment_name`: its builds, ramp, promote, rollback, check."""
 
     @property
     def address(self) -> str:

@@ -21,7 +21,7 @@ def deployment_config(settings: Settings, build_id: str) -> WorkerDeploymentConf
     moves itself at a turn boundary, by continuing as new onto the deployment's target build
     (workflows/upgrades.py), so no run ever replays on code it did not start with."""
     return WorkerDeploymentConfig(
-        version=WorkerDeploymentVersion(settings.deployment, build_id),
+        version=WorkerDeploymentVersion(settings.deployment_name, build_id),
         use_worker_versioning=True,
         default_versioning_behavior=VersioningBehavior.PINNED,
     )

@@ -12,6 +12,7 @@ provider's (OPENAI_*, ANTHROPIC_*: ratchet/models/settings.py), not fields here.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -258,11 +259,12 @@ class Settings(TemporalSettings):
         "build they started on, sessions move to a new build at a turn boundary. Off: every worker takes "
         "every run (every deploy moves every open run, which must then replay on the new code).",
     )
-    deployment: str = Field(
-        "ratchet",
+    deployment: str | None = Field(
+        None,
         pattern=r"^[A-Za-z0-9_-]{1,100}$",
         validation_alias=_env("RATCHET_DEPLOYMENT"),
-        description="The Worker Deployment this worker's build belongs to.",
+        description="The Worker Deployment this worker's build belongs to (default: named after the task queue, "
+        "`ratchet`: the workers of another task queue, with their own profiles and tools, are another deployment).",
     )
     build_id: str | None = Field(
         None,
@@ -277,6 +279,12 @@ class Settings(TemporalSettings):
         description="At start, make this build current: `first` only when the deployment has no current "
         "build yet, `always` (development: `make up`), `never` (`ratchet deploy` does it).",
     )
+
+    @property
+    def deployment_name(self) -> str:
+        """RATCHET_DEPLOYMENT, else the task queue's name (each character a deployment name cannot
+        hold as `-`): one fleet of workers serving one task queue is one deployment."""
+        return self.deployment or re.sub(r"[^A-Za-z0-9_-]", "-", self.task_queue)[:100]
 
     def model_task_queue(self, provider: str) -> str | None:
         """The task queue of `provider`'s model calls, if it has its own (`{task_queue}/model/{provider}`)."""
