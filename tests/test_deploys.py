@@ -212,3 +212,23 @@ async def test_a_fork_of_a_pinned_run_starts_on_the_current_build(client, settin
             assert (await session.state()).release.builds == ["v1"]  # the original has had no turn since
             await fork.close()
             await session.close()
+
+
+async def test_promote_tells_idle_sessions_to_move_so_the_old_build_drains(client, settings, deployment):
+    v1, v2 = build(settings, deployment, "v1", promote="first"), build(settings, deployment, "v2")
+    chat = [{"content": "one"}, {"content": "two"}]
+    async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
+        session = await start(client, v1, scripted("chatter", chat, objective="q1"))
+        await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+        await until(  # visibility lists it as idle: what `move_idle_sessions` queries
+            lambda: runs(client, v1).list(phase="AWAITING_MESSAGE", query=f'WorkflowId="{session.workflow_id}"'),
+            "the session listed as idle",
+        )
+        async with build_worker(client, v2, graceful_shutdown_timeout=timedelta(0)):
+            await until(lambda: _knows(client, deployment, "v2", settings.task_queue), "build v2 registered")
+            deploys = runs(client, v1.model_copy(update={"deployment": deployment})).deploys
+            routed = await deploys.promote("v2")
+            assert routed.current == "v2" and routed.sessions_told == 1
+            state = await wait_for(session, lambda s: s.release.builds == ["v1", "v2"])
+            assert state.phase == Phase.AWAITING_MESSAGE
+            await session.close()

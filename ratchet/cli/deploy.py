@@ -103,7 +103,12 @@ def routed_line(routed: Routed) -> str:
     ramp = f"; {routed.ramping} ramping at {routed.ramp_percentage:g}% of new runs" if routed.ramping else ""
     before = f" (was {routed.previous})" if routed.previous and not routed.ramping else ""
     stopped = "; its guard stopped" if routed.guard_stopped else ""
-    return f"{routed.deployment}: {routed.current} current{before}{ramp}{stopped}"
+    return f"{routed.deployment}: {routed.current} current{before}{ramp}{stopped}{told(routed)}"
+
+
+def told(routed: Routed) -> str:
+    n = routed.sessions_told
+    return f"; {n} idle session{'s' if n != 1 else ''} told to move if the routing sends them elsewhere" if n else ""
 
 
 async def flag(args: argparse.Namespace) -> int:
@@ -121,7 +126,7 @@ async def rollback(args: argparse.Namespace) -> int:
 def rollback_lines(done: DeployRollback) -> str:
     how = "its ramp ended" if done.ended_ramp else f"{done.current} current again"
     how += "; its guard stopped" if done.guard_stopped else ""
-    lines = [f"{done.deployment}: rolled back from {done.bad}: {how}"]
+    lines = [f"{done.deployment}: rolled back from {done.bad}: {how}{told(done)}"]
     for rerun in done.reruns:
         verdict = "rerun" if rerun.rerun else "NOT rerun"
         lines.append(f"  {rerun.workflow_id}: {verdict} from {rerun.checkpoint_id} on {done.current}: {rerun.summary}")

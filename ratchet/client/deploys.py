@@ -115,6 +115,9 @@ class Routed(BaseModel):
     """The guard workflow's id, if `ramp` started one."""
     guard_stopped: bool = False
     """A running guard was stopped (`promote` and `rollback` by hand end it)."""
+    sessions_told: int = 0
+    """Idle sessions of the deployment told to look at their build (`move`): those the new routing
+    sends elsewhere move now, so the build they were on drains without waiting for their next message."""
 
 
 class Rerun(BaseModel):
@@ -181,9 +184,11 @@ class Candidate(Protocol):
 
 
 class RunLike(Protocol):
-    """What `rollback(rerun=True)` needs of a run (a `RunHandle`)."""
+    """What `rollback(rerun=True)` and the routing verbs need of a run (a `RunHandle`)."""
 
     workflow_id: str
+
+    async def move(self) -> None: ...
 
     async def state(self, timeout_s: float | None = None) -> AgentState: ...
 
@@ -259,6 +264,7 @@ class Deploys:
             ramping=build,
             ramp_percentage=percentage,
             previous=found.ramping if found.ramping != build else None,
+            sessions_told=await self.move_idle_sessions(),
         )
 
     async def _guarded(
@@ -297,7 +303,10 @@ class Deploys:
             await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
         stopped = await self._stop_guard()
         previous = await self._routing(deployments.set_current(self.temporal, self.deployment, build))
-        return Routed(deployment=self.deployment, current=build, previous=previous, guard_stopped=stopped)
+        told = await self.move_idle_sessions()
+        return Routed(
+            deployment=self.deployment, current=build, previous=previous, guard_stopped=stopped, sessions_told=told
+        )
 
     async def rollback(self, rerun: bool = False) -> DeployRollback:
         """The build that was current before becomes current again; during a ramp, the ramp ends
@@ -322,7 +331,9 @@ class Deploys:
             bad, restored, ended_ramp = found.current, previous, False
             await self._routing(deployments.set_current(self.temporal, self.deployment, previous))
         reruns = await self._rerun_all(bad) if rerun else []
+        told = await self.move_idle_sessions()
         return DeployRollback(
+            sessions_told=told,
             deployment=self.deployment,
             current=restored,
             previous=bad,
@@ -378,6 +389,24 @@ class Deploys:
             if session is not None and session.get("upgrade", "at_turns") == "at_turns":
                 moving.append(run)
         return moving
+
+    async def move_idle_sessions(self) -> int:
+        """Tell the deployment's idle sessions (waiting for a message) to look at their build: those
+        the routing now sends to another build move there at once (`RunHandle.move`; a session
+        with `upgrade: never`, or already where the routing sends it, stays). Returns how many were told."""
+        query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.PHASE}="AWAITING_MESSAGE"'
+        idle = await list_runs(self.temporal, RunFilter(running=True, session=True, query=query), RERUN_LIMIT)
+        limit = asyncio.Semaphore(RERUNS_AT_ONCE * 4)
+
+        async def tell(workflow_id: str) -> bool:
+            async with limit:
+                try:
+                    await self.get(workflow_id).move()
+                except RatchetError:  # it ended meanwhile
+                    return False
+                return True
+
+        return sum(await asyncio.gather(*(tell(run.workflow_id) for run in idle)))
 
     async def _rerun_all(self, bad: str) -> list[Rerun]:
         query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.BUILD}="{_quoted(bad)}"'
