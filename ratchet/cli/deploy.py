@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ratchet.cli.verbs import connected
-from ratchet.client.deploys import DeployCheck, DeployRollback, DeployStatus, Routed, guard_lines
+from ratchet.client.deploy_reports import DeployCheck, DeployRollback, DeployStatus, Routed, guard_lines
 
 
 async def deploy(args: argparse.Namespace) -> int:

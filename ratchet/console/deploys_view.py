@@ -5,7 +5,7 @@ percentage, the runs open on each, drained or not, their outcomes) and the ramp 
 
 from __future__ import annotations
 
-from ratchet.client.deploys import DeployStatus, VersionStatus, guard_lines
+from ratchet.client.deploy_reports import DeployStatus, VersionStatus, guard_lines
 from ratchet.console.html import esc, page, table
 
 

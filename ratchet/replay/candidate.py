@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.client import WorkflowHistory
 
-from ratchet.client.deploys import CheckProblem
+from ratchet.client.deploy_reports import CheckProblem
 from ratchet.contracts import AgentState, Continuation, problems
 from ratchet.deploys.build import default_build_id
 from ratchet.ops.settings import Settings
