@@ -273,7 +273,7 @@ async def set_ramping(
     await settled(client, deployment)
 
 
-async def settled(client: Client, deployment: str, timeout_s: float = 30.0) -> None:
+async def settled(client: Client, deployment: str, timeout_s: float = 120.0) -> None:
     """Until the deployment's last routing change has reached all its task queues: a change takes
     effect for runs (a session's move, a new run's build) only from then on."""
     loop = asyncio.get_running_loop()
