@@ -33,7 +33,7 @@ from ratchet.client.deploy_reports import (
 from ratchet.client.errors import InvalidInput, RatchetError, Refused, RunNotFound, rpc_error
 from ratchet.client.listing import RunFilter, RunSummary, list_runs
 from ratchet.client.rpc import RunCalls
-from ratchet.contracts import AGENT_WORKFLOW, TO_START, GuardRequest, GuardStatus, RunMessages
+from ratchet.contracts import AGENT_WORKFLOW, TO_START, GuardPhase, GuardRequest, GuardStatus, RunMessages
 from ratchet.contracts.base import TERMINAL_PHASES
 from ratchet.contracts.guard import parse_criteria
 from ratchet.contracts.search_attributes import RunAttributes
@@ -168,13 +168,25 @@ class Deploys:
         """The build that was current before becomes current again; during a ramp, the ramp ends
         (the current build stays). The bad build's runs finish where they are, or, with `rerun`,
         each open one is rolled back to its last checkpoint (or its start) and reruns from there on
-        the restored build, each effect undone or redone once (`RunHandle.rollback(..., then="rerun")`)."""
+        the restored build, each effect undone or redone once (`RunHandle.rollback(..., then="rerun")`).
+        Once the ramp guard has rolled its build back (the ramp ended, its baseline still current),
+        the routing is left as it is: with `rerun` that build's open runs are rerun, without it the
+        rollback is refused (the build before the current one is not what went wrong)."""
         found = await self._require()
         stopped = await self._stop_guard()
         found = await self._require() if stopped else found  # the guard may have moved the routing meanwhile
+        guarded = await self._rolled_back_by_guard(found)
         if found.ramping is not None:
             bad, restored, ended_ramp = found.ramping, found.current, True
             await self._routing(deployments.set_ramping(self.temporal, self.deployment, None, 0))
+        elif found.current is not None and guarded is not None:
+            if not rerun:
+                raise Refused(
+                    "deploy rollback",
+                    f"the ramp guard rolled build {guarded!r} back already ({found.current!r} is current): "
+                    f"nothing to roll back; --rerun reruns its open runs on {found.current!r}",
+                )
+            bad, restored, ended_ramp = guarded, found.current, False
         else:
             previous = found.previous
             if found.current is None or previous is None:
@@ -374,6 +386,13 @@ class Deploys:
             return None, str(exc)
         except RPCError as exc:
             raise rpc_error("cannot read the guard", exc, self.address) from None
+
+    async def _rolled_back_by_guard(self, found: Deployment) -> str | None:
+        """The build the last guard rolled back, if its baseline is current and nothing ramps."""
+        guard, _ = await self._guard()
+        if guard is None or guard.phase != GuardPhase.ROLLED_BACK or found.ramping is not None:
+            return None
+        return guard.request.build if guard.request.baseline == found.current else None
 
     async def _stop_guard(self) -> bool:
         """End a running guard (a person routes by hand now); whether one ran."""
