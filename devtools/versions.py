@@ -32,6 +32,10 @@ from devtools.workers import WorkerProcess
 ROOT = Path(__file__).resolve().parents[1]
 V1 = "ea581cd50ebee632c98848336df783216ec7904b"
 """The first commit with worker versioning (issue #39): `v1` beside the working tree's `v2`."""
+V1_GUARD = "c11149aca64bf9cd9da6dafd8cb3495c308fb93f"
+"""The first commit whose workers run the ramp guard (`ratchet deploy ramp --guard`): the guard runs
+on the baseline (current) build, so a ramp guarded on an older build cannot be watched; the `v1` of
+the guard's test."""
 V2_PLUGIN = "tests.plugins.deploys_v2"
 """Loaded by v2's workers only: a changed prompt, so v2 is a new build (and a run started on it
 shows it) even while the working tree's code equals v1's."""

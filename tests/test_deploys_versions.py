@@ -16,16 +16,27 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from devtools.chaos.stack import rows
-from devtools.versions import V1, V2_BROKEN, V2_BROKEN_PLUGIN, V2_PLUGIN, V2_PROMPT, WORKING_TREE, Checkout, checkout
+from devtools.versions import (
+    V1,
+    V1_GUARD,
+    V2_BROKEN,
+    V2_BROKEN_PLUGIN,
+    V2_PLUGIN,
+    V2_PROMPT,
+    WORKING_TREE,
+    Checkout,
+    checkout,
+)
 from devtools.workers import WorkerProcess
 from ratchet.activities.tracker_tools import TrackerSettings
-from ratchet.client import RunFailed
-from ratchet.contracts import Phase, TurnStatus
+from ratchet.client import Refused, RunFailed
+from ratchet.contracts import GuardPhase, Phase, TurnStatus
 from ratchet.deploys import deployments
 from ratchet.ops.settings import Settings
 from ratchet.stores.memory import MemoryStore
@@ -182,18 +193,7 @@ async def test_a_broken_v2_ramped_to_half_is_rolled_back_and_its_runs_rerun_on_v
             assert len(quick[b1]) + len(quick[b2]) < 30, "the 50% ramp sent no run to one build"
         assert set(quick[b1]) == {str(Phase.DONE)} and all(V2_BROKEN in why for why in quick[b2]), quick
 
-        waiting = {b1: [], b2: []}  # runs with an effect, waiting for a person's approval
-        while len(waiting[b2]) < 2 or not waiting[b1]:
-            wid = f"rr-{uuid.uuid4().hex[:8]}"
-            script = [
-                {"tool_calls": [call("probe_append", label="one")]},
-                {"tool_calls": [call("create_ticket", title=f"prod: {wid}")]},
-                {"content": f"done {wid}"},
-            ]
-            run = await start(client, settings, scripted("approver", script, workspace=wid), wid)
-            state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
-            waiting[state.release.builds[0]].append(run)
-            assert len(waiting[b1]) + len(waiting[b2]) < 30, "the 50% ramp sent no run to one build"
+        waiting = await _waiting_on_both(client, settings, b1, b2)
         await until(lambda: _open_on(deploys, b2, len(waiting[b2])), "v2's open runs listed")
 
         rolling = asyncio.create_task(deploys.rollback(rerun=True))
@@ -208,22 +208,47 @@ async def test_a_broken_v2_ramped_to_half_is_rolled_back_and_its_runs_rerun_on_v
         workers[0].kill()  # and v1 dies with the reruns waiting on it
         workers.append(await worker(v1, env1, "v1-2").start())
 
-        for build, expected in ((b1, [b1]), (b2, [b2, b1])):
-            for run in waiting[build]:
-                [pending] = (await run.state()).calls.pending_approvals
-                await run.approve(pending.call_id)
-                result = await run.result()
-                assert result.phase == Phase.DONE and result.builds == expected, (run.workflow_id, result)
-                log = (settings.workspace_root / run.workflow_id / PROBE_LOG).read_text().splitlines()
-                done = [line.split()[1] for line in log if line.startswith("done")]
-                undone = [line.split()[1] for line in log if line.startswith("undone")]
-                assert len(done) == len(set(done)) and len(done) - len(undone) == 1, log  # each effect once
-                assert len(undone) == (1 if build == b2 else 0), log
-        tickets = Counter(title for _, title, _ in rows(TrackerSettings(), "tickets"))
-        assert set(tickets.values()) == {1} and len(tickets) == len(waiting[b1]) + len(waiting[b2]), tickets
+        await _approve_and_audit(settings, waiting, b1, b2)
     finally:
         for process in workers:
             await process.terminate()
+
+
+async def _waiting_on_both(client, settings: Settings, b1: str, b2: str) -> dict[str, list]:
+    """Runs with an effect (`probe_append`) waiting for a person's approval, started until at least
+    two are on `b2` and one on `b1`: by build."""
+    waiting: dict[str, list] = {b1: [], b2: []}
+    while len(waiting[b2]) < 2 or not waiting[b1]:
+        wid = f"rr-{uuid.uuid4().hex[:8]}"
+        script = [
+            {"tool_calls": [call("probe_append", label="one")]},
+            {"tool_calls": [call("create_ticket", title=f"prod: {wid}")]},
+            {"content": f"done {wid}"},
+        ]
+        run = await start(client, settings, scripted("approver", script, workspace=wid), wid)
+        state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
+        waiting[state.release.builds[0]].append(run)
+        assert len(waiting[b1]) + len(waiting[b2]) < 30, "the ramp sent no run to one build"
+    return waiting
+
+
+async def _approve_and_audit(settings: Settings, waiting: dict[str, list], b1: str, b2: str) -> None:
+    """Approve every waiting run: DONE, on v1 (v2's after their rerun there), each effect once."""
+    for run in waiting[b2]:
+        await wait_for(run, lambda s: s.release.builds == [b2, b1] and s.phase == Phase.AWAITING_APPROVAL)
+    for build, expected in ((b1, [b1]), (b2, [b2, b1])):
+        for run in waiting[build]:
+            [pending] = (await run.state()).calls.pending_approvals
+            await run.approve(pending.call_id)
+            result = await run.result()
+            assert result.phase == Phase.DONE and result.builds == expected, (run.workflow_id, result)
+            log = (settings.workspace_root / run.workflow_id / PROBE_LOG).read_text().splitlines()
+            done = [line.split()[1] for line in log if line.startswith("done")]
+            undone = [line.split()[1] for line in log if line.startswith("undone")]
+            assert len(done) == len(set(done)) and len(done) - len(undone) == 1, log  # each effect once
+            assert len(undone) == (1 if build == b2 else 0), log
+    tickets = Counter(title for _, title, _ in rows(TrackerSettings(), "tickets"))
+    assert set(tickets.values()) == {1} and len(tickets) == len(waiting[b1]) + len(waiting[b2]), tickets
 
 
 async def _current(client, deployment: str) -> str | None:
@@ -244,3 +269,71 @@ async def _serving_other(client, deployment: str, build: str, task_queue: str) -
 async def _open_on(deploys, build: str, expected: int) -> bool:
     status = await deploys.status()
     return any(v.build_id == build and v.open_runs == expected for v in status.versions)
+
+
+@pytest.fixture(scope="module")
+def v1_guard(tmp_path_factory: pytest.TempPathFactory) -> Checkout:
+    return checkout(V1_GUARD, tmp_path_factory.mktemp("v1-guard") / "code")
+
+
+@pytest.mark.e2e
+async def test_a_broken_v2_is_rolled_back_by_its_guard_and_rerun_on_v1(client, settings, v1_guard, tmp_path):
+    """The same broken v2, ramped to 50% under a guard (`failure_rate<=0.2`, evaluated every second):
+    its first failed run breaks the criterion, the guard (a workflow on v1's worker, SIGKILLed and
+    restarted during the ramp) ends the ramp within its window; `rollback(rerun=True)` then changes
+    no routing and reruns v2's open runs on v1, DONE there with every effect once."""
+    v1 = v1_guard
+    deployment = f"dep-{uuid.uuid4().hex[:10]}"
+    env1, env2 = environments(settings, deployment)
+    env2["RATCHET_PLUGINS"] += f",{V2_BROKEN_PLUGIN}"
+    deploys = runs(client, settings.model_copy(update={"deployment": deployment})).deploys
+
+    def worker(version: Checkout, env: dict[str, str], name: str) -> WorkerProcess:
+        return version.worker(env, log=tmp_path / f"{name}.log", name=name)
+
+    workers = [await worker(v1, env1, "v1-1").start(), await worker(WORKING_TREE, env2, "v2-1").start()]
+    try:
+        b1 = await until(lambda: _current(client, deployment), "v1 current (its first build)")
+        b2 = await until(lambda: _serving_other(client, deployment, b1, settings.task_queue), "v2 polling")
+        window = 60.0
+        ramped = await deploys.ramp(b2, 50, guard="failure_rate<=0.2", window_s=window, interval_s=1, min_runs=3)
+        assert ramped.guard is not None and ramped.ramping == b2
+        waiting = await _waiting_on_both(client, settings, b1, b2)
+        workers[0].kill()  # v1's worker runs the guard: it goes on in the next one
+        workers.append(await worker(v1, env1, "v1-2").start())
+
+        failed_at = None
+        while failed_at is None:  # runs that echo until one lands on v2 and fails there
+            run = await start(client, settings, scripted("probe", [{"tool_calls": [call("probe_echo", text="hi")]}]))
+            try:
+                await run.result()
+            except RunFailed as failed:
+                assert V2_BROKEN in str(failed)
+                failed_at = (await run.describe()).close_time
+        status = await until(lambda: _guard_ended(deploys), "the guard ended", timeout=window)
+        guard = status.guard
+        assert guard.phase == GuardPhase.ROLLED_BACK and "failure_rate" in (guard.reason or ""), guard
+        decided = datetime.fromisoformat(guard.history[-1].at)
+        assert guard.history[-1].action == "rollback" and (decided - failed_at).total_seconds() < window
+        assert (status.current, status.ramping) == (b1, None)
+        await until(lambda: _open_on(deploys, b2, len(waiting[b2])), "v2's open runs listed")
+        with pytest.raises(Refused, match=f"rolled build '{b2}' back already"):  # not v1 back to a build before it
+            await deploys.rollback()
+        assert ((await deploys.status()).current, (await deploys.status()).ramping) == (b1, None)
+
+        rolling = asyncio.create_task(deploys.rollback(rerun=True))
+        workers[1].kill()  # v2 dies as its runs are rolled back
+        workers.append(await worker(WORKING_TREE, env2, "v2-2").start())
+        rolled = await asyncio.wait_for(rolling, 120)
+        assert (rolled.bad, rolled.current, rolled.ended_ramp) == (b2, b1, False)
+        assert sorted(r.workflow_id for r in rolled.reruns) == sorted(r.workflow_id for r in waiting[b2])
+        assert all(r.rerun and r.undone == 1 for r in rolled.reruns), rolled.reruns
+        await _approve_and_audit(settings, waiting, b1, b2)
+    finally:
+        for process in workers:
+            await process.terminate()
+
+
+async def _guard_ended(deploys):
+    status = await deploys.status()
+    return status if status.guard is not None and status.guard.ended else None
