@@ -4,7 +4,7 @@ Two versions of Ratchet's code side by side on one dev server, each in its own w
 one Worker Deployment (devtools/versions.py): v1 the commit V1 laid out from git, v2 the working
 tree, which also loads tests/plugins/deploys_v2.py (a changed prompt: a new build whatever the
 code). v1 is the first build, so current; then the current build goes v1 -> v2 -> v1
-(ratchet/deploys/deployments.py, as `ratchet deploy` does), while each version's worker is
+(`ratchet deploy promote`, then `ratchet deploy rollback`, over `RatchetClient.deploys`), while each version's worker is
 SIGKILLed at random moments (and started again) and the dev server restarts once, after the first
 deploy. Live through it all:
 
@@ -172,7 +172,7 @@ async def run_deploys(opts: DeploysOptions, log: Callable[[str], None] = print) 
         second = [OneShot(f"drun-{v1.task_queue[-6:]}-b{i:02d}", b2) for i in range(opts.runs - len(first))]
         await asyncio.gather(*(_waiting(runs, r, deadline) for r in first))
 
-        await _deploy(client, deployment, b2, log)
+        await _deploy(client, deployment, b2, lambda: runs.deploys.promote(b2), log)
         figures.deploys += 1
         if opts.restart_server:
             restart = asyncio.create_task(_restart(server, opts.restart_after_s, log))
@@ -181,7 +181,7 @@ async def run_deploys(opts: DeploysOptions, log: Callable[[str], None] = print) 
             *(_waiting(runs, r, deadline) for r in second),
             *(_ask(s, answers[s.workflow_id], range(2, 2 + TURNS[1]), deadline) for s in sessions),
         )
-        await _deploy(client, deployment, b1, log)
+        await _deploy(client, deployment, b1, runs.deploys.rollback, log)
         figures.deploys += 1
         await asyncio.gather(
             *(_approve(runs.get(r.workflow_id), deadline) for r in second),
@@ -228,13 +228,19 @@ async def _other(client: Client, deployment: str, build: str) -> str | None:
     return next((b for b in found.build_ids if b != build), None) if found is not None else None
 
 
-async def _deploy(client: Client, deployment: str, build: str, log: Callable[[str], None]) -> None:
-    """Make `build` current, again while the server is away or busy."""
+async def _deploy(
+    client: Client, deployment: str, build: str, verb: Callable[[], Awaitable[object]], log: Callable[[str], None]
+) -> None:
+    """`verb()` (`ratchet deploy promote` or `rollback`, over `RatchetClient.deploys`) until `build`
+    is current, again while the server is away or a worker of the build is down (not sent again
+    once `build` is current: a second rollback would go back further)."""
 
     async def deployed() -> bool | None:
+        if await _current(client, deployment) == build:
+            return True
         try:
-            await deployments.set_current(client, deployment, build)
-        except deployments.DeploymentError:
+            await verb()
+        except RatchetError:
             return None
         return True
 
