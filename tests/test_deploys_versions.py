@@ -295,7 +295,7 @@ async def test_a_broken_v2_is_rolled_back_by_its_guard_and_rerun_on_v1(client, s
     try:
         b1 = await until(lambda: _current(client, deployment), "v1 current (its first build)")
         b2 = await until(lambda: _serving_other(client, deployment, b1, settings.task_queue), "v2 polling")
-        window = 60.0
+        window = 120.0  # a SIGKILL during an evaluation delays the guard by that activity's timeout (60 s)
         ramped = await deploys.ramp(b2, 50, guard="failure_rate<=0.2", window_s=window, interval_s=1, min_runs=3)
         assert ramped.guard is not None and ramped.ramping == b2
         waiting = await _waiting_on_both(client, settings, b1, b2)
