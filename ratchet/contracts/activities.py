@@ -134,10 +134,11 @@ of attempts, so an outage of the ledger or the artifact store (a file's old byte
 not turned into COMPENSATION_FAILED."""
 
 DEPLOY_EVALUATE = ActivityDef[EvaluateGuard, Evaluation](
-    "deploy.evaluate", EvaluateGuard, Evaluation, 60.0, Retry(initial_s=1.0, maximum_s=5.0, maximum_attempts=3)
+    "deploy.evaluate", EvaluateGuard, Evaluation, 10.0, Retry(initial_s=1.0, maximum_s=5.0, maximum_attempts=3)
 )
-"""A deploy guard's evaluation (visibility listings): a few attempts; one that fails is recorded and
-the next interval evaluates again (workflows/deploy_guard.py)."""
+"""A deploy guard's evaluation (visibility listings, a few count requests: well under a second): a
+few attempts of 10 s each, so a worker lost mid-evaluation delays a rollback by seconds, not a
+minute; one that fails is recorded and the next interval evaluates again (workflows/deploy_guard.py)."""
 DEPLOY_ROUTE = ActivityDef[Route, str]("deploy.route", Route, str, 60.0, ABOUT_A_MINUTE)
 """A guard's change to its deployment's routing (ramp, end the ramp, promote); a refusal
 (`DeploymentError`) is not retried."""

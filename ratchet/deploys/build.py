@@ -16,11 +16,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-import ratchet
 from ratchet.core.profiles import ProfileRegistry
 from ratchet.core.tools import Tool, ToolRegistry
 from ratchet.mcp.pool import McpPool
@@ -36,12 +34,20 @@ def package_version() -> str:
         return "0"
 
 
-def code_files() -> list[Path]:
-    """Every module of Ratchet's code packages (each package's directories, however installed)."""
+def code_files() -> dict[str, Path]:
+    """Every module of Ratchet's code packages, by a label that does not depend on how the package
+    is installed (editable from a checkout or from a wheel): `ratchet.workflows:agent.py`."""
     import importlib
 
-    roots = {Path(p) for name in CODE_PACKAGES for p in importlib.import_module(name).__path__}
-    return sorted({f for root in roots for f in root.rglob("*.py") if "__pycache__" not in f.parts})
+    found: dict[str, Path] = {}
+    for name in CODE_PACKAGES:
+        for root in map(Path, importlib.import_module(name).__path__):
+            for path in root.rglob("*.py"):
+                inner = path.relative_to(root)
+                if "__pycache__" in inner.parts or any(inner.parts[0] == n.split(".")[-1] for n in CODE_PACKAGES[1:]):
+                    continue  # a subpackage listed on its own (ratchet/workflows inside ratchet/, in a wheel)
+                found[f"{name}:{inner.as_posix()}"] = path
+    return found
 
 
 def default_build_id(profiles: ProfileRegistry, tools: ToolRegistry, mcp: McpPool) -> str:
@@ -53,8 +59,8 @@ def default_build_id(profiles: ProfileRegistry, tools: ToolRegistry, mcp: McpPoo
 
 def build_parts(profiles: ProfileRegistry, tools: ToolRegistry, mcp: McpPool) -> dict[str, str]:
     """What the build id digests, each part by its own digest (which part changed: compare two)."""
-    root = Path(ratchet.__file__).resolve().parents[1]
-    sources = set(code_files())
+    files = code_files()
+    known = {path.resolve() for path in files.values()}
     parts: dict[str, str] = {}
 
     def add(label: str, data: bytes) -> None:
@@ -65,16 +71,13 @@ def build_parts(profiles: ProfileRegistry, tools: ToolRegistry, mcp: McpPool) ->
     for name, tool in tools.tools.items():
         add(f"tool:{name}", json.dumps(_tool_definition(tool), sort_keys=True, default=str).encode())
         source = inspect.getsourcefile(tool.fn)
-        if source is not None:
-            sources.add(Path(source))
+        if source is not None and Path(source).resolve() not in known:  # a plugin's tool: its module
+            files[f"{tool.fn.__module__}:{Path(source).name}"] = Path(source)
     for name, server in mcp.servers.items():
         add(f"mcp:{name}", server.model_dump_json().encode())
-    for path in _sorted_paths(sources):
-        try:
-            label = str(path.relative_to(root))
-        except ValueError:
-            label = path.name
-        add(f"file:{label}", path.read_bytes())
+    for label, path in files.items():
+        if path.exists():
+            add(f"file:{label}", path.read_bytes())
     return parts
 
 
@@ -92,7 +95,3 @@ def _tool_definition(tool: Tool) -> dict:
         "undo": tool.undo is not None,
         "reconcile": tool.reconcile is not None,
     }
-
-
-def _sorted_paths(paths: Iterable[Path]) -> list[Path]:
-    return sorted({p.resolve() for p in paths if p.exists()})
