@@ -131,14 +131,14 @@ def test_the_default_build_id_changes_with_a_prompt_or_a_tool(settings):
 
 
 async def _knows(client, deployment: str, build_id: str, queue: str) -> bool:
-    """`build_id` serves `queue` (routing to a build that does not is refused)."""
+    """`build_id` serves `queue` and a worker of it is seen polling (routing to a build that does not is
+    refused: `deployments.set_current`, the client's verbs)."""
     await asyncio.sleep(0.2)  # the server limits requests per deployment
     found = await deployments.describe(client, deployment)
-    return (
-        found is not None
-        and found.version(build_id) is not None
-        and queue in await deployments.task_queues(client, deployment, build_id)
-    )
+    if found is None or found.version(build_id) is None:
+        return False
+    serves = queue in await deployments.task_queues(client, deployment, build_id)
+    return serves and await deployments.polled(client, deployment, build_id)
 
 
 async def _current(client, deployment: str, build_id: str) -> bool:
