@@ -161,9 +161,7 @@ async def upgrade_cost(env: Env, progress: Progress, count: int) -> dict[str, li
         await idle_count(env, a.queue, count)
         before = [(await timed_asks(run, 1))[0] for run in sessions]
         async with WorkerProcess(VARIANT.worker, env.address, env.root, second, queue=a.queue):
-            while (found := await deployments.describe(env.ratchet, deployment)) is None or not found.version(
-                "bench-b"
-            ):
+            while a.queue not in await _served(env, deployment, "bench-b"):  # b polls the sessions' queue
                 await asyncio.sleep(0.2)
             await deployments.set_current(env.ratchet, deployment, "bench-b")
             moved = [(await timed_asks(run, 1))[0] for run in sessions]
@@ -172,6 +170,13 @@ async def upgrade_cost(env: Env, progress: Progress, count: int) -> dict[str, li
             await asyncio.gather(*(run.close() for run in sessions))
     progress.end(f"p50 {percentile(moved, 50):.1f} ms, the turn before {percentile(before, 50):.1f} ms")
     return {"before_ms": before, "moved_ms": moved}
+
+
+async def _served(env: Env, deployment: str, build: str) -> set[str]:
+    found = await deployments.describe(env.ratchet, deployment)
+    if found is None or found.version(build) is None:
+        return set()
+    return await deployments.task_queues(env.ratchet, deployment, build)
 
 
 def session_figures(section: dict[str, Any]) -> dict[str, float]:
