@@ -9,7 +9,7 @@ import pytest
 
 from ratchet.client import Refused
 from ratchet.contracts import ErrorType, Phase, TurnStatus
-from tests.runs import call, start, wait_for, wait_for_running_activity
+from tests.runs import call, start, until, wait_for, wait_for_running_activity
 from tests.test_sessions import awaiting, session
 
 
@@ -26,9 +26,22 @@ def holding(seconds: float, then: str) -> list[dict]:
 async def in_turn_two(client, settings, script: list[dict], **options):
     run = await start(client, settings, session(script, **options))
     await wait_for(run, awaiting)
-    await run.ask("second", message_id="second", wait=False)
+    await until(lambda: _asked(run, "second"), "the second message taken")
     await wait_for_running_activity(run, "tool.probe_wait")
     return run
+
+
+async def _asked(run, text: str) -> bool:
+    """`ask` without waiting. Under the reject policy it was once refused with turn 1 still running
+    although `state` had shown the session waiting (CI under load, cause not pinned down: see the
+    stop's closing note); the setup asks again then, the refusals under test do not."""
+    try:
+        await run.ask(text, message_id=text, wait=False)
+    except Refused as refused:
+        if "turn 1 is running" not in str(refused):
+            raise
+        return False
+    return True
 
 
 async def test_queue_a_message_during_a_turn_is_the_next_turn(client, settings, worker):
