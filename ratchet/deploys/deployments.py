@@ -161,14 +161,21 @@ async def require(client: Client, deployment: str, build_id: str | None = None) 
 
 
 async def task_queues(client: Client, deployment: str, build_id: str) -> set[str]:
-    """The task queues workers of `build_id` have polled (each name once, whatever its type)."""
-    response = await _call(
-        client.workflow_service.describe_worker_deployment_version,
-        DescribeWorkerDeploymentVersionRequest(
-            namespace=client.namespace,
-            deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
-        ),
-    )
+    """The task queues workers of `build_id` have polled (each name once, whatever its type); none
+    for a version the server does not know (yet: it lists a new version in the deployment a moment
+    before it describes it)."""
+    try:
+        response = await _call(
+            client.workflow_service.describe_worker_deployment_version,
+            DescribeWorkerDeploymentVersionRequest(
+                namespace=client.namespace,
+                deployment_version=VersionProto(deployment_name=deployment, build_id=build_id),
+            ),
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return set()
+        raise
     return {info.name for info in response.worker_deployment_version_info.task_queue_infos}
 
 
