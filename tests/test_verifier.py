@@ -107,6 +107,23 @@ async def test_a_workspace_a_verifier_passed_is_not_verified_again(client, setti
     assert not third.reused and third.output != first.output  # hello.txt is new: verified anew
 
 
+async def test_a_workspace_where_the_verifier_found_no_test_is_not_verified_again(client, settings, worker):
+    """No test found is as deterministic as a pass: the same files give the same answer, so the
+    second run reuses it (the verifier prints a fresh token each time it runs)."""
+    workspace(settings, "none", {"README": "unchanged\n"})
+    verifier = {"argv": ["sh", "-c", "echo Ran 0 tests $(cat /proc/sys/kernel/random/uuid)"]}
+    answer = [{"content": "nothing to change"}]
+    evidence = []
+    for script in (answer, answer):
+        handle = await start(client, settings, scripted("coder", script, workspace="none", verifier=verifier))
+        assert (await handle.result()).phase == Phase.DONE
+        [checkpoint] = (await handle.state()).effects.checkpoints.items
+        evidence.append(checkpoint.evidence)
+    first, second = evidence
+    assert first.no_tests and second.no_tests and not first.reused and second.reused
+    assert second.output == first.output
+
+
 @pytest.mark.parametrize(
     ("output", "counts"),
     [

@@ -189,8 +189,9 @@ class Evidence(BaseModel):
     """The verifier ran no test (pytest's exit code 5, unittest's `Ran 0 tests`): evidence of nothing.
     Neither passed nor failed: the step is kept as an unverified checkpoint (`Checkpoint.verified`)."""
     reused: bool = False
-    """Not run again: the workspace's files are byte for byte those a passed run of the same verifier,
-    in the same sandbox, left on this worker; this is that run's evidence."""
+    """Not run again: the workspace's files are byte for byte those a run of the same verifier that
+    did not fail (passed, or found no test), in the same sandbox, left on this worker; this is that
+    run's evidence."""
 
     @property
     def failed(self) -> bool:
