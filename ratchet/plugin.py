@@ -50,6 +50,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.deploys import DeployActivities
+from ratchet.activities.schedules import ScheduleActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.contracts.activities import COMPACT, MODEL_CALL, VERIFY
@@ -76,6 +77,7 @@ from ratchet.workflows.agent import AgentWorkflow
 from ratchet.workflows.closed_rollback import RollbackWorkflow
 from ratchet.workflows.deploy_guard import DeployGuardWorkflow
 from ratchet.workflows.flags import FlagWorkflow
+from ratchet.workflows.scheduled_message import ScheduledMessageWorkflow
 from ratchet.workflows.sdk_seams import activity_name, workflow_name
 from ratchet.options import (  # noqa: F401  (re-exported: the plugin's face, as the README names them)
     BUILTIN_TOOL_MODULES,
@@ -90,7 +92,13 @@ from ratchet.options import (  # noqa: F401  (re-exported: the plugin's face, as
 log = logging.getLogger("ratchet.plugin")
 
 PLUGIN_NAME = "ratchet"
-WORKFLOWS: tuple[type, ...] = (AgentWorkflow, RollbackWorkflow, DeployGuardWorkflow, FlagWorkflow)
+WORKFLOWS: tuple[type, ...] = (
+    AgentWorkflow,
+    RollbackWorkflow,
+    DeployGuardWorkflow,
+    FlagWorkflow,
+    ScheduledMessageWorkflow,
+)
 
 
 class Activities:
@@ -124,6 +132,7 @@ class Activities:
         self.rollback = RollbackActivities(client, ledger, artifacts)
         self.archive = Archive(artifacts)
         self.deploys = DeployActivities(client, options.profiles)
+        self.schedules = ScheduleActivities(client)
 
     def all(self) -> list[Callable]:
         return [
@@ -140,6 +149,7 @@ class Activities:
             self.archive.messages,
             *self.mcp.activities(),
             *self.deploys.all(),
+            self.schedules.deliver,
         ]
 
 

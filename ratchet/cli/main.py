@@ -38,6 +38,9 @@ def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args, unknown = parser(argv).parse_known_args(argv)
+    if isinstance(getattr(args, "words", None), list):  # trailing words after options (see `trailing_words`)
+        args.words += [word for word in unknown if not word.startswith("-")]
+        unknown = [word for word in unknown if word.startswith("-")]
     if unknown:  # said under the verb's usage line, not the root's list of every verb
         args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     run = next(verb for verb in VERBS if verb.name == args.command).handler()

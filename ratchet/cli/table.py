@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from ratchet.cli import schedule
 from ratchet.cli.verbs import Verb, workflow_id
 
 
@@ -484,6 +485,18 @@ VERBS: tuple[Verb, ...] = (
         "boundary. `status` shows each build's open runs and outcomes; `check BUILD` (run where BUILD's code "
         "is installed) replays the runs that would move to it; `ramp`, `promote` and `rollback` route new runs. "
         "The Temporal CLI equivalents: docs/OPERATIONS.md, 'Deploying a new version'.",
+    ),
+    Verb(
+        "schedule",
+        "start runs (or a session's messages) by time, on Temporal Schedules",
+        "ratchet schedule create triage --cron '0 7 * * 1-5' coder 'triage new issues'\n"
+        "         ratchet schedule list\n"
+        "         ratchet schedule trigger triage",
+        "ratchet.cli.schedule:schedule",
+        schedule.arguments,
+        "A schedule is a Temporal Schedule (`temporal schedule list` and the Web UI show it): each firing starts "
+        "an ordinary run named NAME-<time>, or with --session sends a message to a session. Overlap policy, "
+        "catch-up window, jitter, pause and resume, trigger now, backfill, delete.",
     ),
     Verb(
         "flag",

@@ -58,6 +58,13 @@ class Verb(NamedTuple):
         return run_verb(fn) if inspect.iscoroutinefunction(fn) else fn
 
 
+def trailing_words(cmd: argparse.ArgumentParser, metavar: str, help: str) -> None:
+    """Positional words that may also come after the options (`schedule create NAME --cron C coder
+    'triage'`): Python 3.11's argparse matches an optional positional where the first words end and
+    calls the later ones unrecognized, so `main` adds those (not the unknown options) to `args.words`."""
+    cmd.add_argument("words", nargs="*", metavar=metavar, help=help)
+
+
 def workflow_id(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("workflow_id", help="the run's workflow id")
 

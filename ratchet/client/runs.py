@@ -34,6 +34,7 @@ from temporalio.exceptions import CancelledError
 
 from ratchet.client import listing, reads, stream
 from ratchet.client.deploys import Deploys
+from ratchet.client.schedules import Schedules
 from ratchet.client.errors import (
     InvalidInput,
     NotStartedYet,
@@ -79,6 +80,8 @@ class RatchetClient:
         """Closed runs' states by (workflow id, run id), newest read last (`RunHandle.closed_state`)."""
         self.deploys = Deploys(temporal, settings, self.get)
         """The worker deployment `settings.deployment_name`: its builds, ramp, promote, rollback, check."""
+        self.schedules = Schedules(temporal, settings, self.get)
+        """Runs and session messages started by time (Temporal Schedules)."""
 
     @property
     def address(self) -> str:

@@ -11,6 +11,7 @@
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `deploy`: a ramp's guard (`GuardRequest`, `GuardStatus`) and a person's flag on a run (`FlagRecord`);
+- `schedules`: runs and session messages started by time on Temporal Schedules (`ScheduleRequest`);
 - `base`: the vocabulary they share.
 
 Every name is re-exported here; import from `ratchet.contracts`. Only pydantic and the standard
@@ -136,6 +137,14 @@ from ratchet.contracts.rollback import (
     LoadClosedRun,
     ClosedRun,
     ClosedRollback,
+)
+from ratchet.contracts.schedules import (
+    SCHEDULED_MESSAGE_WORKFLOW,
+    Deliver,
+    ScheduleInfo,
+    ScheduleRequest,
+    ScheduledMessage,
+    ScheduledRun,
 )
 from ratchet.contracts.deploy import (
     GUARD_WORKFLOW,
@@ -274,6 +283,12 @@ __all__ = [
     "SearchAttribute",
     "GUARD_WORKFLOW",
     "FLAG_WORKFLOW",
+    "SCHEDULED_MESSAGE_WORKFLOW",
+    "Deliver",
+    "ScheduleInfo",
+    "ScheduleRequest",
+    "ScheduledMessage",
+    "ScheduledRun",
     "GUARD_STATUS_QUERY",
     "GUARD_STOP_SIGNAL",
     "guard_id",

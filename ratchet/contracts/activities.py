@@ -27,6 +27,7 @@ from ratchet.contracts.payloads import (
     WorkspaceBinding,
 )
 from ratchet.contracts.deploy import EvaluateGuard, Evaluation, Route
+from ratchet.contracts.schedules import Deliver
 from ratchet.contracts.plan import PlanRun, RunPlan
 from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
 from ratchet.contracts.records import Effect, Forked
@@ -142,6 +143,12 @@ minute; one that fails is recorded and the next interval evaluates again (workfl
 DEPLOY_ROUTE = ActivityDef[Route, str]("deploy.route", Route, str, 60.0, ABOUT_A_MINUTE)
 """A guard's change to its deployment's routing (ramp, end the ramp, promote); a refusal
 (`DeploymentError`) is not retried."""
+SCHEDULE_DELIVER = ActivityDef[Deliver, str](
+    "schedule.deliver", Deliver, str, 30.0, Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=20)
+)
+"""A scheduled message handed to its session (an `ask` that does not wait for the answer): retried
+for about a quarter of an hour while the session refuses it (a turn in flight under the `reject`
+policy, a move to a new build); a session that has ended or does not exist is not retried."""
 
 ACTIVITIES = (
     PREPARE,
@@ -157,4 +164,5 @@ ACTIVITIES = (
     ROLLBACK_LOAD,
     DEPLOY_EVALUATE,
     DEPLOY_ROUTE,
+    SCHEDULE_DELIVER,
 )
