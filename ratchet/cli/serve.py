@@ -14,6 +14,15 @@ def serve(args: argparse.Namespace) -> int:
     from ratchet.serve.app import TOKEN_SETTING
 
     settings = load_settings()
+    hooks = {}
+    if settings.hooks is not None:
+        from ratchet.serve.hooks import load_hooks
+
+        try:
+            hooks = load_hooks(settings.hooks)
+        except ValueError as exc:
+            print(f"ratchet serve: {exc}")
+            return 2
     token = settings.serve_token.get_secret_value() if settings.serve_token else None
     origins = [o for o in args.cors_origin.split(",") if o.strip()]
     hosts = [h for h in args.allowed_host.split(",") if h.strip()]
@@ -22,15 +31,18 @@ def serve(args: argparse.Namespace) -> int:
     except GuardSettingsError as exc:
         print(f"ratchet serve: {exc}")
         return 2
-    return asyncio.run(_serve(settings, guard, args.host, args.port))
+    return asyncio.run(_serve(settings, guard, args.host, args.port, hooks))
 
 
-async def _serve(settings, guard, host: str, port: int) -> int:
+async def _serve(settings, guard, host: str, port: int, hooks) -> int:
     from ratchet.cli.http_app import serve_app
     from ratchet.client import RatchetClient
     from ratchet.serve.app import build_app
 
     client = await RatchetClient.connect(settings)
     return await serve_app(
-        build_app(client, guard), host, port, lambda url: f"{READY} {url} (GET /runs/ID/events, POST /agui)"
+        build_app(client, guard, hooks=hooks),
+        host,
+        port,
+        lambda url: f"{READY} {url} (GET /runs/ID/events, POST /agui" + (", POST /hooks/NAME)" if hooks else ")"),
     )

@@ -105,9 +105,10 @@ class HttpGuard:
         allowed = frozenset(o.strip().rstrip("/") for o in origins if o.strip())
         return cls(frozenset(names), allowed, token or None, same_origin)
 
-    def check(self, method: str, headers: Headers, json_body: bool = True) -> Refusal | None:
+    def check(self, method: str, headers: Headers, json_body: bool = True, signed: bool = False) -> Refusal | None:
         """Why this request is refused, or None. `headers` is case-insensitive (Starlette's
-        Headers); `json_body`: the endpoint reads a JSON body."""
+        Headers); `json_body`: the endpoint reads a JSON body; `signed`: the endpoint checks a
+        signature of its own instead of the bearer token (a webhook: its sender has no token)."""
         host = host_name(headers.get("Host") or "")
         if host not in self.allowed_hosts:
             return Refusal(421, f"this server does not answer for host {host!r}")
@@ -117,7 +118,7 @@ class HttpGuard:
             return Refusal(403, f"origin {origin!r} is not allowed (configure it as an allowed origin)")
         if method == "OPTIONS":
             return None
-        if self.token is not None and not self._token_matches(headers.get("Authorization") or ""):
+        if self.token is not None and not signed and not self._token_matches(headers.get("Authorization") or ""):
             return Refusal(401, "a valid `Authorization: Bearer <token>` header is required")
         if json_body and method in ("POST", "PUT", "PATCH"):
             media_type = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()

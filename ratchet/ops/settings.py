@@ -199,6 +199,13 @@ class Settings(TemporalSettings):
         description="The bearer token `ratchet serve` requires of every request (`Authorization: Bearer ...`). "
         "Required when it binds beyond loopback.",
     )
+    hooks: Path | None = Field(
+        None,
+        validation_alias=_env("RATCHET_HOOKS"),
+        description="A JSON (or .toml) file of the webhooks `ratchet serve` takes at POST /hooks/NAME "
+        "(ratchet/serve/hooks.py): each signed with an HMAC secret (`${VAR}`), mapped to a run, a session's "
+        "message or a decision.",
+    )
     console_token: SecretStr | None = Field(
         None,
         validation_alias=_env("RATCHET_CONSOLE_TOKEN"),

@@ -5,6 +5,9 @@
          a reconnect with `Last-Event-ID` resumes after it. Ends when the run closes.
     POST /agui                                                 AG-UI: a `RunAgentInput` starts the
          thread's run or sends it a message; the answer is the run as AG-UI events (ratchet/serve/agui.py)
+    POST /hooks/{name}                                         a webhook RATCHET_HOOKS declares: signed
+         (HMAC), it starts a run, sends a session a message or decides a call; 202 with the run's id
+         (ratchet/serve/hooks.py). No bearer token: the signature is its authentication.
 
 Every request passes `HttpGuard` first (ratchet/ops/http_guard.py: Host, Origin, the bearer token
 RATCHET_SERVE_TOKEN, JSON bodies), so a web page the user opens cannot drive runs; binding beyond
@@ -18,7 +21,7 @@ stream carries what the worker redacted).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -35,6 +38,8 @@ from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, R
 from ratchet.contracts.events import RunEvent
 from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
 from ratchet.serve import agui
+from ratchet.serve.hooks import Hook
+from ratchet.serve.taking_hooks import take_hook
 
 TOKEN_SETTING = "RATCHET_SERVE_TOKEN"
 ALLOWED_HEADERS = "Authorization, Content-Type, Last-Event-ID, Accept"
@@ -46,10 +51,15 @@ this by Temporal's own payload limit (2 MB by default)."""
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def build_app(client: RatchetClient, guard: HttpGuard, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
-    def guarded(handler: Handler, json_body: bool = False) -> Handler:
+def build_app(
+    client: RatchetClient,
+    guard: HttpGuard,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    hooks: Mapping[str, Hook] | None = None,
+) -> Starlette:
+    def guarded(handler: Handler, json_body: bool = False, signed: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
-            refused = guard.check(request.method, request.headers, json_body=json_body)
+            refused = guard.check(request.method, request.headers, json_body=json_body, signed=signed)
             if refused is not None:
                 response: Response = JSONResponse({"error": refused.reason}, status_code=refused.status)
             elif request.method == "OPTIONS":
@@ -89,10 +99,14 @@ def build_app(client: RatchetClient, guard: HttpGuard, max_body_bytes: int = MAX
             (encoder.encode(event) async for event in events), media_type=encoder.get_content_type()
         )
 
+    async def hook(request: Request) -> Response:
+        return await take_hook(client, hooks or {}, request.path_params["name"], await request.body(), request.headers)
+
     return Starlette(
         routes=[
             Route("/runs/{workflow_id:path}/events", guarded(run_events), methods=["GET", "OPTIONS"]),
             Route("/agui", guarded(agui_run, json_body=True), methods=["POST", "OPTIONS"]),
+            Route("/hooks/{name}", guarded(hook, json_body=True, signed=True), methods=["POST"]),
         ],
         middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes, answer=refused)],
     )
