@@ -51,6 +51,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.deploys import DeployActivities
 from ratchet.activities.schedules import ScheduleActivities
+from ratchet.activities.notify import NotifyActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.contracts.activities import COMPACT, MODEL_CALL, VERIFY
@@ -78,6 +79,7 @@ from ratchet.workflows.closed_rollback import RollbackWorkflow
 from ratchet.workflows.deploy_guard import DeployGuardWorkflow
 from ratchet.workflows.flags import FlagWorkflow
 from ratchet.workflows.scheduled_message import ScheduledMessageWorkflow
+from ratchet.workflows.notify_delivery import NotifyWorkflow
 from ratchet.workflows.sdk_seams import activity_name, workflow_name
 from ratchet.options import (  # noqa: F401  (re-exported: the plugin's face, as the README names them)
     BUILTIN_TOOL_MODULES,
@@ -98,6 +100,7 @@ WORKFLOWS: tuple[type, ...] = (
     DeployGuardWorkflow,
     FlagWorkflow,
     ScheduledMessageWorkflow,
+    NotifyWorkflow,
 )
 
 
@@ -133,6 +136,7 @@ class Activities:
         self.archive = Archive(artifacts)
         self.deploys = DeployActivities(client, options.profiles)
         self.schedules = ScheduleActivities(client)
+        self.notify = NotifyActivities()
 
     def all(self) -> list[Callable]:
         return [
@@ -150,6 +154,7 @@ class Activities:
             *self.mcp.activities(),
             *self.deploys.all(),
             self.schedules.deliver,
+            self.notify.send,
         ]
 
 

@@ -50,6 +50,7 @@ from ratchet.contracts.events import (
 )
 
 from .details import current_details, evidence_line
+from .notify import Notifier
 from .sdk_seams import ObservedStream
 
 RETAINED = 200
@@ -99,11 +100,17 @@ class RunStream:
         self.stream = ObservedStream(prior)
         self._topics = {t: self.stream.topic(t.value) for t in Topic}
         self._seen: _Seen | None = None
+        self._state_of = state
         self._follower = asyncio.create_task(self._follow(state))
+        self.notifier = Notifier()
+        """The profile's webhooks out are told of the events published (workflows/notify.py)."""
 
     def publish(self, event: _Event) -> None:
         self._topics[event.topic].publish(event.model_dump(mode="json", exclude={"offset"}))
         end = self.stream.end
+        state = self._state_of()
+        if state is not None and event.topic != Topic.TOKENS:
+            self.notifier.published(state, event, end - 1)
         if end - self.stream.base >= 2 * RETAINED:
             self.stream.truncate(end - RETAINED)
 
@@ -135,6 +142,7 @@ class RunStream:
         Then the polls waiting in the run are released, with the end (a poll waiting is answered
         either way: `detach_pollers` returns what it has)."""
         self.observe(state)
+        await self.notifier.settled()
         end = self.stream.end
         if self.stream.served < end and _followed(self.stream):
             try:

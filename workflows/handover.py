@@ -69,7 +69,9 @@ async def hand_over(
     if interrupted():
         return
     upgrade = upgrade and workflow.info().get_current_deployment_version() is not None  # versioned workers only
+    handed = stream.handover(state)
+    await stream.notifier.settled()  # the webhooks' deliveries it started are in the history
     workflow.continue_as_new(
-        Continuation(continuation=trimmed(state), stream=stream.handover(state)),
+        Continuation(continuation=trimmed(state), stream=handed),
         initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE if upgrade else None,
     )

@@ -11,6 +11,7 @@
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `deploy`: a ramp's guard (`GuardRequest`, `GuardStatus`) and a person's flag on a run (`FlagRecord`);
+- `notify`: webhooks out, a profile's targets and one delivery (`Notify`, `NotifyDelivery`);
 - `schedules`: runs and session messages started by time on Temporal Schedules (`ScheduleRequest`);
 - `base`: the vocabulary they share.
 
@@ -138,6 +139,7 @@ from ratchet.contracts.rollback import (
     ClosedRun,
     ClosedRollback,
 )
+from ratchet.contracts.notify import NOTIFY_WORKFLOW, Notify, NotifyBody, NotifyDelivery, NotifyEvent
 from ratchet.contracts.schedules import (
     SCHEDULED_MESSAGE_WORKFLOW,
     Deliver,
@@ -284,6 +286,11 @@ __all__ = [
     "GUARD_WORKFLOW",
     "FLAG_WORKFLOW",
     "SCHEDULED_MESSAGE_WORKFLOW",
+    "NOTIFY_WORKFLOW",
+    "Notify",
+    "NotifyBody",
+    "NotifyDelivery",
+    "NotifyEvent",
     "Deliver",
     "ScheduleInfo",
     "ScheduleRequest",

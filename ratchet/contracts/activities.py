@@ -28,6 +28,7 @@ from ratchet.contracts.payloads import (
 )
 from ratchet.contracts.deploy import EvaluateGuard, Evaluation, Route
 from ratchet.contracts.schedules import Deliver
+from ratchet.contracts.notify import NotifyDelivery
 from ratchet.contracts.plan import PlanRun, RunPlan
 from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
 from ratchet.contracts.records import Effect, Forked
@@ -149,6 +150,12 @@ SCHEDULE_DELIVER = ActivityDef[Deliver, str](
 """A scheduled message handed to its session (an `ask` that does not wait for the answer): retried
 for about a quarter of an hour while the session refuses it (a turn in flight under the `reject`
 policy, a move to a new build); a session that has ended or does not exist is not retried."""
+NOTIFY_SEND = ActivityDef[NotifyDelivery, str](
+    "notify.send", NotifyDelivery, str, 30.0, Retry(initial_s=1.0, maximum_s=300.0, maximum_attempts=0)
+)
+"""One webhook delivery: a POST of 30 s at most, retried (up to 5 minutes apart) until the receiver
+takes it (2xx) or refuses it for good (a 4xx but 408 and 429: not retried), for a day
+(`RatchetNotify`'s schedule-to-close)."""
 
 ACTIVITIES = (
     PREPARE,
@@ -165,4 +172,5 @@ ACTIVITIES = (
     DEPLOY_EVALUATE,
     DEPLOY_ROUTE,
     SCHEDULE_DELIVER,
+    NOTIFY_SEND,
 )

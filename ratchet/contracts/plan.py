@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import EffectClass, FailurePolicy
+from ratchet.contracts.notify import Notify
 from ratchet.contracts.run import AgentRun
 from ratchet.contracts.sandbox import SandboxPolicy
 from ratchet.contracts.session import SessionPolicy
@@ -154,6 +155,8 @@ class RunPolicy(BaseModel):
     session: SessionPolicy | None = None
     """Its runs are sessions: after each answer they wait for the next message (a run's `session`
     makes one of any profile)."""
+    notify: list[Notify] = Field(default_factory=list)
+    """Webhooks out: URLs told of the run's events (ratchet/contracts/notify.py)."""
     fallback_after_attempts: int = Field(3, ge=1, le=100)
     """Attempts of a step's model call on a model with a fallback after it (retryable failures: 429,
     5xx, timeouts) before the call moves to the next model (`AgentProfile.fallbacks`)."""

@@ -10,7 +10,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, SessionPolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Notify, SessionPolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, NotStarted, ToolContext, tool, undo_for
 
@@ -357,3 +357,22 @@ register_profile(
         budget=Budget(max_steps=10),
     )
 )
+
+register_profile(
+    AgentProfile(
+        name="notified",
+        system_prompt="You open tickets; a receiver is told of approvals, checkpoints and the end.",
+        tools=["create_ticket", "write_file"],
+        budget=Budget(max_steps=20),
+        approval_rules=[ApprovalRule(tool="create_ticket", argument="title", pattern="^prod")],
+        verifier=Verifier(argv=["true"]),
+        notify=[
+            Notify(
+                url="http://127.0.0.1:${RATCHET_TEST_NOTIFY_PORT}/events",
+                events=["approval_requested", "checkpoint", "run_ended"],
+                secret="${RATCHET_TEST_NOTIFY_SECRET}",
+            )
+        ],
+    )
+)
+"""Webhooks out (tests/test_notify.py): the receiver's port and secret are the worker's variables."""
