@@ -170,6 +170,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "ratchet.contracts": "the data contracts: pydantic and the standard library only",
     "ratchet.core.keys": "idempotency keys: pure string functions",
     "ratchet.core.budget": "budget arithmetic: pure functions",
+    "ratchet.core.guardrails": "guardrail matching and redaction: regular expressions over text, pure functions",
     "ratchet.workflows": "the workflow package itself (checked by this same test)",
 }
 ALLOWED_PACKAGES = ("ratchet.contracts", "ratchet.workflows")

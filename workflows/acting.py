@@ -42,7 +42,7 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from . import approvals, children, events, hosts, outcomes
+from . import approvals, children, events, guardrails, hosts, outcomes
 from .call_order import CallOrder
 from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost
@@ -164,7 +164,8 @@ async def _call_tool(
         return _bad_call(state, f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}")
     if problem is not None:
         return _bad_call(state, problem)
-    reason = approvals.needs_approval(plan, spec, args)
+    args, shown, tripped = guardrails.check_call(state, plan, spec.name, call_id, args, call.arguments)
+    reason = tripped or approvals.needs_approval(plan, spec, args)
     if reason is not None:
         decision = await approvals.wait_for(state, plan, spec, call_id, args, reason, phases)
         if not decision.approved:
@@ -173,7 +174,7 @@ async def _call_tool(
             )
     if not await turns.turn(index):
         return ToolResult(ok=False, output="not run: an earlier call of this reply failed")
-    events.tool_started(stream, state, call_id, spec.name, call.arguments)
+    events.tool_started(stream, state, call_id, spec.name, shown)
     if spec.kind == "timer":
         result = await _timer(state, args)
     elif spec.kind == "child":
@@ -184,7 +185,7 @@ async def _call_tool(
         _count_bad_call(state, result.output)
     state.used.tool_calls += 1
     state.calls.record(
-        ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=call.arguments, result=result)
+        ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=shown, result=result)
     )
     return result
 
@@ -395,6 +396,5 @@ def _brief(args: dict[str, Any]) -> str:
     for name in ("path", "argv", "title", "to"):
         if name in args:
             value = args[name]
-            text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
-            return text[:80]
+            return (" ".join(map(str, value)) if isinstance(value, list) else str(value))[:80]
     return ""

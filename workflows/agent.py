@@ -101,7 +101,7 @@ class AgentWorkflow:
             self._phases.publish(state, plan)
             return await self._loop(state, plan)
         except FailRun as failure:
-            await fail(state, plan, self._phases, str(failure))
+            await fail(state, plan, self._phases, str(failure), error_type=failure.error_type)
         except asyncio.CancelledError:
             await cancelled(state, plan, self._phases)
             raise

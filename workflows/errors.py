@@ -16,7 +16,12 @@ from ratchet.contracts import ErrorType
 
 class FailRun(Exception):
     """Raised in workflow code: the run ends FAILED once its failure policy has been applied.
-    (`ratchet.client.RunFailed` is what a client sees of a run that ended so.)"""
+    (`ratchet.client.RunFailed` is what a client sees of a run that ended so.) `error_type`: the
+    run's failure's type (`AgentFailed`, or `GuardrailTripped`)."""
+
+    def __init__(self, message: str, error_type: ErrorType = ErrorType.AGENT_FAILED) -> None:
+        super().__init__(message)
+        self.error_type = error_type
 
 
 def root(err: BaseException) -> BaseException:

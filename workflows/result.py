@@ -42,14 +42,21 @@ def finish(state: AgentState, phases: Phases, phase: Phase, error: str | None = 
     return agent_result(state)
 
 
-async def fail(state: AgentState, plan: RunPlan, phases: Phases, reason: str, policy_applied: bool = False) -> NoReturn:
+async def fail(
+    state: AgentState,
+    plan: RunPlan,
+    phases: Phases,
+    reason: str,
+    policy_applied: bool = False,
+    error_type: ErrorType = ErrorType.AGENT_FAILED,
+) -> NoReturn:
     """End FAILED (COMPENSATION_FAILED when undoing did not complete) after the failure policy."""
     if not policy_applied:
         await rollback.on_failure(state, plan, phases, reason)
     phase = Phase.COMPENSATION_FAILED if state.phase == Phase.COMPENSATION_FAILED else Phase.FAILED
     finish(state, phases, phase, error=reason)
     message = rollback.failure_message(state, reason)
-    raise ApplicationError(message, type=ErrorType.AGENT_FAILED, non_retryable=True) from None
+    raise ApplicationError(message, type=error_type, non_retryable=True) from None
 
 
 async def out_of_budget(state: AgentState, plan: RunPlan, phases: Phases, reason: str, cut_short: bool) -> AgentResult:

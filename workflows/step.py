@@ -25,7 +25,7 @@ from ratchet.contracts import (
 )
 from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
-from . import acting, calls, checkpoints, events
+from . import acting, calls, checkpoints, events, guardrails
 from .errors import FailRun, cause, raise_if_cancelled, root
 from .phases import Phases
 
@@ -55,7 +55,7 @@ async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.
         # under a verifier the workspace as it stands must pass; a failing check goes back to the
         # model (it cannot end DONE)
         if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan, phases):
-            return reply.message.content or ""
+            return guardrails.check_answer(state, plan, reply.message.content or "", stream)
         return None
     effects_before = state.effects.count
     await acting.act(state, plan, reply.message.tool_calls, phases, stream)
@@ -68,6 +68,7 @@ async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.
 async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
     """The model's reply to the conversation so far, added to it and charged to the budget."""
     phases.enter(state, Phase.THINKING, plan)
+    guardrails.check_input(state, plan)  # before the model sees them
     unsent = state.conversation.unsent_messages()
     tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
     request = ModelRequest(

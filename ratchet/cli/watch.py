@@ -20,6 +20,7 @@ from ratchet.contracts.events import (
     CheckpointTaken,
     DecisionRequested,
     FailedOver,
+    Withdrawn,
     PhaseChanged,
     RolledBack,
     RunEnded,
@@ -119,6 +120,9 @@ def describe(event: RunEvent, workflow_id: str) -> str | None:
             f"  failover at step {event.step}: {event.from_host} -> {event.to_host} "
             f"from {event.checkpoint_id or 'the start'} ({event.reason})"
         )
+    if isinstance(event, Withdrawn):
+        done = "redacted: the answer is the redacted text" if event.action == "redact" else "the run stops"
+        return f"  WITHDRAWN: the text above matched guardrail {event.guardrail} ({done})"
     if isinstance(event, RunEnded):
         return f"[{event.phase}] ended at step {event.step}" + (f": {event.error}" if event.error else "")
     return None

@@ -11,6 +11,7 @@
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `deploy`: a ramp's guard (`GuardRequest`, `GuardStatus`) and a person's flag on a run (`FlagRecord`);
+- `guardrails`: a profile's checks with tripwires, and a trip's record (`Guardrail`, `GuardrailTrip`);
 - `notify`: webhooks out, a profile's targets and one delivery (`Notify`, `NotifyDelivery`);
 - `schedules`: runs and session messages started by time on Temporal Schedules (`ScheduleRequest`);
 - `base`: the vocabulary they share.
@@ -139,6 +140,7 @@ from ratchet.contracts.rollback import (
     ClosedRun,
     ClosedRollback,
 )
+from ratchet.contracts.guardrails import Guardrail, GuardrailTrip
 from ratchet.contracts.notify import NOTIFY_WORKFLOW, Notify, NotifyBody, NotifyDelivery, NotifyEvent
 from ratchet.contracts.schedules import (
     SCHEDULED_MESSAGE_WORKFLOW,
@@ -287,6 +289,8 @@ __all__ = [
     "FLAG_WORKFLOW",
     "SCHEDULED_MESSAGE_WORKFLOW",
     "NOTIFY_WORKFLOW",
+    "Guardrail",
+    "GuardrailTrip",
     "Notify",
     "NotifyBody",
     "NotifyDelivery",

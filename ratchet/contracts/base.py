@@ -123,6 +123,9 @@ class ErrorType(StrEnum):
     BUDGET_EXHAUSTED = "BudgetExhausted"
     """The next model call cannot fit in what is left of the run's token or cost budget: the run
     ends BUDGET_EXHAUSTED before making it."""
+    GUARDRAIL_TRIPPED = "GuardrailTripped"
+    """A guardrail whose action is `stop` matched (`state.guardrails` says which, where, what kind):
+    the run failed after its failure policy."""
     INTERRUPTED = "Interrupted"
     """A tool call the run stopped before it finished (a pause, a rollback, the deadline)."""
     NOT_ON_THIS_HOST = "NotOnThisHost"

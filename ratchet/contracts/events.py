@@ -161,6 +161,15 @@ class FailedOver(_Event):
     reason: str
 
 
+class Withdrawn(_Event):
+    """What a reader was shown of a model call's reply is withdrawn: a guardrail on the answer
+    matched it (redacted: the run's answer is the redacted text; stopped: there is none)."""
+
+    kind: Literal["withdrawn"] = "withdrawn"
+    guardrail: str
+    action: str
+
+
 class RunEnded(_Event):
     """The last event of a run (not of a run that continues as new): its phase and answer."""
 
@@ -184,6 +193,7 @@ RunEvent = Annotated[
     | RolledBack
     | PhaseChanged
     | FailedOver
+    | Withdrawn
     | RunEnded,
     Field(discriminator="kind"),
 ]

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import EffectClass, FailurePolicy
+from ratchet.contracts.guardrails import Guardrail
 from ratchet.contracts.notify import Notify
 from ratchet.contracts.run import AgentRun
 from ratchet.contracts.sandbox import SandboxPolicy
@@ -155,6 +156,9 @@ class RunPolicy(BaseModel):
     session: SessionPolicy | None = None
     """Its runs are sessions: after each answer they wait for the next message (a run's `session`
     makes one of any profile)."""
+    guardrails: list[Guardrail] = Field(default_factory=list)
+    """Checks on the input, each tool call's arguments and the final answer, with what a match does
+    (ratchet/contracts/guardrails.py)."""
     notify: list[Notify] = Field(default_factory=list)
     """Webhooks out: URLs told of the run's events (ratchet/contracts/notify.py)."""
     fallback_after_attempts: int = Field(3, ge=1, le=100)

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, Phase
+from ratchet.contracts.guardrails import GuardrailTrip
 from ratchet.contracts.outcomes import OutcomeDecision, PendingDecision
 from ratchet.contracts.payloads import Message
 from ratchet.contracts.plan import RunPlan
@@ -311,6 +312,8 @@ class AgentState(BaseModel):
     session: Session = Field(default_factory=Session)
     workspace: Workspace = Field(default_factory=Workspace)
     release: Release = Field(default_factory=Release)
+    guardrails: list[GuardrailTrip] = Field(default_factory=list)
+    """Every guardrail that matched: which, where, what kind, what was done (workflows/guardrails.py)."""
     paused: bool = False
     continued: int = 0
     """How many times this run has continued as new."""

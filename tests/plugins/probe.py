@@ -10,7 +10,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Notify, SessionPolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Guardrail, Notify, SessionPolicy, Verifier
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, NotStarted, ToolContext, tool, undo_for
 
@@ -376,3 +376,31 @@ register_profile(
     )
 )
 """Webhooks out (tests/test_notify.py): the receiver's port and secret are the worker's variables."""
+
+register_profile(
+    AgentProfile(
+        name="guarded",
+        system_prompt="You write files and open tickets, within guardrails.",
+        tools=["write_file", "create_ticket"],
+        budget=Budget(max_steps=20),
+        failure_policy=FailurePolicy.KEEP,
+        guardrails=[
+            Guardrail(name="pii-in", on="input", detectors=["email"], action="redact"),
+            Guardrail(name="no-drop", on="tool_call", tool="write_file", argument="content", patterns=[r"DROP TABLE"]),
+            Guardrail(
+                name="no-keys-in-files", on="tool_call", tool="write_file", detectors=["secret"], action="redact"
+            ),
+            Guardrail(
+                name="customer-tickets",
+                on="tool_call",
+                tool="create_ticket",
+                argument="title",
+                patterns=[r"(?i)customer"],
+                action="ask",
+            ),
+            Guardrail(name="no-keys-out", on="answer", detectors=["secret"], action="redact"),
+            Guardrail(name="no-confidential-out", on="answer", patterns=["CONFIDENTIAL"]),
+        ],
+    )
+)
+"""Guardrails (tests/test_guardrails.py): one of each place and action."""

@@ -1,0 +1,115 @@
+"""Guardrails: a profile's checks with tripwires, run where each belongs (deterministic, no I/O).
+
+The matching is pure (ratchet/core/guardrails.py), so every check runs here in the workflow,
+between events, costing no activity:
+
+- `input`: the user messages the model has not seen yet (the objective, messages sent, a session's
+  turns), just before the model call that would send them (workflows/step.py `think`);
+- `tool_call`: a call's arguments once parsed, before its approval and before it runs
+  (workflows/acting.py); `ask` makes the call wait for approval with the guardrail as its reason;
+- `answer`: the final answer, before it is taken (workflows/step.py). Its text was streamed as the
+  model wrote it: a trip publishes `Withdrawn`, and the run's answer (`RunEnded`, the result) is
+  the redacted text, or none.
+
+A `stop` fails the run with `GuardrailTripped` after its failure policy; `redact` replaces what
+matched with `[redacted: NAME]` and goes on. Every trip is kept in `state.guardrails`, naming what
+matched by kind, never the text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio import workflow
+
+from ratchet.contracts import AgentState, ErrorType, Guardrail, GuardrailTrip, RunPlan
+from ratchet.contracts.events import MODEL_CALL, Withdrawn
+from ratchet.core import guardrails as matching
+
+from .errors import FailRun
+from .events import RunStream
+
+
+def check_input(state: AgentState, plan: RunPlan) -> None:
+    """The unsent user messages, before the model sees them: redacted in place, or the run stops."""
+    rules = [g for g in plan.guardrails if g.on == "input"]
+    if not rules:
+        return
+    messages = state.conversation.messages
+    for index in range(state.conversation.unsent, messages.end):
+        message = messages.at(index)
+        if message.role != "user" or not message.content or message.summary:
+            continue
+        where = "objective" if index == 1 else f"message {index}"
+        text = message.content
+        for rule in rules:
+            text = _apply(state, rule, text, where)
+        if text != message.content:
+            messages.items[messages.local(index)] = message.model_copy(update={"content": text})
+
+
+def check_call(
+    state: AgentState, plan: RunPlan, tool: str, call_id: str, args: dict[str, Any], text: str
+) -> tuple[dict[str, Any], str, str | None]:
+    """A call's arguments and their text (`text` as the model wrote them), redacted where a
+    guardrail says so, and the reason it must wait for a person (an `ask` guardrail matched), or
+    None; a `stop` guardrail stops the run."""
+    given, ask = args, None
+    for rule in plan.guardrails:
+        if rule.on != "tool_call" or rule.tool not in ("*", tool):
+            continue
+        for name in [rule.argument] if rule.argument is not None else sorted(args):
+            value = args.get(name)
+            if not isinstance(value, str):
+                continue
+            where = f"{tool} {call_id} ({name})"
+            if rule.action == "ask":
+                found = matching.findings(rule, value)
+                if found:
+                    _record(state, rule, where, found)
+                    ask = ask or f"guardrail {rule.name}: {', '.join(matching.kinds(found))} in {name}"
+                continue
+            args = {**args, name: _apply(state, rule, value, where)}
+    return args, text if args == given else json.dumps(args), ask
+
+
+def check_answer(state: AgentState, plan: RunPlan, answer: str, stream: RunStream) -> str:
+    """The final answer as the run takes it: redacted, or the run stops (the streamed text withdrawn)."""
+    for rule in (g for g in plan.guardrails if g.on == "answer"):
+        try:
+            taken = _apply(state, rule, answer, "answer")
+        except FailRun:
+            stream.publish(Withdrawn(step=state.step, call=MODEL_CALL, guardrail=rule.name, action="stop"))
+            raise
+        if taken != answer:
+            stream.publish(Withdrawn(step=state.step, call=MODEL_CALL, guardrail=rule.name, action="redact"))
+            answer = taken
+    return answer
+
+
+def _apply(state: AgentState, rule: Guardrail, text: str, where: str) -> str:
+    found = matching.findings(rule, text)
+    if not found:
+        return text
+    _record(state, rule, where, found)
+    if rule.action == "stop":
+        raise FailRun(
+            f"guardrail {rule.name} tripped on {where}: {', '.join(matching.kinds(found))}",
+            error_type=ErrorType.GUARDRAIL_TRIPPED,
+        )
+    return matching.redacted(text, found, rule.name)
+
+
+def _record(state: AgentState, rule: Guardrail, where: str, found: list[matching.Finding]) -> None:
+    state.guardrails.append(
+        GuardrailTrip(
+            guardrail=rule.name,
+            on=rule.on,
+            step=state.step,
+            where=where,
+            found=matching.kinds(found),
+            action=rule.action,
+            at=workflow.now().isoformat(),
+        )
+    )
