@@ -27,7 +27,7 @@ REPLAY_EVERY_TASK = os.environ.get("RATCHET_TEST_CACHE") != "1"
 os.environ.setdefault("RATCHET_BUILD_ID", "test")
 """Every worker of a test session is build `test` of its task queue's deployment (each test's queue
 is a deployment of its own, made current by its first worker): the session's code does not change
-under it. Tests of deploys name their deployment and builds (tests/test_deploys.py)."""
+under it. Tests of deploys name their deployment and builds (tests/deploys/test_deploys.py)."""
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The idempotency ledger in PostgreSQL, for workers on many hosts: `RATCHET_LEDGER_URL=postgresql://...`.
 
 Same protocol and semantics as `SqliteLedger` (ratchet/stores/ledger.py), checked by the same
-conformance suite (tests/test_ledger_postgres.py). Needs the `postgres` extra (psycopg 3 and
+conformance suite (tests/stores/test_ledger_postgres.py). Needs the `postgres` extra (psycopg 3 and
 psycopg_pool): `pip install 'ratchet-agents[postgres]'`.
 
 Schema, created on open if absent (`CREATE TABLE IF NOT EXISTS` under a transaction-level advisory

@@ -1,5 +1,5 @@
 """A user's worker module, laid out as people write one: their sandboxed workflow beside the
-imports of Ratchet's wiring (tests/test_plugin.py runs it)."""
+imports of Ratchet's wiring (tests/ops/test_plugin.py runs it)."""
 
 from __future__ import annotations
 
