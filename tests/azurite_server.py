@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from devtools.devserver import free_port
 
 ACCOUNT = "devstoreaccount1"
@@ -91,7 +92,7 @@ class Azurite:
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"Azurite did not start; log:\n{(self.root / 'azurite.log').read_text()[-2000:]}")
+                    raise RuntimeError(f"Azurite did not start; log:\n{(self.root / 'azurite.log').read_text()[-2000:]}") from None
                 time.sleep(0.1)
         self.client().create_container()
         return self

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from ratchet.payloads.converter import BASE_CONVERTER
 
 import tests.plugins.probe  # noqa: F401  (registers the probe tools and profile)
 from devtools.devserver import DevServer
 from ratchet.ops.process import exit_now
 from ratchet.ops.settings import Settings
+from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.testing.openai_server import OpenAIServer
 from ratchet.worker.main import build_worker
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from devtools.devserver import free_port
 
 RUN_AS = "nobody"

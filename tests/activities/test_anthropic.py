@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import anthropic
 import pytest
-from ratchet.client import LiveText, RunFailed
 from temporalio.exceptions import ApplicationError
 
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
+from ratchet.client import LiveText, RunFailed
 from ratchet.contracts import Message, ModelSettings, OutputSpec, Phase, ToolCallRequest, ToolSchema, Usage
 from ratchet.core import budget
 from ratchet.models.anthropic import AnthropicProvider, AnthropicSettings

@@ -5,13 +5,13 @@ idempotency key in `_meta`, which the tracker deduplicates on (the profile says 
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import json
 import signal
 import sqlite3
 import uuid
+
+import pytest
 
 from ratchet.contracts import Phase
 from tests.mcp_servers import http_tracker

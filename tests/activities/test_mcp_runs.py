@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
 from ratchet.client import RunFailed
 from ratchet.contracts import ArtifactRef, Phase
 from ratchet.mcp.config import McpServer
@@ -25,7 +26,6 @@ from ratchet.replay.outcomes import OK
 from ratchet.replay.replayer import Loaded, replay
 from ratchet.worker.main import Activities, build_worker
 from tests.conftest import REPLAY_EVERY_TASK
-import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
 from tests.mcp_servers import HOSTILE, PYTHON, TRACKER, http_tracker, running
 from tests.runs import activity_attempts, call, scripted, start, wait_for
 

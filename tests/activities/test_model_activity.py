@@ -9,15 +9,15 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from ratchet.stores.ledger import SqliteLedger
 from ratchet.activities.model import ModelActivities
 from ratchet.activities.prepare import RunPreparer
-from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.contracts import AgentRun, Message, ModelReply, ModelRequest, PrepareRun, Usage
 from ratchet.core.profiles import AgentProfile, ProfileRegistry, default_profiles
 from ratchet.models.builtin import builtin_providers
 from ratchet.ops.settings import Settings
 from ratchet.plugin import builtin_tools
+from ratchet.stores.artifacts import DirectoryArtifactStore
+from ratchet.stores.ledger import SqliteLedger
 
 
 async def test_a_retried_model_call_returns_the_reply_the_ledger_holds_instead_of_calling_again(tmp_path):

@@ -39,7 +39,7 @@ async def test_arguments_the_os_rejects_go_back_to_the_model(client, settings, w
     result = await handle.result()
     assert result.phase == Phase.DONE, result.last_error
     calls = (await handle.state()).calls.tool_calls.items
-    for (sent, told), record in zip(EXPECTED, calls[: len(EXPECTED)]):
+    for (sent, told), record in zip(EXPECTED, calls[: len(EXPECTED)], strict=True):
         assert not record.result.ok and told in record.result.output, (sent["name"], record.result.output)
         assert str(settings.workspace_root) not in record.result.output  # paths as the model named them
     assert "File name too long" in calls[2].result.output and "(300 characters)" in calls[2].result.output

@@ -8,10 +8,10 @@ import os
 from datetime import timedelta
 
 import pytest
-from ratchet.client import InvalidInput, RunFailed
 from temporalio.testing import ActivityEnvironment
 
 from ratchet.activities.prepare import RunPreparer
+from ratchet.client import InvalidInput, RunFailed
 from ratchet.contracts import AgentRun, Phase, PrepareRun
 from ratchet.core.profiles import AgentProfile, default_profiles, register_profile
 from ratchet.models.builtin import builtin_providers

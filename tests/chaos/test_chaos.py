@@ -4,25 +4,30 @@ half of them on a model endpoint that fails 30% of the time, then the audit of t
 
 from __future__ import annotations
 
-import pytest
-
+import os
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 
-import os
 import tests.plugins.chaos_tools  # noqa: F401  (the chaos profile and outbox tool, in this process too)
-from ratchet.activities.tracker_tools import connect as connect_tracker
 from devtools.chaos.audit import audit_world
 from devtools.chaos.runner import Options, problems, run_chaos
 from devtools.chaos.stack import Stack
+from ratchet.activities.tracker_tools import connect as connect_tracker
 from ratchet.contracts import (
     STATE_VERSION,
-    AgentRun, AgentState, Effect, EffectClass, EffectStatus, Phase, ToolCallRecord, ToolResult,
+    AgentRun,
+    AgentState,
+    Effect,
+    EffectClass,
+    EffectStatus,
+    Phase,
+    ToolCallRecord,
+    ToolResult,
 )
 from tests.plugins.chaos_tools import connect_outbox
 from tests.runs import start
-
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -6,14 +6,13 @@ and the audit of the shared tracker and the final workspaces finds nothing missi
 
 from __future__ import annotations
 
-import pytest
-
 import re
 from pathlib import Path
 
+import pytest
+
 from devtools.chaos.hosts import HostsOptions, run_hosts
 from devtools.chaos.runner import audit_problems
-
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -6,8 +6,6 @@ layers over the same client, so they must agree."""
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import json
 import re
@@ -15,13 +13,14 @@ import sqlite3
 import sys
 import uuid
 
-from mcp import Client as McpClient, StdioServerParameters
+import pytest
+from mcp import Client as McpClient
+from mcp import StdioServerParameters
 
 from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RatchetClient
-from tests.surfaces.test_mcp_control import mcp_state_until, use
 from tests.runs import ratchet, until, wait_for
-
+from tests.surfaces.test_mcp_control import mcp_state_until, use
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 

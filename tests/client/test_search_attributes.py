@@ -15,8 +15,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 
-from devtools.devserver import DevServer, temporal_binary
 import ratchet.client
+from devtools.devserver import DevServer, temporal_binary
 from ratchet.contracts import Phase, RunAttributes
 from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES, register_commands
 from ratchet.payloads.converter import BASE_CONVERTER

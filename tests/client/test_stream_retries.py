@@ -4,18 +4,17 @@ text supersedes the first attempt's and a reader through `LiveText` shows the re
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import signal
 import uuid
+
+import pytest
 
 from ratchet.client import LiveText, RatchetClient
 from ratchet.contracts import Phase
 from ratchet.contracts.events import AttemptStarted, RunEnded, TextDelta
 from tests.ops_workers import start_worker
-from tests.runs import scripted
-from tests.runs import ratchet
+from tests.runs import ratchet, scripted
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -14,12 +14,11 @@ from datetime import timedelta
 
 import httpx2 as httpx
 import pytest
-
-from ratchet.client import InvalidInput, RatchetClient, Refused
-from ratchet.console.app import build_app
 from temporalio import workflow
 from temporalio.common import RawValue
 
+from ratchet.client import InvalidInput, RatchetClient, Refused
+from ratchet.console.app import build_app
 from ratchet.contracts import AgentResult, Phase
 from ratchet.deploys import deployments
 from ratchet.ops.http_guard import HttpGuard

@@ -3,17 +3,16 @@ coder agent on examples/calculator with the scripted model, and exits 0 with the
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import os
 import subprocess
 import sys
 
+import pytest
+
 from devtools.demo import demo_script
 from tests.ops_workers import ROOT
 from tests.runs import until
-
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

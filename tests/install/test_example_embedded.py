@@ -3,13 +3,12 @@ code driving a run through `ratchet.client` (start, approve, result), as real pr
 
 from __future__ import annotations
 
-import pytest
-
 import sys
+
+import pytest
 
 from devtools.workers import WorkerProcess
 from tests.ops_workers import ROOT, run_command, worker_env
-
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -11,8 +11,6 @@ running a scripted run to DONE, `ratchet replay` of that run's history, and a cl
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import os
 import shutil
@@ -23,6 +21,8 @@ import zipfile
 from functools import partial
 from importlib import metadata
 from pathlib import Path
+
+import pytest
 
 from devtools.workers import WorkerProcess
 from ratchet.contracts import Phase

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from email.message import Message
 import json
 import logging
 import os
@@ -12,28 +11,27 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from email.message import Message
 
 import pytest
-from pydantic import SecretStr
 from google.protobuf import json_format
+from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload, Payloads
-from temporalio.client import Client
-
 from temporalio.api.sdk.v1 import ExternalStorageReference
+from temporalio.client import Client
 from temporalio.converter import JSONProtoPayloadConverter
 
-from ratchet.stores.artifacts import DirectoryArtifactStore
-from ratchet.payloads.codec import KEY_ID, CodecKeyError, EncryptionCodec
-from ratchet.payloads.codec_server import CodecServer
-from ratchet.payloads.offload import DRIVER_NAME
+from devtools.devserver import temporal_binary
 from ratchet.client import RunFailed
 from ratchet.contracts import AGENT_WORKFLOW, Phase
-from ratchet.payloads.converter import data_converter, payload_codec
-from devtools.devserver import temporal_binary
 from ratchet.ops.settings import Settings, SettingsError, load_settings
-from tests.runs import runs, scripted, start
+from ratchet.payloads.codec import KEY_ID, CodecKeyError, EncryptionCodec
+from ratchet.payloads.codec_server import CodecServer
+from ratchet.payloads.converter import data_converter, payload_codec
+from ratchet.payloads.offload import DRIVER_NAME
+from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.worker.main import build_worker
-
+from tests.runs import runs, scripted, start
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 

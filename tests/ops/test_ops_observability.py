@@ -12,17 +12,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from temporalio.client import Client
-from ratchet.payloads.converter import BASE_CONVERTER
 
-from ratchet.contracts import Phase
 from devtools.devserver import free_port
+from ratchet.client import RunFailed
+from ratchet.contracts import Phase
 from ratchet.ops.settings import SettingsError
 from ratchet.ops.tracing import tracing_interceptors
-from ratchet.client import RunFailed
+from ratchet.payloads.converter import BASE_CONVERTER
+from ratchet.worker.main import build_worker
 from tests.ops_workers import start_worker
 from tests.plugins.probe import BROKEN_MARKER
 from tests.runs import scripted, start, wait_for_running_activity
-from ratchet.worker.main import build_worker
 
 # step 1 passes verification (cp-1); step 2 breaks it, reads a missing file and waits (we scrape
 # then); step 3 fails the run, so the write of step 2 is compensated.

@@ -23,11 +23,11 @@ from ratchet.ops.settings import Settings
 from ratchet.payloads.codec import EncryptionCodec
 from ratchet.payloads.converter import data_converter, decode_payloads, encode_payloads
 from ratchet.payloads.offload import DRIVER_NAME, OffloadedPayloadError
+from ratchet.replay.replayer import payloads_in
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.worker.main import build_worker
 from tests.plugins.ops import big_text
 from tests.runs import scripted, start
-from ratchet.replay.replayer import payloads_in
 
 MiB = 1024 * 1024
 REFERENCE_TYPE = ExternalStorageReference.DESCRIPTOR.full_name.encode()

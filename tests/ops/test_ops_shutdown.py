@@ -3,19 +3,17 @@ after the grace period, exit code 0."""
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import signal
 from datetime import timedelta
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 
 from ratchet.contracts import AgentResult, Phase
+from ratchet.worker.main import build_worker
 from tests.ops_workers import start_worker
 from tests.runs import activity_attempts, scripted, start, until, wait_for_running_activity
-from ratchet.worker.main import build_worker
-
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 

@@ -25,8 +25,8 @@ from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.plugin import RatchetOptions, RatchetPlugin, builtin_profiles, builtin_tools, connect
 from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.stores.ledger import Entry, SqliteLedger
-from tests.ops_workers import run_command
 from tests.ops.test_ops_settings import CLEAN_ENV
+from tests.ops_workers import run_command
 
 
 @activity.defn

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from ratchet import RatchetOptions, RatchetPlugin  # noqa: F401  (the worker module's own imports)
 import ratchet.plugin  # noqa: F401
+from ratchet import RatchetOptions, RatchetPlugin  # noqa: F401  (the worker module's own imports)
 
 
 @workflow.defn

@@ -1,19 +1,20 @@
 """Static checks over the production code (ratchet/, workflows/, activities/, worker/), in `make test`:
-ruff's lint rules as pyproject's [tool.ruff.lint] selects them, ruff's formatting, mypy as
+ruff's lint rules as pyproject's [tool.ruff.lint] selects them (over tests/ too), ruff's formatting, mypy as
 [tool.mypy] configures it (through devtools/typecheck.py, over the package as it installs), and a
 reason beside every `# type: ignore`."""
 
 from __future__ import annotations
-
-import pytest
 
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("ratchet", "workflows", "activities", "worker")
+LINTED = (*CHECKED, "tests")
 RUFF = Path(sys.executable).parent / "ruff"
 
 
@@ -21,8 +22,8 @@ def run(*argv: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[
     return subprocess.run([str(a) for a in argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def test_ruff_finds_nothing_in_the_production_code():
-    done = run(RUFF, "check", "--output-format", "concise", *CHECKED)
+def test_ruff_finds_nothing_in_the_code_or_its_tests():
+    done = run(RUFF, "check", "--output-format", "concise", *LINTED)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -19,8 +19,8 @@ from ratchet.contracts import ArtifactRef
 from ratchet.stores import postgres_ledger
 from ratchet.stores.artifacts import DirectoryArtifactStore, put_json
 from ratchet.stores.ledger import EntryRecord, EntryStatus, LedgerRecord, SqliteLedger
-from ratchet.stores.postgres_ledger import PostgresLedger
 from ratchet.stores.object_artifacts import ObjectArtifactStore
+from ratchet.stores.postgres_ledger import PostgresLedger
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -9,11 +9,10 @@ the old run's entries aside, and B calls the model for the new run.
 
 from __future__ import annotations
 
-import pytest
-
 import uuid
 
 import psycopg
+import pytest
 
 from ratchet.contracts import Phase
 from tests.ops_workers import start_worker

@@ -3,9 +3,9 @@ call sends, and the model activity's cache (bounded by bytes, least recently use
 
 import pytest
 
+from ratchet.contracts import Message, ToolCallRequest
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import DirectoryArtifactStore, put_json
-from ratchet.contracts import Message, ToolCallRequest
 from ratchet.stores.transcripts import Conversation, TranscriptCache
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import sqlite3
 
+import pytest
+
 from ratchet.activities.tracker_tools import TrackerSettings
-from ratchet.contracts import AgentResult, Phase
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, Phase
 from tests.runs import ratchet, scripted, start, temporal_cli, until, wait_for
-from ratchet.contracts import AGENT_WORKFLOW
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import json
 import signal
 import uuid
 
-from ratchet.contracts import AgentResult, Phase
+import pytest
+
+from ratchet.contracts import AGENT_WORKFLOW, STATE_VERSION, AgentResult, Phase
 from tests.ops_workers import start_worker
 from tests.plugins.probe import PROBE_LOG
 from tests.runs import scripted, start, temporal_cli, until, wait_for
-from ratchet.contracts import AGENT_WORKFLOW, STATE_VERSION
-
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

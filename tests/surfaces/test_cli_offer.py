@@ -3,13 +3,12 @@ worker reads it (the built-ins plus RATCHET_PLUGINS and RATCHET_MCP_SERVERS)."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 
 from devtools.devserver import free_port
-from ratchet.ops.http_guard import HttpGuard, GuardSettingsError, host_name
+from ratchet.ops.http_guard import GuardSettingsError, HttpGuard, host_name
 from ratchet.ops.settings import Settings
 from ratchet.payloads.converter import data_converter, encode_payloads
 

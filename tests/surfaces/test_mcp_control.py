@@ -4,15 +4,12 @@ a message, plan and do a rollback, and see refusals as tool errors."""
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import sys
 from typing import Any
 
+import pytest
 from mcp import Client, StdioServerParameters
-
-
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 

@@ -4,11 +4,11 @@ run's rollback closing it through the profile's compensating tool."""
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import sqlite3
 import sys
+
+import pytest
 
 from ratchet.contracts import Phase
 from tests.ops_workers import PLUGINS, ROOT, start_worker

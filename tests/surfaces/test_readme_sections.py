@@ -22,9 +22,9 @@ import time
 import pytest
 
 from devtools.devserver import free_port
-from tests.surfaces.test_readme_session import README_SECTION as SESSIONS
 from tests.install.test_up import README_SECTION as FIRST
 from tests.install.test_up import ROOT, readme_blocks, run_in_bash, shell_lines, up, user_env
+from tests.surfaces.test_readme_session import README_SECTION as SESSIONS
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
+
+import pytest
 
 from ratchet.contracts import AgentResult, Phase
 from tests.runs import ratchet, runs, scripted, start, temporal_cli, wait_for

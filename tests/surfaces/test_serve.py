@@ -19,9 +19,9 @@ import pytest
 
 from devtools.workers import WorkerProcess
 from ratchet.client import RatchetClient
+from tests.ops.test_encryption import encrypted  # noqa: F401  (the fixture: an encrypting client and worker)
 from tests.ops_workers import ROOT
 from tests.runs import scripted
-from tests.ops.test_encryption import encrypted  # noqa: F401  (the fixture: an encrypting client and worker)
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
@@ -222,7 +222,7 @@ async def test_an_agui_message_to_a_running_run_joins_its_conversation(client, s
     assert "also page on-call" in [m.content for m in (await run.state()).conversation.messages.items]
 
 
-async def test_an_encrypted_runs_stream_is_served_decoded_with_the_workers_keys(encrypted, tmp_path):
+async def test_an_encrypted_runs_stream_is_served_decoded_with_the_workers_keys(encrypted, tmp_path):  # noqa: F811  (the fixture imported above)
     enc_client, keyed = encrypted
     marker = f"plain-{uuid.uuid4().hex}"
     run = await RatchetClient(enc_client, keyed).start(scripted("probe", [{"content": f"the answer is {marker}"}]))

@@ -14,7 +14,6 @@ from ratchet.mcp.config import McpServer
 from ratchet.mcp.errors import McpRefused
 from ratchet.mcp.pool import McpPool
 
-
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
 @pytest.mark.parametrize("name", sorted(SERVERS))

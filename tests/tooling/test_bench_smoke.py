@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 
-from bench.record import write
-from bench.harness import VARIANTS, connect_env
-from bench.steps import step_cell
+import pytest
 
+from bench.harness import VARIANTS, connect_env
+from bench.record import write
+from bench.steps import step_cell
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import asyncio
 import json
+import os
 import shutil
 import uuid
 
 import pytest
 
-from ratchet.client import RunFailed
-from ratchet.contracts import AgentResult, Phase
 from devtools.demo import FIXED_CALC, SAMPLE, demo_script
+from ratchet.client import RunFailed
+from ratchet.contracts import AGENT_WORKFLOW, AgentResult, Phase
 from tests.runs import activity_attempts, runs, scripted, start
-from ratchet.contracts import AGENT_WORKFLOW
 
 
 def seed_calculator(settings, name: str) -> None:

@@ -8,12 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ratchet.payloads.converter import BASE_CONVERTER
 from temporalio.testing import WorkflowEnvironment
 
 from ratchet.contracts import AgentResult, AgentState, Phase
-from tests.runs import scripted, start
+from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.worker.main import build_worker
+from tests.runs import scripted, start
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
+from ratchet.contracts import Phase
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import DirectoryArtifactStore
-from ratchet.contracts import Phase
 from tests.runs import scripted, start
 
 STEPS = 8

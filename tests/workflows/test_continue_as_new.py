@@ -9,14 +9,14 @@ from collections import Counter
 import pytest
 from temporalio.client import Client
 
-from ratchet.stores import transcripts
-from ratchet.stores.artifacts import DirectoryArtifactStore
+from devtools.devserver import DevServer
 from ratchet.contracts import STATE_VERSION, AgentResult, AgentState, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
-from devtools.devserver import DevServer
-from tests.runs import ratchet, scripted, start, wait_for
+from ratchet.stores import transcripts
+from ratchet.stores.artifacts import DirectoryArtifactStore
 from ratchet.worker.main import build_worker
 from ratchet.workflows.handover import KEEP_TOOL_CALLS
+from tests.runs import ratchet, scripted, start, wait_for
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

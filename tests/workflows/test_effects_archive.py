@@ -69,7 +69,7 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
     # artifact store; the dry run lists the archived effects, the real rollback undoes them
     code, out = await ratchet(settings, "rollback", handle.workflow_id, f"cp-{STEPS - 1}", "--dry-run",
                               extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
-    assert code == 0 and out.count("  undo ") == CALLS and f"write_file" in out and "archived" not in out, out
+    assert code == 0 and out.count("  undo ") == CALLS and "write_file" in out and "archived" not in out, out
     report = (await handle.rollback(f"cp-{STEPS - 1}", then="stop")).report
     assert report.clean and len(report.undone) == CALLS, report
     root = settings.workspace_root / "archive"

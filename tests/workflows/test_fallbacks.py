@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from ratchet.client import RatchetClient, RunFailed
 
+from ratchet.client import RatchetClient, RunFailed
 from ratchet.contracts import ModelChoice, Phase
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.worker.main import build_worker

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from statistics import mean
 
-from ratchet.contracts import Phase
-from tests.runs import scripted, start
-from ratchet.worker.main import build_worker
+import pytest
 
+from ratchet.contracts import Phase
+from ratchet.worker.main import build_worker
+from tests.runs import scripted, start
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
@@ -18,9 +17,9 @@ from temporalio.worker import Replayer
 
 from ratchet.client import RunHandle
 from ratchet.contracts import ErrorType, Phase
-from tests.runs import scripted, start, until
 from ratchet.worker.main import build_worker
 from ratchet.workflows.agent import AgentWorkflow
+from tests.runs import scripted, start, until
 
 SCRIPT = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},

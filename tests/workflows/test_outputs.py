@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 from pydantic import BaseModel
-from ratchet.client import RatchetClient, RunFailed
 
+from ratchet.client import RatchetClient, RunFailed
 from ratchet.contracts import Phase
 from ratchet.core.outputs import FINAL_ANSWER, register_output_type
 from ratchet.worker.main import build_worker

@@ -22,16 +22,16 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import RawValue
 
+from devtools.histories.scenarios import SCENARIOS, recorded_id, workflow_id
 from ratchet.contracts import AgentResult, Phase
 from ratchet.payloads.converter import data_converter
-from devtools.histories.scenarios import SCENARIOS, recorded_id, workflow_id
 from ratchet.replay.gate import DEFAULT_QUERY, exit_code, replay_paths, table
 from ratchet.replay.outcomes import ERROR, FAILED, NONDETERMINISTIC, OK
-from tests.runs import scripted, start, until
 from ratchet.worker.main import build_worker
 from ratchet.workflows import step as step_module
 from ratchet.workflows.agent import AgentWorkflow
 from ratchet.workflows.closed_rollback import RollbackWorkflow
+from tests.runs import scripted, start, until
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = ROOT / "tests" / "histories"

@@ -12,7 +12,7 @@ from ratchet.contracts import ROLLBACK_WORKFLOW, ClosedRollback, Phase, rollback
 from ratchet.stores.ledger import EntryStatus, SqliteLedger
 from ratchet.workflows.agent import AgentWorkflow
 from tests.runs import call, ratchet, runs, scripted, start, temporal_cli, wait_for
-from tests.workflows.test_rollback import tickets, ticket, write
+from tests.workflows.test_rollback import ticket, tickets, write
 from tests.workflows.test_sub_agents import CHILD_SCRIPT, delegate
 
 # Two verified steps (cp-1, cp-2), then a final answer: the run ends DONE with every effect in place.

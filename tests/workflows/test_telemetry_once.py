@@ -10,14 +10,14 @@ from datetime import timedelta
 import pytest
 from temporalio.client import Client
 
+from devtools.devserver import free_port
 from ratchet.contracts import Phase
 from ratchet.ops.tracing import tracing_interceptors
 from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.worker.main import build_worker
+from tests.ops.test_ops_observability import scrape, total
 from tests.ops_workers import start_worker
 from tests.runs import scripted, start
-from devtools.devserver import free_port
-from tests.ops.test_ops_observability import scrape, total
 
 STEPS = 4
 SCRIPT = [
