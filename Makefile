@@ -37,7 +37,7 @@ test: install
 
 # The slow suites (marked e2e): worker processes SIGKILLed, chaos on one and two hosts, the npm
 # clients (AG-UI, Azurite), `make demo` and the wheel as a user runs them, long runs and
-# continue-as-new, mypy. `.ci/run` runs them after `make test`.
+# continue-as-new. `.ci/run` runs them after `make test`.
 test-e2e: install
 	$(PY) -m pytest -q -n 2 --durations=10 -m "e2e and not browser"
 
