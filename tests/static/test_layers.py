@@ -15,12 +15,15 @@ SURFACES = {"ratchet.cli", "ratchet.client", "ratchet.replay", "ratchet.worker",
 RULES = {
     "ratchet.contracts": set(),
     "ratchet.core": {"ratchet.contracts"},
+    "ratchet.mcp": {"ratchet.contracts", "ratchet.core"},
+    "ratchet.ops": {"ratchet.contracts", "ratchet.core", "ratchet.mcp"},
     "ratchet.workflows": {"ratchet.contracts", "ratchet.core"},
     "ratchet.stores": {"ratchet.contracts", "ratchet.core", "ratchet.ops"},
 }
 """Layer -> the only other layers it may import (contracts: pydantic and the standard library;
-core: the tool and profile API over contracts, what settings it needs typed by its own protocols;
-workflows: deterministic code, no I/O layer)."""
+core: the tool and profile API over contracts, what settings and stores it needs typed by its own
+protocols; mcp: the MCP servers' protocol, beneath ops; ops: settings and the worker's plumbing,
+beneath stores and payloads; workflows: deterministic code, no I/O layer)."""
 WORKER_SIDE = {"ratchet.activities", "ratchet.workflows", "ratchet.plugin"}
 """What runs in a worker: the client (and so every surface over it) connects and reads without it."""
 
