@@ -5,7 +5,7 @@ no Docker): installed once into ~/.cache/ratchet/azurite (RATCHET_AZURITE_DIR), 
 `azurite-blob` bound to 127.0.0.1 on a free port, its data in a temporary directory, the emulator's
 well-known account (devstoreaccount1) and key. Ready (container created) in about a second.
 
-Use the session fixture `azurite_server` (`pytest_plugins = ("tests.azurite_server",)`).
+Use the session fixture `azurite_server` (tests/conftest.py registers this module as a plugin).
 """
 
 from __future__ import annotations

@@ -23,6 +23,11 @@ from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.testing.openai_server import OpenAIServer
 from ratchet.worker.main import build_worker
 
+pytest_plugins = ("tests.servers", "tests.s3_server", "tests.azurite_server")
+"""The stores' session fixtures, `postgres_server`, `s3_server` (SeaweedFS) and `azurite_server`,
+each started only for a test that asks for it. Registered here, before a test module or
+devtools/chaos/hosts.py imports them, so that pytest rewrites their asserts."""
+
 REPLAY_EVERY_TASK = os.environ.get("RATCHET_TEST_CACHE") != "1"
 os.environ.setdefault("RATCHET_BUILD_ID", "test")
 """Every worker of a test session is build `test` of its task queue's deployment (each test's queue

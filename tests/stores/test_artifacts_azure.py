@@ -21,7 +21,6 @@ pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 if TYPE_CHECKING:
     from tests.azurite_server import Azurite
 
-pytest_plugins = ("tests.azurite_server",)  # the session fixture `azurite_server`
 
 _AZURE_VARIABLES = ("AZURE_STORAGE_USE_EMULATOR", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_ID")
 

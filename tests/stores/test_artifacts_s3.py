@@ -27,8 +27,6 @@ pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, 
 if TYPE_CHECKING:
     from tests.s3_server import SeaweedS3
 
-pytest_plugins = ("tests.s3_server",)  # the session fixture `s3_server`
-
 
 @pytest.fixture
 def s3(s3_server: SeaweedS3, monkeypatch: pytest.MonkeyPatch) -> SeaweedS3:

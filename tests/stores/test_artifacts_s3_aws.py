@@ -21,7 +21,6 @@ from ratchet.stores.object_artifacts import Location, ObjectArtifactStore, open_
 if TYPE_CHECKING:
     from tests.s3_server import SeaweedS3
 
-pytest_plugins = ("tests.s3_server",)  # the session fixture `s3_server`
 
 _AWS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_SESSION_TOKEN",
         "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE")

@@ -30,8 +30,6 @@ pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, 
 if TYPE_CHECKING:
     from tests.servers import LocalPostgres
 
-pytest_plugins = ("tests.servers",)  # the session fixture `postgres_server`
-
 
 def _refused_port() -> int:
     """A port on 127.0.0.1 where nothing listens."""

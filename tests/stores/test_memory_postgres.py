@@ -17,8 +17,6 @@ from tests.sessions.test_sessions import awaiting, session
 
 pytestmark = pytest.mark.e2e  # a Postgres server and worker processes: `make test-e2e`
 
-pytest_plugins = ("tests.servers",)  # the session fixture `postgres_server`
-
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request, tmp_path) -> MemoryStore:

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from tests.s3_server import SeaweedS3
     from tests.servers import LocalPostgres
 
-pytest_plugins = ("tests.servers", "tests.s3_server")  # the session fixtures `postgres_server`, `s3_server`
 
 BULK = 620
 """Plain completed entries beside the hand-made ones: more than one import batch (500)."""

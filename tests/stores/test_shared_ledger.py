@@ -20,8 +20,6 @@ from tests.runs import scripted, start, wait_for_running_activity
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
-pytest_plugins = ("tests.servers",)  # the session fixture `postgres_server`
-
 
 def wait(seconds: float) -> dict:
     return {"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": seconds}}]}
