@@ -37,11 +37,11 @@ test: install
 
 # The slow suites (marked e2e): worker processes SIGKILLed, chaos on one and two hosts, the npm
 # clients (AG-UI, Azurite), `make demo` and the wheel as a user runs them, long runs and
-# continue-as-new, mypy. `.ci/run` runs them after `make test`.
+# continue-as-new. `.ci/run` runs them after `make test`.
 test-e2e: install
 	$(PY) -m pytest -q -n 2 --durations=10 -m "e2e and not browser"
 
-# `ratchet console` in a real browser (tests/test_console_browser.py): Playwright for Python (the
+# `ratchet console` in a real browser (tests/surfaces/test_console_browser.py): Playwright for Python (the
 # `browser` extra) driving the system's Chromium, never Playwright's own download. As root and with
 # no /usr/bin/chromium, Debian's `chromium` is installed with apt-get; otherwise it says how.
 CHROMIUM ?= /usr/bin/chromium
@@ -87,7 +87,7 @@ clean:
 	rm -rf .ratchet
 
 # Benchmarks against the raw Temporal SDK floor; not part of `make test` (which runs every section at
-# its smallest: tests/test_bench_sections.py). About 40 minutes on a quiet 2-core machine;
+# its smallest: tests/tooling/test_bench_sections.py). About 40 minutes on a quiet 2-core machine;
 # `make bench BENCH_ARGS=--quick` takes a few, `BENCH_ARGS='--only throughput'` one section. Writes
 # bench/results/latest.md, latest.json and PNG plots as each section finishes; exit 1 if one failed.
 bench: install

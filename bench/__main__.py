@@ -69,7 +69,7 @@ SMOKE = dict(
     headline_steps=2, cached=3, long_steps=30, long_budget_s=60, replay_steps=20, profile=(2, 1, (2,)), micro=((2,), 1),
     providers=(2, 1),
 )
-"""Every section at its smallest, so a test can run them all (tests/test_bench_sections.py)."""
+"""Every section at its smallest, so a test can run them all (tests/tooling/test_bench_sections.py)."""
 
 
 def server_version() -> str:

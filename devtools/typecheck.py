@@ -1,4 +1,4 @@
-"""`python -m devtools.typecheck`: mypy over the production code as it installs (tests/test_static.py).
+"""`python -m devtools.typecheck`: mypy over the production code as it installs (tests/static/test_static.py).
 
 The repository keeps workflows/, activities/ and worker/ at the top level and installs them as
 ratchet.workflows, ratchet.activities and ratchet.worker (pyproject's [tool.setuptools.package-dir]).

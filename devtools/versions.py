@@ -1,5 +1,5 @@
 """An earlier version of Ratchet beside the working tree, each run by its own worker processes
-(tests/test_deploys_versions.py, `make chaos`'s deploys line: docs/RELIABILITY.md).
+(tests/deploys/test_deploys_versions.py, `make chaos`'s deploys line: docs/RELIABILITY.md).
 
 `checkout(V1, dest)` lays out the commit's code as the package installs (`ratchet/`, with
 `workflows/`, `activities/` and `worker/` inside it, per the commit's own pyproject `package-dir`)

@@ -94,14 +94,8 @@ from ratchet.options import (  # noqa: F401  (re-exported: the plugin's face, as
 log = logging.getLogger("ratchet.plugin")
 
 PLUGIN_NAME = "ratchet"
-WORKFLOWS: tuple[type, ...] = (
-    AgentWorkflow,
-    RollbackWorkflow,
-    DeployGuardWorkflow,
-    FlagWorkflow,
-    ScheduledMessageWorkflow,
-    NotifyWorkflow,
-)
+WORKFLOWS: tuple[type, ...] = (AgentWorkflow, RollbackWorkflow, DeployGuardWorkflow, FlagWorkflow)
+WORKFLOWS += (ScheduledMessageWorkflow, NotifyWorkflow)
 
 
 class Activities:

@@ -5,7 +5,7 @@ no Docker): installed once into ~/.cache/ratchet/azurite (RATCHET_AZURITE_DIR), 
 `azurite-blob` bound to 127.0.0.1 on a free port, its data in a temporary directory, the emulator's
 well-known account (devstoreaccount1) and key. Ready (container created) in about a second.
 
-Use the session fixture `azurite_server` (`pytest_plugins = ("tests.azurite_server",)`).
+Use the session fixture `azurite_server` (tests/conftest.py registers this module as a plugin).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from devtools.devserver import free_port
 
 ACCOUNT = "devstoreaccount1"
@@ -91,7 +92,7 @@ class Azurite:
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"Azurite did not start; log:\n{(self.root / 'azurite.log').read_text()[-2000:]}")
+                    raise RuntimeError(f"Azurite did not start; log:\n{(self.root / 'azurite.log').read_text()[-2000:]}") from None
                 time.sleep(0.1)
         self.client().create_container()
         return self

@@ -14,20 +14,25 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from ratchet.payloads.converter import BASE_CONVERTER
 
 import tests.plugins.probe  # noqa: F401  (registers the probe tools and profile)
 from devtools.devserver import DevServer
 from ratchet.ops.process import exit_now
 from ratchet.ops.settings import Settings
+from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.testing.openai_server import OpenAIServer
 from ratchet.worker.main import build_worker
+
+pytest_plugins = ("tests.servers", "tests.s3_server", "tests.azurite_server")
+"""The stores' session fixtures, `postgres_server`, `s3_server` (SeaweedFS) and `azurite_server`,
+each started only for a test that asks for it. Registered here, before a test module or
+devtools/chaos/hosts.py imports them, so that pytest rewrites their asserts."""
 
 REPLAY_EVERY_TASK = os.environ.get("RATCHET_TEST_CACHE") != "1"
 os.environ.setdefault("RATCHET_BUILD_ID", "test")
 """Every worker of a test session is build `test` of its task queue's deployment (each test's queue
 is a deployment of its own, made current by its first worker): the session's code does not change
-under it. Tests of deploys name their deployment and builds (tests/test_deploys.py)."""
+under it. Tests of deploys name their deployment and builds (tests/deploys/test_deploys.py)."""
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-
 from devtools.workers import WorkerProcess
 from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.ops.settings import Settings, worker_environment

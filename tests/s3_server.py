@@ -7,7 +7,7 @@ API, telemetry off. Ready (bucket created, an object round-tripped) in about 1.2
 120-170 MB. Stopped with SIGKILL (its data is disposable; a graceful stop takes over 2 s), then the
 gRPC sockets weed keeps in /tmp (named by port) are removed.
 
-Use the session fixture `s3_server` (`pytest_plugins = ("tests.s3_server",)` in a test module), or
+Use the session fixture `s3_server` (tests/conftest.py registers this module as a plugin), or
 `with SeaweedS3(directory) as server:` anywhere else.
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from devtools.devserver import free_port
 
 _PORTS = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3", "s3_grpc",

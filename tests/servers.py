@@ -18,7 +18,7 @@ cannot execute the binaries where pip put them (a virtualenv under a private hom
 installation (bin, lib, share and the libpq it links: 35 MB) is copied into that directory
 first.
 
-Use the session fixture `postgres_server` (`pytest_plugins = ("tests.servers",)` in a test module)
+Use the session fixture `postgres_server` (tests/conftest.py registers this module as a plugin)
 or `with LocalPostgres() as server:` anywhere else.
 """
 
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from devtools.devserver import free_port
 
 RUN_AS = "nobody"

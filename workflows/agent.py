@@ -53,7 +53,7 @@ from .visibility import Visibility
 
 
 # Outside the SDK's sandbox, for speed (docs/ARCHITECTURE.md, "Outside the sandbox"): guarded by
-# tests/test_determinism.py, workers that replay every task in tests, and the replay gate.
+# tests/static/test_determinism.py, workers that replay every task in tests, and the replay gate.
 @workflow.defn(name=AGENT_WORKFLOW, sandboxed=False)
 class AgentWorkflow:
     @workflow.init

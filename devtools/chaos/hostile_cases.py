@@ -6,7 +6,7 @@ The exfiltration cases (the last ones) are programs a model runs through `run_co
 the worker holds: its keys (the catalogue's worker is started with `WORKER_ENV`: test values of
 `SECRETS`, and the nsjail sandbox), other runs' files, the state directory, the dev server. Each
 checks that the attempt failed in the sandbox and that neither what the model was told nor the run's
-history holds a secret in any encoding the secrets scan knows (tests/test_secrets.py)."""
+history holds a secret in any encoding the secrets scan knows (tests/ops/test_secrets.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from devtools.chaos.stack import ROOT
 from ratchet.contracts import ArtifactRef
 from ratchet.ops.redaction import MASK
 from ratchet.stores.urls import open_artifacts
-from tests.test_secrets import history_text, leaks
+from tests.ops.test_secrets import history_text, leaks
 
 
 def raw(data: bytes) -> RawValue:

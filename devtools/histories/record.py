@@ -8,7 +8,7 @@ Starts a private dev server, a local OpenAI-compatible server and an in-process 
 of tests/plugins/probe.py; the README's MCP tracker, examples/mcp_tracker), runs the scenarios of
 ratchet/history_scenarios.py one by one, and writes each history exactly as
 `temporal workflow show --output json` exports it: what `ratchet replay` and
-tests/test_replay.py read. Payloads are never encrypted or claim-checked here (RATCHET_CODEC_KEYS
+tests/workflows/test_replay.py read. Payloads are never encrypted or claim-checked here (RATCHET_CODEC_KEYS
 and RATCHET_CLAIM_CHECK_BYTES are ignored), so the files replay anywhere, on their own.
 
 What differs between two recordings of unchanged code, legitimately:

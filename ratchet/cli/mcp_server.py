@@ -23,29 +23,35 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
-    """The MCP server; `client_factory()` gives the client (awaited once, on first use)."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+class RunControl:
+    """The tools of `ratchet mcp`, one method each (its name is the tool's, its docstring the tool's
+    description), every one a call of `ratchet.client`. The client comes from `client_factory()`,
+    awaited once, on first use; a `RatchetError` (a refusal, a bad input, no such run) becomes a tool
+    error whose text the assistant reads."""
 
-    server = MCPServer("ratchet", instructions=INSTRUCTIONS)
-    reading = ToolAnnotations(read_only_hint=True)
-    held: list[RatchetClient] = []
+    def __init__(self, client_factory: Callable[[], Awaitable[RatchetClient]]) -> None:
+        self._client_factory = client_factory
+        self._held: list[RatchetClient] = []
 
-    async def run(workflow_id: str) -> RunHandle:
-        if not held:
-            held.append(await client_factory())
-        return held[0].get(workflow_id)
+    async def _client(self) -> RatchetClient:
+        if not self._held:
+            self._held.append(await self._client_factory())
+        return self._held[0]
 
-    async def ask(call: Awaitable[Any]) -> Any:
+    async def _run(self, workflow_id: str) -> RunHandle:
+        return (await self._client()).get(workflow_id)
+
+    @staticmethod
+    async def _ask(call: Awaitable[Any]) -> Any:
+        from mcp.server.mcpserver.exceptions import ToolError
+
         try:
             return await call
-        except RatchetError as exc:  # a refusal, a bad input, no such run: the assistant reads why
+        except RatchetError as exc:
             raise ToolError(str(exc)) from None
 
-    @server.tool()
     async def start_run(
+        self,
         agent: str,
         objective: str,
         workflow_id: str | None = None,
@@ -55,16 +61,14 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
     ) -> dict[str, str]:
         """Start a durable agent run of a profile the workers offer; returns its workflow id."""
         fields = {"agent": agent, "objective": objective, "workspace": workspace, "model": model, "budget": budget}
-        if not held:
-            held.append(await client_factory())
-        started = await ask(held[0].start({k: v for k, v in fields.items() if v is not None}, workflow_id))
+        client = await self._client()
+        started = await self._ask(client.start({k: v for k, v in fields.items() if v is not None}, workflow_id))
         return {"workflow_id": started.workflow_id}
 
-    @server.tool(annotations=reading)
-    async def run_state(workflow_id: str) -> dict[str, Any]:
+    async def run_state(self, workflow_id: str) -> dict[str, Any]:
         """A run's phase, step, answer or last error, the calls waiting for approval or a decision, its
         checkpoints and effects."""
-        state = await ask((await run(workflow_id)).state())
+        state = await self._ask((await self._run(workflow_id)).state())
         return {
             "phase": state.phase.value,
             "step": state.step,
@@ -78,54 +82,72 @@ def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
             "effects": [{"tool": e.tool, "step": e.step, "status": e.status.value} for e in state.effects.stack.items],
         }
 
-    @server.tool(annotations=reading)
-    async def transcript(workflow_id: str, offset: int = 0, limit: int = 20) -> dict[str, Any]:
+    async def transcript(self, workflow_id: str, offset: int = 0, limit: int = 20) -> dict[str, Any]:
         """A page of a run's conversation (earlier pages too, from before a continue-as-new; `total` counts all)."""
-        page = await ask((await run(workflow_id)).transcript(offset, limit))
+        page = await self._ask((await self._run(workflow_id)).transcript(offset, limit))
         return {
             "offset": page.offset,
             "total": page.total,
             "messages": [m.model_dump(mode="json", exclude_none=True) for m in page.messages],
         }
 
-    @server.tool()
-    async def approve(workflow_id: str, call_id: str) -> str:
+    async def approve(self, workflow_id: str, call_id: str) -> str:
         """Let a tool call that waits for a person run."""
-        return await ask((await run(workflow_id)).approve(call_id))
+        return await self._ask((await self._run(workflow_id)).approve(call_id))
 
-    @server.tool()
-    async def reject(workflow_id: str, call_id: str, reason: str = "rejected") -> str:
+    async def reject(self, workflow_id: str, call_id: str, reason: str = "rejected") -> str:
         """Refuse a tool call that waits for a person; the reason goes to the model."""
-        return await ask((await run(workflow_id)).reject(call_id, reason))
+        return await self._ask((await self._run(workflow_id)).reject(call_id, reason))
 
-    @server.tool()
-    async def send_message(workflow_id: str, text: str) -> str:
+    async def send_message(self, workflow_id: str, text: str) -> str:
         """Add a message to a run's conversation (at its next step boundary)."""
-        await ask((await run(workflow_id)).send(text))
+        await self._ask((await self._run(workflow_id)).send(text))
         return f"sent to {workflow_id}"
 
-    @server.tool()
-    async def ask_session(workflow_id: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    async def ask_session(self, workflow_id: str, text: str, message_id: str | None = None) -> dict[str, Any]:
         """Ask a session (a run started with `session`) and get its turn's answer; the same message_id
         asked again is answered once."""
-        answer = await ask((await run(workflow_id)).ask(text, message_id=message_id))
+        answer = await self._ask((await self._run(workflow_id)).ask(text, message_id=message_id))
         return answer.model_dump(mode="json", exclude_none=True)
 
-    @server.tool(annotations=reading)
-    async def rollback_plan(workflow_id: str, checkpoint_id: str) -> list[dict[str, Any]]:
+    async def rollback_plan(self, workflow_id: str, checkpoint_id: str) -> list[dict[str, Any]]:
         """What a rollback to a checkpoint would undo, newest first (nothing is changed); a running or a closed run."""
-        plan = await ask((await run(workflow_id)).rollback_plan(checkpoint_id))
+        plan = await self._ask((await self._run(workflow_id)).rollback_plan(checkpoint_id))
         return [item.model_dump(mode="json", exclude_none=True) for item in plan]
 
-    @server.tool()
     async def rollback(
-        workflow_id: str, checkpoint_id: str, then: Literal["continue", "stop"] = "continue"
+        self, workflow_id: str, checkpoint_id: str, then: Literal["continue", "stop"] = "continue"
     ) -> dict[str, Any]:
         """Undo a run's effects after a checkpoint, newest first, each at most once: a running run then
         continues or stops; a closed one (`start`: every effect) is rolled back by a RollbackWorkflow."""
-        outcome = await ask((await run(workflow_id)).rollback(checkpoint_id, then=then))
+        outcome = await self._ask((await self._run(workflow_id)).rollback(checkpoint_id, then=then))
         return outcome.model_dump(mode="json", exclude_none=True)
 
+
+TOOLS: tuple[tuple[str, bool], ...] = (
+    ("start_run", False),
+    ("run_state", True),
+    ("transcript", True),
+    ("approve", False),
+    ("reject", False),
+    ("send_message", False),
+    ("ask_session", False),
+    ("rollback_plan", True),
+    ("rollback", False),
+)
+"""The tools `ratchet mcp` serves, in order: the `RunControl` method, and whether it only reads."""
+
+
+def build_server(client_factory: Callable[[], Awaitable[RatchetClient]]) -> Any:
+    """The MCP server; `client_factory()` gives the client (awaited once, on first use)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("ratchet", instructions=INSTRUCTIONS)
+    reading = ToolAnnotations(read_only_hint=True)
+    control = RunControl(client_factory)
+    for name, read_only in TOOLS:
+        server.add_tool(getattr(control, name), annotations=reading if read_only else None)
     return server
 
 

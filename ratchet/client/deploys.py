@@ -25,32 +25,20 @@ from ratchet.client.deploy_reports import (
     DeployCheck,
     DeployRollback,
     DeployStatus,
-    Rerun,
     Routed,
     RunLike,
-    VersionStatus,
 )
+from ratchet.client.deploy_runs import DeploymentRuns
 from ratchet.client.errors import InvalidInput, RatchetError, Refused, RunNotFound, rpc_error
-from ratchet.client.listing import RunFilter, RunSummary, list_runs
-from ratchet.client.rpc import RunCalls
-from ratchet.contracts import AGENT_WORKFLOW, TO_START, GuardPhase, GuardRequest, GuardStatus, RunMessages
-from ratchet.contracts.base import TERMINAL_PHASES
+from ratchet.contracts import GuardPhase, GuardRequest, GuardStatus, RunMessages
 from ratchet.contracts.guard import parse_criteria
-from ratchet.contracts.search_attributes import RunAttributes
 from ratchet.deploys import deployments, guarding
 from ratchet.deploys.deployments import Deployment, DeploymentError
 from ratchet.ops.settings import Settings
 
 T = TypeVar("T")
-DEPLOYMENT_ATTRIBUTE = "TemporalWorkerDeployment"
-"""Temporal's own search attribute: the worker deployment a versioned run belongs to (it scopes a
-build id, which two deployments may share)."""
 DEFAULT_STEPS = (10.0, 50.0, 100.0)
 """A guarded ramp's steps after its first (`ramp --steps`)."""
-RERUNS_AT_ONCE = 8
-"""Runs rolled back at the same time (each waits for its undos on the bad build's workers)."""
-RERUN_LIMIT = 1000
-"""At most this many open runs of a bad build are rolled back and rerun by one `rollback(rerun=True)`."""
 
 
 class Deploys:
@@ -60,6 +48,7 @@ class Deploys:
     def __init__(self, temporal: Client, settings: Settings, get: Callable[[str], RunLike]) -> None:
         self.temporal, self.settings, self.get = temporal, settings, get
         self.deployment = settings.deployment_name
+        self.runs = DeploymentRuns(temporal, self.deployment, get)
 
     @property
     def address(self) -> str:
@@ -69,7 +58,7 @@ class Deploys:
         """Every build: current, ramping at what percentage, its open runs, drained or not, its
         closed runs by phase; and the ramp guard's state if one ran."""
         found = await self._require()
-        versions = await asyncio.gather(*(self._version(found, v) for v in found.versions))
+        versions = await asyncio.gather(*(self.runs.version(found, v) for v in found.versions))
         guard, problem = await self._guard()
         return DeployStatus(
             deployment=found.name,
@@ -120,7 +109,7 @@ class Deploys:
             ramping=build,
             ramp_percentage=percentage,
             previous=found.ramping if found.ramping != build else None,
-            sessions_told=await self.move_idle_sessions(),
+            sessions_told=await self.runs.move_idle_sessions(),
         )
 
     async def _guarded(
@@ -159,7 +148,7 @@ class Deploys:
             await self._routing(deployments.require_polled(self.temporal, self.deployment, build))
         stopped = await self._stop_guard()
         previous = await self._routing(deployments.set_current(self.temporal, self.deployment, build))
-        told = await self.move_idle_sessions()
+        told = await self.runs.move_idle_sessions()
         return Routed(
             deployment=self.deployment, current=build, previous=previous, guard_stopped=stopped, sessions_told=told
         )
@@ -198,8 +187,8 @@ class Deploys:
             await self._routing(deployments.require_polled(self.temporal, self.deployment, previous))
             bad, restored, ended_ramp = found.current, previous, False
             await self._routing(deployments.set_current(self.temporal, self.deployment, previous))
-        reruns = await self._rerun_all(bad) if rerun else []
-        told = await self.move_idle_sessions()
+        reruns = await self.runs.rerun_all(bad) if rerun else []
+        told = await self.runs.move_idle_sessions()
         return DeployRollback(
             sessions_told=told,
             deployment=self.deployment,
@@ -223,11 +212,11 @@ class Deploys:
                 f"the code here is build {candidate.build_id!r}, not {build!r}: run the check where build "
                 f"{build!r} is installed (or with RATCHET_BUILD_ID={build} if this code is that build)",
             )
-        moving = await self._moving(build)
+        moving = await self.runs.moving(build)
         problems: list[CheckProblem] = []
         histories: list[WorkflowHistory] = []
         for run in moving:
-            calls = self._calls(run.workflow_id)
+            calls = self.runs.calls(run.workflow_id)
             try:
                 raw = await calls.query(RunMessages.STATE, result_type=dict, what="state")
                 histories.append(await calls.ask("history", calls.handle.fetch_history()))
@@ -240,101 +229,6 @@ class Deploys:
         return DeployCheck(
             build=build, corpus=corpus, runs=[r.workflow_id for r in moving], problems=problems + diverged
         )
-
-    async def _moving(self, build: str) -> list[RunSummary]:
-        """Open sessions on another build of the deployment that may upgrade: they move to `build`
-        at their next turn boundary once it is current (one-shot runs stay pinned)."""
-        query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.BUILD}!="{_quoted(build)}"'
-        sessions = await list_runs(self.temporal, RunFilter(running=True, session=True, query=query), RERUN_LIMIT)
-        moving = []
-        for run in sessions:
-            try:
-                raw = await self._calls(run.workflow_id).query(RunMessages.STATE, result_type=dict, what="state")
-            except RatchetError:
-                moving.append(run)  # unreadable: `check` says so
-                continue
-            session = ((raw or {}).get("plan") or {}).get("session")
-            if session is not None and session.get("upgrade", "at_turns") == "at_turns":
-                moving.append(run)
-        return moving
-
-    async def move_idle_sessions(self) -> int:
-        """Tell the deployment's idle sessions (waiting for a message) to look at their build: those
-        the routing now sends to another build move there at once (`RunHandle.move`; a session
-        with `upgrade: never`, or already where the routing sends it, stays). Returns how many were told."""
-        query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.PHASE}="AWAITING_MESSAGE"'
-        idle = await list_runs(self.temporal, RunFilter(running=True, session=True, query=query), RERUN_LIMIT)
-        limit = asyncio.Semaphore(RERUNS_AT_ONCE * 4)
-
-        async def tell(workflow_id: str) -> bool:
-            async with limit:
-                try:
-                    await self.get(workflow_id).move()
-                except RatchetError:  # it ended meanwhile
-                    return False
-                return True
-
-        return sum(await asyncio.gather(*(tell(run.workflow_id) for run in idle)))
-
-    async def _rerun_all(self, bad: str) -> list[Rerun]:
-        query = f'{DEPLOYMENT_ATTRIBUTE}="{self.deployment}" AND {RunAttributes.BUILD}="{_quoted(bad)}"'
-        open_runs = await list_runs(self.temporal, RunFilter(running=True, query=query), RERUN_LIMIT)
-        limit = asyncio.Semaphore(RERUNS_AT_ONCE)
-
-        async def rerun(workflow_id: str) -> Rerun:
-            async with limit:
-                return await self._rerun(self.get(workflow_id))
-
-        return list(await asyncio.gather(*(rerun(run.workflow_id) for run in open_runs)))
-
-    async def _rerun(self, run: RunLike) -> Rerun:
-        """Roll `run` back to its last checkpoint (its start without one) and rerun it from there on
-        the deployment's current build."""
-        target = TO_START
-        try:
-            checkpoints = (await run.state()).effects.checkpoints.items
-            target = checkpoints[-1].id if checkpoints else TO_START
-            outcome = await run.rollback(target, then="rerun")
-        except RatchetError as exc:
-            return Rerun(workflow_id=run.workflow_id, checkpoint_id=target, rerun=False, summary=f"not rerun: {exc}")
-        undone = len(outcome.report.undone) if outcome.report else 0
-        if not outcome.running:  # it closed on the way: rolled back as a closed run, nothing to rerun
-            return Rerun(
-                workflow_id=run.workflow_id,
-                checkpoint_id=target,
-                rerun=False,
-                undone=undone,
-                summary=f"it closed meanwhile: rolled back as a closed run, not rerun ({outcome.summary()})",
-            )
-        return Rerun(
-            workflow_id=run.workflow_id, checkpoint_id=target, rerun=True, undone=undone, summary=outcome.summary()
-        )
-
-    async def _version(self, found: Deployment, version: deployments.Version) -> VersionStatus:
-        runs = f'WorkflowType="{AGENT_WORKFLOW}" AND {DEPLOYMENT_ATTRIBUTE}="{found.name}" AND '
-        runs += f'{RunAttributes.BUILD}="{_quoted(version.build_id)}"'
-        phases = sorted(TERMINAL_PHASES)
-        counts = await asyncio.gather(
-            self._count(f'{runs} AND ExecutionStatus="Running"'),
-            *(self._count(f'{runs} AND ExecutionStatus!="Running" AND {RunAttributes.PHASE}="{p}"') for p in phases),
-        )
-        return VersionStatus(
-            build_id=version.build_id,
-            status=version.status,
-            current=version.build_id == found.current,
-            ramping=version.build_id == found.ramping,
-            ramp_percentage=found.ramp_percentage if version.build_id == found.ramping else 0.0,
-            open_runs=counts[0],
-            drained=version.drained,
-            outcomes={str(p): n for p, n in zip(phases, counts[1:]) if n},
-            last_current=version.last_current,
-        )
-
-    async def _count(self, query: str) -> int:
-        try:
-            return (await self.temporal.count_workflows(query)).count
-        except RPCError as exc:
-            raise rpc_error("cannot count runs", exc, self.address) from None
 
     async def _require(self, build: str | None = None) -> Deployment:
         """The deployment (InvalidInput for an unknown build, naming the builds it has)."""
@@ -406,14 +300,3 @@ class Deploys:
         except RPCError as exc:
             raise rpc_error("cannot stop the guard", exc, self.address) from None
         return True
-
-    def _calls(self, workflow_id: str) -> RunCalls:
-        handle = self.temporal.get_workflow_handle(workflow_id)
-        return RunCalls(self.temporal, workflow_id, handle)
-
-
-def _quoted(value: str) -> str:
-    """A value inside a visibility query's double quotes (build ids allow no quote: checked anyway)."""
-    if '"' in value or "\\" in value:
-        raise InvalidInput("deploy", [f"build: no quotes or backslashes, not {value!r}"])
-    return value

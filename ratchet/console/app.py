@@ -37,32 +37,39 @@ log = logging.getLogger("ratchet.console")
 Handler = Callable[[Request, Visit], Awaitable[Response]]
 
 
-def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None = None) -> Starlette:
-    console = guard or ConsoleGuard(http)
+def guarded(
+    console: ConsoleGuard, handler: Handler, needs_token: bool = True
+) -> Callable[[Request], Awaitable[Response]]:
+    """`handler` as an endpoint behind `console`: a refused request (no token, a forged post, a bad
+    form) is a page saying why; a client error is its page (`failure`); anything else is logged and
+    a page that says the log knows why."""
 
-    def guarded(handler: Handler, needs_token: bool = True) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            visit = console.visit(request)
-            refused = console.refusal(request, needs_token)
-            if refused is None and request.method == "POST":
-                refused = await console.form(request, visit)
-            if refused is not None:
-                detail = refused.reason + (" (sign in at /login)" if refused.status == 401 else "")
-                return secured(_page(refused.status, "Refused", detail), visit)
-            try:
-                response = await handler(request, visit)
-            except RatchetError as exc:
-                response = failure(exc)
-            except CodecKeyError as exc:  # an encrypted run, and this console lacks its key
-                response = _page(502, "Cannot decrypt", f"{exc} (the console needs the workers' RATCHET_CODEC_KEYS)")
-            except Exception:
-                log.exception("console: %s %s", request.method, request.url.path)
-                response = _page(500, "Something went wrong", "The console could not do this; its log says why.")
-            return secured(response, visit)
+    async def endpoint(request: Request) -> Response:
+        visit = console.visit(request)
+        refused = console.refusal(request, needs_token)
+        if refused is None and request.method == "POST":
+            refused = await console.form(request, visit)
+        if refused is not None:
+            detail = refused.reason + (" (sign in at /login)" if refused.status == 401 else "")
+            return secured(_page(refused.status, "Refused", detail), visit)
+        try:
+            response = await handler(request, visit)
+        except RatchetError as exc:
+            response = failure(exc)
+        except CodecKeyError as exc:  # an encrypted run, and this console lacks its key
+            response = _page(502, "Cannot decrypt", f"{exc} (the console needs the workers' RATCHET_CODEC_KEYS)")
+        except Exception:
+            log.exception("console: %s %s", request.method, request.url.path)
+            response = _page(500, "Something went wrong", "The console could not do this; its log says why.")
+        return secured(response, visit)
 
-        return endpoint
+    return endpoint
 
-    async def login(request: Request, visit: Visit) -> Response:
+
+def login(console: ConsoleGuard) -> Handler:
+    """The sign-in page, and its post: the console's token, kept in a cookie."""
+
+    async def page(request: Request, visit: Visit) -> Response:
         if request.method == "GET":
             return HTMLResponse(login_page(visit.token))
         given = visit.form.get("token", "")
@@ -71,6 +78,12 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/")
         return response
+
+    return page
+
+
+def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None = None) -> Starlette:
+    console = guard or ConsoleGuard(http)
 
     def bound(handler: Callable[[RatchetClient, Request, Visit], Awaitable[Response]]) -> Handler:
         async def call(request: Request, visit: Visit) -> Response:
@@ -85,23 +98,34 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
         return call
 
     routes = [
-        Route("/", guarded(bound(pages.runs)), methods=["GET"]),
-        Route("/inbox", guarded(bound(pages.inbox)), methods=["GET"]),
-        Route("/deploys", guarded(bound(pages.deploys)), methods=["GET"]),
-        Route("/start", guarded(bound(pages.start_form)), methods=["GET"]),
-        Route("/start", guarded(bound(actions.start)), methods=["POST"]),
-        Route("/login", guarded(login, needs_token=False), methods=["GET", "POST"]),
-        Route("/runs/{workflow_id}", guarded(bound(pages.run)), methods=["GET"]),
-        Route("/runs/{workflow_id}/events", guarded(bound(pages.events)), methods=["GET"]),
-        Route("/runs/{workflow_id}/checkpoints/{checkpoint_id}/rollback", guarded(bound(pages.plan)), methods=["GET"]),
+        Route("/", guarded(console, bound(pages.runs)), methods=["GET"]),
+        Route("/inbox", guarded(console, bound(pages.inbox)), methods=["GET"]),
+        Route("/deploys", guarded(console, bound(pages.deploys)), methods=["GET"]),
+        Route("/start", guarded(console, bound(pages.start_form)), methods=["GET"]),
+        Route("/start", guarded(console, bound(actions.start)), methods=["POST"]),
+        Route("/login", guarded(console, login(console), needs_token=False), methods=["GET", "POST"]),
+        Route("/runs/{workflow_id}", guarded(console, bound(pages.run)), methods=["GET"]),
+        Route("/runs/{workflow_id}/events", guarded(console, bound(pages.events)), methods=["GET"]),
         Route(
             "/runs/{workflow_id}/checkpoints/{checkpoint_id}/rollback",
-            guarded(bound(actions.rollback)),
+            guarded(console, bound(pages.plan)),
+            methods=["GET"],
+        ),
+        Route(
+            "/runs/{workflow_id}/checkpoints/{checkpoint_id}/rollback",
+            guarded(console, bound(actions.rollback)),
             methods=["POST"],
         ),
-        Route("/runs/{workflow_id}/checkpoints/{checkpoint_id}/fork", guarded(bound(actions.fork)), methods=["POST"]),
-        *(Route(f"/runs/{{workflow_id}}/{name}", guarded(acting(name)), methods=["POST"]) for name in actions.ACTIONS),
-        Route("/static/{name}", guarded(pages.static, needs_token=False), methods=["GET"]),
+        Route(
+            "/runs/{workflow_id}/checkpoints/{checkpoint_id}/fork",
+            guarded(console, bound(actions.fork)),
+            methods=["POST"],
+        ),
+        *(
+            Route(f"/runs/{{workflow_id}}/{name}", guarded(console, acting(name)), methods=["POST"])
+            for name in actions.ACTIONS
+        ),
+        Route("/static/{name}", guarded(console, pages.static, needs_token=False), methods=["GET"]),
     ]
     limit = Middleware(BodyLimit, max_bytes=MAX_FORM_BYTES, answer=_too_large)
     return Starlette(routes=routes, middleware=[limit], exception_handlers={404: _not_found, 405: _not_allowed})

@@ -28,15 +28,12 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from ratchet.contracts import UNDO_DESCRIPTION, ArtifactRef, EffectClass, SandboxPolicy, ToolSchema, ToolSpec
 from ratchet.contracts.sandbox import Sandbox
-
-if TYPE_CHECKING:
-    from ratchet.ops.settings import Settings
 
 
 class Blobs(Protocol):
@@ -46,6 +43,24 @@ class Blobs(Protocol):
     def put(self, data: bytes, media_type: str = "application/octet-stream") -> ArtifactRef: ...
 
     def get(self, ref: ArtifactRef) -> bytes: ...
+
+
+class WorkerSettings(Protocol):
+    """What a tool reads of the worker's settings (`ctx.settings`), typed here so that core needs
+    nothing of ops: the worker passes its `ratchet.ops.settings.Settings`, which has these and the
+    rest (`ratchet config` lists them; `cast` to `Settings` to read another)."""
+
+    @property
+    def task_queue(self) -> str: ...
+
+    @property
+    def host_id(self) -> str: ...
+
+    @property
+    def build_id(self) -> str | None: ...
+
+    @property
+    def ledger_store_url(self) -> str: ...
 
 
 class ToolError(Exception):
@@ -81,8 +96,9 @@ class ToolContext:
     record_undo: Callable[[dict[str, Any]], None] = lambda undo: None
     """Record what the undo needs *before* acting: if the worker dies mid-call, undo still works.
     Build the record with `undo_record`, so a rollback plan can say what the undo will do."""
-    settings: Settings | None = None
-    """The worker's settings (tools read their own configuration from them, e.g. `tracker_path`)."""
+    settings: WorkerSettings | None = None
+    """The worker's settings (`ratchet.ops.settings.Settings`): the ledger's store, the build, the
+    host; None where a tool runs without a worker (a test's own context)."""
     heartbeat: Callable[..., None] = lambda *details: None
     """Report progress (long tools); the details come back in `resume_from` after a retry."""
     resume_from: Any = None

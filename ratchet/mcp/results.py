@@ -19,12 +19,11 @@ from typing import Any
 
 from ratchet.contracts import ErrorType, ToolResult, scrub_text
 from ratchet.core.outputs import compiled
-from ratchet.core.tools import undo_record
+from ratchet.core.tools import Blobs, undo_record
 from ratchet.mcp.catalog import McpTool
-from ratchet.stores.artifacts import ArtifactStore
 
 
-def tool_result(tool: McpTool, result: Any, artifacts: ArtifactStore) -> tuple[ToolResult, Any]:
+def tool_result(tool: McpTool, result: Any, artifacts: Blobs) -> tuple[ToolResult, Any]:
     """(the call's ToolResult, its structured content) for an SDK `CallToolResult`. Puts binary
     content into `artifacts` (synchronously: call it in a thread)."""
     parts = [_block_text(block, artifacts) for block in result.content]
@@ -40,7 +39,7 @@ def tool_result(tool: McpTool, result: Any, artifacts: ArtifactStore) -> tuple[T
     return ToolResult(ok=True, output=text), structured
 
 
-def _block_text(block: Any, artifacts: ArtifactStore) -> str:
+def _block_text(block: Any, artifacts: Blobs) -> str:
     kind = getattr(block, "type", "?")
     if kind == "text":
         return block.text
@@ -58,7 +57,7 @@ def _block_text(block: Any, artifacts: ArtifactStore) -> str:
     return f"[{kind} content, not shown]"
 
 
-def _stored(what: str, data: str, media_type: str, artifacts: ArtifactStore) -> str:
+def _stored(what: str, data: str, media_type: str, artifacts: Blobs) -> str:
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):

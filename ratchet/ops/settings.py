@@ -20,6 +20,7 @@ from urllib.parse import quote
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from ratchet.core.codec_keys import parse_keys
 from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  (settings' own errors; re-exported)
 from ratchet.ops.connection import TemporalSettings
 
@@ -246,8 +247,6 @@ class Settings(TemporalSettings):
     @classmethod
     def _codec_keys(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
-            from ratchet.payloads.codec import parse_keys  # cryptography only when keys are set
-
             parse_keys(value.get_secret_value())
         return value
 

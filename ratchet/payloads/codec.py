@@ -16,13 +16,10 @@ Without keys, `KeylessCodec` stands in: it encrypts nothing, and an encrypted pa
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import hashlib
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 
 from cryptography.exceptions import InvalidTag
@@ -30,11 +27,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
+from ratchet.core.codec_keys import parse_keys
+
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
-KEY_BYTES = 32
 NONCE_BYTES = 12
-_KEY_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 WARNED_MAX = 4096
 """Cleartext payloads remembered so a replay of the same history does not warn again."""
 log = logging.getLogger("ratchet.payloads.codec")
@@ -42,37 +39,6 @@ log = logging.getLogger("ratchet.payloads.codec")
 
 class CodecKeyError(ValueError):
     """A payload cannot be decrypted: its key is not configured, or the key does not fit."""
-
-
-def parse_keys(spec: str) -> dict[str, bytes]:
-    """`id1:base64key,id2:base64key` -> {id: key}, in order (the first is current).
-
-    Messages name the key id, never the key material.
-    """
-    keys: dict[str, bytes] = {}
-    for position, entry in enumerate((part.strip() for part in spec.split(",")), start=1):
-        if not entry:
-            continue
-        key_id, sep, encoded = entry.partition(":")
-        key_id = key_id.strip()
-        if not sep or not _KEY_ID_PATTERN.match(key_id):
-            raise ValueError(f"entry {position} must be ID:BASE64KEY with an id of letters, digits, '.', '_' or '-'")
-        if key_id in keys:
-            raise ValueError(f"key id {key_id!r} appears twice")
-        keys[key_id] = _decode_key(key_id, encoded.strip())
-    if not keys:
-        raise ValueError("no keys given; expected ID:BASE64KEY[,ID:BASE64KEY...]")
-    return keys
-
-
-def _decode_key(key_id: str, encoded: str) -> bytes:
-    try:
-        key = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError(f"key {key_id!r} is not valid base64") from None
-    if len(key) != KEY_BYTES:
-        raise ValueError(f"key {key_id!r} is {len(key)} bytes; AES-256-GCM needs {KEY_BYTES}")
-    return key
 
 
 class EncryptionCodec(PayloadCodec, WithSerializationContext):

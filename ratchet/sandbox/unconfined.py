@@ -5,7 +5,7 @@ on PATH as this interpreter's, the wall-time limit and the output cap, and the p
 at the end. What it does not: everything else in `SandboxPolicy`. The program can read whatever the
 worker can (other runs' workspaces, `.ratchet/`, the worker's own /proc/<pid>/environ with its
 keys), write anywhere the worker can, reach any address, and leave a daemon behind
-(tests/test_sandbox.py shows each). For operators who run trusted code only, or sandbox the worker
+(tests/activities/test_sandbox.py shows each). For operators who run trusted code only, or sandbox the worker
 as a whole.
 """
 

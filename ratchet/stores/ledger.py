@@ -20,7 +20,7 @@ by run.prepare with the run chain's first run id) moves the earlier chain's entr
 `SqliteLedger` (WAL mode) is safe for several worker processes on one host. A shared database
 (Postgres) implements the same `Ledger` protocol for many hosts and must pass the conformance
 suite in ratchet/testing/stores.py (`LedgerConformance`), as SqliteLedger does in
-tests/test_ledger.py.
+tests/stores/test_ledger.py.
 
 Moving a ledger to another backend (`ratchet migrate-stores`, ratchet/stores/migrate.py) goes
 through the protocol too: `export` reads every row as a record (`EntryRecord`, `ChainRecord`),

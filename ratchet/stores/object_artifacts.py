@@ -56,220 +56,26 @@ raises `ObjectStoreError` (retryable: the activity retries). 2 s to connect, 10 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, Literal, TypeVar
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, NotSupportedError, PermissionDeniedError, UnauthenticatedError
-from obstore.store import AzureStore, GCSStore, S3Store
-
-if TYPE_CHECKING:
-    from obstore.store import BackoffConfig, ClientConfig, RetryConfig
 
 from ratchet.contracts import ArtifactRef
-from ratchet.core.settings_errors import SettingsError, mask_url
+from ratchet.core.settings_errors import SettingsError
+from ratchet.stores import object_errors as errors
 from ratchet.stores.artifacts import DIGEST, ArtifactMissing, checked
+from ratchet.stores.object_errors import ObjectStoreError
+from ratchet.stores.object_store import FORMS, SCHEMES, SETTING, Location, open_object_store, parse_url
 
 __all__ = ["FORMS", "SCHEMES", "Location", "ObjectArtifactStore", "ObjectStoreError", "open_object_store", "parse_url"]
 
-SETTING = "RATCHET_ARTIFACT_URL"
-FORMS = "s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or az://CONTAINER[/PREFIX]"
-CONNECT_TIMEOUT = timedelta(seconds=2)
-READ_TIMEOUT = timedelta(seconds=10)
-REQUEST_TIMEOUT = timedelta(minutes=5)
-"""A whole request, a large upload included (obstore's default, 30 s, would cut one off)."""
-RETRY_TIMEOUT_S = 10.0
-"""How long a request without a usable answer is asked again before the call raises."""
-MAX_RETRIES = 10
-_BACKOFF: BackoffConfig = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=1), "base": 2}
 _CONFLICT_RETRIES = 5
 _EMPTY = hashlib.sha256(b"").hexdigest()
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class _Service:
-    name: str
-    bucket: str
-    """What the service calls a bucket."""
-    names: re.Pattern[str]
-    credentials: str
-    endpoint: str
-    permissions: str
-    extra: str
-
-
-_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]")
-SCHEMES = {
-    "s3": _Service(
-        "S3",
-        "bucket",
-        _BUCKET,
-        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile of ~/.aws/config or ~/.aws/credentials "
-        "with AWS_PROFILE (`aws sso login` first for an SSO one), or run with a web identity, container or "
-        "instance role",
-        "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL",
-        "s3:GetObject, s3:PutObject and s3:ListBucket",
-        "s3",
-    ),
-    "gs": _Service(
-        "GCS",
-        "bucket",
-        _BUCKET,
-        "set GOOGLE_APPLICATION_CREDENTIALS (a service account key file), or run as a service account",
-        "GOOGLE_BASE_URL",
-        "storage.objects.get, storage.objects.create and storage.objects.list",
-        "gcs",
-    ),
-    "az": _Service(
-        "Azure",
-        "container",
-        re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}"),
-        "set AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_SAS_TOKEN, a client "
-        "secret, a managed identity)",
-        "AZURE_STORAGE_ENDPOINT",
-        "read, write and list on the container (Storage Blob Data Contributor)",
-        "azure",
-    ),
-}
-_AWS_ENDPOINTS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
-"""The variables obstore takes an S3 endpoint from."""
-_HOST_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
-"""A bucket name that can be the first label of `BUCKET.s3.REGION.amazonaws.com`: no dot (which
-the certificate's wildcard would not match), no capital."""
-_CREDENTIAL_CODES = frozenset(
-    {
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "InvalidToken",
-        "ExpiredToken",
-        "AuthenticationFailed",
-        "InvalidAuthenticationInfo",
-        "AuthenticationRequired",
-        "401",
-    }
-)
-_MISSING_BUCKET_CODES = frozenset({"NoSuchBucket", "ContainerNotFound"})
-
-
-class ObjectStoreError(Exception):
-    """A request to the object store failed for a reason other than a missing or corrupt blob
-    (network, 5xx, permissions). The message names the URL of the blob and what was answered;
-    `status` is the HTTP status of the answer, None without one."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where the blobs are: `scheme://bucket/prefix` (prefix without surrounding slashes)."""
-
-    scheme: str
-    bucket: str
-    prefix: str = ""
-
-    @property
-    def service(self) -> _Service:
-        return SCHEMES[self.scheme]
-
-    def url(self, key: str = "") -> str:
-        return f"{self.scheme}://{self.bucket}/{key or self.prefix}"
-
-
-def parse_url(url: str) -> Location:
-    """`s3://bucket[/prefix]`, `gs://bucket[/prefix]` or `az://container[/prefix]`; SettingsError
-    naming RATCHET_ARTIFACT_URL for anything else (a password in it masked)."""
-
-    def bad(why: str) -> SettingsError:
-        return SettingsError(f"{SETTING}={mask_url(url)!r}: {why}; expected {FORMS}")
-
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise bad(str(exc)) from None
-    service = SCHEMES.get(parts.scheme)
-    if service is None:
-        raise bad("not an s3://, gs:// or az:// URL")
-    if parts.query or parts.fragment or "?" in url or "#" in url:
-        raise bad(f"no query or fragment allowed (the endpoint and credentials come from {service.name}'s variables)")
-    if "@" in parts.netloc or ":" in parts.netloc:
-        raise bad(f"no credentials or port in the URL (they come from {service.name}'s variables)")
-    if not service.names.fullmatch(parts.netloc):
-        raise bad(f"{parts.netloc!r} is not a valid {service.name} {service.bucket} name")
-    prefix = parts.path.strip("/")
-    if prefix:
-        segments = prefix.split("/")
-        if any(s in ("", ".", "..") for s in segments) or any(ord(c) < 32 for c in prefix):
-            raise bad(f"prefix {prefix!r} has an empty, '.' or '..' segment or a control character")
-    return Location(parts.scheme, parts.netloc, prefix)
-
-
-def open_object_store(
-    location: Location, *, retry_timeout_s: float = RETRY_TIMEOUT_S, max_retries: int = MAX_RETRIES, **config: Any
-) -> Any:
-    """The obstore store of `location`'s bucket, configured from the environment (the list in the
-    module docstring), `config` (obstore's S3Config, GCSConfig or AzureConfig keys) overriding it;
-    requests without a usable answer asked again up to `max_retries` times within `retry_timeout_s`.
-    An http:// endpoint is used as given (obstore refuses one unless told). S3 keys in `config`
-    (`access_key_id`) are used instead of botocore's chain."""
-    client: ClientConfig = {
-        "allow_http": True,
-        "connect_timeout": CONNECT_TIMEOUT,
-        "read_timeout": READ_TIMEOUT,
-        "timeout": REQUEST_TIMEOUT,
-    }
-    retry: RetryConfig = {
-        "max_retries": max_retries,
-        "retry_timeout": timedelta(seconds=retry_timeout_s),
-        "backoff": _BACKOFF,
-    }
-    try:
-        if location.scheme == "s3":
-            return _s3_store(location, client, retry, config)
-        if location.scheme == "gs":
-            return GCSStore(location.bucket, client_options=client, retry_config=retry, **config)
-        return AzureStore(location.bucket, client_options=client, retry_config=retry, **config)
-    except (obstore.exceptions.BaseError, OSError, ValueError) as exc:
-        raise SettingsError(
-            f"{SETTING}={location.url()!r}: {location.service.name} is not configured ({_summary(exc)}): "
-            f"{location.service.credentials}"
-        ) from None
-
-
-def _s3_store(location: Location, client: ClientConfig, retry: RetryConfig, config: dict[str, Any]) -> S3Store:
-    """S3Store with botocore's credential chain (ratchet/stores/aws_credentials.py); on AWS (no
-    endpoint set) virtual-hosted-style requests for a bucket whose name can be a host name, as AWS
-    recommends, else path-style; AWS_VIRTUAL_HOSTED_STYLE_REQUEST or `config` decide over both."""
-    try:
-        from ratchet.stores.aws_credentials import AwsCredentials
-    except ImportError as exc:
-        raise ValueError(f"{exc.name} is missing: pip install 'ratchet-agents[s3]'") from None
-    if os.environ.get("AWS_CA_BUNDLE"):
-        client["root_certificate"] = Path(os.environ["AWS_CA_BUNDLE"]).read_bytes()
-    keys = any("access_key_id" in key for key in config)  # given keys decide over the chain
-    credentials = None if keys else AwsCredentials.from_chain()
-    options: dict[str, Any] = {"checksum_algorithm": "SHA256"}
-    if credentials and credentials.region:
-        options["region"] = credentials.region
-    endpoint = any(os.environ.get(name) for name in _AWS_ENDPOINTS) or any("endpoint" in key for key in config)
-    if not endpoint and "AWS_VIRTUAL_HOSTED_STYLE_REQUEST" not in os.environ and _HOST_NAME.fullmatch(location.bucket):
-        options["virtual_hosted_style_request"] = True
-    return S3Store(
-        location.bucket,
-        client_options=client,
-        retry_config=retry,
-        credential_provider=credentials,
-        **{**options, **config},
-    )
 
 
 class ObjectArtifactStore:
@@ -320,7 +126,7 @@ class ObjectArtifactStore:
                 self._call("put", key, lambda: obstore.put(self.store, key, data, mode=mode, use_multipart=False))
                 return ref
             except AlreadyExistsError as exc:
-                if _code(exc) != "ConditionalRequestConflict":
+                if errors.error_code(exc) != "ConditionalRequestConflict":
                     return ref  # already there, and content addressing makes it the same bytes
                 if conflicts == _CONFLICT_RETRIES:
                     raise self._error("put", key, exc) from None
@@ -338,9 +144,9 @@ class ObjectArtifactStore:
         try:
             data = bytes(self._call("get", key, lambda: obstore.get(self.store, key).bytes()))
         except FileNotFoundError as exc:
-            if _code(exc) in _MISSING_BUCKET_CODES:
+            if errors.error_code(exc) in errors.MISSING_BUCKET_CODES:
                 raise ArtifactMissing(
-                    f"artifact {ref.digest}: {self._bucket()} does not exist ({_request(exc)})"
+                    f"artifact {ref.digest}: {self._bucket()} does not exist ({errors.failed_request(exc)})"
                 ) from None
             raise ArtifactMissing(
                 f"artifact {ref.digest} is not in {self.location.url(key)}; do all workers use the same {SETTING}?"
@@ -367,14 +173,14 @@ class ObjectArtifactStore:
             obstore.get(self.store, self.key(_EMPTY))
             return
         except FileNotFoundError as exc:
-            if _code(exc) not in _MISSING_BUCKET_CODES:
+            if errors.error_code(exc) not in errors.MISSING_BUCKET_CODES:
                 return
-            problem = f"{self._bucket()} does not exist ({_request(exc)})"
+            problem = f"{self._bucket()} does not exist ({errors.failed_request(exc)})"
         except obstore.exceptions.BaseError as exc:  # the message says what was answered
-            code, where = _code(exc), _request(exc)
+            code, where = errors.error_code(exc), errors.failed_request(exc)
             if _EMPTY not in where:  # not the bucket's answer: the credentials' source (a metadata service, STS)
-                problem = f"no {service.name} credentials ({_summary(exc)}): {service.credentials}"
-            elif code in _CREDENTIAL_CODES or isinstance(exc, UnauthenticatedError):
+                problem = f"no {service.name} credentials ({errors.summary(exc)}): {service.credentials}"
+            elif code in errors.CREDENTIAL_CODES or isinstance(exc, UnauthenticatedError):
                 source = getattr(self.store.credential_provider, "source", "the credentials")
                 problem = f"{where} rejected {source} ({code}): {service.credentials}"
             elif isinstance(exc, PermissionDeniedError):
@@ -382,10 +188,11 @@ class ObjectArtifactStore:
                     f"access to {self._bucket()} is denied ({code}, {where}): "
                     f"the credentials need {service.permissions}"
                 )
-            elif _status(exc) is None:
-                problem = f"cannot reach {where} ({_reason(exc)}); is {service.endpoint} right, and is the server up?"
+            elif errors.http_status(exc) is None:
+                why = errors.no_answer_reason(exc)
+                problem = f"cannot reach {where} ({why}); is {service.endpoint} right, and is the server up?"
             else:
-                problem = f"checking {self._bucket()} failed: {_detail(exc, service)}"
+                problem = f"checking {self._bucket()} failed: {errors.describe(exc, service.permissions)}"
         raise SettingsError(f"{SETTING}={self.location.url()!r}: {problem}")
 
     def _bucket(self) -> str:
@@ -416,63 +223,6 @@ class ObjectArtifactStore:
     def _error(self, op: str, key: str, exc: Exception) -> ObjectStoreError:
         service = self.location.service
         return ObjectStoreError(
-            f"{service.name} {op} of {self.location.url(key)} failed: {_detail(exc, service)}", _status(exc)
+            f"{service.name} {op} of {self.location.url(key)} failed: {errors.describe(exc, service.permissions)}",
+            errors.http_status(exc),
         )
-
-
-# obstore's errors are one exception class per kind; the answer is in the message:
-# "<what> - Server returned non-2xx status code: 404 Not Found: <body>\n\nDebug source: ..."
-
-_STATUS = re.compile(r"status code: (\d{3})")
-_CODE = re.compile(r"<Code>\s*([^<\s]+)\s*</Code>")
-_REQUEST = re.compile(r"Error performing ([A-Z]+) (\S+)")
-_QUERY = re.compile(r"(https?://[^\s?]*)\?\S*")
-_OS_REASON = re.compile(r'message: "([^"]+)"')
-
-
-def _message(exc: Exception) -> str:
-    """The message without its debug dump, URLs without their query (an Azure SAS token)."""
-    return _QUERY.sub(r"\1", str(exc).split("\n\nDebug source:")[0]).strip()
-
-
-def _summary(exc: Exception) -> str:
-    return _message(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _status(exc: Exception) -> int | None:
-    found = _STATUS.search(str(exc))
-    return int(found[1]) if found else None
-
-
-def _code(exc: Exception) -> str:
-    """The service's error code (S3's, Azure's and GCS's XML `<Code>`), else the HTTP status as text."""
-    found = _CODE.search(_message(exc))
-    return found[1] if found else str(_status(exc) or "")
-
-
-def _request(exc: Exception) -> str:
-    """`METHOD URL` of the request that failed, as obstore reports it."""
-    found = _REQUEST.findall(_summary(exc))  # the last one: a token request's own request comes after it
-    return " ".join(found[-1]) if found else "?"
-
-
-def _reason(exc: Exception) -> str:
-    """Why there was no answer: the operating system's words when obstore reports them."""
-    text = str(exc)
-    retried = re.search(r"after (\d+) retries", text)
-    reason = _OS_REASON.findall(text)[-1:] or [_summary(exc).rpartition(" - ")[2] or type(exc).__name__]
-    return reason[0] + (f", after {retried[1]} retries" if retried else "")
-
-
-def _detail(exc: Exception, service: _Service) -> str:
-    """An error as `Code (HTTP status), METHOD URL` or `no answer (why), METHOD URL`, with what to
-    do about the usual ones."""
-    status, code = _status(exc), _code(exc)
-    if "redirect" in str(exc) or code in ("PermanentRedirect", "AuthorizationHeaderMalformed"):
-        return f"{_summary(exc)}; is the bucket in another region? Set AWS_REGION to its region"
-    if status is None:
-        return f"no answer ({_reason(exc)}), {_request(exc)}" if _REQUEST.search(str(exc)) else _summary(exc)
-    detail = f"{code} (HTTP {status}), {_request(exc)}"
-    if status == 403:
-        detail += f"; the credentials need {service.permissions}"
-    return detail

@@ -1,7 +1,7 @@
 """The idempotency ledger in PostgreSQL, for workers on many hosts: `RATCHET_LEDGER_URL=postgresql://...`.
 
 Same protocol and semantics as `SqliteLedger` (ratchet/stores/ledger.py), checked by the same
-conformance suite (tests/test_ledger_postgres.py). Needs the `postgres` extra (psycopg 3 and
+conformance suite (tests/stores/test_ledger_postgres.py). Needs the `postgres` extra (psycopg 3 and
 psycopg_pool): `pip install 'ratchet-agents[postgres]'`.
 
 Schema, created on open if absent (`CREATE TABLE IF NOT EXISTS` under a transaction-level advisory
@@ -68,12 +68,19 @@ from ratchet.stores.ledger import (
     ChainRecord,
     Entry,
     EntryRecord,
-    EntryStatus,
     ImportOutcome,
     LedgerRecord,
     entry_record,
-    entry_row,
     import_outcome,
+)
+from ratchet.stores.postgres_tables import (
+    CHAIN_SELECT,
+    CHAINS_TABLE,
+    ENTRY_SELECT,
+    LEDGER_TABLE,
+    create_schema,
+    import_rows,
+    read_entry,
 )
 
 try:
@@ -85,8 +92,6 @@ except ImportError:  # the `postgres` extra is not installed: PostgresLedger(url
 __all__ = ["LedgerUnavailable", "PostgresLedger"]
 
 SETTING = "RATCHET_LEDGER_URL"
-LEDGER_TABLE = "ratchet_ledger"
-CHAINS_TABLE = "ratchet_chains"
 CONNECT_TIMEOUT_S = 5
 POOL_TIMEOUT_S = 10.0
 POOL_MAX_SIZE = 4
@@ -95,11 +100,6 @@ CLIENT_DEADLINE_S = 15.0
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000
 EXPORT_PAGE = 1000
 """Rows per round trip of `export` (keyset pages: no transaction stays open between them)."""
-ENTRY_SELECT = (
-    "SELECT key, status, undo, result, starts, extract(epoch FROM started_at)::float8,"
-    f" extract(epoch FROM completed_at)::float8 FROM {LEDGER_TABLE}"
-)
-CHAIN_SELECT = f"SELECT workflow_id, chain, extract(epoch FROM claimed_at)::float8 FROM {CHAINS_TABLE}"
 CONNECTION_DEFAULTS = {
     "connect_timeout": str(CONNECT_TIMEOUT_S),
     "keepalives": "1",
@@ -110,14 +110,6 @@ CONNECTION_DEFAULTS = {
     "application_name": "ratchet-ledger",
 }
 """libpq parameters set unless the URL sets them."""
-SCHEMA_LOCK = 0x7261746368657421  # pg_advisory_xact_lock key: "ratchet!"
-SCHEMA = (
-    f'CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (key text COLLATE "C" PRIMARY KEY,'
-    " status text NOT NULL CHECK (status IN ('started', 'completed')), undo text, result text,"
-    " starts integer NOT NULL DEFAULT 1, started_at timestamptz NOT NULL DEFAULT now(), completed_at timestamptz)",
-    f'CREATE TABLE IF NOT EXISTS {CHAINS_TABLE} (workflow_id text COLLATE "C" PRIMARY KEY, chain text NOT NULL,'
-    " claimed_at timestamptz NOT NULL DEFAULT now())",
-)
 
 T = TypeVar("T")
 
@@ -168,7 +160,7 @@ class PostgresLedger:
         try:
             with _DeadlineConnection.connect(self.conninfo, autocommit=True) as conn:
                 _configure(conn)
-                self._create_schema(conn)
+                create_schema(conn)
         except psycopg.Error as exc:
             raise SettingsError(f"{SETTING}={self.shown!r}: cannot use the database: {_one_line(exc, url)}") from None
         self._pool = psycopg_pool.ConnectionPool(
@@ -207,18 +199,6 @@ class PostgresLedger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @staticmethod
-    def _create_schema(conn: Any) -> None:
-        exists = conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL", (LEDGER_TABLE, CHAINS_TABLE)
-        ).fetchone()[0]
-        if exists:
-            return
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            for statement in SCHEMA:
-                conn.execute(statement)
-
     # the protocol
 
     def begin(self, key: str) -> Entry | None:
@@ -241,7 +221,7 @@ class PostgresLedger:
                         f"SELECT status, undo, result, starts FROM {LEDGER_TABLE} WHERE key = %s", (key,)
                     ).fetchone()
                 if row is not None:
-                    return _entry(key, row)
+                    return read_entry(key, row)
 
         return self.call("begin", key, begin)
 
@@ -279,7 +259,7 @@ class PostgresLedger:
             row = conn.execute(
                 f"SELECT status, undo, result, starts FROM {LEDGER_TABLE} WHERE key = %s", (key,)
             ).fetchone()
-            return None if row is None else _entry(key, row)
+            return None if row is None else read_entry(key, row)
 
         return self.call("get", key, get)
 
@@ -340,45 +320,8 @@ class PostgresLedger:
             after = rows[-1][0]
 
     def import_entries(self, records: Sequence[LedgerRecord], *, dry_run: bool = False) -> list[ImportOutcome]:
-        """Two statements per table for the whole batch (an INSERT of every record, ON CONFLICT
-        DO NOTHING, then a SELECT of the rows it did not insert), in one transaction."""
-        entries = [entry_row(r) for r in records if isinstance(r, EntryRecord)]
-        chains = [(r.workflow_id, r.chain, r.claimed_at) for r in records if isinstance(r, ChainRecord)]
-
-        def import_rows(conn: Any) -> dict[tuple[type, str], tuple[bool, LedgerRecord]]:
-            conn.execute("BEGIN")  # a failure before the end: the pool rolls back (or drops) the connection
-            found: dict[tuple[type, str], tuple[bool, LedgerRecord]] = {
-                (EntryRecord, key): (inserted, entry_record(row))
-                for key, inserted, row in _upsert(
-                    conn,
-                    entries,
-                    LEDGER_TABLE,
-                    "key, status, undo, result, starts, started_at, completed_at",
-                    "text, text, text, text, int, float8, float8",
-                    "c0, c1, c2, c3, c4, to_timestamp(c5), to_timestamp(c6)",
-                    ENTRY_SELECT,
-                    "key",
-                )
-            }
-            found.update(
-                {
-                    (ChainRecord, key): (inserted, ChainRecord(*row))
-                    for key, inserted, row in _upsert(
-                        conn,
-                        chains,
-                        CHAINS_TABLE,
-                        "workflow_id, chain, claimed_at",
-                        "text, text, float8",
-                        "c0, c1, to_timestamp(c2)",
-                        CHAIN_SELECT,
-                        "workflow_id",
-                    )
-                }
-            )
-            conn.execute("ROLLBACK" if dry_run else "COMMIT")
-            return found
-
-        found = self.call("import", f"{len(records)} records", import_rows)
+        """Two statements per table for the whole batch, in one transaction (`import_rows`)."""
+        found = self.call("import", f"{len(records)} records", lambda conn: import_rows(conn, records, dry_run))
         outcomes = []
         for record in records:
             inserted, existing = found[
@@ -406,41 +349,6 @@ class PostgresLedger:
                 else _one_line(exc, self.url)
             )
             raise LedgerUnavailable(f"ledger {op} of {key!r}: the database at {self.shown} failed: {why}") from exc
-
-
-def _entry(key: str, row: tuple[Any, ...]) -> Entry:
-    status, undo, result, starts = row
-    return Entry(
-        key=key,
-        status=EntryStatus(status),
-        undo=json.loads(undo) if undo is not None else None,
-        result=json.loads(result) if result is not None else None,
-        starts=starts,
-    )
-
-
-def _upsert(
-    conn: Any, rows: list[tuple[Any, ...]], table: str, columns: str, types: str, values: str, select: str, key: str
-) -> Iterator[tuple[str, bool, tuple[Any, ...]]]:
-    """Insert `rows` (tuples of `columns`, sent as one array per column of `types`; `values` makes
-    the table's values from them, named c0, c1, ...) where their key is free; (key, inserted, the
-    row as `select` reads it) for every row."""
-    if not rows:
-        return
-    types_ = [t.strip() for t in types.split(",")]
-    names = [f"c{i}" for i in range(len(types_))]
-    arrays = ", ".join(f"%s::{t}[]" for t in types_)
-    inserted = {
-        k
-        for (k,) in conn.execute(
-            f"INSERT INTO {table} ({columns}) SELECT {values} FROM unnest({arrays}) AS r({', '.join(names)})"
-            f" ON CONFLICT ({key}) DO NOTHING RETURNING {key}",
-            [list(column) for column in zip(*rows)],
-        ).fetchall()
-    }
-    keys = [row[0] for row in rows]
-    for row in conn.execute(f"{select} WHERE {key} = ANY(%s::text[])", (keys,)).fetchall():
-        yield row[0], row[0] in inserted, row
 
 
 def _configure(conn: Any) -> None:

@@ -5,12 +5,12 @@ A backend passes if every check passes against it. Each check is an attack a mod
 through `run_command` (or a test suite it edited, through the verifier), on a layout like a worker's:
 `ROOT/.ratchet/ledger.sqlite3`, `ROOT/.ratchet/workspaces/this-run` (the workspace) and
 `ROOT/.ratchet/workspaces/other-run` (another run's, with a secret in it). Every check can fail:
-`UnconfinedSandbox` fails the `ESCAPES` ones (tests/test_sandbox.py asserts it), which proves
+`UnconfinedSandbox` fails the `ESCAPES` ones (tests/activities/test_sandbox.py asserts it), which proves
 each of them can see the escape it looks for.
 
 `open_sandbox` must be picklable (a module-level function, or `functools.partial` of a class):
 the environ check runs the backend in a spawned process, a "worker" started with a secret in its
-environment. With pytest, one test per check (see tests/test_sandbox.py)::
+environment. With pytest, one test per check (see tests/activities/test_sandbox.py)::
 
     @pytest.mark.parametrize("check", SandboxConformance.checks())
     async def test_conformance(check, tmp_path):

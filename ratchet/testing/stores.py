@@ -11,7 +11,7 @@ need beyond it comes from the backend's test module as functions:
 - `tamper(digest, data)` (artifacts only): make the store hold `data` under `digest` without
   going through `put`, as disk rot, a bad copy or a hostile writer would.
 
-With pytest, one test per check and a fresh store each (see tests/test_ledger.py)::
+With pytest, one test per check and a fresh store each (see tests/stores/test_ledger.py)::
 
     @pytest.mark.parametrize("check", LedgerConformance.checks())
     def test_conformance(check, tmp_path):

@@ -1,4 +1,4 @@
-"""The agent profiles of the MCP tests (tests/test_mcp_runs.py, tests/test_mcp_crash.py): imported by
+"""The agent profiles of the MCP tests (tests/activities/test_mcp_runs.py, tests/activities/test_mcp_crash.py): imported by
 the tests, and by worker processes through RATCHET_PLUGINS. The servers they name are configured by
 each test (`tracker`, `tracker_http`, `hostile`, `broken`, `wrong_url`)."""
 

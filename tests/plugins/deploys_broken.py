@@ -1,4 +1,4 @@
-"""Loaded by the workers of a broken `v2` only (RATCHET_PLUGINS; tests/test_deploys_versions.py):
+"""Loaded by the workers of a broken `v2` only (RATCHET_PLUGINS; tests/deploys/test_deploys_versions.py):
 the release breaks `probe_echo` (every call fails its run), so a run that uses it fails on v2 and
 not on v1, and v2 is a new build (its default build id digests each tool's source file)."""
 

@@ -1,4 +1,4 @@
-"""Loaded by the workers of `v2` only (RATCHET_PLUGINS; tests/test_deploys_versions.py, `make
+"""Loaded by the workers of `v2` only (RATCHET_PLUGINS; tests/deploys/test_deploys_versions.py, `make
 chaos`'s deploys line): the working tree's release changes the prompt of the profiles those runs
 use, so `v2` is a new build (its default build id digests the profiles) even where its code equals
 `v1`'s, and a run started on `v2` shows it in its system prompt (devtools/versions.py)."""

@@ -342,7 +342,7 @@ class ReleaseArgs(BaseModel):
 def probe_release(ctx: ToolContext, args: ReleaseArgs) -> str:
     """What a bad release breaks: on a worker whose build (RATCHET_BUILD_ID) is in `broken_on` the
     tool fails the run (non-retryable); on any other build it works. Two builds of this one code
-    thus behave as an old and a broken new release (tests/test_deploy_guard.py)."""
+    thus behave as an old and a broken new release (tests/deploys/test_deploy_guard.py)."""
     build = ctx.settings.build_id if ctx.settings is not None else None
     if build in args.broken_on:
         raise FatalToolError(f"release check failed on build {build}")

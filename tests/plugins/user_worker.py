@@ -1,12 +1,12 @@
 """A user's worker module, laid out as people write one: their sandboxed workflow beside the
-imports of Ratchet's wiring (tests/test_plugin.py runs it)."""
+imports of Ratchet's wiring (tests/ops/test_plugin.py runs it)."""
 
 from __future__ import annotations
 
 from temporalio import workflow
 
-from ratchet import RatchetOptions, RatchetPlugin  # noqa: F401  (the worker module's own imports)
 import ratchet.plugin  # noqa: F401
+from ratchet import RatchetOptions, RatchetPlugin  # noqa: F401  (the worker module's own imports)
 
 
 @workflow.defn

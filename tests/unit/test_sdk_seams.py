@@ -13,8 +13,7 @@ from pathlib import Path
 
 import temporalio.worker._workflow_instance as workflow_instance
 from temporalio import activity
-from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream, WorkflowStreamState
-from temporalio.contrib.workflow_streams import _stream
+from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStream, WorkflowStreamState, _stream
 
 from ratchet.contracts import AGENT_WORKFLOW
 from ratchet.contracts.activities import MODEL_CALL

@@ -1,0 +1,123 @@
+"""A namespace without Ratchet's search attributes (a plain `temporal server start-dev`): the worker
+registers them at start instead of leaving every run to hang on its first upsert, and the commands
+we print (and document) for a cluster register all of them on the real CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+
+import ratchet.client
+from devtools.devserver import DevServer, temporal_binary
+from ratchet.contracts import Phase, RunAttributes
+from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES, register_commands
+from ratchet.payloads.converter import BASE_CONVERTER
+from ratchet.worker.main import build_worker
+from ratchet.workflows import visibility
+from tests.runs import scripted, start, until, wait_for
+
+
+async def _custom(client: Client) -> dict:
+    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=client.namespace))
+    return dict(listed.custom_attributes)
+
+
+def test_the_list_is_what_the_workflow_publishes():
+    published = {v.name for v in vars(visibility).values() if isinstance(v, SearchAttributeKey)}
+    assert published == set(SEARCH_ATTRIBUTES)
+
+
+def test_the_workflow_publishes_each_declared_attribute_with_its_declared_type():
+    published = {v.name: v.indexed_value_type.name for v in vars(visibility).values() if isinstance(v, SearchAttributeKey)}
+    assert published == {a.name: a.type.name for a in RunAttributes.ALL}  # KEYWORD, BOOL, INT, DOUBLE
+
+
+def test_the_client_names_attributes_only_through_the_contracts():
+    """ratchet/client reads and filters by `RunAttributes`, never by a name spelled again."""
+    client = Path(ratchet.client.__file__).parent
+    named = {n for p in client.glob("*.py") for n in re.findall(r"[\"'](Ratchet[A-Z][A-Za-z]*)", p.read_text())}
+    named = {n for n in named if not hasattr(ratchet.client, n)}  # RatchetClient, RatchetError: classes
+    assert not named, f"spelled in ratchet/client instead of RunAttributes: {sorted(named)}"
+    used = {a for a in RunAttributes.ALL for p in client.glob("*.py") if f"RunAttributes.{_member(a)}" in p.read_text()}
+    assert len(used) == len(RunAttributes.ALL)  # the listing reads every one
+
+
+def _member(attribute) -> str:
+    return next(k for k, v in vars(RunAttributes).items() if v is attribute)
+
+
+async def test_a_worker_registers_missing_search_attributes_so_runs_do_not_hang(tmp_path, settings):
+    with DevServer(db_file=tmp_path / "plain.db", search_attributes=False) as plain:
+        client = await Client.connect(plain.address, data_converter=BASE_CONVERTER)
+        assert not set(SEARCH_ATTRIBUTES) & set(await _custom(client))
+        ours = settings.model_copy(update={"temporal_address": plain.address})
+        async with build_worker(client, ours, graceful_shutdown_timeout=timedelta(0)):
+            handle = await start(client, ours, scripted("probe", [{"content": "ok"}]))
+            result = await asyncio.wait_for(handle.result(), timeout=30)
+        assert result.phase == Phase.DONE
+        assert set(SEARCH_ATTRIBUTES) <= set(await _custom(client))
+
+
+async def test_the_printed_commands_register_every_attribute(tmp_path):
+    with DevServer(db_file=tmp_path / "plain.db", search_attributes=False) as plain:
+        for command in register_commands("default"):
+            argv = shlex.split(command)
+            assert argv[0] == "temporal"
+            proc = await asyncio.create_subprocess_exec(
+                temporal_binary(), *argv[1:], "--address", plain.address,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            out, _ = await proc.communicate()
+            assert proc.returncode == 0, out.decode()
+        client = await Client.connect(plain.address)
+        assert set(SEARCH_ATTRIBUTES) <= set(await _custom(client))
+
+
+async def test_a_cancelled_run_shows_cancelled_in_visibility(client, settings, worker):
+    """`ratchet list` after `ratchet cancel`: the phase attribute tells how the run ended, not RUNNING."""
+    from ratchet.client import RatchetClient, RunCancelled
+
+    runs = RatchetClient(client, settings)
+    run = await runs.start(scripted("approver", [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 600}}]},
+                                                 {"content": "never"}]))
+    await wait_for(run, lambda s: s.phase == Phase.ACTING)
+    await run.cancel()
+    with pytest.raises(RunCancelled):
+        await run.result()
+
+    async def cancelled_listed():  # visibility is eventually consistent
+        [listed] = await runs.list(agent="approver", query=f'WorkflowId="{run.workflow_id}"')
+        return listed if listed.phase == "CANCELLED" else None
+
+    listed = await until(cancelled_listed, "the run listed CANCELLED")
+    assert listed.status == "CANCELED"
+
+
+async def test_a_run_that_fails_while_being_planned_shows_its_agent_and_failed(client, settings, worker):
+    """An unknown profile fails the run in run.prepare, before it has a plan: visibility still
+    shows its agent and FAILED (run.prepare's failure says the worker publishes them)."""
+    from ratchet.client import RatchetClient, RunFailed
+
+    runs = RatchetClient(client, settings)
+    run = await runs.start({"agent": "nobody-here", "objective": "x"})
+    try:
+        await asyncio.wait_for(run.result(), 30)
+        raise AssertionError("the run should fail")
+    except RunFailed as failed:
+        assert "nobody-here" in failed.reason
+    assert (await run.state()).phase == Phase.FAILED
+
+    async def failed_listed():  # visibility is eventually consistent
+        listed = await runs.list(query=f'WorkflowId="{run.workflow_id}"')
+        return listed if listed and listed[0].phase == "FAILED" else None
+
+    listed = await until(failed_listed, "the run listed FAILED")
+    assert listed[0].agent == "nobody-here" and listed[0].status == "FAILED"
