@@ -57,6 +57,8 @@ VARIANTS = {
         Variant("ledger", "ratchet", AGENT_WORKFLOW, tool="bench_note", label="Ratchet, compensable tool (ledger)"),
         Variant("verify", "ratchet", AGENT_WORKFLOW, profile="bench_verify", tool="bench_note",
                 label="Ratchet, compensable tool + verify/checkpoint"),
+        Variant("guarded", "ratchet", AGENT_WORKFLOW, profile="bench_guarded",
+                label="Ratchet, five pattern guardrails checked every step (input, tool call, answer)"),
         Variant("no_sa", "ratchet", AGENT_WORKFLOW, env=(("BENCH_SEARCH_ATTRIBUTES", "0"),),
                 label="Ratchet, search-attribute upserts off"),
         Variant("regular", "ratchet", AGENT_WORKFLOW, env=(("BENCH_LOCAL_TOOLS", "0"),),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ratchet.contracts import Budget, FailurePolicy, Verifier
+from ratchet.contracts import Budget, FailurePolicy, Guardrail, Verifier
 from ratchet.core.profiles import CODER, AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, ToolContext, tool, undo_for
 from ratchet.mcp.config import McpToolset
@@ -52,6 +52,17 @@ def _profile(name: str, **extra) -> AgentProfile:
 
 _profile("bench")
 """Step cost and scale: continue-as-new at Ratchet's default bound (never reached at N <= 50)."""
+_profile(
+    "bench_guarded",
+    guardrails=[
+        Guardrail(name="in-drop", on="input", patterns=[r"(?i)drop\s+table"]),
+        Guardrail(name="call-rm", on="tool_call", patterns=[r"rm\s+-rf\s+/"]),
+        Guardrail(name="call-force", on="tool_call", tool="bench_echo", patterns=[r"--force\b"], action="ask"),
+        Guardrail(name="out-confidential", on="answer", patterns=[r"\bCONFIDENTIAL\b"]),
+        Guardrail(name="out-key", on="answer", patterns=[r"\bAKIA[0-9A-Z]{16}\b"], action="redact"),
+    ],
+)
+"""The `bench` profile with five pattern guardrails that never match: what checking them costs a step."""
 _profile("bench_verify", verifier=Verifier(argv=["true"], timeout_s=30))
 """Every step with bench_note is verified and checkpointed (`true` as the verifier)."""
 _profile("bench_long", continue_as_new_events=400, context_messages=200)

@@ -147,4 +147,7 @@ def component_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
             continue
         figures[f"{variant}_best_ms_per_step_delta"] = row["ms_per_step_min"] - base["ms_per_step_min"]
         figures[f"{variant}_cpu_ms_per_step_delta"] = row["cpu_ms_per_step"] - base["cpu_ms_per_step"]
+        if variant == "guarded":  # five pattern guardrails checked every step, against none
+            figures["guardrail_step_ratio"] = row["ms_per_step_min"] / base["ms_per_step_min"]
+            figures["guardrail_cpu_ratio"] = row["cpu_ms_per_step"] / base["cpu_ms_per_step"]
     return figures

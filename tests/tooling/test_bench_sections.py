@@ -16,7 +16,7 @@ from bench.harness import REPO
 from bench.sections import Section
 
 SMOKE_GROUPS = (
-    ("steps", "components", "scaleout", "sandbox"),
+    ("steps", "components", "scaleout", "sandbox", "hooks"),
     ("mcp", "stream", "sessions", "console", "guard"),
     ("throughput", "sweep", "cached", "long", "profile", "micro", "providers"),
 )
