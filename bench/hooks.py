@@ -25,9 +25,8 @@ from bench.progress import Progress
 from devtools.workers import WorkerProcess
 
 SECRET = "bench-hook-secret"
-HOOK = {"secret": "${BENCH_HOOK_SECRET}", "run": {
-    "agent": "bench", "objective": "{text}", "model": {"provider": "scripted", "options": {"script": [{"content": "done"}]}},
-}}
+SCRIPT = {"provider": "scripted", "options": {"script": [{"content": "done"}]}}
+HOOK = {"secret": "${BENCH_HOOK_SECRET}", "run": {"agent": "bench", "objective": "{text}", "model": SCRIPT}}
 
 
 async def hooks_cost(env: Env, progress: Progress, deliveries: int) -> dict[str, Any]:
@@ -38,8 +37,8 @@ async def hooks_cost(env: Env, progress: Progress, deliveries: int) -> dict[str,
     async with env.worker(VARIANTS["ratchet"]) as worker:
         serve = WorkerProcess(
             [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", "0"],
-            env={**os.environ, "PYTHONPATH": str(REPO), "TEMPORAL_ADDRESS": env.address, "RATCHET_TASK_QUEUE": worker.queue,
-                 "RATCHET_HOOKS": str(hooks), "BENCH_HOOK_SECRET": SECRET},
+            env={**os.environ, "PYTHONPATH": str(REPO), "TEMPORAL_ADDRESS": env.address,
+                 "RATCHET_TASK_QUEUE": worker.queue, "RATCHET_HOOKS": str(hooks), "BENCH_HOOK_SECRET": SECRET},
             cwd=REPO, log=env.root / "serve.log", ready="ratchet serve on", name="ratchet serve",
         )
         async with serve:
