@@ -22,6 +22,26 @@ def _back(visit: Visit, default: str, text: str, kind: str = "ok") -> Response:
     return RedirectResponse(visit.note_url(target, text, kind), status_code=303)
 
 
+SCHEDULE_ACTIONS = ("pause", "resume", "trigger")
+
+
+async def schedule_action(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    """POST /schedules/{name}/{pause,resume,trigger}: what `ratchet schedule` does, recorded as the console's."""
+    name, action = request.path_params["name"], request.url.path.rsplit("/", 1)[1]
+    schedules = client.schedules
+    try:
+        if action == "pause":
+            await schedules.pause(name, "paused in the console")
+        elif action == "resume":
+            await schedules.resume(name, "resumed in the console")
+        else:
+            await schedules.trigger(name)
+    except RatchetError as exc:
+        return _back(visit, "/schedules", f"{action} {name}: {exc}", "error")
+    done = {"pause": "Paused", "resume": "Resumed", "trigger": "Triggered"}[action]
+    return _back(visit, "/schedules", f"{done} {name}.")
+
+
 async def run_action(client: RatchetClient, request: Request, visit: Visit, action: str) -> Response:
     """POST /runs/{id}/{action}, `action` one of ACTIONS (its own route: any other path is 404)."""
     handle = client.get(request.path_params["workflow_id"])

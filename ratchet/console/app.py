@@ -3,6 +3,8 @@
     GET  /                                  runs, filtered by agent, phase, awaiting; paged
     GET  /inbox                             every pending approval and decision, oldest first
     GET  /deploys                           the worker deployment's builds, their runs, the ramp guard
+    GET  /schedules                         the schedules, their next and latest firings; POST
+         /schedules/{name}/{pause,resume,trigger}
     GET  /start, POST /start                start a run, checked as `ratchet start` checks it
     GET  /runs/{id}                         a run: state, waiting calls, conversation, checkpoints
     GET  /runs/{id}/events                  its stream as Server-Sent Events (console.js shows them)
@@ -101,6 +103,11 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
         Route("/", guarded(console, bound(pages.runs)), methods=["GET"]),
         Route("/inbox", guarded(console, bound(pages.inbox)), methods=["GET"]),
         Route("/deploys", guarded(console, bound(pages.deploys)), methods=["GET"]),
+        Route("/schedules", guarded(console, bound(pages.schedules)), methods=["GET"]),
+        *(
+            Route(f"/schedules/{{name}}/{verb}", guarded(console, bound(actions.schedule_action)), methods=["POST"])
+            for verb in actions.SCHEDULE_ACTIONS
+        ),
         Route("/start", guarded(console, bound(pages.start_form)), methods=["GET"]),
         Route("/start", guarded(console, bound(actions.start)), methods=["POST"]),
         Route("/login", guarded(console, login(console), needs_token=False), methods=["GET", "POST"]),

@@ -36,7 +36,13 @@ def page(title: str, body: str, *, nav: str = "", script: bool = False) -> str:
     scripts = '<script src="/static/console.js" defer></script>' if script else ""
     links = "".join(
         f'<a href="{href}"{" class=here" if nav == name else ""}>{name}</a>'
-        for name, href in (("Runs", "/"), ("Inbox", "/inbox"), ("Start", "/start"), ("Deploys", "/deploys"))
+        for name, href in (
+            ("Runs", "/"),
+            ("Inbox", "/inbox"),
+            ("Start", "/start"),
+            ("Schedules", "/schedules"),
+            ("Deploys", "/deploys"),
+        )
     )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"

@@ -12,6 +12,7 @@ from starlette.responses import FileResponse, HTMLResponse, Response, StreamingR
 
 from ratchet.client import InvalidInput, NotStartedYet, RatchetClient, RatchetError, Refused, RunHandle
 from ratchet.console.deploys_view import deploys_page
+from ratchet.console.schedules_view import schedules_page
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
 from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
@@ -80,6 +81,10 @@ async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Respon
     waiting = [w for f in found if not isinstance(f, str) for w in f]
     problems = [f for f in found if isinstance(f, str)]
     return HTMLResponse(inbox_page(waiting, visit.token, problems, visit.note(request)))
+
+
+async def schedules(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    return HTMLResponse(schedules_page(await client.schedules.list(), visit.token, visit.note(request)))
 
 
 async def deploys(client: RatchetClient, request: Request, visit: Visit) -> Response:

@@ -164,3 +164,34 @@ async def test_the_schedule_verbs(client, settings, worker, tmp_path):
     assert code == 2 and "cron" in out, out
     code, out = await ratchet(settings, "schedule", "show", bad)
     assert code == 2 and "not found" in out, out
+
+
+async def test_the_consoles_schedules_page_pauses_resumes_and_triggers(client, settings, worker):
+    import httpx2 as httpx
+
+    from ratchet.client import RatchetClient
+    from ratchet.console.app import build_app
+    from ratchet.ops.http_guard import HttpGuard
+    from tests.surfaces.test_console import ORIGIN, csrf_of
+
+    schedules = runs(client, settings).schedules
+    created = await schedules.create(
+        {"name": name("console"), "every_s": 3600, "run": scripted("ops", [{"content": "from the console"}])}
+    )
+    app = build_app(RatchetClient(client, settings), HttpGuard.for_server("127.0.0.1", same_origin=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=60) as http:
+        page = await http.get("/schedules")
+        assert page.status_code == 200 and created.name in page.text and "every 3600s" in page.text
+        for action, paused in (("pause", True), ("resume", False)):
+            done = await http.post(f"/schedules/{created.name}/{action}", data={"csrf": csrf_of(page.text)})
+            assert done.status_code == 303, done.text
+            assert (await schedules.describe(created.name)).paused is paused
+        await http.post(f"/schedules/{created.name}/trigger", data={"csrf": csrf_of(page.text)})
+        info = await until(lambda: _finished(schedules, created.name, 1), "the run the console triggered finished")
+        page = await http.get("/schedules")
+        assert info.recent[0].workflow_id in page.text and "DONE" in page.text
+        forged = await http.post(f"/schedules/{created.name}/pause", data={"csrf": "0" * 32})
+        assert forged.status_code == 403 and not (await schedules.describe(created.name)).paused
+        unknown = await http.post(f"/schedules/{created.name}/delete", data={"csrf": csrf_of(page.text)})
+        assert unknown.status_code == 404
+    await schedules.delete(created.name)
