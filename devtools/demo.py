@@ -22,7 +22,7 @@ from devtools.up import DEV_PROMOTE
 from devtools.devserver import DevServer, free_port, port_open, temporal_binary
 from devtools.workers import stop_worker
 from ratchet.client import NotStartedYet, RatchetClient
-from ratchet.contracts import AGENT_WORKFLOW, AgentState
+from ratchet.contracts import AGENT_WORKFLOW, AgentState, GuardrailTrip
 from ratchet.models.builtin import provider_settings
 from ratchet.ops.settings import load_settings
 
@@ -46,10 +46,16 @@ def demo_script() -> list[dict]:
     ]
 
 
+PASTED_TOKEN = "ghp_" + "DEMOdemo" * 4 + "0000"
+"""A (fake) GitHub token pasted into the request: the coder's `no-secrets-in` guardrail redacts it
+before the model sees it, which the demo shows."""
+
+
 def demo_input(workspace: str, real_model: bool) -> dict:
     run: dict = {
         "agent": "coder",
-        "objective": "The tests in this repository fail. Find the bug, fix it, and make the tests pass.",
+        "objective": "The tests in this repository fail. Find the bug, fix it, and make the tests pass. "
+        f"(CI token, if you need it: {PASTED_TOKEN})",
         "workspace": workspace,
     }
     if not real_model:
@@ -121,12 +127,20 @@ def _run_agent(server: DevServer, state_dir: Path, real_model: bool) -> int:
     final = asyncio.run(_follow(server.address, workflow_id))
     print(f"\nphase: {final.phase}   steps: {final.step}   tokens: "
           f"{final.used.prompt_tokens + final.used.completion_tokens}")
+    for trip in final.guardrails:
+        print(_tripped(trip))
     if final.answer:
         print(f"answer: {final.answer}")
     if final.last_error and final.phase != "DONE":
         print(f"error: {final.last_error}")
     print(f"workspace: {workspace}")
     return 0 if final.phase == "DONE" else 1
+
+
+def _tripped(trip: GuardrailTrip) -> str:
+    done = {"redact": "redacted", "stop": "stopped the run", "ask": "asked a person"}[trip.action]
+    when = " before the model saw it" if trip.on == "input" else ""
+    return f"guardrail {trip.guardrail}: {', '.join(trip.found)} in the {trip.where}, {done}{when}"
 
 
 async def _follow(address: str, workflow_id: str) -> AgentState:

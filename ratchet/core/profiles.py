@@ -14,6 +14,7 @@ from ratchet.contracts import (
     ApprovalRule,
     ModelChoice,
     Budget,
+    Guardrail,
     BudgetOverride,
     RunPolicy,
     Verifier,
@@ -127,6 +128,10 @@ CODER = AgentProfile(
     verifier=Verifier(argv=["python", "-m", "unittest"]),
     revert_on_failed_verification=True,
     allow_irreversible=["run_command"],
+    guardrails=[  # a key pasted into a request never reaches the model, nor one the model writes the answer
+        Guardrail(name="no-secrets-in", on="input", detectors=["secret"], action="redact"),
+        Guardrail(name="no-secrets-out", on="answer", detectors=["secret"], action="redact"),
+    ],
 )
 
 

@@ -24,6 +24,7 @@ def test_make_demo_runs_the_coder_agent_to_done(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "phase: DONE" in done.stdout and "checkpoint cp-1" in done.stdout, done.stdout
+    assert "guardrail no-secrets-in: secret in the objective, redacted before the model saw it" in done.stdout
     assert "stopped the worker and the dev server" in done.stdout
     assert done.stdout.rstrip().endswith("make up"), done.stdout  # where to go next
     fixed = next((tmp_path / "demo" / "workspaces").iterdir()) / "calc.py"
