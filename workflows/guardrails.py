@@ -5,8 +5,8 @@ between events, costing no activity:
 
 - `input`: the user messages the model has not seen yet (the objective, messages sent, a session's
   turns), just before the model call that would send them (workflows/step.py `think`);
-- `tool_call`: a call's arguments once parsed, before its approval and before it runs
-  (workflows/acting.py); `ask` makes the call wait for approval with the guardrail as its reason;
+- `tool_call`: a call's top-level string arguments once parsed, before its approval and before it
+  runs (workflows/acting.py); `ask` makes the call wait for approval with the guardrail as its reason;
 - `answer`: the final answer, before it is taken (workflows/step.py). Its text was streamed as the
   model wrote it: a trip publishes `Withdrawn`, and the run's answer (`RunEnded`, the result) is
   the redacted text, or none.
@@ -47,6 +47,8 @@ def check_input(state: AgentState, plan: RunPlan) -> None:
             text = _apply(state, rule, text, where)
         if text != message.content:
             messages.items[messages.local(index)] = message.model_copy(update={"content": text})
+            if where == "objective" and state.run.objective == message.content:  # as the state shows the run
+                state.run = state.run.model_copy(update={"objective": text})
 
 
 def check_call(

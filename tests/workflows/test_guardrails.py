@@ -25,6 +25,7 @@ async def test_input_is_redacted_before_the_model_sees_it(client, settings, work
     page = await run.transcript(0, 10)
     [objective] = [m.content for m in page.messages if m.role == "user"]
     assert objective == "mail [redacted: pii-in]"
+    assert (await run.state()).run.objective == "mail [redacted: pii-in]"
     assert trips(await run.state()) == [("pii-in", "objective", "redact", ["email"])]
 
 
