@@ -243,6 +243,26 @@ def _deploy(cmd: argparse.ArgumentParser) -> None:
         parser.epilog = "example: ratchet " + DEPLOY_EXAMPLES[parser.prog.split()[-1]]
 
 
+def _shadow(cmd: argparse.ArgumentParser) -> None:
+    sub = cmd.add_subparsers(
+        dest="shadow_command", required=False, metavar="[report|clean]", help="a started batch (default: start one)"
+    )
+    for name, text in (("report", "compare a batch's shadows with their originals"), ("clean", "delete a batch")):
+        sub.add_parser(name, help=text).add_argument("batch", help="the batch id `ratchet shadow` printed")
+    for parser in (cmd, sub.choices["report"]):
+        parser.add_argument("--json", action="store_true", help="the report as JSON (default: Markdown)")
+        parser.add_argument("--fail-if", help="exit 1 if one holds: 'verifier_worse>0, cost_ratio>1.2'")
+        parser.add_argument("--wait", type=float, default=600, help="seconds to wait for the shadows to close (600)")
+    cmd.add_argument("--runs", nargs="+", metavar="QUERY|ID", help="a visibility query, or workflow ids")
+    cmd.add_argument("--profile", help="the candidate: another profile of the worker")
+    cmd.add_argument("--model", help="the candidate: PROVIDER:MODEL, or `recorded` (the original's replies)")
+    cmd.add_argument("--set", action="append", metavar="FIELD=VALUE", help="a profile field (VALUE or @FILE)")
+    cmd.add_argument("--from", dest="from_checkpoint", metavar="CP", help="start from this checkpoint of each run")
+    cmd.add_argument("--concurrency", type=int, default=4, help="shadows started at once (4)")
+    cmd.add_argument("--budget-usd", type=float, help="each shadow's cost limit")
+    cmd.add_argument("--no-wait", action="store_true", help="print the batch id and return")
+
+
 def _flag(cmd: argparse.ArgumentParser) -> None:
     workflow_id(cmd)
     cmd.add_argument("reason", help="what was wrong (recorded with the flag)")
@@ -484,6 +504,20 @@ VERBS: tuple[Verb, ...] = (
         "boundary. `status` shows each build's open runs and outcomes; `check BUILD` (run where BUILD's code "
         "is installed) replays the runs that would move to it; `ramp`, `promote` and `rollback` route new runs. "
         "The Temporal CLI equivalents: docs/OPERATIONS.md, 'Deploying a new version'.",
+    ),
+    Verb(
+        "shadow",
+        "what a candidate profile, model or prompt would have done on recorded runs, side effects quarantined",
+        "ratchet shadow --runs 'RatchetAgent=\"coder\"' --model recorded --fail-if 'verifier_worse>0'\n"
+        "         ratchet shadow --runs coder-1a2b --set system_prompt=@prompt.txt --from cp-2\n"
+        "         ratchet shadow report 3f2a9c1d --json\n"
+        "         ratchet shadow clean 3f2a9c1d",
+        "ratchet.cli.shadow:shadow",
+        _shadow,
+        "Start, per selected run, a shadow: the same input (or a checkpoint's, --from) with the candidate change, "
+        "in a private copy of the run's workspace. Read-only and workspace tools run there; every other call "
+        "gets the original's recorded result, or is not executed and reported as quarantined. The report "
+        "compares tool calls, answers, verifier verdicts and cost; --fail-if makes it a CI gate (exit 1).",
     ),
     Verb(
         "flag",

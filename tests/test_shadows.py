@@ -1,0 +1,159 @@
+"""Shadow runs (`RatchetClient.shadows`) on the dev server, with real files, the SQLite tracker and
+the SQLite ledger: the quarantine leaves the original's world byte for byte as it was, `--model
+recorded` reproduces an unchanged run exactly and a changed prompt diverges at its first call, and
+bad input starts nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ratchet.activities.tracker_tools import TrackerSettings
+from ratchet.client import InvalidInput, RunNotFound
+from ratchet.client.shadow_report import broken, markdown, parse_fail_if
+from ratchet.client.shadows import Candidate
+from ratchet.contracts import Phase
+from tests.runs import runs, scripted, start, until
+from tests.test_rollback import ticket, write
+
+DONE_AFTER_TWO_CHECKPOINTS = [
+    {"tool_calls": [write("a.txt", "v1\n"), ticket("t1")]},
+    {"tool_calls": [write("a.txt", "v2\n"), write("b.txt", "new\n"), ticket("t2")]},
+    {"content": "finished"},
+]
+
+
+def tree_digest(root: Path) -> str:
+    """The files under `root`, names and bytes, as one digest."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def tracker_rows() -> list[tuple]:
+    with sqlite3.connect(TrackerSettings().path) as conn:
+        return conn.execute("SELECT * FROM tickets ORDER BY id").fetchall()
+
+
+def ledger_rows(path: Path, original: str) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT * FROM ledger WHERE key LIKE ? ORDER BY key", (f"{original}/%",))
+        return [r for r in rows if ".shadow-" not in r[0]]
+
+
+async def world(settings, original: str, workspace: str) -> tuple:
+    return (
+        tree_digest(settings.workspace_root / workspace),
+        hashlib.sha256(TrackerSettings().path.read_bytes()).hexdigest(),
+        tracker_rows(),
+        ledger_rows(settings.ledger_path, original),
+    )
+
+
+async def test_a_recorded_shadow_reproduces_the_run_and_touches_nothing_of_its_world(client, settings, worker):
+    original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="orig"))
+    assert (await original.result()).phase == Phase.DONE
+    before = await world(settings, original.workflow_id, "orig")
+    assert len(before[2]) == 2 and before[3], "the original created tickets and wrote ledger rows"
+
+    shadows = runs(client, settings).shadows
+    batch = await shadows.start([original.workflow_id], Candidate(model="recorded"))
+    report = await shadows.report(batch, wait_s=60)
+
+    [diff] = report.runs
+    assert diff.complete and diff.shadow.phase == "DONE", diff
+    assert diff.same and diff.first_divergent_call is None and not diff.answer_diff, markdown(report)
+    assert (diff.shadow.steps, diff.shadow.tokens) == (diff.original.steps, diff.original.tokens)
+    assert [(c.tool, c.shadow) for c in diff.quarantined] == [("create_ticket", "recorded")] * 2
+    assert report.totals.same == 1 and report.totals.quarantined == 2 and report.totals.cost_ratio == 1.0
+    assert await world(settings, original.workflow_id, "orig") == before, "the original's world is untouched"
+    shadow_state = await runs(client, settings).get(diff.shadow.workflow_id).state()
+    private = settings.workspace_root / shadow_state.plan.workspace
+    assert private != settings.workspace_root / "orig" and (private / "b.txt").read_text() == "new\n"
+    assert broken(report, parse_fail_if("verifier_worse>0, cost_ratio>1.2")) == []
+    listed = await runs(client, settings).shadows.find(batch.id)
+    assert [p.shadow for p in listed.pairs] == [diff.shadow.workflow_id]
+
+
+async def test_a_changed_prompt_diverges_and_unknown_calls_are_quarantined(client, settings, worker):
+    original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="orig2"))
+    assert (await original.result()).phase == Phase.DONE
+    before = await world(settings, original.workflow_id, "orig2")
+    shadows = runs(client, settings).shadows
+
+    changed = Candidate(model="recorded", set={"system_prompt": "You are a different agent."})
+    diverged = (await shadows.report(await shadows.start([original.workflow_id], changed), wait_s=60)).runs[0]
+    assert not diverged.same and diverged.diverged_at == 1 and diverged.shadow.phase == "FAILED", diverged
+
+    # the same script (the scripted provider is keyed on the turn) under another prompt: the same calls
+    batch = await shadows.start([original.workflow_id], Candidate(set={"system_prompt": "Another prompt."}))
+    assert (await shadows.report(batch, wait_s=60)).totals.same == 1
+    assert await shadows.clean(batch) == [batch.pairs[0].shadow]
+    await until(
+        lambda: gone(runs(client, settings).get(batch.pairs[0].shadow)), "the cleaned shadow deleted", timeout=120
+    )  # the dev server deletes in about 40 s
+
+    # a script that opens another ticket: the call the original never made is not executed
+    other = [{"tool_calls": [write("a.txt", "v1\n"), ticket("other")]}, {"content": "done otherwise"}]
+    state = await runs(client, settings).get(original.workflow_id).state()
+    run = state.run.model_copy(update={"model": state.run.model.model_copy(update={"options": {"script": other}})})
+    handle = await runs(client, settings).start(
+        run.model_copy(update={"workspace": None, "shadow": _shadow_of(state)}), f"{original.workflow_id}.manual"
+    )
+    assert (await handle.result()).phase == Phase.DONE
+    calls = (await handle.state()).calls.tool_calls.items
+    assert [(c.tool, c.shadow, c.result.error_type) for c in calls] == [
+        ("write_file", None, None),
+        ("create_ticket", "quarantined", "Quarantined"),
+    ]
+    assert await world(settings, original.workflow_id, "orig2") == before
+
+
+async def gone(handle) -> bool:
+    try:
+        await handle.describe()
+    except RunNotFound:
+        return True
+    return False
+
+
+def _shadow_of(state):
+    from ratchet.contracts import ShadowOf
+
+    return ShadowOf(workflow_id=state.workflow_id, workspace_ref=state.workspace.snapshot)
+
+
+async def test_a_shadow_from_a_checkpoint_starts_from_its_files(client, settings, worker):
+    original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="orig3"))
+    assert (await original.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    batch = await shadows.start([original.workflow_id], Candidate(model="recorded", from_checkpoint="cp-1"))
+    [diff] = (await shadows.report(batch, wait_s=60)).runs
+    assert diff.complete and diff.shadow.phase == "DONE" and diff.shadow.answer == "finished", diff
+    assert [(c.tool, c.shadow) for c in diff.quarantined] == [("create_ticket", "recorded")]
+
+
+@pytest.mark.parametrize(
+    "runs_given, candidate, problem",
+    [
+        ('RatchetAgent="no-such-agent"', Candidate(), "selects no run"),
+        (None, Candidate(from_checkpoint="cp-9"), "has no checkpoint 'cp-9'"),
+        (None, Candidate(set={"system_prompt": ""}), "set system_prompt"),
+        (None, Candidate(set={"colour": "blue"}), "set colour"),
+        (None, Candidate(budget_usd=0), "budget_usd: must be above 0"),
+        (None, Candidate(model="gpt"), "neither 'recorded' nor PROVIDER:MODEL"),
+    ],
+)
+async def test_bad_input_starts_nothing(client, settings, worker, runs_given, candidate, problem):
+    original = await start(client, settings, scripted("saga", [{"content": "ok"}]))
+    assert (await original.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    with pytest.raises(InvalidInput) as refused:
+        await shadows.start(runs_given or [original.workflow_id], candidate, batch="nothing")
+    assert problem in str(refused.value)
+    with pytest.raises(RunNotFound):
+        await runs(client, settings).get(f"{original.workflow_id}.shadow-nothing").describe()
