@@ -6,6 +6,8 @@ bad input starts nothing."""
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from ratchet.client import InvalidInput, RunNotFound
 from ratchet.client.shadow_report import broken, markdown, parse_fail_if
 from ratchet.client.shadows import Candidate
 from ratchet.contracts import Phase
-from tests.runs import runs, scripted, start, until
+from tests.runs import ratchet, runs, scripted, start, until
 from tests.test_rollback import ticket, write
 
 DONE_AFTER_TWO_CHECKPOINTS = [
@@ -157,3 +159,18 @@ async def test_bad_input_starts_nothing(client, settings, worker, runs_given, ca
     assert problem in str(refused.value)
     with pytest.raises(RunNotFound):
         await runs(client, settings).get(f"{original.workflow_id}.shadow-nothing").describe()
+
+
+async def test_the_command_line_gates_on_fail_if(client, settings, worker):
+    original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="cli"))
+    assert (await original.result()).phase == Phase.DONE
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--model", "recorded")
+    assert code == 2 and "its transcript is no longer stored" in out, "another artifact store: nothing to replay"
+    shadow = ("shadow", "--runs", original.workflow_id, "--model", "recorded", "--fail-if", "same>0")
+    code, out = await ratchet(settings, *shadow, extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
+    assert code == 1 and "fail-if: same=1 > 0" in out and "| 1 | 1 | 0 |" in out, out
+    batch = re.search(r"shadow batch (\w+)", out).group(1)
+    code, out = await ratchet(settings, "shadow", "report", batch, "--json", "--fail-if", "verifier_worse>0, cost_ratio>1.2")
+    assert code == 0 and json.loads(out[out.index("{") :])["totals"]["same"] == 1, out
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--budget-usd", "0")
+    assert code == 2 and "budget_usd: must be above 0" in out, out

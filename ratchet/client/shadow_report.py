@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ratchet.client.errors import NotStartedYet, RunNotFound
-from ratchet.contracts import AgentState, ErrorType, canonical
+from ratchet.contracts import AgentState, ErrorType, Phase, canonical
 
 if TYPE_CHECKING:
     from ratchet.client.shadows import ShadowBatch, StateOf
@@ -54,7 +54,7 @@ class RunDiff(BaseModel):
     shadow: Side
     same: bool
     complete: bool
-    """The shadow has closed."""
+    """The shadow has closed, and not for lack of budget (one that ran out reports what it had)."""
     diverged_at: int | None = None
     """The step where the shadow left the recorded replies (`--model recorded`), or where its tool calls part."""
     first_divergent_call: dict[str, Call | None] | None = None
@@ -126,7 +126,7 @@ async def _diff(get: Callable[[str], StateOf], original: str, shadow: str, deadl
         original=_side(theirs),
         shadow=_side(mine),
         same=same and recorded_departure is None,
-        complete=mine.phase.terminal,
+        complete=mine.phase.terminal and mine.phase != Phase.BUDGET_EXHAUSTED,
         diverged_at=diverged_at,
         first_divergent_call=first,
         answer_diff=answer_diff,
