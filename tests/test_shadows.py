@@ -174,3 +174,20 @@ async def test_the_command_line_gates_on_fail_if(client, settings, worker):
     assert code == 0 and json.loads(out[out.index("{") :])["totals"]["same"] == 1, out
     code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--budget-usd", "0")
     assert code == 2 and "budget_usd: must be above 0" in out, out
+
+
+async def test_a_shadow_of_the_coder_runs_its_verifier_on_the_private_copy(client, settings, worker):
+    script = json.loads((Path(__file__).parent.parent / "examples" / "login-script.json").read_text())
+    original = await start(client, settings, scripted("coder", script, workspace="login"))
+    assert (await original.result()).phase == Phase.DONE
+    before = tree_digest(settings.workspace_root / "login")
+    shadows = runs(client, settings).shadows
+    [diff] = (await shadows.report(await shadows.start([original.workflow_id], Candidate(model="recorded")), 120)).runs
+    assert diff.same and diff.original.verified is True and diff.shadow.verified is True, markdown_of(diff)
+    assert tree_digest(settings.workspace_root / "login") == before
+
+
+def markdown_of(diff) -> str:
+    from ratchet.client.shadow_report import ShadowReport, totals
+
+    return markdown(ShadowReport(batch="-", runs=[diff], totals=totals([diff])))
