@@ -5,10 +5,13 @@ bad input starts nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
 import sqlite3
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -170,7 +173,9 @@ async def test_the_command_line_gates_on_fail_if(client, settings, worker):
     code, out = await ratchet(settings, *shadow, extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
     assert code == 1 and "fail-if: same=1 > 0" in out and "| 1 | 1 | 0 |" in out, out
     batch = re.search(r"shadow batch (\w+)", out).group(1)
-    code, out = await ratchet(settings, "shadow", "report", batch, "--json", "--fail-if", "verifier_worse>0, cost_ratio>1.2")
+    code, out = await ratchet(
+        settings, "shadow", "report", batch, "--json", "--fail-if", "verifier_worse>0, cost_ratio>1.2"
+    )
     assert code == 0 and json.loads(out[out.index("{") :])["totals"]["same"] == 1, out
     code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--budget-usd", "0")
     assert code == 2 and "budget_usd: must be above 0" in out, out
@@ -191,3 +196,24 @@ def markdown_of(diff) -> str:
     from ratchet.client.shadow_report import ShadowReport, totals
 
     return markdown(ShadowReport(batch="-", runs=[diff], totals=totals([diff])))
+
+
+async def test_twenty_runs_selected_by_a_query_shadow_at_once(client, settings, worker):
+    prefix = f"many-{uuid.uuid4().hex[:6]}-"
+    script = [{"tool_calls": [write("a.txt", "v1\n"), ticket("t")]}, {"content": "finished"}]
+    originals = await asyncio.gather(
+        *(start(client, settings, scripted("saga", script), workflow_id=f"{prefix}{i}") for i in range(20))
+    )
+    assert all([(await o.result()).phase == Phase.DONE for o in originals])
+    shadows = runs(client, settings).shadows
+    query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus="Completed"'
+    await until(lambda: _listed(shadows, query, 20), "the 20 runs listed by visibility")
+    began = time.monotonic()
+    batch = await shadows.start(query, Candidate(model="recorded"), concurrency=4)
+    report = await shadows.report(batch, wait_s=120)
+    print(f"shadow_report_s_20={time.monotonic() - began:.2f}")
+    assert report.totals.runs == 20 and report.totals.same == 20 and report.totals.quarantined == 20, markdown(report)
+
+
+async def _listed(shadows, query: str, count: int) -> bool:
+    return len(await shadows.list(query, 100)) == count

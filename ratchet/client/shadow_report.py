@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from ratchet.client.shadows import ShadowBatch, StateOf
 
 
+READERS = 8
+"""Runs compared at once (each comparison queries two states)."""
+
+
 class Call(BaseModel):
     step: int
     tool: str
@@ -83,7 +87,13 @@ class ShadowReport(BaseModel):
 
 async def build_report(get: Callable[[str], StateOf], batch: ShadowBatch, wait_s: float) -> ShadowReport:
     deadline = time.monotonic() + wait_s
-    diffs = [await _diff(get, p.original, p.shadow, deadline) for p in batch.pairs]
+    gate = asyncio.Semaphore(READERS)
+
+    async def one(original: str, shadow: str) -> RunDiff:
+        async with gate:
+            return await _diff(get, original, shadow, deadline)
+
+    diffs = list(await asyncio.gather(*(one(p.original, p.shadow) for p in batch.pairs)))
     return ShadowReport(batch=batch.id, runs=diffs, totals=totals(diffs))
 
 
