@@ -216,4 +216,4 @@ async def test_twenty_runs_selected_by_a_query_shadow_at_once(client, settings, 
 
 
 async def _listed(shadows, query: str, count: int) -> bool:
-    return len(await shadows.list(query, 100)) == count
+    return len(await shadows.listed(query, 100)) == count

@@ -97,7 +97,8 @@ class Shadows:
     def __init__(self, temporal: Client, settings: Settings, get: Callable[[str], StateOf]) -> None:
         self.temporal, self.settings, self.get = temporal, settings, get
 
-    async def list(self, query: str, limit: int) -> list[str]:
+    async def listed(self, query: str, limit: int) -> list[str]:
+        """The workflow ids a visibility query over Ratchet's runs selects, newest first."""
         return [r.workflow_id for r in await list_runs(self.temporal, RunFilter(query=query), limit)]
 
     async def select(self, runs: str | Sequence[str], limit: int = 1000) -> list[str]:
@@ -107,7 +108,7 @@ class Shadows:
                 raise InvalidInput("runs", ["no run given"])
             return list(runs)
         query = f"({runs}) AND {RunAttributes.SHADOW_OF} IS NULL"
-        found = await self.list(query, limit)
+        found = await self.listed(query, limit)
         if not found:
             raise InvalidInput("runs", [f"the query selects no run: {runs}"])
         return found
@@ -144,7 +145,7 @@ class Shadows:
         """A batch by its id, from visibility."""
         query = f"{RunAttributes.SHADOW_OF} IS NOT NULL"
         suffix = f"{SHADOW_INFIX}{batch_id}"
-        ids = await self.list(query, 10_000)
+        ids = await self.listed(query, 10_000)
         pairs = [ShadowPair(original=i[: -len(suffix)], shadow=i) for i in ids if i.endswith(suffix)]
         if not pairs:
             raise InvalidInput("shadow batch", [f"no shadow run of batch {batch_id!r}"])

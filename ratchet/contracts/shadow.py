@@ -77,12 +77,13 @@ def runs_in_shadow(spec: ToolSpec) -> bool:
 def canonical(arguments: dict[str, Any] | str) -> str:
     """Arguments as a call is matched by: JSON with sorted keys and no spaces (a string that is not
     a JSON object is kept as it is)."""
+    value: Any = arguments
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments or "{}")
+            value = json.loads(arguments or "{}")
         except ValueError:
             return arguments
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def recorded_call(recorded: list[RecordedCall], tool: str, arguments: dict[str, Any]) -> RecordedCall | None:
