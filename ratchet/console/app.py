@@ -88,6 +88,7 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
         Route("/", guarded(bound(pages.runs)), methods=["GET"]),
         Route("/inbox", guarded(bound(pages.inbox)), methods=["GET"]),
         Route("/deploys", guarded(bound(pages.deploys)), methods=["GET"]),
+        Route("/shadows/{batch}", guarded(bound(pages.shadows)), methods=["GET"]),
         Route("/start", guarded(bound(pages.start_form)), methods=["GET"]),
         Route("/start", guarded(bound(actions.start)), methods=["POST"]),
         Route("/login", guarded(login, needs_token=False), methods=["GET", "POST"]),
