@@ -21,7 +21,7 @@ from ratchet.client import InvalidInput, RunNotFound
 from ratchet.client.shadow_report import broken, markdown, parse_fail_if
 from ratchet.client.shadows import Candidate
 from ratchet.contracts import Phase
-from tests.runs import ratchet, runs, scripted, start, until
+from tests.runs import ratchet, runs, scripted, start, until, wait_for
 from tests.test_rollback import ticket, write
 
 DONE_AFTER_TWO_CHECKPOINTS = [
@@ -138,7 +138,7 @@ async def test_a_shadow_from_a_checkpoint_starts_from_its_files(client, settings
     shadows = runs(client, settings).shadows
     batch = await shadows.start([original.workflow_id], Candidate(model="recorded", from_checkpoint="cp-1"))
     [diff] = (await shadows.report(batch, wait_s=60)).runs
-    assert diff.complete and diff.shadow.phase == "DONE" and diff.shadow.answer == "finished", diff
+    assert diff.same and diff.shadow.phase == "DONE" and diff.shadow.answer == "finished", diff
     assert [(c.tool, c.shadow) for c in diff.quarantined] == [("create_ticket", "recorded")]
 
 
@@ -217,3 +217,21 @@ async def test_twenty_runs_selected_by_a_query_shadow_at_once(client, settings, 
 
 async def _listed(shadows, query: str, count: int) -> bool:
     return len(await shadows.listed(query, 100)) == count
+
+
+async def test_a_session_is_shadowed_turn_by_turn_and_from_a_turn_checkpoint(client, settings, worker):
+    chat = [{"content": "one"}, {"tool_calls": [write("s.txt", "x\n")]}, {"content": "two"}, {"content": "three"}]
+    session = await start(client, settings, scripted("chatter", chat, objective="first question"))
+    await wait_for(session, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+    assert (await session.ask("second question")).answer == "two"
+    assert (await session.ask("third question")).answer == "three"
+    await session.close()
+    assert (await session.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    [whole] = (await shadows.report(await shadows.start([session.workflow_id], Candidate(model="recorded")), 60)).runs
+    assert whole.same and whole.shadow.phase == "DONE" and whole.shadow.answer == "three", markdown_of(whole)
+    later = Candidate(model="recorded", from_checkpoint="turn-1")
+    [after] = (await shadows.report(await shadows.start([session.workflow_id], later), 60)).runs
+    assert after.same and after.shadow.answer == "three", markdown_of(after)
+    shadow_state = await runs(client, settings).get(after.shadow.workflow_id).state()
+    assert [t.question for t in shadow_state.session.turns.items] == ["second question", "third question"]

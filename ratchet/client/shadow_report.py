@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from ratchet.client.errors import NotStartedYet, RunNotFound
+from ratchet.client.errors import NotStartedYet, Refused, RunNotFound
 from ratchet.contracts import AgentState, ErrorType, Phase, canonical
 
 if TYPE_CHECKING:
@@ -97,8 +97,11 @@ async def build_report(get: Callable[[str], StateOf], batch: ShadowBatch, wait_s
     return ShadowReport(batch=batch.id, runs=diffs, totals=totals(diffs))
 
 
-async def _closed_state(get: Callable[[str], StateOf], workflow_id: str, deadline: float) -> AgentState:
-    """The run's state once it has closed, or as it is at the deadline."""
+async def _closed_state(
+    get: Callable[[str], StateOf], workflow_id: str, deadline: float, original: AgentState
+) -> AgentState:
+    """The run's state once it has closed, or as it is at the deadline. A session shadow between
+    turns is asked its original's next question, or closed after the original's last turn."""
     handle = get(workflow_id)
     while True:
         try:
@@ -107,14 +110,29 @@ async def _closed_state(get: Callable[[str], StateOf], workflow_id: str, deadlin
             state = None
         if state is not None and (state.phase.terminal or time.monotonic() >= deadline):
             return state
+        if state is not None and state.phase == Phase.AWAITING_MESSAGE:
+            await _next_turn(handle, state, original)
         if time.monotonic() >= deadline:
             raise RunNotFound(workflow_id)
         await asyncio.sleep(0.2)
 
 
+async def _next_turn(handle: StateOf, state: AgentState, original: AgentState) -> None:
+    number = state.session.turn_number + 1
+    following = next((t for t in original.session.turns.items if t.number == number), None)
+    try:
+        if following is None:
+            await handle.close()
+        else:  # the same message id asked again is answered once
+            await handle.ask(following.question, message_id=f"shadow-turn-{number}", wait=False)
+    except Refused:  # it moved on meanwhile (the turn began, or the close was taken): read it again
+        pass
+
+
 async def _diff(get: Callable[[str], StateOf], original: str, shadow: str, deadline: float) -> RunDiff:
-    mine, theirs = await _closed_state(get, shadow, deadline), await get(original).state()
-    calls_o, calls_s = _calls(theirs), _calls(mine)
+    theirs = await get(original).state()
+    mine = await _closed_state(get, shadow, deadline, theirs)
+    calls_o, calls_s = _calls(theirs, _from_step(mine, theirs)), _calls(mine)
     parted = next((i for i, (a, b) in enumerate(zip(calls_o, calls_s)) if _ck(a) != _ck(b)), None)
     if parted is None and len(calls_o) != len(calls_s):
         parted = min(len(calls_o), len(calls_s))
@@ -145,11 +163,22 @@ async def _diff(get: Callable[[str], StateOf], original: str, shadow: str, deadl
     )
 
 
-def _calls(state: AgentState) -> list[Call]:
+def _calls(state: AgentState, after: int = 0) -> list[Call]:
     return [
         Call(step=r.step, tool=r.tool, arguments=canonical(r.arguments), shadow=r.shadow)
         for r in state.calls.tool_calls.items
+        if r.step > after
     ]
+
+
+def _from_step(shadow: AgentState, original: AgentState) -> int:
+    """The step of the original's checkpoint a shadow started from (0: from the start): the
+    original's calls before it are not the shadow's to repeat."""
+    source = shadow.run.resume_from
+    if source is None or source.workflow_id != original.workflow_id:
+        return 0
+    found = next((c for c in original.effects.checkpoints.items if c.id == source.checkpoint_id), None)
+    return found.step if found is not None else 0
 
 
 def _ck(call: Call) -> tuple[str, str]:

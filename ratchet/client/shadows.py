@@ -86,9 +86,14 @@ class ShadowBatch(BaseModel):
 
 
 class StateOf(Protocol):
-    """What shadows need of a run (a `RunHandle`)."""
+    """What shadows need of a run (a `RunHandle`): its state; a session shadow is also asked its
+    original's later questions and closed (ratchet/client/shadow_report.py)."""
 
     async def state(self, timeout_s: float | None = None) -> AgentState: ...
+
+    async def ask(self, text: str, message_id: str | None = None, wait: bool = True) -> Any: ...
+
+    async def close(self) -> str: ...
 
 
 class Shadows:
@@ -188,6 +193,7 @@ class Shadows:
             profile=change,
         )
         update = {
+            "objective": _objective(state, resume),
             "agent": candidate.profile or state.run.agent,
             "model": model,
             "budget": budget,
@@ -248,6 +254,19 @@ def _checked(candidate: Candidate, concurrency: int) -> ProfileChange | None:
     if problems:
         raise InvalidInput("shadow candidate", problems)
     return change
+
+
+def _objective(state: AgentState, resume: ResumeFrom | None) -> str:
+    """The shadow's first message: the original's objective, or for a session from one of its turn
+    checkpoints (`turn-N`) the question of the turn after it."""
+    turns = state.session.turns.items
+    if resume is None or resume.workflow_id != state.workflow_id or not turns:
+        return state.run.objective
+    checkpoint = next(c for c in state.effects.checkpoints.items if c.id == resume.checkpoint_id)
+    following = next((t for t in turns if t.number == checkpoint.turn + 1), None)
+    if following is None:
+        raise InvalidInput("from", [f"{state.workflow_id} has no turn after {resume.checkpoint_id}: nothing to shadow"])
+    return following.question
 
 
 def _recorded(state: AgentState) -> list[RecordedCall]:

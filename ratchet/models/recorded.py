@@ -92,8 +92,18 @@ def first_difference(sent: list[Message], recorded: list[Message]) -> str | None
     """Why `sent` is not what the original sent (`recorded`, the whole conversation before its
     reply), or None. A windowed call (`context_messages`) sends the head and the latest messages; a
     shadow from a checkpoint (a fork) repeats the objective after the checkpoint's messages, pinned,
-    which the original never sent: it is left out."""
-    sent = sent[:HEAD] + [m for m in sent[HEAD:] if not (m.pinned and m.role == "user")]
+    which the original never sent (a session's fork asks the next turn's question there: that one the
+    original sent): it is left out when the prompt differs with it."""
+    differs = _first_difference(sent, recorded)
+    if differs is None:
+        return None
+    without = sent[:HEAD] + [m for m in sent[HEAD:] if not (m.pinned and m.role == "user")]
+    if len(without) < len(sent) and _first_difference(without, recorded) is None:
+        return None
+    return differs
+
+
+def _first_difference(sent: list[Message], recorded: list[Message]) -> str | None:
     if len(sent) == len(recorded):
         pairs = list(enumerate(zip(sent, recorded)))
     elif HEAD <= len(sent) < len(recorded):
