@@ -34,7 +34,6 @@ from ratchet.contracts import (
     Phase,
     RunPlan,
     SandboxPolicy,
-    ShadowMark,
     ToolCallRecord,
     ToolCallRequest,
     ToolInvocation,
@@ -165,9 +164,9 @@ async def _call_tool(
         return _bad_call(state, f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}")
     if problem is not None:
         return _bad_call(state, problem)
-    shadowed = quarantine.answer(state, spec, args)  # a shadow run's call that must not run: never asked for
+    shadowed = quarantine.answer(state, spec, call, call_id, args)  # a shadow run's call that must not run
     if shadowed is not None:
-        return _shadowed(state, spec, call, call_id, key, *shadowed)
+        return shadowed
     reason = approvals.needs_approval(plan, spec, args)
     if reason is not None:
         decision = await approvals.wait_for(state, plan, spec, call_id, args, reason, phases)
@@ -189,31 +188,6 @@ async def _call_tool(
     state.used.tool_calls += 1
     state.calls.record(
         ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=call.arguments, result=result)
-    )
-    return result
-
-
-def _shadowed(
-    state: AgentState,
-    spec: ToolSpec,
-    call: ToolCallRequest,
-    call_id: str,
-    key: str,
-    result: ToolResult,
-    mark: ShadowMark,
-) -> ToolResult:
-    """A shadow's call answered without running (workflows/quarantine.py), recorded with its mark."""
-    state.used.tool_calls += 1
-    state.calls.record(
-        ToolCallRecord(
-            step=state.step,
-            call_id=call_id,
-            tool=spec.name,
-            key=key,
-            arguments=call.arguments,
-            result=result,
-            shadow=mark,
-        )
     )
     return result
 

@@ -18,21 +18,39 @@ from ratchet.contracts import (
     QUARANTINED,
     AgentState,
     ErrorType,
-    ShadowMark,
+    ToolCallRecord,
+    ToolCallRequest,
     ToolResult,
     ToolSpec,
     recorded_call,
     runs_in_shadow,
 )
+from ratchet.core import keys
 
 
-def answer(state: AgentState, spec: ToolSpec, args: dict[str, Any]) -> tuple[ToolResult, ShadowMark] | None:
-    """None: the call runs (not a shadow, or a tool a shadow may run); else its answer and mark."""
+def answer(
+    state: AgentState, spec: ToolSpec, call: ToolCallRequest, call_id: str, args: dict[str, Any]
+) -> ToolResult | None:
+    """None: the call runs (not a shadow, or a tool a shadow may run); else its answer, the call
+    recorded with its mark (before any approval: a call that does not run waits for nobody)."""
     shadow = state.run.shadow
     if shadow is None or runs_in_shadow(spec):
         return None
     found = recorded_call(shadow.recorded, spec.name, args)
     if found is not None:
         result = ToolResult(ok=found.ok, output=found.output, output_ref=found.output_ref, error_type=found.error_type)
-        return result, "recorded"
-    return ToolResult(ok=False, output=QUARANTINED, error_type=ErrorType.QUARANTINED), "quarantined"
+    else:
+        result = ToolResult(ok=False, output=QUARANTINED, error_type=ErrorType.QUARANTINED)
+    state.used.tool_calls += 1
+    state.calls.record(
+        ToolCallRecord(
+            step=state.step,
+            call_id=call_id,
+            tool=spec.name,
+            key=keys.call_key(state.workflow_id, state.step, call_id),
+            arguments=call.arguments,
+            result=result,
+            shadow="recorded" if found is not None else "quarantined",
+        )
+    )
+    return result
