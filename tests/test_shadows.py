@@ -235,3 +235,14 @@ async def test_a_session_is_shadowed_turn_by_turn_and_from_a_turn_checkpoint(cli
     assert after.same and after.shadow.answer == "three", markdown_of(after)
     shadow_state = await runs(client, settings).get(after.shadow.workflow_id).state()
     assert [t.question for t in shadow_state.session.turns.items] == ["second question", "third question"]
+
+
+async def test_a_shadow_does_not_sit_out_the_originals_waits(client, settings, worker):
+    script = [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 3}}]}, {"content": "waited"}]
+    original = await start(client, settings, scripted("ops", script))
+    assert (await original.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    began = time.monotonic()
+    [diff] = (await shadows.report(await shadows.start([original.workflow_id], Candidate(model="recorded")), 60)).runs
+    assert diff.same and [(c.tool, c.shadow) for c in diff.quarantined] == [("wait", "recorded")], markdown_of(diff)
+    assert time.monotonic() - began < 3

@@ -66,10 +66,10 @@ class ShadowOf(Strict):
 
 def runs_in_shadow(spec: ToolSpec) -> bool:
     """Read-only tools, and compensable tools of the (private) workspace, run for real; irreversible,
-    external and child (`delegate`) calls never do. Timers (`wait`) touch nothing."""
-    if spec.kind == "timer":
-        return True
-    if spec.kind == "child":
+    external and child (`delegate`) calls never do, nor timers (`wait`): a shadow does not sit out
+    the original's waits, and the recorded result ("waited 3600s; it is now ...") keeps its prompt
+    the original's."""
+    if spec.kind != "activity":
         return False
     return spec.effect == EffectClass.READ_ONLY or (spec.workspace and spec.effect == EffectClass.COMPENSABLE)
 
