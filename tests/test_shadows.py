@@ -169,6 +169,8 @@ async def test_the_command_line_gates_on_fail_if(client, settings, worker):
     assert (await original.result()).phase == Phase.DONE
     code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--model", "recorded")
     assert code == 2 and "its transcript is no longer stored" in out, "another artifact store: nothing to replay"
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id)
+    assert code == 2 and "its workspace files are no longer stored" in out, out
     shadow = ("shadow", "--runs", original.workflow_id, "--model", "recorded", "--fail-if", "same>0")
     code, out = await ratchet(settings, *shadow, extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
     assert code == 1 and "fail-if: same=1 > 0" in out and "| 1 | 1 | 0 |" in out, out

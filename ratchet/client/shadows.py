@@ -186,9 +186,10 @@ class Shadows:
         budget = state.run.budget or BudgetOverride()
         if candidate.budget_usd is not None:
             budget = budget.model_copy(update={"max_cost_usd": candidate.budget_usd})
+        files = self._files(state, resume)
         shadow = ShadowOf(
             workflow_id=original,
-            workspace_ref=None if resume else state.workspace.snapshot,
+            workspace_ref=None if resume else files,
             recorded=_recorded(state),
             profile=change,
         )
@@ -224,17 +225,28 @@ class Shadows:
             digest = state.conversation.transcript
             if digest is None:
                 raise InvalidInput("model", [f"{state.workflow_id} has no transcript (no model call yet)"])
-            self._require_artifact(state.workflow_id, digest)
+            self._require_artifact("model", f"{state.workflow_id}: its transcript is", digest)
             return given.model_copy(update={"provider": RECORDED, "model": None, "options": {"transcript": digest}})
         provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
         return given.model_copy(update={"provider": provider, "model": name, "options": None})
 
-    def _require_artifact(self, workflow_id: str, digest: str) -> None:
+    def _files(self, state: AgentState, resume: ResumeFrom | None) -> ArtifactRef | None:
+        """The manifest the shadow's workspace starts from (the original's initial snapshot, or the
+        checkpoint's), checked to be still stored."""
+        found = state.workspace.snapshot
+        if resume is not None and resume.workflow_id == state.workflow_id:
+            checkpoint = next(c for c in state.effects.checkpoints.items if c.id == resume.checkpoint_id)
+            found = checkpoint.workspace_ref
+        if found is not None:
+            self._require_artifact("runs", f"{state.workflow_id}: its workspace files are", found.digest)
+        return found
+
+    def _require_artifact(self, field: str, what: str, digest: str) -> None:
         store = open_artifacts(self.settings.artifact_store_url)
         try:
             store.get(ArtifactRef.json(digest))
         except (ArtifactMissing, ValueError, OSError) as exc:
-            raise InvalidInput("model", [f"{workflow_id}: its transcript is no longer stored ({exc})"]) from None
+            raise InvalidInput(field, [f"{what} no longer stored ({exc})"]) from None
 
 
 def _checked(candidate: Candidate, concurrency: int) -> ProfileChange | None:
