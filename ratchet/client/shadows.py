@@ -126,8 +126,13 @@ class Shadows:
         change = _checked(candidate, concurrency)
         originals = await self.select(runs)
         batch_id = batch or uuid.uuid4().hex[:8]
-        inputs = [(o, await self._shadow_input(o, candidate, change)) for o in originals]
         gate = asyncio.Semaphore(concurrency)
+
+        async def read(original: str) -> AgentRun:
+            async with gate:
+                return await self._shadow_input(original, candidate, change)
+
+        inputs = list(zip(originals, await asyncio.gather(*(read(o) for o in originals))))  # all, before any starts
 
         async def one(original: str, run: AgentRun) -> ShadowPair:
             async with gate:
