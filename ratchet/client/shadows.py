@@ -111,7 +111,7 @@ class Shadows:
         if not isinstance(runs, str):
             if not runs:
                 raise InvalidInput("runs", ["no run given"])
-            return list(runs)
+            return list(dict.fromkeys(runs))  # each once: a second shadow of a run would collide with the first
         query = f"({runs}) AND {RunAttributes.SHADOW_OF} IS NULL"
         found = await self.listed(query, limit)
         if not found:
