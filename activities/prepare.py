@@ -6,6 +6,7 @@ import asyncio
 
 import hashlib
 
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -31,6 +32,7 @@ from ratchet.contracts import (
     RunPlan,
     ToolSpec,
     Verifier,
+    problems,
 )
 from ratchet.core import outputs
 from ratchet.core.outputs import OutputTypes, default_output_types
@@ -116,6 +118,7 @@ class RunPreparer:
                 type=ErrorType.INVALID_INPUT,
                 non_retryable=True,
             )
+        profile = _changed(profile, req.run)
         missing = [name for name in profile.tools if name not in self.tools.tools]
         if missing:
             raise ApplicationError(
@@ -284,6 +287,18 @@ class RunPreparer:
             raise ProviderOptionsError(None, f"{relative!r} is not in the run's workspace") from None
         except (OSError, UnicodeDecodeError) as err:
             raise ProviderOptionsError(None, f"cannot read {relative!r}: {err}") from None
+
+
+def _changed(profile: AgentProfile, run: AgentRun) -> AgentProfile:
+    """The profile with a shadow's candidate changes (`AgentRun.shadow.profile`), validated again."""
+    change = run.shadow.profile if run.shadow is not None else None
+    if change is None:
+        return profile
+    fields = change.model_dump(exclude_none=True)
+    try:
+        return AgentProfile.model_validate({**profile.model_dump(), **fields})
+    except ValidationError as exc:
+        raise _invalid(f"shadow.profile: {'; '.join(problems(exc))}") from None
 
 
 def _invalid(message: str) -> ApplicationError:

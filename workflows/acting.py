@@ -42,7 +42,7 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from . import approvals, children, events, guardrails, hosts, outcomes
+from . import approvals, children, events, guardrails, hosts, outcomes, quarantine
 from .call_order import CallOrder
 from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost
@@ -165,6 +165,8 @@ async def _call_tool(
     if problem is not None:
         return _bad_call(state, problem)
     args, shown, tripped = guardrails.check_call(state, plan, spec.name, call_id, args, call.arguments)
+    if (shadowed := quarantine.answer(state, spec, call, call_id, args)) is not None:  # a shadow must not run it
+        return shadowed
     reason = tripped or approvals.needs_approval(plan, spec, args)
     if reason is not None:
         decision = await approvals.wait_for(state, plan, spec, call_id, args, reason, phases)
@@ -182,7 +184,7 @@ async def _call_tool(
     else:
         result = await _run_activity_tool(state, plan, spec, key, call_id, args, phases)
     if result.error_type == ErrorType.INVALID_ARGUMENTS:
-        _count_bad_call(state, result.output)
+        count_bad_call(state, result.output)
     state.used.tool_calls += 1
     state.calls.record(
         ToolCallRecord(step=step, call_id=call_id, tool=spec.name, key=key, arguments=shown, result=result)
@@ -347,27 +349,13 @@ def _register_effect(
     return effect
 
 
-def refuse_answer(state: AgentState, plan: RunPlan, problem: str) -> None:
-    """A final answer that does not match the run's output schema goes back to the model, counted
-    with the bad tool calls (the same limit, `max_bad_tool_calls`)."""
-    _count_bad_call(state, f"the final answer does not match the output schema: {problem}")
-    state.conversation.messages.append(
-        Message(role="user", content=f"{state.last_error}. Give your final answer again, matching it.")
-    )
-    if state.calls.bad_tool_calls > plan.max_bad_tool_calls:
-        raise FailRun(
-            f"the model made {state.calls.bad_tool_calls} invalid tool calls or answers "
-            f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
-        )
-
-
 def _bad_call(state: AgentState, problem: str) -> ToolResult:
     """A call the model got wrong, before anything ran: it goes back to the model."""
-    _count_bad_call(state, problem)
+    count_bad_call(state, problem)
     return ToolResult(ok=False, output=problem, error_type=ErrorType.INVALID_ARGUMENTS)
 
 
-def _count_bad_call(state: AgentState, problem: str) -> None:
+def count_bad_call(state: AgentState, problem: str) -> None:
     state.calls.bad_tool_calls += 1
     state.last_error = problem
 

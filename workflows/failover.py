@@ -6,7 +6,8 @@ activity where the plan allows them (the host of the worker running the workflow
 worker then runs the read-only workspace tools locally), else on the shared task queue (whichever
 host takes it): that host opens the run's workspace, snapshots its files (the initial snapshot)
 and returns its host queue; every other workspace activity then goes there (workflows/hosts.py).
-A fork is bound by `checkpoint.fork` instead, a sub-agent first tries its parent's host.
+A fork is bound by `checkpoint.fork` instead, a sub-agent first tries its parent's host, and a shadow
+run (ratchet/contracts/shadow.py) gets a new workspace holding its original's initial snapshot.
 
 Failover. A workspace activity the host did not take within `host_timeout_s` raises `HostLost`;
 the loop fails the run over (`rollback.fail_over`, as a rollback to the newest checkpoint with a
@@ -31,6 +32,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from ratchet.contracts import (
     AgentState,
+    ArtifactRef,
     Failover,
     OpenWorkspace,
     RehydrateWorkspace,
@@ -50,7 +52,10 @@ async def bind(state: AgentState, plan: RunPlan) -> None:
     if not hosts.needs_workspace(plan):
         return
     binding = None
-    if state.run.workspace_host is not None:
+    shadow = state.run.shadow
+    if shadow is not None and shadow.workspace_ref is not None:  # a shadow: a private copy of the original's files
+        binding = await _restore(state, plan, shadow.workspace_ref)
+    elif state.run.workspace_host is not None:
         try:
             binding = await _open(state, plan, state.run.workspace_host)
         except HostLost:
@@ -63,6 +68,16 @@ async def bind(state: AgentState, plan: RunPlan) -> None:
 async def open_on(state: AgentState, plan: RunPlan, host: str) -> WorkspaceBinding:
     """The workspace as it stands on `host` (its files' manifest): a session's turn checkpoint."""
     return await _open(state, plan, host)
+
+
+async def _restore(state: AgentState, plan: RunPlan, manifest: ArtifactRef) -> WorkspaceBinding:
+    """A new workspace holding the files of `manifest` (`workspace.rehydrate`), on whichever host takes it."""
+    try:
+        request = RehydrateWorkspace(workspace=plan.workspace, manifest_ref=manifest)
+        return await calls.call(WORKSPACE_REHYDRATE, request, summary=f"restore workspace {plan.workspace}")
+    except ActivityError as err:
+        raise_if_cancelled(err)
+        raise FailRun(f"restoring the workspace {plan.workspace} failed: {cause(err)}") from None
 
 
 async def _open(state: AgentState, plan: RunPlan, host: str | None) -> WorkspaceBinding:

@@ -49,7 +49,7 @@ async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.
             state.conversation.messages.append(Message(role="user", content=CUT_OFF))  # cut off: never a final answer
             return None
         if reply.output_error is not None:  # the answer does not match the output schema: back to the model
-            acting.refuse_answer(state, plan, reply.output_error)
+            refuse_answer(state, plan, reply.output_error)
             return None
         state.output = reply.output
         # under a verifier the workspace as it stands must pass; a failing check goes back to the
@@ -63,6 +63,20 @@ async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.
     if plan.verifier is not None and changed:
         await checkpoints.verify(state, plan, phases)
     return None
+
+
+def refuse_answer(state: AgentState, plan: RunPlan, problem: str) -> None:
+    """A final answer that does not match the run's output schema goes back to the model, counted
+    with the bad tool calls (the same limit, `max_bad_tool_calls`)."""
+    acting.count_bad_call(state, f"the final answer does not match the output schema: {problem}")
+    state.conversation.messages.append(
+        Message(role="user", content=f"{state.last_error}. Give your final answer again, matching it.")
+    )
+    if state.calls.bad_tool_calls > plan.max_bad_tool_calls:
+        raise FailRun(
+            f"the model made {state.calls.bad_tool_calls} invalid tool calls or answers "
+            f"(limit {plan.max_bad_tool_calls}); last: {state.last_error}"
+        )
 
 
 async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:

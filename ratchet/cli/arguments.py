@@ -242,6 +242,26 @@ def deploy(cmd: argparse.ArgumentParser) -> None:
         parser.epilog = "example: ratchet " + DEPLOY_EXAMPLES[parser.prog.split()[-1]]
 
 
+def shadow(cmd: argparse.ArgumentParser) -> None:
+    sub = cmd.add_subparsers(
+        dest="shadow_command", required=False, metavar="[report|clean]", help="a started batch (default: start one)"
+    )
+    for name, text in (("report", "compare a batch's shadows with their originals"), ("clean", "delete a batch")):
+        sub.add_parser(name, help=text).add_argument("batch", help="the batch id `ratchet shadow` printed")
+    for parser in (cmd, sub.choices["report"]):
+        parser.add_argument("--json", action="store_true", help="the report as JSON (default: Markdown)")
+        parser.add_argument("--fail-if", help="exit 1 if one holds: 'verifier_worse>0, cost_ratio>1.2'")
+        parser.add_argument("--wait", type=float, default=600, help="seconds to wait for the shadows to close (600)")
+    cmd.add_argument("--runs", nargs="+", metavar="QUERY|ID", help="a visibility query, or workflow ids")
+    cmd.add_argument("--profile", help="the candidate: another profile of the worker")
+    cmd.add_argument("--model", help="the candidate: PROVIDER:MODEL, or `recorded` (the original's replies)")
+    cmd.add_argument("--set", action="append", metavar="FIELD=VALUE", help="a profile field (VALUE or @FILE)")
+    cmd.add_argument("--from", dest="from_checkpoint", metavar="CP", help="start from this checkpoint of each run")
+    cmd.add_argument("--concurrency", type=int, default=4, help="shadows started at once (4)")
+    cmd.add_argument("--budget-usd", type=float, help="each shadow's cost limit")
+    cmd.add_argument("--no-wait", action="store_true", help="print the batch id and return")
+
+
 def flag(cmd: argparse.ArgumentParser) -> None:
     workflow_id(cmd)
     cmd.add_argument("reason", help="what was wrong (recorded with the flag)")

@@ -3,9 +3,10 @@
 An MCP server (the official SDK's `MCPServer`) on stdio, or streamable HTTP on `--host`/`--port`,
 whose tools are the run verbs of the `ratchet` command, each a call of `ratchet.client`: start a
 run, its state, a page of its transcript, approve or reject a call, send a message, a rollback's
-plan, a rollback (of a running or a closed run, archived effects included). It connects with the
-CLI's settings (TEMPORAL_*, RATCHET_TASK_QUEUE, RATCHET_CODEC_KEYS); a refused update or a bad
-input is a tool error the assistant sees, not a crash.
+plan, a rollback (of a running or a closed run, archived effects included), shadows of recorded
+runs with a candidate change and their report. It connects with the CLI's settings (TEMPORAL_*,
+RATCHET_TASK_QUEUE, RATCHET_CODEC_KEYS); a refused update or a bad input is a tool error the
+assistant sees, not a crash.
 """
 
 from __future__ import annotations
@@ -123,6 +124,35 @@ class RunControl:
         outcome = await self._ask((await self._run(workflow_id)).rollback(checkpoint_id, then=then))
         return outcome.model_dump(mode="json", exclude_none=True)
 
+    async def shadow(
+        self,
+        runs: list[str],
+        model: str | None = None,
+        profile: str | None = None,
+        profile_fields: dict[str, Any] | None = None,
+        from_checkpoint: str | None = None,
+        budget_usd: float | None = None,
+        wait_s: float = 300,
+    ) -> dict[str, Any]:
+        """What a candidate (model: `recorded` or PROVIDER:MODEL, another profile, profile fields such as
+        system_prompt) would have done on recorded runs (workflow ids, or one visibility query), every side
+        effect quarantined; the report once the shadows close (its `batch` names them for shadow_report)."""
+        from ratchet.client.shadows import Candidate
+
+        client = await self._client()
+        candidate = Candidate(
+            model=model, profile=profile, set=profile_fields or {}, from_checkpoint=from_checkpoint,
+            budget_usd=budget_usd,
+        )  # fmt: skip
+        selected = runs[0] if len(runs) == 1 and any(c in runs[0] for c in "=<> ") else runs
+        batch = await self._ask(client.shadows.start(selected, candidate))
+        return (await self._ask(client.shadows.report(batch, wait_s))).model_dump(mode="json")
+
+    async def shadow_report(self, batch: str, wait_s: float = 0) -> dict[str, Any]:
+        """A shadow batch compared with its originals (shadows still running are reported incomplete)."""
+        client = await self._client()
+        return (await self._ask(client.shadows.report(batch, wait_s))).model_dump(mode="json")
+
 
 TOOLS: tuple[tuple[str, bool], ...] = (
     ("start_run", False),
@@ -134,6 +164,8 @@ TOOLS: tuple[tuple[str, bool], ...] = (
     ("ask_session", False),
     ("rollback_plan", True),
     ("rollback", False),
+    ("shadow", False),
+    ("shadow_report", True),
 )
 """The tools `ratchet mcp` serves, in order: the `RunControl` method, and whether it only reads."""
 

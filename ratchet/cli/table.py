@@ -250,6 +250,20 @@ VERBS: tuple[Verb, ...] = (
         "catch-up window, jitter, pause and resume, trigger now, backfill, delete.",
     ),
     Verb(
+        "shadow",
+        "what a candidate profile, model or prompt would have done on recorded runs, side effects quarantined",
+        "ratchet shadow --runs 'RatchetAgent=\"coder\"' --model recorded --fail-if 'verifier_worse>0'\n"
+        "         ratchet shadow --runs coder-1a2b --set system_prompt=@prompt.txt --from cp-2\n"
+        "         ratchet shadow report 3f2a9c1d --json\n"
+        "         ratchet shadow clean 3f2a9c1d",
+        "ratchet.cli.shadow:shadow",
+        arguments.shadow,
+        "Start, per selected run, a shadow: the same input (or a checkpoint's, --from) with the candidate change, "
+        "in a private copy of the run's workspace. Read-only and workspace tools run there; every other call "
+        "gets the original's recorded result, or is not executed and reported as quarantined. The report "
+        "compares tool calls, answers, verifier verdicts and cost; --fail-if makes it a CI gate (exit 1).",
+    ),
+    Verb(
         "flag",
         "mark a run's outcome bad (a ramp guard counts it against the run's build)",
         "ratchet flag ops-7 'wrong answer'",

@@ -49,6 +49,7 @@ from ratchet.client.reads import PLANNED_WAIT_S
 from ratchet.client.requests import RunRequests
 from ratchet.client.rollback import RollbackOutcome, Rollbacks
 from ratchet.client.rpc import RunCalls
+from ratchet.client.shadows import Shadows
 from ratchet.client.shared_stream import SharedStreams
 from ratchet.client.starting import start_run
 from ratchet.contracts import (
@@ -82,6 +83,8 @@ class RatchetClient:
         """The worker deployment `settings.deployment_name`: its builds, ramp, promote, rollback, check."""
         self.schedules = Schedules(temporal, settings, self.get)
         """Runs and session messages started by time (Temporal Schedules)."""
+        self.shadows = Shadows(temporal, settings, self.get)
+        """Shadow runs of recorded runs with a candidate change: start, report, clean (ratchet/client/shadows.py)."""
 
     @property
     def address(self) -> str:

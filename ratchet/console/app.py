@@ -103,6 +103,7 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
         Route("/", guarded(console, bound(pages.runs)), methods=["GET"]),
         Route("/inbox", guarded(console, bound(pages.inbox)), methods=["GET"]),
         Route("/deploys", guarded(console, bound(pages.deploys)), methods=["GET"]),
+        Route("/shadows/{batch}", guarded(console, bound(pages.shadows)), methods=["GET"]),
         Route("/schedules", guarded(console, bound(pages.schedules)), methods=["GET"]),
         *(
             Route(f"/schedules/{{name}}/{verb}", guarded(console, bound(actions.schedule_action)), methods=["POST"])

@@ -16,6 +16,7 @@ from ratchet.console.schedules_view import schedules_page
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
 from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
+from ratchet.console.shadows_view import shadows_page
 from ratchet.console.runs_view import Progress, RunFilter, Waiting, inbox_page, runs_page
 from ratchet.contracts import AgentState, Checkpoint
 from ratchet.contracts.events import RunEvent
@@ -89,6 +90,11 @@ async def schedules(client: RatchetClient, request: Request, visit: Visit) -> Re
 
 async def deploys(client: RatchetClient, request: Request, visit: Visit) -> Response:
     return HTMLResponse(deploys_page(await client.deploys.status()))
+
+
+async def shadows(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    """A shadow batch's report, as the shadows stand (InvalidInput for an unknown batch: a 400 page)."""
+    return HTMLResponse(shadows_page(await client.shadows.report(request.path_params["batch"], wait_s=0)))
 
 
 async def start_form(client: RatchetClient, request: Request, visit: Visit) -> Response:

@@ -10,6 +10,7 @@
 - `search_attributes`: the search attributes a run publishes (`RunAttributes`: names and types);
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
+- `shadow`: a shadow run's input (`ShadowOf`) and the rule of which tool runs in one (`runs_in_shadow`);
 - `deploy`: a ramp's guard (`GuardRequest`, `GuardStatus`) and a person's flag on a run (`FlagRecord`);
 - `guardrails`: a profile's checks with tripwires, and a trip's record (`Guardrail`, `GuardrailTrip`);
 - `notify`: webhooks out, a profile's targets and one delivery (`Notify`, `NotifyDelivery`);
@@ -130,6 +131,16 @@ from ratchet.contracts.state import (
     AgentResult,
 )
 from ratchet.contracts.window import Window
+from ratchet.contracts.shadow import (
+    QUARANTINED,
+    ProfileChange,
+    RecordedCall,
+    ShadowMark,
+    ShadowOf,
+    canonical,
+    recorded_call,
+    runs_in_shadow,
+)
 from ratchet.contracts.search_attributes import AttributeType, RunAttributes, SearchAttribute
 from ratchet.contracts.rollback import (
     ROLLBACK_WORKFLOW,
@@ -247,6 +258,14 @@ __all__ = [
     "WorkspaceBinding",
     "UNDO_DESCRIPTION",
     "ToolCallRecord",
+    "QUARANTINED",
+    "ProfileChange",
+    "RecordedCall",
+    "ShadowMark",
+    "ShadowOf",
+    "canonical",
+    "recorded_call",
+    "runs_in_shadow",
     "EffectStatus",
     "Effect",
     "Checkpoint",

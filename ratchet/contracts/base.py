@@ -131,6 +131,11 @@ class ErrorType(StrEnum):
     NOT_ON_THIS_HOST = "NotOnThisHost"
     """A workspace tool tried as a local activity on a worker whose host does not hold the run's
     workspace: it did not act; the call goes to the workspace's host queue instead."""
+    QUARANTINED = "Quarantined"
+    """A shadow run's call of a tool that does not run in a shadow, which the original never made:
+    not executed (ratchet/contracts/shadow.py)."""
+    SHADOW_DIVERGED = "ShadowDiverged"
+    """The `recorded` model provider met a prompt the original never sent: the shadow stops there."""
     DEPLOYMENT_REFUSED = "DeploymentRefused"
     """A deploy guard's routing change the deployment refused (`DeploymentError`: an unknown build,
     one no worker polls): not retried; the guard ends FAILED saying why."""

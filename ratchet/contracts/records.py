@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, EffectClass
 from ratchet.contracts.payloads import Evidence, Message, ToolResult, WorkspaceBinding
+from ratchet.contracts.shadow import ShadowMark
 
 
 class ToolCallRecord(BaseModel):
@@ -19,6 +20,9 @@ class ToolCallRecord(BaseModel):
     key: str
     arguments: str
     result: ToolResult
+    shadow: ShadowMark | None = None
+    """In a shadow run, a call it did not run: answered with the original's result (`recorded`) or
+    not executed (`quarantined`: a would-have-called). None: the call ran."""
 
 
 class EffectStatus(StrEnum):

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ratchet.contracts.base import Decider, MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
 from ratchet.contracts.session import SessionOverride
+from ratchet.contracts.shadow import ShadowOf
 
 
 AGENT_WORKFLOW = "AgentWorkflow"
@@ -153,6 +154,11 @@ class AgentRun(Strict):
         max_length=1000,
         description="Set by `delegate`: the task queue of the host holding the parent's workspace, so a "
         "sub-agent opens the same directory (if that host does not answer, any host opens it).",
+    )
+    shadow: ShadowOf | None = Field(
+        default=None,
+        description="Set by `ratchet shadow`: the run is a shadow of another, its side effects quarantined "
+        "(ratchet/contracts/shadow.py).",
     )
 
     @field_validator("objective")

@@ -47,4 +47,7 @@ class RunAttributes:
     BUILD = SearchAttribute("RatchetBuildId", AttributeType.KEYWORD)
     """The build of its worker deployment the run is on (ended on), with versioning on."""
 
-    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST, BUILD)
+    SHADOW_OF = SearchAttribute("RatchetShadowOf", AttributeType.KEYWORD)
+    """Set on shadow runs only: the workflow id of the run it shadows (`ratchet shadow`)."""
+
+    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST, BUILD, SHADOW_OF)

@@ -1,12 +1,14 @@
-"""The providers a worker has unless its plugin options say otherwise: `openai`, `anthropic` and
-`scripted`, each reading its own settings from the environment (`ratchet.models.settings`). The
-anthropic provider is there without its SDK too: its runs then fail at once saying what to install."""
+"""The providers a worker has unless its plugin options say otherwise: `openai`, `anthropic`,
+`scripted` and `recorded` (a shadow run's replay of its original's replies), each reading its own
+settings from the environment (`ratchet.models.settings`). The anthropic provider is there without
+its SDK too: its runs then fail at once saying what to install."""
 
 from __future__ import annotations
 
 from ratchet.models.anthropic import AnthropicProvider, AnthropicSettings
 from ratchet.models.openai import OpenAIProvider, OpenAISettings
 from ratchet.models.provider import ProviderRegistry
+from ratchet.models.recorded import RecordedProvider
 from ratchet.models.scripted import ScriptedProvider
 from ratchet.models.settings import ProviderSettings, load
 from ratchet.stores.artifacts import ArtifactStore
@@ -18,6 +20,7 @@ def builtin_providers(artifacts: ArtifactStore) -> ProviderRegistry:
     registry.register(OpenAIProvider())
     registry.register(AnthropicProvider())
     registry.register(ScriptedProvider(artifacts))
+    registry.register(RecordedProvider(artifacts))
     return registry
 
 

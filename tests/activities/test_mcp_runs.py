@@ -7,6 +7,7 @@ The tracker counts its side effects in SQLite, so "exactly once" is checked outs
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import uuid
@@ -15,8 +16,9 @@ from datetime import timedelta
 import pytest
 
 import tests.mcp_servers.profiles  # noqa: F401  (registers the mcp_* profiles)
-from ratchet.client import RunFailed
-from ratchet.contracts import ArtifactRef, Phase
+from ratchet.client import RatchetClient, RunFailed
+from ratchet.client.shadows import Candidate
+from ratchet.contracts import ArtifactRef, Phase, ShadowOf
 from ratchet.mcp.config import McpServer
 from ratchet.mcp.pool import McpPool
 from ratchet.ops.settings import Settings
@@ -209,3 +211,29 @@ async def test_a_wrong_configuration_fails_the_run_naming_the_server(client, mcp
     with pytest.raises(RunFailed) as failure:
         await handle.result()
     assert says in str(failure.value.reason)
+
+
+async def test_a_shadow_runs_read_only_mcp_tools_and_never_the_others(client, mcp_settings, mcp_worker, mcp_dir):
+    """ratchet/contracts/shadow.py: the read-only search runs for real; the original's create_issue gets its
+    recorded result, another one is not executed; the MCP server's database is byte for byte as it was."""
+    alpha, other = f"alpha-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    script = [{"tool_calls": [call("tracker__search_issues", query="x"), call("tracker__create_issue", title=alpha)]},
+              {"content": "finished"}]
+    original = await start(client, mcp_settings, scripted("mcp_saga", script))
+    assert (await original.result()).phase == Phase.DONE
+    before = hashlib.sha256((mcp_dir / "tracker.db").read_bytes()).hexdigest()
+    state = await original.state()
+    shadows = RatchetClient(client, mcp_settings).shadows
+    [same] = (await shadows.report(await shadows.start([original.workflow_id], Candidate(model="recorded")), 60)).runs
+    assert same.same and [(c.tool, c.shadow) for c in same.quarantined] == [("tracker__create_issue", "recorded")]
+    another = [{"tool_calls": [call("tracker__search_issues", query="x"), call("tracker__create_issue", title=other)]},
+               {"content": "finished"}]
+    run = state.run.model_copy(update={"model": state.run.model.model_copy(update={"options": {"script": another}}),
+                                       "shadow": ShadowOf(workflow_id=original.workflow_id)})
+    handle = await RatchetClient(client, mcp_settings).start(run, f"{original.workflow_id}.other")
+    assert (await handle.result()).phase == Phase.DONE
+    calls = (await handle.state()).calls.tool_calls.items
+    assert [(c.tool, c.shadow, c.result.ok) for c in calls] == [
+        ("tracker__search_issues", None, True), ("tracker__create_issue", "quarantined", False)]
+    assert hashlib.sha256((mcp_dir / "tracker.db").read_bytes()).hexdigest() == before
+    assert not [e for e in effects(mcp_dir, "create_issue") if ".shadow-" in e[1] or ".other" in e[1]]

@@ -308,3 +308,20 @@ async def test_a_checkpoint_no_test_verified_is_shown_unverified_not_failed(clie
     assert (await run.result()).phase == Phase.DONE
     page = await console.get(f"/runs/{wid}")
     assert "unverified: no test ran" in page.text and "failed:" not in page.text, page.text
+
+
+async def test_a_shadow_batch_has_a_page(client, settings, worker, console):
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n"), call("create_ticket", title="t")]},
+              {"content": "done"}]
+    original = await RatchetClient(client, settings).start(scripted("saga", script))
+    assert (await original.result()).phase == Phase.DONE
+    from ratchet.client.shadows import Candidate
+
+    shadows = RatchetClient(client, settings).shadows
+    batch = await shadows.start([original.workflow_id], Candidate(model="recorded"))
+    await shadows.report(batch, wait_s=60)  # once closed
+    shown = await console.get(f"/shadows/{batch.id}")
+    assert shown.status_code == 200 and f"Shadow batch {batch.id}" in shown.text, shown.text
+    assert ": same</h2>" in shown.text and "recorded: step 1 <code>create_ticket</code>" in shown.text, shown.text
+    missing = await console.get("/shadows/nosuchbatch")
+    assert missing.status_code == 400 and "no shadow run of batch" in missing.text

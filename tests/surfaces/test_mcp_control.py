@@ -44,7 +44,7 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
     })
     async with Client(server) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "send_message", "ask_session", "rollback_plan", "rollback"}
+        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "send_message", "ask_session", "rollback_plan", "rollback", "shadow", "shadow_report"}
         assert tools["run_state"].annotations.read_only_hint and tools["rollback"].annotations is None
 
         ship = await use(mcp, "start_run", agent="approver", objective="ship it", model=scripted_model(
@@ -84,3 +84,20 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
         assert len(outcome["report"]["undone"]) == 1 and not (settings.workspace_root / "mcp-control" / "a.txt").exists()
         bad = await mcp.call_tool("start_run", {"agent": "saga", "objective": ""})
         assert bad.is_error and "objective" in bad.content[0].text
+
+
+async def test_an_assistant_shadows_a_run_over_mcp(settings, worker):
+    server = StdioServerParameters(command=sys.executable, args=["-m", "ratchet.cli.main", "mcp"], env={
+        "TEMPORAL_ADDRESS": settings.temporal_address, "RATCHET_TASK_QUEUE": settings.task_queue,
+        "RATCHET_ARTIFACT_DIR": str(settings.artifact_dir),
+    })
+    async with Client(server) as mcp:
+        run = await use(mcp, "start_run", agent="saga", objective="write it", model=scripted_model(
+            tool_call("write_file", path="a.txt", content="v1\n"), {"content": "written"}))
+        await mcp_state_until(mcp, run["workflow_id"], lambda s: s["phase"] == "DONE")
+        report = await use(mcp, "shadow", runs=[run["workflow_id"]], model="recorded")
+        assert report["totals"]["runs"] == 1 and report["totals"]["same"] == 1, report
+        again = await use(mcp, "shadow_report", batch=report["batch"])
+        assert again["totals"] == report["totals"]
+        refused = await mcp.call_tool("shadow", {"runs": [run["workflow_id"]], "budget_usd": 0})
+        assert refused.is_error and "budget_usd: must be above 0" in refused.content[0].text
