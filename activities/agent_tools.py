@@ -1,4 +1,5 @@
-"""`delegate`: hand a task to another agent profile as a child AgentWorkflow.
+"""`delegate`: hand a task to another agent profile as a child AgentWorkflow; `handoff`: hand the
+run itself over to another profile (ratchet/contracts/handoff.py).
 
 The workflow runs it (not an activity): the child gets the parent's remaining budget, its spend
 is charged to the parent, and the parent records it as an effect whose undo compensates the
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ratchet.contracts.handoff import HandoffArgs
 from ratchet.core.tools import ToolContext, tool
 
 
@@ -25,3 +27,11 @@ class DelegateArgs(BaseModel):
 def delegate(ctx: ToolContext, args: DelegateArgs) -> str:
     """Hand a sub-task to another agent and get its answer."""
     raise RuntimeError("delegate runs in the workflow as a child workflow, not as an activity")
+
+
+@tool(kind="handoff")
+def handoff(ctx: ToolContext, args: HandoffArgs) -> str:
+    """Hand the whole task over to another agent (one of this agent's handoffs), which goes on in
+    this run with everything done so far: say where the task stands, what must be respected, and
+    what is still open."""
+    raise RuntimeError("handoff runs in the workflow (it changes the run's profile), not as an activity")

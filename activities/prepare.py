@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import hashlib
+import json
 
 from pydantic import ValidationError
 from temporalio import activity
@@ -73,6 +74,8 @@ class RunPreparer:
         event, not sent again as this activity's input: a scripted run's script (or a long
         objective) is in history once."""
         run = await self._start_input()
+        if req.agent is not None:  # a handoff (workflows/handoffs.py): the same run under another profile
+            run = run.model_copy(update={"agent": req.agent})
         try:
             return await self.plan(PrepareRun(run=run, workflow_id=req.workflow_id, chain=req.chain))
         except ApplicationError as exc:
@@ -107,6 +110,24 @@ class RunPreparer:
         mcp_tools = await self.mcp.discover(profile) if self.mcp is not None and profile is not None else []
         return await asyncio.to_thread(self._plan, req, mcp_tools)
 
+    def _profile_problem(self, profile: AgentProfile) -> str | None:
+        """Why a run cannot be planned on this profile here, or None."""
+        missing = [name for name in profile.tools if name not in self.tools.tools]
+        if missing:
+            return f"names tools this worker lacks: {missing}"
+        for guard in profile.guardrails:
+            broken = outputs.compiled(json.dumps(guard.json_schema, sort_keys=True)) if guard.json_schema else None
+            if isinstance(broken, str):
+                return f"guardrail {guard.name!r}: json_schema does not compile: {broken}"
+        unknown = [name for name in profile.handoffs if self.profiles.get(name) is None]
+        if unknown:
+            return f"handoffs {unknown} are not profiles of this worker"
+        if ("handoff" in profile.tools) != bool(profile.handoffs):
+            return "the handoff tool and `handoffs` (its targets) go together"
+        if profile.context_messages is not None and profile.context_messages < 2:
+            return f"context_messages must be at least 2, not {profile.context_messages}"
+        return None
+
     def _plan(self, req: PrepareRun, mcp_tools: list[McpTool]) -> RunPlan:
         """In a thread: the ledger's claim and the artifact puts may be remote round trips, which
         must not hold the worker's event loop."""
@@ -119,22 +140,17 @@ class RunPreparer:
                 non_retryable=True,
             )
         profile = _changed(profile, req.run)
-        missing = [name for name in profile.tools if name not in self.tools.tools]
-        if missing:
+        problem = self._profile_problem(profile)
+        if problem is not None:
             raise ApplicationError(
-                f"profile {profile.name!r} names tools this worker lacks: {missing}",
-                type=ErrorType.INVALID_PROFILE,
-                non_retryable=True,
-            )
-        if profile.context_messages is not None and profile.context_messages < 2:
-            raise ApplicationError(
-                f"profile {profile.name!r}: context_messages must be at least 2, not {profile.context_messages}",
-                type=ErrorType.INVALID_PROFILE,
-                non_retryable=True,
+                f"profile {profile.name!r}: {problem}", type=ErrorType.INVALID_PROFILE, non_retryable=True
             )
         tools = [self.tools.get(name) for name in profile.tools]
         model = self._model_settings(profile, req)
-        fallbacks = [self._fallback(profile, req, model, i, choice) for i, choice in enumerate(profile.fallbacks)]
+        fallbacks = [
+            self._other_model(req, model, choice, f"profile {profile.name!r}: fallbacks.{i}")
+            for i, choice in enumerate(profile.fallbacks)
+        ]
         if self.ledger is not None and req.chain:
             previous = self.ledger.claim(req.workflow_id, req.chain)
             if previous is not None:
@@ -156,6 +172,7 @@ class RunPreparer:
             system_prompt=profile.system_prompt,
             model=model,
             fallbacks=fallbacks,
+            judges=self._judges(profile, req, model),
             tools=[_spec(t, local_ok) for t in tools] + mcp.specs,
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             mcp_ref=mcp.ref,
@@ -219,11 +236,21 @@ class RunPreparer:
             raise _invalid(f"model: {problem}")
         return settings.model_copy(update={"task_queue": self.settings.model_task_queue(name)})
 
-    def _fallback(
-        self, profile: AgentProfile, req: PrepareRun, primary: ModelSettings, index: int, choice: ModelChoice
-    ) -> ModelSettings:
-        """A fallback's settings: the run's, with its provider, model, options and prices."""
-        where = f"profile {profile.name!r}: fallbacks.{index}"
+    def _judges(self, profile: AgentProfile, req: PrepareRun, primary: ModelSettings) -> dict[str, ModelSettings]:
+        """Each judge guardrail's model settings, by the guardrail's name."""
+        return {
+            g.name: self._other_model(
+                req,
+                primary,
+                ModelChoice(provider=g.judge.provider, model=g.judge.model, options=g.judge.options),
+                f"profile {profile.name!r}: guardrail {g.name!r}: judge",
+            ).model_copy(update={"stream": False})
+            for g in profile.guardrails
+            if g.judge is not None
+        }
+
+    def _other_model(self, req: PrepareRun, primary: ModelSettings, choice: ModelChoice, where: str) -> ModelSettings:
+        """A fallback's (or a judge's) settings: the run's, with its provider, model, options and prices."""
         provider = self.providers.get(choice.provider)
         if provider is None:
             known = ", ".join(sorted(self.providers.providers))

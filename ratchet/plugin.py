@@ -52,6 +52,7 @@ from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.deploys import DeployActivities
 from ratchet.activities.schedules import ScheduleActivities
 from ratchet.activities.notify import NotifyActivities
+from ratchet.activities.judging import JudgeActivities
 from ratchet.activities.workspace import host_queue
 from ratchet.activities.hosts import WORKSPACE_ACTIVITIES, WorkspaceActivities
 from ratchet.contracts.activities import COMPACT, MODEL_CALL, VERIFY
@@ -131,6 +132,7 @@ class Activities:
         self.deploys = DeployActivities(client, options.profiles)
         self.schedules = ScheduleActivities(client)
         self.notify = NotifyActivities()
+        self.judges = JudgeActivities(options.providers, ledger)
 
     def all(self) -> list[Callable]:
         return [
@@ -149,6 +151,7 @@ class Activities:
             *self.deploys.all(),
             self.schedules.deliver,
             self.notify.send,
+            self.judges.judge,
         ]
 
 

@@ -42,7 +42,7 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from . import approvals, children, events, guardrails, hosts, outcomes, quarantine
+from . import approvals, children, events, guardrails, handoffs, hosts, outcomes, quarantine
 from .call_order import CallOrder
 from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost
@@ -158,13 +158,13 @@ async def _call_tool(
 ) -> ToolResult:
     step = state.step
     key = keys.call_key(state.workflow_id, step, call_id)
-    spec = plan.tool(call.name)
+    spec = plan.offered(call.name)
     args, problem = parse_arguments(call.arguments)
     if spec is None:
         return _bad_call(state, f"unknown tool {call.name!r}; available tools: {', '.join(t.name for t in plan.tools)}")
     if problem is not None:
         return _bad_call(state, problem)
-    args, shown, tripped = guardrails.check_call(state, plan, spec.name, call_id, args, call.arguments)
+    args, shown, tripped = await guardrails.check_call(state, plan, spec.name, call_id, args, call.arguments)
     if (shadowed := quarantine.answer(state, spec, call, call_id, args)) is not None:  # a shadow must not run it
         return shadowed
     reason = tripped or approvals.needs_approval(plan, spec, args)
@@ -181,6 +181,8 @@ async def _call_tool(
         result = await _timer(state, args)
     elif spec.kind == "child":
         result = await _delegate(state, plan, spec, key, call_id, args)
+    elif spec.kind == "handoff":
+        result = await handoffs.hand_over(state, plan, call_id, args)
     else:
         result = await _run_activity_tool(state, plan, spec, key, call_id, args, phases)
     if result.error_type == ErrorType.INVALID_ARGUMENTS:

@@ -100,10 +100,10 @@ class AgentWorkflow:
                 sessions.start(state)
             self._phases.publish(state, plan)
             return await self._loop(state, plan)
-        except FailRun as failure:
-            await fail(state, plan, self._phases, str(failure), error_type=failure.error_type)
+        except FailRun as failure:  # the plan now (a handoff may have changed it): its tools undo
+            await fail(state, state.plan or plan, self._phases, str(failure), error_type=failure.error_type)
         except asyncio.CancelledError:
-            await cancelled(state, plan, self._phases)
+            await cancelled(state, state.plan or plan, self._phases)
             raise
 
     # --- queries, signals and updates --------------------------------------------------------
@@ -213,7 +213,9 @@ class AgentWorkflow:
 
         while True:
             try:
+                plan = _current(state)  # a handoff changes it (workflows/handoffs.py), a rollback may restore it
                 then = await self._rollbacks.serve(state, plan, self._phases)
+                plan = _current(state)
                 if then == "stop":
                     return finish(state, self._phases, Phase.ROLLED_BACK)
                 if then == "rerun":  # from the checkpoint, on the deployment's current build
@@ -257,3 +259,8 @@ class AgentWorkflow:
         if self._state is None or self._state.plan is None:
             raise ValueError("the run has not started yet")
         return self._state
+
+
+def _current(state: AgentState) -> RunPlan:
+    assert state.plan is not None
+    return state.plan

@@ -24,9 +24,13 @@ from typing import Any
 from temporalio import workflow
 
 from ratchet.contracts import AgentState, ErrorType, Guardrail, GuardrailTrip, RunPlan
+from ratchet.contracts.activities import GUARDRAIL_JUDGE
 from ratchet.contracts.events import MODEL_CALL, Withdrawn
+from ratchet.contracts.judging import JudgeRequest
+from ratchet.core import budget as budgets
 from ratchet.core import guardrails as matching
 
+from . import calls
 from .errors import FailRun
 from .events import RunStream
 
@@ -51,7 +55,7 @@ def check_input(state: AgentState, plan: RunPlan) -> None:
                 state.run = state.run.model_copy(update={"objective": text})
 
 
-def check_call(
+async def check_call(
     state: AgentState, plan: RunPlan, tool: str, call_id: str, args: dict[str, Any], text: str
 ) -> tuple[dict[str, Any], str, str | None]:
     """A call's arguments and their text (`text` as the model wrote them), redacted where a
@@ -61,6 +65,9 @@ def check_call(
     for rule in plan.guardrails:
         if rule.on != "tool_call" or rule.tool not in ("*", tool):
             continue
+        problem = matching.schema_problem(rule, args) or await _judged(state, plan, rule, call_id, text)
+        if problem is not None:
+            ask = _whole_trip(state, rule, f"{tool} {call_id}", problem) or ask
         for name in [rule.argument] if rule.argument is not None else sorted(args):
             value = args.get(name)
             if not isinstance(value, str):
@@ -69,17 +76,20 @@ def check_call(
             if rule.action == "ask":
                 found = matching.findings(rule, value)
                 if found:
-                    _record(state, rule, where, found)
+                    _record(state, rule, where, matching.kinds(found))
                     ask = ask or f"guardrail {rule.name}: {', '.join(matching.kinds(found))} in {name}"
                 continue
             args = {**args, name: _apply(state, rule, value, where)}
     return args, text if args == given else json.dumps(args), ask
 
 
-def check_answer(state: AgentState, plan: RunPlan, answer: str, stream: RunStream) -> str:
+async def check_answer(state: AgentState, plan: RunPlan, answer: str, stream: RunStream) -> str:
     """The final answer as the run takes it: redacted, or the run stops (the streamed text withdrawn)."""
     for rule in (g for g in plan.guardrails if g.on == "answer"):
         try:
+            if rule.json_schema is not None:
+                _whole_trip(state, rule, "answer", _answer_problem(rule, answer))
+            _whole_trip(state, rule, "answer", await _judged(state, plan, rule, "answer", answer))
             taken = _apply(state, rule, answer, "answer")
         except FailRun:
             stream.publish(Withdrawn(step=state.step, call=MODEL_CALL, guardrail=rule.name, action="stop"))
@@ -90,11 +100,47 @@ def check_answer(state: AgentState, plan: RunPlan, answer: str, stream: RunStrea
     return answer
 
 
+async def _judged(state: AgentState, plan: RunPlan, rule: Guardrail, call: str, text: str) -> str | None:
+    """A judge guardrail's verdict on `text` (its usage charged to the run): why it failed, or None."""
+    if rule.judge is None:
+        return None
+    settings = plan.judges[rule.name]
+    request = JudgeRequest(
+        guardrail=rule.name, step=state.step, call=call, settings=settings, question=rule.judge.question, text=text
+    )
+    verdict = await calls.call(
+        GUARDRAIL_JUDGE,
+        request,
+        summary=f"step {state.step}: guardrail {rule.name} judges the {call if call == 'answer' else 'call ' + call}",
+        start_to_close_s=settings.timeout_s + 30,
+    )
+    budgets.charge(state.used, verdict.usage, settings)
+    return None if verdict.passed else f"judge: {verdict.reason}"
+
+
+def _whole_trip(state: AgentState, rule: Guardrail, where: str, problem: str | None) -> str | None:
+    """A schema or judge guardrail that failed: the run stops, or (ask) the reason the call waits."""
+    if problem is None:
+        return None
+    _record(state, rule, where, [problem])
+    if rule.action == "stop":
+        raise FailRun(f"guardrail {rule.name} tripped on {where}: {problem}", error_type=ErrorType.GUARDRAIL_TRIPPED)
+    return f"guardrail {rule.name}: {problem}"
+
+
+def _answer_problem(rule: Guardrail, answer: str) -> str | None:
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return "schema: the answer is not JSON"
+    return matching.schema_problem(rule, value)
+
+
 def _apply(state: AgentState, rule: Guardrail, text: str, where: str) -> str:
     found = matching.findings(rule, text)
     if not found:
         return text
-    _record(state, rule, where, found)
+    _record(state, rule, where, matching.kinds(found))
     if rule.action == "stop":
         raise FailRun(
             f"guardrail {rule.name} tripped on {where}: {', '.join(matching.kinds(found))}",
@@ -103,14 +149,14 @@ def _apply(state: AgentState, rule: Guardrail, text: str, where: str) -> str:
     return matching.redacted(text, found, rule.name)
 
 
-def _record(state: AgentState, rule: Guardrail, where: str, found: list[matching.Finding]) -> None:
+def _record(state: AgentState, rule: Guardrail, where: str, found: list[str]) -> None:
     state.guardrails.append(
         GuardrailTrip(
             guardrail=rule.name,
             on=rule.on,
             step=state.step,
             where=where,
-            found=matching.kinds(found),
+            found=found,
             action=rule.action,
             at=workflow.now().isoformat(),
         )

@@ -32,7 +32,7 @@ from ratchet.contracts import (
 )
 from ratchet.contracts.activities import TRANSCRIPT_MESSAGES
 from ratchet.contracts.rollback_plan import START, Target, plan_of as plan_of, resolve
-from . import calls, effects_archive, failover, saga, sessions
+from . import calls, effects_archive, failover, handoffs, saga, sessions
 from .errors import FailRun
 from .hosts import HostLost, host_name
 from .phases import Phases
@@ -68,9 +68,11 @@ async def rewind(state: AgentState, plan: RunPlan, target: Target) -> list[int]:
     """The conversation and the checkpoints back to `target` (the start: the system prompt and
     the objective, nothing the model has seen); a session's later turns go too (returned)."""
     checkpoint, conversation = target.checkpoint, state.conversation
+    handoffs.rewind(state, checkpoint.messages_len if checkpoint is not None else 0)  # the plan then
     if checkpoint is None:
         state.effects.keep_checkpoints_to(None)
-        start = [Message(role="system", content=plan.system_prompt), Message(role="user", content=state.run.objective)]
+        prompt = state.plan.system_prompt if state.plan is not None else plan.system_prompt
+        start = [Message(role="system", content=prompt), Message(role="user", content=state.run.objective)]
         conversation.messages.reset(start)
         conversation.transcript, conversation.unsent = None, 0
         return sessions.cut_to(state, None)

@@ -55,7 +55,7 @@ async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.
         # under a verifier the workspace as it stands must pass; a failing check goes back to the
         # model (it cannot end DONE)
         if plan.verifier is None or checkpoints.verified(state) or await checkpoints.verify(state, plan, phases):
-            return guardrails.check_answer(state, plan, reply.message.content or "", stream)
+            return await guardrails.check_answer(state, plan, reply.message.content or "", stream)
         return None
     effects_before = state.effects.count
     await acting.act(state, plan, reply.message.tool_calls, phases, stream)

@@ -152,6 +152,7 @@ from ratchet.contracts.rollback import (
     ClosedRollback,
 )
 from ratchet.contracts.guardrails import Guardrail, GuardrailTrip
+from ratchet.contracts.handoff import Handoff, HandoffArgs
 from ratchet.contracts.notify import NOTIFY_WORKFLOW, Notify, NotifyBody, NotifyDelivery, NotifyEvent
 from ratchet.contracts.schedules import (
     SCHEDULED_MESSAGE_WORKFLOW,
@@ -310,6 +311,8 @@ __all__ = [
     "NOTIFY_WORKFLOW",
     "Guardrail",
     "GuardrailTrip",
+    "Handoff",
+    "HandoffArgs",
     "Notify",
     "NotifyBody",
     "NotifyDelivery",

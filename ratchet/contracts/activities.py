@@ -29,6 +29,7 @@ from ratchet.contracts.payloads import (
 from ratchet.contracts.deploy import EvaluateGuard, Evaluation, Route
 from ratchet.contracts.schedules import Deliver
 from ratchet.contracts.notify import NotifyDelivery
+from ratchet.contracts.judging import JudgeRequest, JudgeVerdict
 from ratchet.contracts.plan import PlanRun, RunPlan
 from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
 from ratchet.contracts.records import Effect, Forked
@@ -156,6 +157,11 @@ NOTIFY_SEND = ActivityDef[NotifyDelivery, str](
 """One webhook delivery: a POST of 30 s at most, retried (up to 5 minutes apart) until the receiver
 takes it (2xx) or refuses it for good (a 4xx but 408 and 429: not retried), for a day
 (`RatchetNotify`'s schedule-to-close)."""
+GUARDRAIL_JUDGE = ActivityDef[JudgeRequest, JudgeVerdict](
+    "guardrail.judge", JudgeRequest, JudgeVerdict, 150.0, MODEL_RETRY, HEARTBEAT_S
+)
+"""A judge guardrail's model call: a model call's timeout and retries; a retry after a lost
+completion returns the recorded verdict (ledger key `{workflow id}/{step}/judge-{guardrail}-{call}`)."""
 
 ACTIVITIES = (
     PREPARE,
@@ -173,4 +179,5 @@ ACTIVITIES = (
     DEPLOY_ROUTE,
     SCHEDULE_DELIVER,
     NOTIFY_SEND,
+    GUARDRAIL_JUDGE,
 )

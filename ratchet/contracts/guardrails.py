@@ -10,6 +10,7 @@ ratchet/core/guardrails.py).
                   patterns=[r"@(?!example\\.com$)"], action="ask"),
     ]
 
+A `json_schema` checks a call's arguments (the object) or the answer (as JSON) instead of text.
 `on`: `input` (the objective and every user message, before the model sees it), `tool_call` (a
 call's arguments before it runs; `tool` and `argument` narrow it), `answer` (the final answer,
 before it is taken). `action`: `stop` the run (it fails with `GuardrailTripped`, after its failure
@@ -21,7 +22,7 @@ where, what matched (its kind, never the text), and what was done.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -34,12 +35,27 @@ tokens), `email` (addresses), `credit_card` (13 to 19 digits passing the Luhn ch
 GuardrailAction = Literal["stop", "ask", "redact"]
 
 
+class Judge(Strict):
+    """A model that judges the text (an activity: `guardrail.judge`, its own idempotency key, its
+    usage charged to the run's budget): asked `question` about it, it answers PASS or FAIL, then why."""
+
+    provider: str = Field(pattern=NAME_PATTERN)
+    model: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    question: str = Field(min_length=1, description="e.g. 'Does this answer promise a refund?'")
+
+
 class Guardrail(Strict):
     name: str = Field(pattern=NAME_PATTERN)
     on: GuardrailOn
     patterns: list[str] = Field(default_factory=list)
     """Regular expressions (Python's `re`, searched anywhere in the text)."""
     detectors: list[Detector] = Field(default_factory=list)
+    json_schema: dict[str, Any] | None = None
+    """`tool_call`: the call's arguments must match this JSON Schema; `answer`: the answer must be
+    JSON that matches it (checked where the run is planned: a schema that does not compile is refused)."""
+    judge: Judge | None = None
+    """`tool_call` (the arguments as JSON) or `answer`: a model's verdict; FAIL trips the guardrail."""
     action: GuardrailAction = "stop"
     tool: str = "*"
     """`tool_call`: the tool it checks (`*`: every tool)."""
@@ -58,8 +74,13 @@ class Guardrail(Strict):
 
     @model_validator(mode="after")
     def _sensible(self) -> Guardrail:
-        if not self.patterns and not self.detectors:
-            raise ValueError(f"guardrail {self.name!r}: give patterns or detectors (or both)")
+        if not self.patterns and not self.detectors and self.json_schema is None and self.judge is None:
+            raise ValueError(f"guardrail {self.name!r}: give patterns, detectors, a json_schema or a judge")
+        whole = [name for name in ("json_schema", "judge") if getattr(self, name) is not None]
+        if whole and self.on == "input":
+            raise ValueError(f"guardrail {self.name!r}: a {whole[0]} checks a tool call or the answer, not the input")
+        if whole and self.action == "redact":
+            raise ValueError(f"guardrail {self.name!r}: a {whole[0]} finds no text to redact: stop or ask")
         if self.action == "ask" and self.on != "tool_call":
             raise ValueError(f"guardrail {self.name!r}: `ask` is for tool calls (a call waits for approval)")
         if self.on != "tool_call" and (self.tool != "*" or self.argument is not None):

@@ -94,9 +94,9 @@ class ToolSpec(BaseModel):
     """What the workflow needs to know about a tool; the JSON schema goes to the artifact store."""
 
     name: str
-    kind: Literal["activity", "timer", "child"] = "activity"
+    kind: Literal["activity", "timer", "child", "handoff"] = "activity"
     """`timer` tools (wait) run in the workflow as durable timers; `child` tools (delegate) as
-    child workflows; the rest as activities."""
+    child workflows; `handoff` swaps the run's profile (workflows/handoffs.py); the rest as activities."""
     heartbeat_s: float | None = None
     effect: EffectClass = EffectClass.READ_ONLY
     timeout_s: float = 60.0
@@ -159,6 +159,8 @@ class RunPolicy(BaseModel):
     guardrails: list[Guardrail] = Field(default_factory=list)
     """Checks on the input, each tool call's arguments and the final answer, with what a match does
     (ratchet/contracts/guardrails.py)."""
+    handoffs: list[str] = Field(default_factory=list)
+    """The profiles the `handoff` tool may hand the run to (ratchet/contracts/handoff.py)."""
     notify: list[Notify] = Field(default_factory=list)
     """Webhooks out: URLs told of the run's events (ratchet/contracts/notify.py)."""
     fallback_after_attempts: int = Field(3, ge=1, le=100)
@@ -189,8 +191,18 @@ class RunPlan(RunPolicy):
     """Digest of the run's pinned MCP tool list (`ratchet.mcp.catalog.McpCatalog`), named by each of
     its `mcp.<server>` calls; None when the profile uses no MCP server."""
 
+    judges: dict[str, ModelSettings] = Field(default_factory=dict)
+    """Each judge guardrail's model, by the guardrail's name."""
+    retired_tools: list[ToolSpec] = Field(default_factory=list)
+    """Tools of the profiles the run was handed over from that this one lacks: not offered to the
+    model, kept so their effects can still be undone."""
+
     def tool(self, name: str) -> ToolSpec | None:
-        """The run's tool named `name`, or None (the model asked for one it does not have)."""
+        """The tool named `name` the run's effects may have used (retired ones included), or None."""
+        return next((t for t in [*self.tools, *self.retired_tools] if t.name == name), None)
+
+    def offered(self, name: str) -> ToolSpec | None:
+        """The tool named `name` the model may call now, or None (it asked for one it does not have)."""
         return next((t for t in self.tools if t.name == name), None)
 
 
@@ -220,6 +232,8 @@ class PlanRun(BaseModel):
     workflow_id: str
     chain: str = ""
     """The run chain's first run id: the same across continue-as-new, new when the id is reused."""
+    agent: str | None = None
+    """A handoff's target: plan the run as if it had been started with this profile."""
 
 
 class PrepareRun(PlanRun):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, Phase
 from ratchet.contracts.guardrails import GuardrailTrip
+from ratchet.contracts.handoff import Handoff
 from ratchet.contracts.outcomes import OutcomeDecision, PendingDecision
 from ratchet.contracts.payloads import Message
 from ratchet.contracts.plan import RunPlan
@@ -312,6 +313,8 @@ class AgentState(BaseModel):
     session: Session = Field(default_factory=Session)
     workspace: Workspace = Field(default_factory=Workspace)
     release: Release = Field(default_factory=Release)
+    handoffs: list[Handoff] = Field(default_factory=list)
+    """The run's handoffs from one profile to another, each with the plan it replaced (workflows/handoffs.py)."""
     guardrails: list[GuardrailTrip] = Field(default_factory=list)
     """Every guardrail that matched: which, where, what kind, what was done (workflows/guardrails.py)."""
     paused: bool = False

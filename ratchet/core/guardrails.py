@@ -7,10 +7,12 @@ addresses, and card numbers that pass the Luhn check.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 from ratchet.contracts.guardrails import Guardrail
+from ratchet.core import outputs
 
 DETECTORS: dict[str, tuple[re.Pattern[str], ...]] = {
     "secret": (
@@ -44,6 +46,21 @@ def findings(guardrail: Guardrail, text: str) -> list[Finding]:
                 if name != "credit_card" or _luhn(m.group(0)):
                     found.append(Finding(m.start(), m.end(), name))
     return sorted(found, key=lambda f: (f.start, -f.end))
+
+
+def schema_problem(guardrail: Guardrail, value: object) -> str | None:
+    """What in `value` breaks the guardrail's JSON Schema (`schema: PATH: MESSAGE`), or None."""
+    if guardrail.json_schema is None:
+        return None
+    validator = outputs.compiled(json.dumps(guardrail.json_schema, sort_keys=True))
+    if isinstance(validator, str):
+        return f"schema: does not compile: {validator}"
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validator.iter_errors(value))
+    if error is None:
+        return None
+    return f"schema: {'/'.join(str(p) for p in error.absolute_path) or '(the whole)'}: {error.message[:200]}"
 
 
 def redacted(text: str, found: list[Finding], guardrail: str) -> str:

@@ -11,6 +11,7 @@ import asyncio
 from pydantic import BaseModel
 
 from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Guardrail, Notify, SessionPolicy, Verifier
+from ratchet.contracts.guardrails import Judge
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, NotStarted, ToolContext, tool, undo_for
 
@@ -404,3 +405,79 @@ register_profile(
     )
 )
 """Guardrails (tests/test_guardrails.py): one of each place and action."""
+
+for name, tools, targets in (
+    ("triager", ["write_file", "create_ticket", "handoff"], ["fixer"]),
+    ("fixer", ["write_file", "read_file", "wait", "handoff"], ["triager"]),
+    ("hands_nowhere", ["read_file", "handoff"], []),
+):
+    register_profile(
+        AgentProfile(
+            name=name,
+            system_prompt=f"You are the {name}.",
+            tools=tools,
+            handoffs=targets,
+            budget=Budget(max_steps=30, max_tokens=10**9),
+            verifier=Verifier(argv=["true"]),
+        )
+    )
+"""Handoffs (tests/workflows/test_handoffs.py): a triager hands to a fixer, which may hand back;
+`hands_nowhere` offers the tool with no target (a profile the worker refuses to plan)."""
+
+register_profile(
+    AgentProfile(
+        name="schema_guarded",
+        system_prompt="You open tickets and answer in JSON.",
+        tools=["create_ticket"],
+        budget=Budget(max_steps=20),
+        guardrails=[
+            Guardrail(
+                name="short-titles",
+                on="tool_call",
+                tool="create_ticket",
+                json_schema={"properties": {"title": {"maxLength": 20}}},
+                action="ask",
+            ),
+            Guardrail(name="json-answer", on="answer", json_schema={"type": "object", "required": ["status"]}),
+        ],
+    )
+)
+register_profile(
+    AgentProfile(
+        name="bad_schema",
+        system_prompt="x",
+        tools=["create_ticket"],
+        guardrails=[Guardrail(name="broken", on="answer", json_schema={"type": 5})],
+    )
+)
+"""JSON Schema guardrails (tests/workflows/test_guardrails.py); `bad_schema`'s does not compile."""
+
+
+def _judge(verdict: str, question: str) -> Judge:
+    return Judge(provider="scripted", options={"script": [{"content": verdict}]}, question=question)
+
+
+for name, verdict in (("judged", "FAIL"), ("judged_pass", "PASS")):
+    register_profile(
+        AgentProfile(
+            name=name,
+            system_prompt="You open tickets.",
+            tools=["create_ticket"],
+            budget=Budget(max_steps=20),
+            guardrails=[
+                Guardrail(
+                    name="ticket-review",
+                    on="tool_call",
+                    tool="create_ticket",
+                    action="ask",
+                    judge=_judge(f"{verdict}: the title names a customer", "Does the ticket name a customer?"),
+                ),
+                Guardrail(
+                    name="no-refunds",
+                    on="answer",
+                    judge=_judge(f"{verdict}: it promises a refund", "Does the answer promise a refund?"),
+                ),
+            ],
+        )
+    )
+"""Judge guardrails (tests/workflows/test_guardrails.py): a scripted judge that always fails, one that passes."""

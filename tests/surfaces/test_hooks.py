@@ -9,20 +9,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import sys
 import time
 import uuid
 
 import httpx2 as httpx
 import pytest
 
-from devtools.workers import WorkerProcess
 from ratchet.client import RunNotFound
 from ratchet.contracts import Phase
-from tests.ops_workers import ROOT
 from tests.runs import call, runs, scripted, start, wait_for
-from tests.surfaces.test_serve import free_port
+from tests.surfaces.test_serve import serving
 
 SECRET = "hook-secret-for-tests"
 TOKEN = "serve-token-for-tests"
@@ -48,27 +44,8 @@ async def hooked(settings, tmp_path):
     }
     path = tmp_path / "hooks.json"
     path.write_text(json.dumps({"hooks": hooks}))
-    port = free_port()
-    env = dict(
-        os.environ,
-        TEMPORAL_ADDRESS=settings.temporal_address,
-        RATCHET_TASK_QUEUE=settings.task_queue,
-        RATCHET_HOOKS=str(path),
-        ISSUES_SECRET=SECRET,
-        RATCHET_SERVE_TOKEN=TOKEN,
-    )
-    server = WorkerProcess(
-        [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        ready="ratchet serve on",
-        name="ratchet serve",
-    )
-    await server.start(timeout=30)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await server.stop()
+    async with serving(settings, RATCHET_HOOKS=str(path), ISSUES_SECRET=SECRET, RATCHET_SERVE_TOKEN=TOKEN) as url:
+        yield url
 
 
 async def deliver(url: str, hook: str, body: dict, delivery: str, secret: str = SECRET, stamp: str | None = None):

@@ -5,6 +5,7 @@ under node (installed by this test from npm into ~/.cache/ratchet, no root)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -38,12 +39,20 @@ def free_port() -> int:
 
 @pytest.fixture
 async def served(settings):
+    async with serving(settings, "--cors-origin", "http://app.test") as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving(settings, *args: str, **env: str):
+    """`ratchet serve` as a process on the test's server and queue, with `args` and `env` (no
+    RATCHET_SERVE_TOKEN unless given); its base URL."""
     port = free_port()
-    env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue)
-    env.pop("RATCHET_SERVE_TOKEN", None)
+    environ = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue)
+    environ.pop("RATCHET_SERVE_TOKEN", None)
     server = WorkerProcess(
-        [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", str(port), "--cors-origin", "http://app.test"],
-        env=env,
+        [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", str(port), *args],
+        env={**environ, **env},
         cwd=ROOT,
         ready="ratchet serve on",
         name="ratchet serve",

@@ -93,10 +93,62 @@ def test_a_guardrail_that_cannot_work_is_refused_where_the_profile_is_made():
 
     for fields, says in [
         ({"name": "g", "on": "answer", "patterns": ["("]}, "does not compile"),
-        ({"name": "g", "on": "answer"}, "give patterns or detectors"),
+        ({"name": "g", "on": "answer"}, "give patterns, detectors, a json_schema or a judge"),
         ({"name": "g", "on": "answer", "patterns": ["x"], "action": "ask"}, "`ask` is for tool calls"),
         ({"name": "g", "on": "input", "patterns": ["x"], "tool": "write_file"}, "for `on: tool_call`"),
         ({"name": "g", "on": "answer", "detectors": ["ssn"]}, "detectors"),
     ]:
         with pytest.raises(ValidationError, match=says):
             Guardrail.model_validate(fields)
+
+
+async def test_json_schema_guardrails_ask_about_a_call_and_stop_a_wrong_answer(client, settings, worker):
+    script = [
+        {"tool_calls": [call("create_ticket", title="a title far longer than twenty characters")]},
+        {"content": '{"status": "opened"}'},
+    ]
+    run = await start(client, settings, scripted("schema_guarded", script))
+    state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
+    [pending] = state.calls.pending_approvals
+    assert pending.reason.startswith("guardrail short-titles: schema: title: ")
+    await run.approve(pending.call_id)
+    result = await run.result()
+    assert result.phase == Phase.DONE and result.answer == '{"status": "opened"}'
+
+    wrong = await start(client, settings, scripted("schema_guarded", [{"content": "opened it"}]))
+    with pytest.raises(RunFailed, match="guardrail json-answer tripped on answer: schema: the answer is not JSON"):
+        await wrong.result()
+    broken = await start(client, settings, scripted("bad_schema", [{"content": "{}"}]))
+    with pytest.raises(RunFailed, match="guardrail 'broken': json_schema does not compile"):
+        await broken.result()
+
+
+def test_a_json_schema_guardrail_checks_calls_and_answers_only_and_is_never_redacted():
+    from pydantic import ValidationError
+
+    from ratchet.contracts import Guardrail
+
+    with pytest.raises(ValidationError, match="not the input"):
+        Guardrail(name="g", on="input", json_schema={"type": "string"})
+    with pytest.raises(ValidationError, match="finds no text to redact"):
+        Guardrail(name="g", on="answer", json_schema={"type": "object"}, action="redact")
+
+
+async def test_judge_guardrails_ask_about_a_call_and_stop_an_answer_their_cost_charged(client, settings, worker):
+    script = [{"tool_calls": [call("create_ticket", title="refund for ACME")]}, {"content": "we will refund you"}]
+    run = await start(client, settings, scripted("judged", script))
+    state = await wait_for(run, lambda s: s.phase == Phase.AWAITING_APPROVAL)
+    [pending] = state.calls.pending_approvals
+    assert pending.reason == "guardrail ticket-review: judge: FAIL: the title names a customer"
+    before = state.used.prompt_tokens
+    await run.approve(pending.call_id)
+    with pytest.raises(RunFailed, match="guardrail no-refunds tripped on answer: judge: FAIL: it promises a refund"):
+        await run.result()
+    state = await run.state()
+    assert [t.guardrail for t in state.guardrails] == ["ticket-review", "no-refunds"]
+    assert before > 0 and state.used.prompt_tokens > before  # the judges' calls are charged to the run
+
+    passing = await start(client, settings, scripted("judged_pass", script))
+    result = await passing.result()
+    assert result.phase == Phase.DONE and result.answer == "we will refund you"
+    assert (await passing.state()).guardrails == []
