@@ -68,6 +68,12 @@ class Candidate(BaseModel):
 
     profile: str | None = Field(default=None, description="Another agent profile of the worker.")
     model: str | None = Field(default=None, description="`recorded`, or `PROVIDER:MODEL`.")
+    model_options: dict[str, Any] = Field(default_factory=dict, description="`PROVIDER:MODEL`'s options.")
+    bisect: bool = Field(
+        default=False,
+        description="Replay the recorded replies while `model` (PROVIDER:MODEL) replies the same; stop at the first"
+        " step where it does not (ratchet/models/recorded.py).",
+    )
     set: dict[str, Any] = Field(default_factory=dict, description="Profile fields changed (`ProfileChange`).")
     from_checkpoint: str | None = Field(default=None, description="Start from this checkpoint of each original.")
     budget_usd: float | None = Field(default=None, description="Each shadow's cost limit (above 0).")
@@ -187,7 +193,7 @@ class Shadows:
         if state.plan is None:
             raise InvalidInput("runs", [f"{original}: not planned yet, nothing to shadow"])
         resume = self._resume(state, candidate.from_checkpoint)
-        model = self._model(state, candidate.model)
+        model = self._model(state, candidate)
         budget = state.run.budget or BudgetOverride()
         if candidate.budget_usd is not None:
             budget = budget.model_copy(update={"max_cost_usd": candidate.budget_usd})
@@ -222,18 +228,25 @@ class Shadows:
             raise InvalidInput("from", [f"{state.workflow_id} has no checkpoint {checkpoint!r} (it has: {has})"])
         return ResumeFrom(workflow_id=state.workflow_id, checkpoint_id=checkpoint)
 
-    def _model(self, state: AgentState, model: str | None) -> ModelOverride | None:
+    def _model(self, state: AgentState, candidate: Candidate) -> ModelOverride | None:
+        model = candidate.model
         if model is None:
             return state.run.model
         given = state.run.model or ModelOverride()
-        if model == RECORDED:
-            digest = state.conversation.transcript
-            if digest is None:
-                raise InvalidInput("model", [f"{state.workflow_id} has no transcript (no model call yet)"])
-            self._require_artifact("model", f"{state.workflow_id}: its transcript is", digest)
-            return given.model_copy(update={"provider": RECORDED, "model": None, "options": {"transcript": digest}})
-        provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
-        return given.model_copy(update={"provider": provider, "model": name, "options": None})
+        if model != RECORDED and not candidate.bisect:
+            provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
+            return given.model_copy(
+                update={"provider": provider, "model": name, "options": candidate.model_options or None}
+            )
+        digest = state.conversation.transcript
+        if digest is None:
+            raise InvalidInput("model", [f"{state.workflow_id} has no transcript (no model call yet)"])
+        self._require_artifact("model", f"{state.workflow_id}: its transcript is", digest)
+        options: dict[str, Any] = {"transcript": digest}
+        if candidate.bisect:
+            provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
+            options["candidate"] = {"provider": provider, "model": name, "options": candidate.model_options}
+        return given.model_copy(update={"provider": RECORDED, "model": None, "options": options})
 
     def _files(self, state: AgentState, resume: ResumeFrom | None) -> ArtifactRef | None:
         """The manifest the shadow's workspace starts from (the original's initial snapshot, or the
@@ -261,6 +274,8 @@ def _checked(candidate: Candidate, concurrency: int) -> ProfileChange | None:
         problems.append(f"budget_usd: must be above 0, not {candidate.budget_usd:g}")
     if candidate.model is not None and candidate.model != RECORDED and not _MODEL.match(candidate.model):
         problems.append(f"model: {candidate.model!r} is neither {RECORDED!r} nor PROVIDER:MODEL")
+    if candidate.bisect and (candidate.model is None or candidate.model == RECORDED):
+        problems.append("bisect: needs a candidate model, PROVIDER:MODEL")
     if concurrency < 1:
         problems.append(f"concurrency: must be at least 1, not {concurrency}")
     change = None

@@ -118,6 +118,34 @@ async def test_a_changed_prompt_diverges_and_unknown_calls_are_quarantined(clien
     assert await world(settings, original.workflow_id, "orig2") == before
 
 
+async def test_bisect_names_the_first_step_where_the_candidate_replies_otherwise(client, settings, worker):
+    original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="bisect"))
+    assert (await original.result()).phase == Phase.DONE
+    before = await world(settings, original.workflow_id, "bisect")
+    shadows = runs(client, settings).shadows
+    first = DONE_AFTER_TWO_CHECKPOINTS[0]
+    reordered = {"tool_calls": [{"name": c["name"], "arguments": dict(reversed(c["arguments"].items()))} for c in first["tool_calls"]]}
+    departing = [reordered, {"tool_calls": [write("a.txt", "v3\n")]}, {"content": "finished"}]
+
+    def bisect(script):
+        return Candidate(model="scripted:scripted", model_options={"script": script}, bisect=True)
+
+    batch = await shadows.start([original.workflow_id], bisect(departing))
+    diff = (await shadows.report(batch, wait_s=60)).runs[0]
+    # step 1: the same calls, arguments in another order (canonical): the recorded reply goes on
+    assert not diff.same and diff.diverged_at == 2 and diff.shadow.phase == "FAILED", diff
+    assert "the candidate replied 'write_file(" in diff.departure and "v3" in diff.departure, diff.departure
+    assert "where the original replied 'write_file(" in diff.departure and "v2" in diff.departure, diff.departure
+    shadow_calls = (await runs(client, settings).get(batch.pairs[0].shadow).state()).calls.tool_calls.items
+    assert [(c.step, c.tool, c.shadow) for c in shadow_calls] == [(1, "write_file", None), (1, "create_ticket", "recorded")]
+    assert "departs at step 2: the candidate replied" in markdown(await shadows.report(batch, wait_s=60))
+
+    # a candidate that replies as the original did all along: the shadow is the original again
+    same = await shadows.report(await shadows.start([original.workflow_id], bisect(DONE_AFTER_TWO_CHECKPOINTS)), wait_s=60)
+    assert same.totals.same == 1 and same.runs[0].departure == "", same.runs[0]
+    assert await world(settings, original.workflow_id, "bisect") == before
+
+
 async def gone(handle) -> bool:
     try:
         await handle.describe()
@@ -151,6 +179,7 @@ async def test_a_shadow_from_a_checkpoint_starts_from_its_files(client, settings
         (None, Candidate(set={"colour": "blue"}), "set colour"),
         (None, Candidate(budget_usd=0), "budget_usd: must be above 0"),
         (None, Candidate(model="gpt"), "neither 'recorded' nor PROVIDER:MODEL"),
+        (None, Candidate(model="recorded", bisect=True), "bisect: needs a candidate model"),
     ],
 )
 async def test_bad_input_starts_nothing(client, settings, worker, runs_given, candidate, problem):
