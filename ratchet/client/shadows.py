@@ -12,6 +12,9 @@ calls that will not run in a shadow with their results (`ShadowOf.recorded`) and
 the shadow publishes the search attribute `RatchetShadowOf` itself (workflows/visibility.py).
 Everything is checked before anything starts: a bad candidate, a query that selects nothing, a
 checkpoint a run lacks, a transcript no longer in the artifact store start nothing (InvalidInput).
+What only the worker knows (its profiles and providers) is checked by planning the batch's first
+shadow before the others start: refused there, it is deleted and the batch stops (InvalidInput with
+the worker's reason).
 Shadows run on the production task queue and workers: the quarantine is decided in the workflow
 (workflows/quarantine.py), from the input.
 """
@@ -32,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporalio.client import Client
 
-from ratchet.client.errors import InvalidInput, RunNotFound, rpc_error
+from ratchet.client.errors import InvalidInput, RunFailed, RunNotFound, rpc_error
 from ratchet.client.listing import RunFilter, list_runs
 from ratchet.client.starting import start_run
 from ratchet.contracts import (
@@ -101,6 +104,8 @@ class StateOf(Protocol):
 
     async def close(self) -> str: ...
 
+    async def planned(self, timeout_s: float = ...) -> bool: ...
+
 
 class Shadows:
     """`RatchetClient.shadows`: start, report and clean shadow runs."""
@@ -146,8 +151,24 @@ class Shadows:
                 await start_run(self.temporal, self.settings.task_queue, run, shadow_id, False)
                 return ShadowPair(original=original, shadow=shadow_id)
 
-        pairs = await asyncio.gather(*(one(o, run) for o, run in inputs))
-        return ShadowBatch(id=batch_id, pairs=list(pairs))
+        first = await one(*inputs[0])
+        await self._planned(first.shadow)  # what only the worker knows stops the batch before the others start
+        pairs = [first, *await asyncio.gather(*(one(o, run) for o, run in inputs[1:]))]
+        return ShadowBatch(id=batch_id, pairs=pairs)
+
+    async def _planned(self, shadow: str) -> None:
+        """Wait until the worker has planned the batch's first shadow: an unknown profile, a provider
+        the worker lacks or cannot serve, a profile change that does not validate fail it there. Then
+        it is deleted and InvalidInput carries the worker's reason. Not planned in time (no worker
+        polls yet): the batch goes on, as a run would wait for one."""
+        handle = self.get(shadow)
+        try:
+            await handle.planned()
+        except RunFailed as exc:
+            if (await handle.state()).plan is not None:
+                return  # planned, then failed (diverged at its first step, say): the report's to tell
+            await self._delete(shadow)
+            raise InvalidInput("shadow candidate", [f"the worker cannot run it: {exc.reason}"]) from None
 
     async def report(self, batch: ShadowBatch | str, wait_s: float = 300) -> ShadowReport:
         """The batch compared with its originals (ratchet/client/shadow_report.py), once every
@@ -171,19 +192,21 @@ class Shadows:
         """Each shadow of the batch terminated if it still runs and its execution deleted (history,
         state and stream); the shadows' ids."""
         found = batch if isinstance(batch, ShadowBatch) else await self.find(batch)
-        temporal = self.temporal
         for pair in found.pairs:
-            request = DeleteWorkflowExecutionRequest(
-                namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=pair.shadow)
-            )
-            try:
-                await temporal.workflow_service.delete_workflow_execution(request)
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise rpc_error(
-                        f"cannot delete {pair.shadow}", exc, temporal.service_client.config.target_host
-                    ) from None
+            await self._delete(pair.shadow)
         return [p.shadow for p in found.pairs]
+
+    async def _delete(self, shadow: str) -> None:
+        temporal = self.temporal
+        request = DeleteWorkflowExecutionRequest(
+            namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=shadow)
+        )
+        try:
+            await temporal.workflow_service.delete_workflow_execution(request)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                host = temporal.service_client.config.target_host
+                raise rpc_error(f"cannot delete {shadow}", exc, host) from None
 
     async def _shadow_input(self, original: str, candidate: Candidate, change: ProfileChange | None) -> AgentRun:
         try:

@@ -193,6 +193,29 @@ async def test_bad_input_starts_nothing(client, settings, worker, runs_given, ca
         await runs(client, settings).get(f"{original.workflow_id}.shadow-nothing").describe()
 
 
+REFUSED_BY_THE_WORKER = [
+    (Candidate(profile="no-such-profile"), "unknown profile 'no-such-profile'"),
+    (Candidate(model="nosuch:model"), "unknown provider 'nosuch'"),
+    (Candidate(model="scripted:scripted", bisect=True, model_options={"scrip": []}), "candidate"),
+]
+
+
+async def test_what_only_the_worker_knows_stops_the_batch_at_its_first_shadow(client, settings, worker):
+    originals = [await start(client, settings, scripted("saga", [{"content": "ok"}])) for _ in range(2)]
+    for original in originals:
+        assert (await original.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    firsts = []
+    for n, (candidate, problem) in enumerate(REFUSED_BY_THE_WORKER):
+        with pytest.raises(InvalidInput) as refused:
+            await shadows.start([o.workflow_id for o in originals], candidate, batch=f"refused{n}")
+        assert "the worker cannot run it" in str(refused.value) and problem in str(refused.value), refused.value
+        with pytest.raises(RunNotFound):  # the second never started
+            await runs(client, settings).get(f"{originals[1].workflow_id}.shadow-refused{n}").describe()
+        firsts.append(runs(client, settings).get(f"{originals[0].workflow_id}.shadow-refused{n}"))
+    await until(lambda: gone(firsts[0]), "the refused first shadow deleted", timeout=120)  # the others too, later
+
+
 async def test_the_command_line_gates_on_fail_if(client, settings, worker):
     original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="cli"))
     assert (await original.result()).phase == Phase.DONE
