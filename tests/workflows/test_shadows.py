@@ -233,6 +233,16 @@ async def test_the_command_line_gates_on_fail_if(client, settings, worker):
     assert code == 0 and json.loads(out[out.index("{") :])["totals"]["same"] == 1, out
     code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--budget-usd", "0")
     assert code == 2 and "budget_usd: must be above 0" in out, out
+    bisect = ("--model", "scripted:scripted", "--bisect", "--json")
+    script = json.dumps({"script": [DONE_AFTER_TWO_CHECKPOINTS[0], {"content": "other"}]})
+    code, out = await ratchet(
+        settings, "shadow", "--runs", original.workflow_id, *bisect, "--model-options", script,
+        extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)},
+    )
+    diff = json.loads(out[out.index("{") :])["runs"][0]
+    assert code == 0 and diff["diverged_at"] == 2 and "the candidate replied 'other'" in diff["departure"], out
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, *bisect, "--model-options", "[1]")
+    assert code == 2 and "--model-options: give a JSON object" in out, out
 
 
 async def test_a_shadow_of_the_coder_runs_its_verifier_on_the_private_copy(client, settings, worker):
