@@ -255,6 +255,12 @@ def shadow(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--runs", nargs="+", metavar="QUERY|ID", help="a visibility query, or workflow ids")
     cmd.add_argument("--profile", help="the candidate: another profile of the worker")
     cmd.add_argument("--model", help="the candidate: PROVIDER:MODEL, or `recorded` (the original's replies)")
+    cmd.add_argument("--model-options", metavar="JSON", help="the candidate model's provider options (a JSON object)")
+    cmd.add_argument(
+        "--bisect",
+        action="store_true",
+        help="with --model PROVIDER:MODEL: the first step its reply departs from the recorded one",
+    )
     cmd.add_argument("--set", action="append", metavar="FIELD=VALUE", help="a profile field (VALUE or @FILE)")
     cmd.add_argument("--from", dest="from_checkpoint", metavar="CP", help="start from this checkpoint of each run")
     cmd.add_argument("--concurrency", type=int, default=4, help="shadows started at once (4)")

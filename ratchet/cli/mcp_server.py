@@ -132,17 +132,21 @@ class RunControl:
         profile_fields: dict[str, Any] | None = None,
         from_checkpoint: str | None = None,
         budget_usd: float | None = None,
+        model_options: dict[str, Any] | None = None,
+        bisect: bool = False,
         wait_s: float = 300,
     ) -> dict[str, Any]:
-        """What a candidate (model: `recorded` or PROVIDER:MODEL, another profile, profile fields such as
-        system_prompt) would have done on recorded runs (workflow ids, or one visibility query), every side
-        effect quarantined; the report once the shadows close (its `batch` names them for shadow_report)."""
+        """What a candidate (model: `recorded` or PROVIDER:MODEL with its model_options, another profile,
+        profile fields such as system_prompt) would have done on recorded runs (workflow ids, or one
+        visibility query), every side effect quarantined; the report once the shadows close (its `batch`
+        names them for shadow_report). bisect with PROVIDER:MODEL: the first step its reply departs from
+        the recorded one."""
         from ratchet.client.shadows import Candidate
 
         client = await self._client()
         candidate = Candidate(
             model=model, profile=profile, set=profile_fields or {}, from_checkpoint=from_checkpoint,
-            budget_usd=budget_usd,
+            budget_usd=budget_usd, model_options=model_options or {}, bisect=bisect,
         )  # fmt: skip
         selected = runs[0] if len(runs) == 1 and any(c in runs[0] for c in "=<> ") else runs
         batch = await self._ask(client.shadows.start(selected, candidate))

@@ -44,6 +44,8 @@ async def start(args: argparse.Namespace) -> int:
         candidate = Candidate(
             profile=args.profile,
             model=args.model,
+            model_options=_json_object(args.model_options),
+            bisect=args.bisect,
             set=settings_given(args.set or []),
             from_checkpoint=args.from_checkpoint,
             budget_usd=args.budget_usd,
@@ -84,6 +86,18 @@ def _criteria(text: str | None) -> list:
     from ratchet.client.shadow_report import parse_fail_if
 
     return parse_fail_if(text) if text else []
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--model-options: not JSON ({exc})") from None
+    if not isinstance(found, dict):
+        raise ValueError("--model-options: give a JSON object")
+    return found
 
 
 def _is_query(text: str) -> bool:

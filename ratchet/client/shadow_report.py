@@ -61,6 +61,9 @@ class RunDiff(BaseModel):
     """The shadow has closed, and not for lack of budget (one that ran out reports what it had)."""
     diverged_at: int | None = None
     """The step where the shadow left the recorded replies (`--model recorded`), or where its tool calls part."""
+    departure: str = ""
+    """Why it left the recorded replies at `diverged_at`: the message that differs, or (`--bisect`)
+    the candidate's reply and the original's."""
     first_divergent_call: dict[str, Call | None] | None = None
     answer_diff: str = ""
     output_diff: dict[str, list[Any]] = Field(default_factory=dict)
@@ -139,7 +142,7 @@ async def _diff(get: Callable[[str], StateOf], original: str, shadow: str, deadl
     first = None
     if parted is not None:
         first = {"original": _at(calls_o, parted), "shadow": _at(calls_s, parted)}
-    recorded_departure = _departed(mine)
+    recorded_departure, departure = _departed(mine)
     answer_diff = "\n".join(
         difflib.unified_diff(
             (theirs.answer or "").splitlines(), (mine.answer or "").splitlines(), "original", "shadow", lineterm=""
@@ -156,6 +159,7 @@ async def _diff(get: Callable[[str], StateOf], original: str, shadow: str, deadl
         same=same and recorded_departure is None,
         complete=mine.phase.terminal and mine.phase != Phase.BUDGET_EXHAUSTED,
         diverged_at=diverged_at,
+        departure=departure,
         first_divergent_call=first,
         answer_diff=answer_diff,
         output_diff=output_diff,
@@ -189,13 +193,14 @@ def _at(calls: list[Call], i: int) -> Call | None:
     return calls[i] if i < len(calls) else None
 
 
-def _departed(state: AgentState) -> int | None:
-    """The step at which a `recorded` shadow met a prompt its original never sent."""
+def _departed(state: AgentState) -> tuple[int | None, str]:
+    """The step at which a `recorded` shadow met a prompt its original never sent, or (`--bisect`)
+    its candidate replied otherwise, and why."""
     error = state.last_error or ""
-    found = re.search(r"shadow diverged at step (\d+)", error)
+    found = re.search(r"shadow diverged at step (\d+): ?(.*)", error, re.DOTALL)
     if found is None and ErrorType.SHADOW_DIVERGED not in error:
-        return None
-    return int(found.group(1)) if found else state.step
+        return None, ""
+    return (int(found.group(1)), found.group(2).strip()) if found else (state.step, error)
 
 
 def _fields(a: Any, b: Any) -> dict[str, list[Any]]:
@@ -289,6 +294,8 @@ def _run_markdown(d: RunDiff) -> list[str]:
         f"| original | {o.phase} | {o.steps} | {o.tokens} | {o.cost_usd:.4f} | {o.verified} |",
         f"| shadow | {s.phase} | {s.steps} | {s.tokens} | {s.cost_usd:.4f} | {s.verified} |",
     ]
+    if d.departure:
+        lines.append(f"- departs at step {d.diverged_at}: {d.departure}")
     if d.first_divergent_call:
         for side, call in d.first_divergent_call.items():
             text = f"step {call.step}: `{call.tool}` `{call.arguments[:200]}`" if call else "(no call)"

@@ -12,6 +12,9 @@ calls that will not run in a shadow with their results (`ShadowOf.recorded`) and
 the shadow publishes the search attribute `RatchetShadowOf` itself (workflows/visibility.py).
 Everything is checked before anything starts: a bad candidate, a query that selects nothing, a
 checkpoint a run lacks, a transcript no longer in the artifact store start nothing (InvalidInput).
+What only the worker knows (its profiles and providers) is checked by planning the batch's first
+shadow before the others start: refused there, it is deleted and the batch stops (InvalidInput with
+the worker's reason).
 Shadows run on the production task queue and workers: the quarantine is decided in the workflow
 (workflows/quarantine.py), from the input.
 """
@@ -32,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from temporalio.client import Client
 
-from ratchet.client.errors import InvalidInput, RunNotFound, rpc_error
+from ratchet.client.errors import InvalidInput, RunFailed, RunNotFound, rpc_error
 from ratchet.client.listing import RunFilter, list_runs
 from ratchet.client.starting import start_run
 from ratchet.contracts import (
@@ -68,6 +71,12 @@ class Candidate(BaseModel):
 
     profile: str | None = Field(default=None, description="Another agent profile of the worker.")
     model: str | None = Field(default=None, description="`recorded`, or `PROVIDER:MODEL`.")
+    model_options: dict[str, Any] = Field(default_factory=dict, description="`PROVIDER:MODEL`'s options.")
+    bisect: bool = Field(
+        default=False,
+        description="Replay the recorded replies while `model` (PROVIDER:MODEL) replies the same; stop at the first"
+        " step where it does not (ratchet/models/recorded.py).",
+    )
     set: dict[str, Any] = Field(default_factory=dict, description="Profile fields changed (`ProfileChange`).")
     from_checkpoint: str | None = Field(default=None, description="Start from this checkpoint of each original.")
     budget_usd: float | None = Field(default=None, description="Each shadow's cost limit (above 0).")
@@ -94,6 +103,8 @@ class StateOf(Protocol):
     async def ask(self, text: str, message_id: str | None = None, wait: bool = True) -> Any: ...
 
     async def close(self) -> str: ...
+
+    async def planned(self, timeout_s: float = ...) -> bool: ...
 
 
 class Shadows:
@@ -140,8 +151,24 @@ class Shadows:
                 await start_run(self.temporal, self.settings.task_queue, run, shadow_id, False)
                 return ShadowPair(original=original, shadow=shadow_id)
 
-        pairs = await asyncio.gather(*(one(o, run) for o, run in inputs))
-        return ShadowBatch(id=batch_id, pairs=list(pairs))
+        first = await one(*inputs[0])
+        await self._planned(first.shadow)  # what only the worker knows stops the batch before the others start
+        pairs = [first, *await asyncio.gather(*(one(o, run) for o, run in inputs[1:]))]
+        return ShadowBatch(id=batch_id, pairs=pairs)
+
+    async def _planned(self, shadow: str) -> None:
+        """Wait until the worker has planned the batch's first shadow: an unknown profile, a provider
+        the worker lacks or cannot serve, a profile change that does not validate fail it there. Then
+        it is deleted and InvalidInput carries the worker's reason. Not planned in time (no worker
+        polls yet): the batch goes on, as a run would wait for one."""
+        handle = self.get(shadow)
+        try:
+            await handle.planned()
+        except RunFailed as exc:
+            if (await handle.state()).plan is not None:
+                return  # planned, then failed (diverged at its first step, say): the report's to tell
+            await self._delete(shadow)
+            raise InvalidInput("shadow candidate", [f"the worker cannot run it: {exc.reason}"]) from None
 
     async def report(self, batch: ShadowBatch | str, wait_s: float = 300) -> ShadowReport:
         """The batch compared with its originals (ratchet/client/shadow_report.py), once every
@@ -165,19 +192,21 @@ class Shadows:
         """Each shadow of the batch terminated if it still runs and its execution deleted (history,
         state and stream); the shadows' ids."""
         found = batch if isinstance(batch, ShadowBatch) else await self.find(batch)
-        temporal = self.temporal
         for pair in found.pairs:
-            request = DeleteWorkflowExecutionRequest(
-                namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=pair.shadow)
-            )
-            try:
-                await temporal.workflow_service.delete_workflow_execution(request)
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise rpc_error(
-                        f"cannot delete {pair.shadow}", exc, temporal.service_client.config.target_host
-                    ) from None
+            await self._delete(pair.shadow)
         return [p.shadow for p in found.pairs]
+
+    async def _delete(self, shadow: str) -> None:
+        temporal = self.temporal
+        request = DeleteWorkflowExecutionRequest(
+            namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=shadow)
+        )
+        try:
+            await temporal.workflow_service.delete_workflow_execution(request)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                host = temporal.service_client.config.target_host
+                raise rpc_error(f"cannot delete {shadow}", exc, host) from None
 
     async def _shadow_input(self, original: str, candidate: Candidate, change: ProfileChange | None) -> AgentRun:
         try:
@@ -187,7 +216,7 @@ class Shadows:
         if state.plan is None:
             raise InvalidInput("runs", [f"{original}: not planned yet, nothing to shadow"])
         resume = self._resume(state, candidate.from_checkpoint)
-        model = self._model(state, candidate.model)
+        model = self._model(state, candidate)
         budget = state.run.budget or BudgetOverride()
         if candidate.budget_usd is not None:
             budget = budget.model_copy(update={"max_cost_usd": candidate.budget_usd})
@@ -222,18 +251,25 @@ class Shadows:
             raise InvalidInput("from", [f"{state.workflow_id} has no checkpoint {checkpoint!r} (it has: {has})"])
         return ResumeFrom(workflow_id=state.workflow_id, checkpoint_id=checkpoint)
 
-    def _model(self, state: AgentState, model: str | None) -> ModelOverride | None:
+    def _model(self, state: AgentState, candidate: Candidate) -> ModelOverride | None:
+        model = candidate.model
         if model is None:
             return state.run.model
         given = state.run.model or ModelOverride()
-        if model == RECORDED:
-            digest = state.conversation.transcript
-            if digest is None:
-                raise InvalidInput("model", [f"{state.workflow_id} has no transcript (no model call yet)"])
-            self._require_artifact("model", f"{state.workflow_id}: its transcript is", digest)
-            return given.model_copy(update={"provider": RECORDED, "model": None, "options": {"transcript": digest}})
-        provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
-        return given.model_copy(update={"provider": provider, "model": name, "options": None})
+        if model != RECORDED and not candidate.bisect:
+            provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
+            return given.model_copy(
+                update={"provider": provider, "model": name, "options": candidate.model_options or None}
+            )
+        digest = state.conversation.transcript
+        if digest is None:
+            raise InvalidInput("model", [f"{state.workflow_id} has no transcript (no model call yet)"])
+        self._require_artifact("model", f"{state.workflow_id}: its transcript is", digest)
+        options: dict[str, Any] = {"transcript": digest}
+        if candidate.bisect:
+            provider, name = _MODEL.match(model).groups()  # type: ignore[union-attr]  # checked by _checked
+            options["candidate"] = {"provider": provider, "model": name, "options": candidate.model_options}
+        return given.model_copy(update={"provider": RECORDED, "model": None, "options": options})
 
     def _files(self, state: AgentState, resume: ResumeFrom | None) -> ArtifactRef | None:
         """The manifest the shadow's workspace starts from (the original's initial snapshot, or the
@@ -261,6 +297,8 @@ def _checked(candidate: Candidate, concurrency: int) -> ProfileChange | None:
         problems.append(f"budget_usd: must be above 0, not {candidate.budget_usd:g}")
     if candidate.model is not None and candidate.model != RECORDED and not _MODEL.match(candidate.model):
         problems.append(f"model: {candidate.model!r} is neither {RECORDED!r} nor PROVIDER:MODEL")
+    if candidate.bisect and (candidate.model is None or candidate.model == RECORDED):
+        problems.append("bisect: needs a candidate model, PROVIDER:MODEL")
     if concurrency < 1:
         problems.append(f"concurrency: must be at least 1, not {concurrency}")
     change = None

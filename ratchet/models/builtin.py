@@ -20,7 +20,7 @@ def builtin_providers(artifacts: ArtifactStore) -> ProviderRegistry:
     registry.register(OpenAIProvider())
     registry.register(AnthropicProvider())
     registry.register(ScriptedProvider(artifacts))
-    registry.register(RecordedProvider(artifacts))
+    registry.register(RecordedProvider(artifacts, registry))
     return registry
 
 

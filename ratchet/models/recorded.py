@@ -8,10 +8,17 @@ the call it answers). When it is not (a changed system prompt, a tool that now a
 the shadow has diverged: the call fails non-retryably (`ShadowDiverged`, naming the step and the
 first message that differs) and the run stops there. Usage is counted as the scripted provider
 counts it, so the shadow of a scripted run spends what the original did.
+
+`--bisect` adds `"candidate": {"provider", "model", "options"}`: each call is also put to the
+candidate (another provider of the worker, planned with the run), and while its reply is the
+original's (the same tool calls with canonical arguments, or the same final text) the shadow goes on
+with the recorded reply, spending what the candidate spent. At the first reply that differs the call
+fails the same way, naming the step and both replies: the first step at which the candidate departs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from typing import Any
@@ -20,7 +27,15 @@ from pydantic import Field
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import ErrorType, Message, ModelSettings, Strict
-from ratchet.models.provider import Completion, ModelCall, PlanContext, ProviderOptionsError, check_options
+from ratchet.models.provider import (
+    Completion,
+    ModelCall,
+    ModelProvider,
+    PlanContext,
+    ProviderOptionsError,
+    ProviderRegistry,
+    check_options,
+)
 from ratchet.models.scripted import _usage, scripted_summary
 from ratchet.stores.artifacts import ArtifactMissing, ArtifactStore
 from ratchet.stores.transcripts import HEAD, read_all
@@ -28,16 +43,25 @@ from ratchet.stores.transcripts import HEAD, read_all
 TRANSCRIPTS_CACHED = 64
 
 
+class CandidateModel(Strict):
+    """`--bisect`'s candidate: a provider of the worker, its model and options."""
+
+    provider: str = Field(min_length=1, max_length=100)
+    model: str | None = Field(default=None, max_length=200)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 class RecordedOptions(Strict):
     transcript: str = Field(min_length=1, max_length=200, description="The original run's transcript digest.")
+    candidate: CandidateModel | None = Field(default=None, description="`--bisect`: the model asked beside.")
 
 
 class RecordedProvider:
     name = "recorded"
     default_model = "recorded"
 
-    def __init__(self, artifacts: ArtifactStore) -> None:
-        self.artifacts = artifacts
+    def __init__(self, artifacts: ArtifactStore, registry: ProviderRegistry | None = None) -> None:
+        self.artifacts, self.registry = artifacts, registry
         self.transcripts: OrderedDict[str, list[Message]] = OrderedDict()
 
     def plan(self, settings: ModelSettings, options: dict[str, Any], context: PlanContext) -> ModelSettings:
@@ -46,7 +70,33 @@ class RecordedProvider:
             read_all(context.artifacts, given.transcript)
         except (ArtifactMissing, ValueError, OSError) as exc:
             raise ProviderOptionsError("transcript", f"cannot read transcript {given.transcript[:12]}: {exc}") from None
-        return settings.model_copy(update={"options": {"transcript": given.transcript}})
+        planned: dict[str, Any] = {"transcript": given.transcript}
+        if given.candidate is not None:
+            planned["candidate"] = self._plan_candidate(settings, given.candidate, context).model_dump()
+        return settings.model_copy(update={"options": planned})
+
+    def _plan_candidate(self, settings: ModelSettings, given: CandidateModel, context: PlanContext) -> ModelSettings:
+        """The candidate's settings as its own provider plans them (the run's limits and prices kept)."""
+        provider = self._provider(given.provider)
+        if provider is None or provider is self:
+            known = ", ".join(sorted(n for n in (self.registry.providers if self.registry else {}) if n != self.name))
+            raise ProviderOptionsError("candidate", f"unknown provider {given.provider!r}; this worker has: {known}")
+        base = settings.model_copy(
+            update={"provider": given.provider, "model": given.model or provider.default_model, "options": {}}
+        )
+        try:
+            planned = provider.plan(base, given.options, context)
+        except ProviderOptionsError as exc:
+            raise ProviderOptionsError(
+                f"candidate.options.{exc.option}" if exc.option else "candidate", str(exc)
+            ) from None
+        problem = provider.unavailable(planned)
+        if problem is not None:
+            raise ProviderOptionsError("candidate", problem)
+        return planned
+
+    def _provider(self, name: str) -> ModelProvider | None:
+        return self.registry.get(name) if self.registry is not None else None
 
     def unavailable(self, settings: ModelSettings) -> str | None:
         if "transcript" not in settings.options:
@@ -65,7 +115,24 @@ class RecordedProvider:
         if departs is not None:
             raise _diverged(call, departs)
         message = original[reply_at].model_copy(update={"answered_by": ""})
+        if "candidate" in call.settings.options:
+            return await self._bisect(call, message)
         return Completion(message=message, usage=_usage(call.messages, message), model="recorded")
+
+    async def _bisect(self, call: ModelCall, recorded: Message) -> Completion:
+        """The candidate asked the same call: the recorded reply while the candidate's is the same,
+        else the departure (non-retryable) naming both."""
+        settings = ModelSettings.model_validate(call.settings.options["candidate"])
+        provider = self._provider(settings.provider)
+        if provider is None:
+            raise ApplicationError(
+                f"recorded: the candidate's provider {settings.provider!r} is gone", non_retryable=True
+            )
+        asked = await provider.complete(dataclasses.replace(call, settings=settings, deltas=None))
+        if _reply(asked.message) != _reply(recorded):
+            why = f"the candidate replied {_brief(asked.message)!r} where the original replied {_brief(recorded)!r}"
+            raise _diverged(call, why)
+        return Completion(message=recorded, usage=asked.usage, model=asked.model or settings.model)
 
     def _transcript(self, digest: str) -> list[Message]:
         found = self.transcripts.get(digest)
@@ -122,6 +189,13 @@ def _key(message: Message) -> tuple:
     text = message.content_ref.digest if message.content_ref is not None else (message.content or "")
     calls = [(c.name, _canonical(c.arguments), c.id) for c in message.tool_calls]
     return message.role, text, calls, message.tool_call_id or ""
+
+
+def _reply(message: Message) -> tuple:
+    """What `--bisect` compares: the tool calls (name, canonical arguments), else the final text."""
+    if message.tool_calls:
+        return "calls", [(c.name, _canonical(c.arguments)) for c in message.tool_calls]
+    return "text", (message.content or "").strip()
 
 
 def _canonical(arguments: str) -> str:

@@ -118,6 +118,34 @@ async def test_a_changed_prompt_diverges_and_unknown_calls_are_quarantined(clien
     assert await world(settings, original.workflow_id, "orig2") == before
 
 
+async def test_bisect_names_the_first_step_where_the_candidate_replies_otherwise(client, settings, worker):
+    original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="bisect"))
+    assert (await original.result()).phase == Phase.DONE
+    before = await world(settings, original.workflow_id, "bisect")
+    shadows = runs(client, settings).shadows
+    first = DONE_AFTER_TWO_CHECKPOINTS[0]
+    reordered = {"tool_calls": [{"name": c["name"], "arguments": dict(reversed(c["arguments"].items()))} for c in first["tool_calls"]]}
+    departing = [reordered, {"tool_calls": [write("a.txt", "v3\n")]}, {"content": "finished"}]
+
+    def bisect(script):
+        return Candidate(model="scripted:scripted", model_options={"script": script}, bisect=True)
+
+    batch = await shadows.start([original.workflow_id], bisect(departing))
+    diff = (await shadows.report(batch, wait_s=60)).runs[0]
+    # step 1: the same calls, arguments in another order (canonical): the recorded reply goes on
+    assert not diff.same and diff.diverged_at == 2 and diff.shadow.phase == "FAILED", diff
+    assert "the candidate replied 'write_file(" in diff.departure and "v3" in diff.departure, diff.departure
+    assert "where the original replied 'write_file(" in diff.departure and "v2" in diff.departure, diff.departure
+    shadow_calls = (await runs(client, settings).get(batch.pairs[0].shadow).state()).calls.tool_calls.items
+    assert [(c.step, c.tool, c.shadow) for c in shadow_calls] == [(1, "write_file", None), (1, "create_ticket", "recorded")]
+    assert "departs at step 2: the candidate replied" in markdown(await shadows.report(batch, wait_s=60))
+
+    # a candidate that replies as the original did all along: the shadow is the original again
+    same = await shadows.report(await shadows.start([original.workflow_id], bisect(DONE_AFTER_TWO_CHECKPOINTS)), wait_s=60)
+    assert same.totals.same == 1 and same.runs[0].departure == "", same.runs[0]
+    assert await world(settings, original.workflow_id, "bisect") == before
+
+
 async def gone(handle) -> bool:
     try:
         await handle.describe()
@@ -151,6 +179,7 @@ async def test_a_shadow_from_a_checkpoint_starts_from_its_files(client, settings
         (None, Candidate(set={"colour": "blue"}), "set colour"),
         (None, Candidate(budget_usd=0), "budget_usd: must be above 0"),
         (None, Candidate(model="gpt"), "neither 'recorded' nor PROVIDER:MODEL"),
+        (None, Candidate(model="recorded", bisect=True), "bisect: needs a candidate model"),
     ],
 )
 async def test_bad_input_starts_nothing(client, settings, worker, runs_given, candidate, problem):
@@ -162,6 +191,29 @@ async def test_bad_input_starts_nothing(client, settings, worker, runs_given, ca
     assert problem in str(refused.value)
     with pytest.raises(RunNotFound):
         await runs(client, settings).get(f"{original.workflow_id}.shadow-nothing").describe()
+
+
+REFUSED_BY_THE_WORKER = [
+    (Candidate(profile="no-such-profile"), "unknown profile 'no-such-profile'"),
+    (Candidate(model="nosuch:model"), "unknown provider 'nosuch'"),
+    (Candidate(model="scripted:scripted", bisect=True, model_options={"scrip": []}), "candidate"),
+]
+
+
+async def test_what_only_the_worker_knows_stops_the_batch_at_its_first_shadow(client, settings, worker):
+    originals = [await start(client, settings, scripted("saga", [{"content": "ok"}])) for _ in range(2)]
+    for original in originals:
+        assert (await original.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    firsts = []
+    for n, (candidate, problem) in enumerate(REFUSED_BY_THE_WORKER):
+        with pytest.raises(InvalidInput) as refused:
+            await shadows.start([o.workflow_id for o in originals], candidate, batch=f"refused{n}")
+        assert "the worker cannot run it" in str(refused.value) and problem in str(refused.value), refused.value
+        with pytest.raises(RunNotFound):  # the second never started
+            await runs(client, settings).get(f"{originals[1].workflow_id}.shadow-refused{n}").describe()
+        firsts.append(runs(client, settings).get(f"{originals[0].workflow_id}.shadow-refused{n}"))
+    await until(lambda: gone(firsts[0]), "the refused first shadow deleted", timeout=120)  # the others too, later
 
 
 async def test_the_command_line_gates_on_fail_if(client, settings, worker):
@@ -181,6 +233,16 @@ async def test_the_command_line_gates_on_fail_if(client, settings, worker):
     assert code == 0 and json.loads(out[out.index("{") :])["totals"]["same"] == 1, out
     code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--budget-usd", "0")
     assert code == 2 and "budget_usd: must be above 0" in out, out
+    bisect = ("--model", "scripted:scripted", "--bisect", "--json")
+    script = json.dumps({"script": [DONE_AFTER_TWO_CHECKPOINTS[0], {"content": "other"}]})
+    code, out = await ratchet(
+        settings, "shadow", "--runs", original.workflow_id, *bisect, "--model-options", script,
+        extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)},
+    )
+    diff = json.loads(out[out.index("{") :])["runs"][0]
+    assert code == 0 and diff["diverged_at"] == 2 and "the candidate replied 'other'" in diff["departure"], out
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, *bisect, "--model-options", "[1]")
+    assert code == 2 and "--model-options: give a JSON object" in out, out
 
 
 async def test_a_shadow_of_the_coder_runs_its_verifier_on_the_private_copy(client, settings, worker):
