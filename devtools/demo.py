@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -71,6 +72,10 @@ def endpoint_configured() -> bool:
 
 
 def main() -> int:
+    # Ctrl-C (SIGINT) stops the demo even where it was started with SIGINT ignored, which a child
+    # inherits (a background job of a non-interactive shell, a pytest-xdist worker): Python then
+    # installs no KeyboardInterrupt handler of its own, and `make demo CONSOLE=1` never stopped
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     state_dir = Path(os.environ.get("RATCHET_DEMO_DIR") or ROOT / ".ratchet" / "demo")
     state_dir.mkdir(parents=True, exist_ok=True)
     real_model = endpoint_configured()

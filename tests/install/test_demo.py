@@ -82,9 +82,7 @@ def test_make_demo_console_leaves_one_approval_in_the_inbox_until_ctrl_c(tmp_pat
         runs = httpx.get(url + "/", timeout=30).text
         assert f'href="{web_ui}/namespaces/default/workflows/ops-demo-' in runs, runs  # the demo's own Web UI
         proc.send_signal(signal.SIGINT)
-        # each process the demo stops has its own grace (the console's and the worker's 20 s, the dev
-        # server's 15 s): under the e2e suite's load the whole stop took just over 60 s twice
-        rest = proc.communicate(timeout=120)[0]
+        rest = proc.communicate(timeout=60)[0]
         assert "stopped the worker and the dev server" in rest, "".join(seen) + rest
     finally:
         if proc.poll() is None:
