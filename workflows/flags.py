@@ -14,12 +14,11 @@ for as long as the namespace retains closed workflows.
 
 from __future__ import annotations
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 
 from ratchet.contracts import FLAG_WORKFLOW, FlagRecord
-from .input import decoded, invalid
+from .input import validated
 
 EXAMPLE = '{"run_id": "fix-42", "reason": "wrong answer", "by": "ana"}'
 
@@ -28,8 +27,4 @@ EXAMPLE = '{"run_id": "fix-42", "reason": "wrong answer", "by": "ana"}'
 class FlagWorkflow:
     @workflow.run
     async def run(self, raw: RawValue = None) -> FlagRecord:  # type: ignore[assignment]  # None: no input
-        value = decoded(raw, EXAMPLE, "flag")
-        try:
-            return value if isinstance(value, FlagRecord) else FlagRecord.model_validate(value)
-        except ValidationError as exc:
-            raise invalid(f"flag input: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+        return validated(raw, FlagRecord, EXAMPLE, "flag")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
@@ -47,6 +47,18 @@ def decoded(raw: RawValue | None, example: str, what: str = "run") -> Any:
         return workflow.payload_converter().from_payload(raw.payload)
     except Exception as exc:  # any decode failure is the caller's input, not our bug
         raise invalid(f"input is not valid JSON: {exc}") from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(raw: RawValue | None, model: type[M], example: str, what: str) -> M:
+    """A workflow's raw input as `model`; none, undecodable or invalid input is `InvalidInput`."""
+    value = decoded(raw, example, what)
+    try:
+        return value if isinstance(value, model) else model.model_validate(value)
+    except ValidationError as exc:
+        raise invalid(f"{what} input: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
 
 
 def parse_run(raw: RawValue | None) -> AgentRun | Continuation:

@@ -10,14 +10,13 @@ the session holds the message; the session's turn answers it, as any message.
 
 from __future__ import annotations
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 
 from ratchet.contracts import SCHEDULED_MESSAGE_WORKFLOW, Deliver, ScheduledMessage
 from ratchet.contracts.activities import SCHEDULE_DELIVER
 from . import calls
-from .input import decoded, invalid
+from .input import validated
 
 EXAMPLE = '{"session_id": "chat-1", "text": "good morning: anything new?"}'
 
@@ -26,10 +25,6 @@ EXAMPLE = '{"session_id": "chat-1", "text": "good morning: anything new?"}'
 class ScheduledMessageWorkflow:
     @workflow.run
     async def run(self, raw: RawValue = None) -> str:  # type: ignore[assignment]  # None: no input
-        value = decoded(raw, EXAMPLE, "scheduled message")
-        try:
-            message = ScheduledMessage.model_validate(value)
-        except ValidationError as exc:
-            raise invalid(f"scheduled message input: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+        message = validated(raw, ScheduledMessage, EXAMPLE, "scheduled message")
         deliver = Deliver(session_id=message.session_id, message_id=workflow.info().workflow_id, text=message.text)
         return await calls.call(SCHEDULE_DELIVER, deliver, summary=f"to {message.session_id}")

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ratchet.cli.verbs import connected
+from ratchet.cli.verbs import connected, seconds
 from ratchet.client.deploy_reports import DeployCheck, DeployRollback, DeployStatus, Routed, guard_lines
 
 
@@ -70,19 +70,6 @@ async def ramp(args: argparse.Namespace) -> int:
     if routed.guard:
         print(f"guard {routed.guard} watches it: `ratchet deploy status` shows its state")
     return 0
-
-
-def seconds(text: str) -> float:
-    """`30m`, `2h`, `90s`, `1800`: seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
-    try:
-        value = float(number) * unit
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration (30m, 2h, 90s, or seconds)") from None
-    if value <= 0:
-        raise ValueError(f"{text!r}: a duration must be positive")
-    return value
 
 
 def percentages(text: str) -> list[float]:

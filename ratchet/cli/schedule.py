@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ratchet.cli.verbs import connected, trailing_words
+from ratchet.cli.verbs import connected, seconds, trailing_words
 
 EXAMPLES = {
     "create": "schedule create triage --cron '0 7 * * 1-5' coder 'triage new issues'",
@@ -27,7 +27,6 @@ EXAMPLES = {
     "backfill": "schedule backfill triage --from 2026-12-01T00:00:00Z --to 2026-12-03T00:00:00Z",
     "delete": "schedule delete triage",
 }
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def arguments(cmd: argparse.ArgumentParser) -> None:
@@ -77,14 +76,13 @@ async def schedule(args: argparse.Namespace) -> int:
     return await SUBCOMMANDS[args.schedule_command](args)
 
 
-def seconds(text: str | None, what: str) -> float | None:
+def _seconds(text: str | None, what: str) -> float | None:
     if text is None:
         return None
-    number, unit = (text[:-1], UNITS[text[-1]]) if text[-1:] in UNITS else (text, 1)
     try:
-        return float(number) * unit
-    except ValueError:
-        raise ValueError(f"{what}: {text!r} is not a duration like 90s, 15m, 1h, 1d") from None
+        return seconds(text)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def request(args: argparse.Namespace) -> dict[str, Any]:
@@ -99,8 +97,8 @@ def request(args: argparse.Namespace) -> dict[str, Any]:
 
 def _fields(args: argparse.Namespace) -> dict[str, Any]:
     fields: dict[str, Any] = {"name": args.name, "overlap": args.overlap, "paused": args.paused, "note": args.note}
-    fields.update(cron=args.cron, every_s=seconds(args.every, "--every"), time_zone=args.time_zone)
-    fields.update(catchup_window_s=seconds(args.catchup, "--catchup"), jitter_s=seconds(args.jitter, "--jitter") or 0)
+    fields.update(cron=args.cron, every_s=_seconds(args.every, "--every"), time_zone=args.time_zone)
+    fields.update(catchup_window_s=_seconds(args.catchup, "--catchup"), jitter_s=_seconds(args.jitter, "--jitter") or 0)
     targets = [args.session is not None, args.file is not None, bool(args.words)]
     if sum(targets) != 1:
         raise ValueError("give AGENT OBJECTIVE, --file run.json or --session ID --text TEXT")

@@ -58,6 +58,19 @@ class Verb(NamedTuple):
         return run_verb(fn) if inspect.iscoroutinefunction(fn) else fn
 
 
+def seconds(text: str) -> float:
+    """`30m`, `2h`, `90s`, `1d`, `1800`: seconds (ValueError saying what is wrong)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        value = float(number) * unit
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (30m, 2h, 90s, or seconds)") from None
+    if value <= 0:
+        raise ValueError(f"{text!r}: a duration must be positive")
+    return value
+
+
 def trailing_words(cmd: argparse.ArgumentParser, metavar: str, help: str) -> None:
     """Positional words that may also come after the options (`schedule create NAME --cron C coder
     'triage'`): Python 3.11's argparse matches an optional positional where the first words end and
