@@ -161,9 +161,13 @@ async def require(client: Client, deployment: str, build_id: str | None = None) 
 
 
 async def task_queues(client: Client, deployment: str, build_id: str) -> set[str]:
-    """The task queues workers of `build_id` have polled (each name once, whatever its type); none
-    for a version the server does not know (yet: it lists a new version in the deployment a moment
-    before it describes it)."""
+    """The task queues workers of `build_id` have polled (each name once, whatever its type)."""
+    return {name for name, _ in await _typed_queues(client, deployment, build_id)}
+
+
+async def _typed_queues(client: Client, deployment: str, build_id: str) -> set[tuple[str, int]]:
+    """`build_id`'s task queues with their types (workflow, activity); none for a version the server
+    does not know (yet: it lists a new version in the deployment a moment before it describes it)."""
     try:
         response = await _call(
             client.workflow_service.describe_worker_deployment_version,
@@ -176,7 +180,7 @@ async def task_queues(client: Client, deployment: str, build_id: str) -> set[str
         if exc.status == RPCStatusCode.NOT_FOUND:
             return set()
         raise
-    return {info.name for info in response.worker_deployment_version_info.task_queue_infos}
+    return {(info.name, int(info.type)) for info in response.worker_deployment_version_info.task_queue_infos}
 
 
 POLLED_WITHIN = timedelta(minutes=2)
@@ -282,14 +286,42 @@ async def set_ramping(
 
 async def settled(client: Client, deployment: str, timeout_s: float = 120.0) -> None:
     """Until the deployment's last routing change has reached all its task queues: a change takes
-    effect for runs (a session's move, a new run's build) only from then on."""
+    effect for runs (a session's move, a new run's build) only from then on. The deployment says so
+    (`routing_settled`), or, when it still says in progress, its builds' task queues each report the
+    new routing: the server can leave the flag in progress after the change has arrived
+    (temporalio/temporal#11842; seen on a loaded dev server)."""
     loop = asyncio.get_running_loop()
     deadline, pause = loop.time() + timeout_s, 0.05
     while (found := await describe(client, deployment)) is not None and not found.routing_settled:
+        if await _queues_route(client, found):
+            return
         if loop.time() > deadline:
             raise DeploymentError(f"the routing of {deployment!r} did not reach its task queues in {timeout_s:g}s")
         await asyncio.sleep(pause)
         pause = min(pause * 2, 1.0)
+
+
+async def _queues_route(client: Client, found: Deployment) -> bool:
+    """Whether every task queue of the current and ramping builds routes as `found` says."""
+    builds = {b for b in (found.current, found.ramping) if b}
+    queues: set[tuple[str, int]] = set()
+    for build_id in builds:
+        queues |= await _typed_queues(client, found.name, build_id)
+    for name, kind in sorted(queues):
+        response = await _call(
+            client.workflow_service.describe_task_queue,
+            DescribeTaskQueueRequest(
+                namespace=client.namespace, task_queue=TaskQueue(name=name), task_queue_type=kind  # type: ignore[arg-type]
+            ),
+        )
+        info = response.versioning_info
+        if (
+            info.current_deployment_version.build_id != (found.current or "")
+            or info.ramping_deployment_version.build_id != (found.ramping or "")
+            or (found.ramping and abs(info.ramping_version_percentage - found.ramp_percentage) > 1e-6)
+        ):
+            return False
+    return bool(queues)
 
 
 def _refused(deployment: str, build_id: str | None, exc: RPCError) -> Exception:
