@@ -68,11 +68,11 @@ async def routed_to(worker) -> None:
     from ratchet.deploys.deployments import describe, settled
 
     version = worker.config(active_config=True)["deployment_config"].version
-    pause = 0.01
-    while (found := await describe(worker.client, version.deployment_name)) is None or found.current != version.build_id:
+    name, pause = version.deployment_name, 0.01
+    while (found := await describe(worker.client, name)) is None or found.current != version.build_id:
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.2)
-    await settled(worker.client, version.deployment_name)
+    await settled(worker.client, name)
 
 
 async def main(kind: str, address: str, queue: str, root: Path) -> None:
