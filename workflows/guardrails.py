@@ -19,6 +19,7 @@ matched by kind, never the text.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
@@ -60,7 +61,8 @@ async def check_call(
 ) -> tuple[dict[str, Any], str, str | None]:
     """A call's arguments and their text (`text` as the model wrote them), redacted where a
     guardrail says so, and the reason it must wait for a person (an `ask` guardrail matched), or
-    None; a `stop` guardrail stops the run."""
+    None; a `stop` guardrail stops the run. Every string in the arguments is checked, nested in
+    objects and lists too (named by its path: `files[0].content`)."""
     given, ask = args, None
     for rule in plan.guardrails:
         if rule.on != "tool_call" or rule.tool not in ("*", tool):
@@ -68,19 +70,34 @@ async def check_call(
         problem = matching.schema_problem(rule, args) or await _judged(state, plan, rule, call_id, text)
         if problem is not None:
             ask = _whole_trip(state, rule, f"{tool} {call_id}", problem) or ask
+        asked: list[str] = []
+
+        def check(path: str, value: str, rule: Guardrail = rule) -> str:
+            where = f"{tool} {call_id} ({path})"
+            if rule.action != "ask":
+                return _apply(state, rule, value, where)
+            found = matching.findings(rule, value)
+            if found:
+                _record(state, rule, where, matching.kinds(found))
+                asked.append(f"guardrail {rule.name}: {', '.join(matching.kinds(found))} in {path}")
+            return value
+
         for name in [rule.argument] if rule.argument is not None else sorted(args):
-            value = args.get(name)
-            if not isinstance(value, str):
-                continue
-            where = f"{tool} {call_id} ({name})"
-            if rule.action == "ask":
-                found = matching.findings(rule, value)
-                if found:
-                    _record(state, rule, where, matching.kinds(found))
-                    ask = ask or f"guardrail {rule.name}: {', '.join(matching.kinds(found))} in {name}"
-                continue
-            args = {**args, name: _apply(state, rule, value, where)}
+            if name in args:
+                args = {**args, name: _strings(args[name], name, check)}
+        ask = ask or (asked[0] if asked else None)
     return args, text if args == given else json.dumps(args), ask
+
+
+def _strings(value: Any, path: str, check: Callable[[str, str], str]) -> Any:
+    """`value` with each string in it (at any depth) replaced by `check(its path, it)`."""
+    if isinstance(value, str):
+        return check(path, value)
+    if isinstance(value, dict):
+        return {key: _strings(item, f"{path}.{key}", check) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_strings(item, f"{path}[{index}]", check) for index, item in enumerate(value)]
+    return value
 
 
 async def check_answer(state: AgentState, plan: RunPlan, answer: str, stream: RunStream) -> str:

@@ -165,7 +165,7 @@ async def task_queues(client: Client, deployment: str, build_id: str) -> set[str
     return {name for name, _ in await _typed_queues(client, deployment, build_id)}
 
 
-async def _typed_queues(client: Client, deployment: str, build_id: str) -> set[tuple[str, int]]:
+async def _typed_queues(client: Client, deployment: str, build_id: str) -> set[tuple[str, TaskQueueType.ValueType]]:
     """`build_id`'s task queues with their types (workflow, activity); none for a version the server
     does not know (yet: it lists a new version in the deployment a moment before it describes it)."""
     try:
@@ -180,7 +180,7 @@ async def _typed_queues(client: Client, deployment: str, build_id: str) -> set[t
         if exc.status == RPCStatusCode.NOT_FOUND:
             return set()
         raise
-    return {(info.name, int(info.type)) for info in response.worker_deployment_version_info.task_queue_infos}
+    return {(info.name, info.type) for info in response.worker_deployment_version_info.task_queue_infos}
 
 
 POLLED_WITHIN = timedelta(minutes=2)
@@ -304,15 +304,13 @@ async def settled(client: Client, deployment: str, timeout_s: float = 120.0) -> 
 async def _queues_route(client: Client, found: Deployment) -> bool:
     """Whether every task queue of the current and ramping builds routes as `found` says."""
     builds = {b for b in (found.current, found.ramping) if b}
-    queues: set[tuple[str, int]] = set()
+    queues: set[tuple[str, TaskQueueType.ValueType]] = set()
     for build_id in builds:
         queues |= await _typed_queues(client, found.name, build_id)
     for name, kind in sorted(queues):
         response = await _call(
             client.workflow_service.describe_task_queue,
-            DescribeTaskQueueRequest(
-                namespace=client.namespace, task_queue=TaskQueue(name=name), task_queue_type=kind  # type: ignore[arg-type]
-            ),
+            DescribeTaskQueueRequest(namespace=client.namespace, task_queue=TaskQueue(name=name), task_queue_type=kind),
         )
         info = response.versioning_info
         if (

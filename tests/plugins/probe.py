@@ -88,6 +88,21 @@ class EchoArgs(BaseModel):
     text: str
 
 
+class Note(BaseModel):
+    path: str
+    text: str
+
+
+class NotesArgs(BaseModel):
+    notes: list[Note]
+
+
+@tool(effect="read_only", timeout_s=5)
+def probe_notes(ctx: ToolContext, args: NotesArgs) -> str:
+    """Say the notes back, one per line (arguments nested in a list of objects)."""
+    return "\n".join(f"{note.path}: {note.text}" for note in args.notes)
+
+
 @tool(effect="read_only", timeout_s=5)
 def probe_echo(ctx: ToolContext, args: EchoArgs) -> str:
     """Say the text back (fast, read-only, no workspace: runs as a local activity where it may)."""
@@ -382,7 +397,7 @@ register_profile(
     AgentProfile(
         name="guarded",
         system_prompt="You write files and open tickets, within guardrails.",
-        tools=["write_file", "create_ticket"],
+        tools=["write_file", "create_ticket", "probe_notes"],
         budget=Budget(max_steps=20),
         failure_policy=FailurePolicy.KEEP,
         guardrails=[
@@ -399,6 +414,7 @@ register_profile(
                 patterns=[r"(?i)customer"],
                 action="ask",
             ),
+            Guardrail(name="no-keys-in-notes", on="tool_call", tool="probe_notes", detectors=["secret"], action="redact"),
             Guardrail(name="no-keys-out", on="answer", detectors=["secret"], action="redact"),
             Guardrail(name="no-confidential-out", on="answer", patterns=["CONFIDENTIAL"]),
         ],

@@ -76,6 +76,18 @@ async def test_redacted_arguments_and_answers_go_on_and_the_streamed_answer_is_w
     assert [(w.guardrail, w.action) for w in withdrawn] == [("no-keys-out", "redact")]
 
 
+async def test_strings_nested_in_a_calls_arguments_are_checked_too(client, settings, worker):
+    notes = [{"path": "a.txt", "text": "nothing here"}, {"path": "b.txt", "text": f"key={KEY}"}]
+    script = [{"tool_calls": [call("probe_notes", notes=notes)]}, {"content": "noted"}]
+    run = await start(client, settings, scripted("guarded", script))
+    assert (await run.result()).phase == Phase.DONE
+    state = await run.state()
+    assert trips(state) == [("no-keys-in-notes", "probe_notes call_1_0 (notes[1].text)", "redact", ["secret"])]
+    [record] = state.calls.tool_calls.items
+    assert KEY not in record.arguments and "[redacted: no-keys-in-notes]" in record.arguments
+    assert record.result.output == "a.txt: nothing here\nb.txt: key=[redacted: no-keys-in-notes]"
+
+
 async def test_an_answer_that_trips_a_stop_guardrail_is_not_the_runs_answer(client, settings, worker):
     run = await start(client, settings, scripted("guarded", [{"content": "the CONFIDENTIAL plan"}]))
     with pytest.raises(RunFailed, match="guardrail no-confidential-out tripped on answer"):
