@@ -54,6 +54,9 @@ def check_input(state: AgentState, plan: RunPlan) -> None:
             messages.items[messages.local(index)] = message.model_copy(update={"content": text})
             if where == "objective" and state.run.objective == message.content:  # as the state shows the run
                 state.run = state.run.model_copy(update={"objective": text})
+            for turn in state.session.turns.items:  # a session's turn shows its question as the model saw it
+                if turn.first_message == index:
+                    turn.question = text
 
 
 async def check_call(

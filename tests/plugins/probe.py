@@ -78,6 +78,16 @@ register_profile(
         approval_rules=[ApprovalRule(tool="probe_append", argument="label", pattern="^ask")],
     )
 )
+register_profile(
+    AgentProfile(
+        name="guarded_chatter",
+        system_prompt="You are a test assistant in a conversation, within guardrails.",
+        tools=["probe_echo"],
+        budget=Budget(max_steps=100),
+        session=SessionPolicy(),
+        guardrails=[Guardrail(name="pii-in", on="input", detectors=["email"], action="redact")],
+    )
+)
 
 
 class WaitArgs(BaseModel):

@@ -29,6 +29,21 @@ async def test_input_is_redacted_before_the_model_sees_it(client, settings, work
     assert trips(await run.state()) == [("pii-in", "objective", "redact", ["email"])]
 
 
+async def test_a_sessions_turns_are_redacted_before_the_model_sees_them(client, settings, worker):
+    script = [{"content": "one"}, {"content": "two"}]
+    run = await start(client, settings, scripted("guarded_chatter", script, objective="hi, I am ana@example.com"))
+    await wait_for(run, lambda s: s.phase == Phase.AWAITING_MESSAGE)
+    assert (await run.ask("mail bo@example.com")).answer == "two"
+    state = await run.state()
+    assert [t.question for t in state.session.turns.items] == [
+        "hi, I am [redacted: pii-in]",
+        "mail [redacted: pii-in]",
+    ]
+    page = await run.transcript(0, 10)
+    assert [m.content for m in page.messages if m.role == "user"] == [t.question for t in state.session.turns.items]
+    assert [t.where for t in state.guardrails] == ["objective", "message 3"]
+
+
 async def test_a_tool_call_that_trips_a_stop_guardrail_never_runs_and_the_run_fails_saying_why(
     client, settings, worker
 ):
