@@ -86,7 +86,10 @@ async def mcp_worker(client, mcp_settings, pool):
 
 
 def effects(mcp_dir, tool: str, detail: str | None = None) -> list[tuple[str, str]]:
+    """The tracker's recorded side effects of `tool` (none before its first call made the table)."""
     with sqlite3.connect(mcp_dir / "tracker.db") as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'effects'").fetchone():
+            return []
         rows = conn.execute("SELECT detail, key FROM effects WHERE tool = ?", (tool,)).fetchall()
     return [r for r in rows if detail is None or r[0] == detail]
 
