@@ -34,6 +34,8 @@ def _run(d: RunDiff) -> str:
     ]  # fmt: skip
     headers = ("", "run", "phase", "steps", "tokens", "cost (USD)", "verified")
     parts = [f"<h2>{esc(o.workflow_id)}: {esc(verdict)}</h2>", table(headers, rows, "")]
+    if d.departure:  # --model recorded: where the candidate's own reply took over
+        parts.append(f"<p>Departs from the recorded replies at step {esc(d.diverged_at)}: {esc(d.departure)}</p>")
     if d.first_divergent_call:
         items = "".join(f"<li>{esc(side)}: {_call(call)}</li>" for side, call in d.first_divergent_call.items())
         parts.append(f"<p>First divergent call:</p><ul>{items}</ul>")

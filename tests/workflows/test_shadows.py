@@ -20,6 +20,7 @@ from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import InvalidInput, RunNotFound
 from ratchet.client.shadow_report import broken, markdown, parse_fail_if
 from ratchet.client.shadows import Candidate
+from ratchet.console.shadows_view import shadows_page
 from ratchet.contracts import Phase
 from tests.runs import ratchet, runs, scripted, start, until, wait_for
 from tests.workflows.test_rollback import ticket, write
@@ -138,7 +139,9 @@ async def test_bisect_names_the_first_step_where_the_candidate_replies_otherwise
     assert "where the original replied 'write_file(" in diff.departure and "v2" in diff.departure, diff.departure
     shadow_calls = (await runs(client, settings).get(batch.pairs[0].shadow).state()).calls.tool_calls.items
     assert [(c.step, c.tool, c.shadow) for c in shadow_calls] == [(1, "write_file", None), (1, "create_ticket", "recorded")]
-    assert "departs at step 2: the candidate replied" in markdown(await shadows.report(batch, wait_s=60))
+    report = await shadows.report(batch, wait_s=60)
+    assert "departs at step 2: the candidate replied" in markdown(report)
+    assert "Departs from the recorded replies at step 2: the candidate replied" in shadows_page(report)
 
     # a candidate that replies as the original did all along: the shadow is the original again
     same = await shadows.report(await shadows.start([original.workflow_id], bisect(DONE_AFTER_TWO_CHECKPOINTS)), wait_s=60)
