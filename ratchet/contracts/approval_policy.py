@@ -84,7 +84,7 @@ class ArgMatch(BaseModel, extra="forbid"):
         if self.regex is not None:
             return f"~{self.regex}"
         if self.equals is not None:
-            return f"=={self.equals!r}"
+            return repr(self.equals)
         ops = (("<", self.lt), ("<=", self.le), (">", self.gt), (">=", self.ge))
         return ",".join(f"{op}{bound:g}" for op, bound in ops if bound is not None)
 
