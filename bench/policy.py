@@ -8,7 +8,7 @@ early, late, through a grant, and ones nothing covers (every rule and grant look
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.history import percentile
@@ -16,7 +16,7 @@ from bench.progress import Progress
 from ratchet.contracts import STATE_VERSION, AgentRun, AgentState, Budget, Grant, ModelSettings, RunPlan, ToolPattern
 
 TOOLS = [f"tool_{i}" for i in range(10)]
-NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def rules(count: int = 50) -> list[ToolPattern]:
@@ -34,7 +34,9 @@ def rules(count: int = 50) -> list[ToolPattern]:
 def state_with_grants(count: int = 5) -> AgentState:
     state = AgentState(v=STATE_VERSION, workflow_id="bench-policy", run=AgentRun(agent="bench", objective="x"))
     for g in range(count):
-        patterns = [ToolPattern(tool=TOOLS[(g + k) % 10], when={"path": {"glob": f"granted{g}/{k}/**"}}) for k in range(3)]
+        patterns = [
+            ToolPattern(tool=TOOLS[(g + k) % 10], when={"path": {"glob": f"granted{g}/{k}/**"}}) for k in range(3)
+        ]
         until = (NOW + timedelta(hours=1 if g % 2 else -1)).isoformat()  # half of them expired
         state.calls.grants.append(Grant(id=f"g{g + 1}", patterns=patterns, expires_at=until, by="bench",
                                         granted_at=NOW.isoformat(), source=f"call_{g}_0"))
