@@ -53,3 +53,15 @@ register_profile(
         approval_timeout_s=3 * 24 * 3600,
     )
 )
+
+register_profile(
+    AgentProfile(
+        name="policy_long",
+        system_prompt="You are a test agent whose runs continue as new every few steps.",
+        tools=["write_file"],
+        budget=Budget(max_steps=30),
+        approval_rules=[ApprovalRule(tool="write_file")],
+        approval_timeout_s=3 * 24 * 3600,
+        continue_as_new_events=60,
+    )
+)

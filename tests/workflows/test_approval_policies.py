@@ -113,3 +113,16 @@ async def test_an_approved_plan_spares_the_calls_inside_it_and_a_call_outside_as
     await run.reject("call_3_0", "bob is not in the plan")
     assert (await run.result()).phase == Phase.DONE
     assert (settings.workspace_root / "pol-plan" / PROBE_LOG).read_text() == "paid 400 to ana\n"
+
+
+async def test_a_grant_is_state_and_holds_across_continue_as_new(client, settings, worker):
+    writes = [{"tool_calls": [call("write_file", path=f"notes/{i}.md", content=str(i))]} for i in range(10)]
+    run = await start(client, settings, scripted("policy_long", [*writes, {"content": "done"}], workspace="pol-can"))
+    await wait_for(run, lambda s: waiting(s) == ["call_1_0"])
+    await run.approve("call_1_0", grant={"for_s": 3600})
+    assert (await run.result()).phase == Phase.DONE
+    state = await run.state()
+    assert state.continued >= 1 and [g.id for g in state.calls.grants] == ["g1"]
+    assert {cid: d.by for cid, d in state.calls.decisions.items() if cid != "call_1_0"} == {
+        f"call_{step}_0": "grant:g1" for step in range(2, 11)
+    }
