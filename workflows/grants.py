@@ -28,7 +28,7 @@ from ratchet.contracts import (
     ToolResult,
     ToolSpec,
 )
-from ratchet.contracts.base import BY_GRANT, BY_RULE
+from ratchet.contracts.base import BY_GRANT, BY_RULE, BY_TIMEOUT
 from ratchet.core import approval_rules
 from . import approvals
 from .phases import Phases
@@ -113,13 +113,16 @@ def plan_request(args: dict[str, Any]) -> tuple[PlanArgs | None, str | None]:
 async def propose(
     state: AgentState, plan: RunPlan, spec: ToolSpec, call_id: str, args: dict[str, Any], phases: Phases
 ) -> ToolResult:
-    """`propose_plan`: a person (never a rule or a grant) approves its envelope as one grant."""
+    """`propose_plan`: a person (never a rule, a grant or the approval timeout, whatever the
+    profile's `on_approval_timeout`) approves its envelope as one grant."""
     request, problem = plan_request(args)
     if request is None:
         return ToolResult(ok=False, output=problem or "", error_type=ErrorType.INVALID_ARGUMENTS)
     envelope = "; ".join(p.label() for p in request.calls)
     reason = f"plan for {request.for_s:g}s: {request.summary} [envelope: {envelope}]"
     decision = await approvals.wait_for(state, plan, spec, call_id, args, reason, phases)
+    if decision.by == BY_TIMEOUT:  # an envelope is a person's to approve: never the timeout's
+        return ToolResult(ok=False, error_type=ErrorType.REJECTED, output="no person approved the plan in time")
     if not decision.approved:
         return rejected(decision)
     grant = give(

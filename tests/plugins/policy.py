@@ -65,3 +65,15 @@ register_profile(
         continue_as_new_events=60,
     )
 )
+
+register_profile(
+    AgentProfile(
+        name="policy_lax",
+        system_prompt="You are a test agent whose approvals a timeout gives.",
+        tools=["write_file", "propose_plan"],
+        budget=Budget(max_steps=30),
+        approval_rules=[ApprovalRule(tool="write_file")],
+        approval_timeout_s=3600,
+        on_approval_timeout="approve",
+    )
+)

@@ -76,3 +76,19 @@ async def test_a_paused_run_resumes_after_a_month(env, ts_settings):
         await handle.resume()
         result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "resumed"
+
+
+async def test_an_approval_timeout_never_approves_a_plan_even_where_it_approves_calls(env, ts_settings):
+    plan = {"summary": "write src", "calls": [{"tool": "write_file", "when": {"path": {"glob": "src/**"}}}]}
+    script = [
+        {"tool_calls": [{"name": "propose_plan", "arguments": plan}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "src/a.py", "content": "x"}}]},
+        {"content": "done"},
+    ]
+    result, state, elapsed = await run_to_end(env, ts_settings, scripted("policy_lax", script, workspace="lax"))
+    assert result.phase == Phase.DONE and elapsed >= timedelta(hours=2)  # each waited its hour: no grant
+    assert state.calls.grants == []
+    assert [d.by for d in state.calls.decisions.values()] == ["timeout", "timeout"]
+    plan_result, write_result = [r.result for r in state.calls.tool_calls.items]
+    assert not plan_result.ok and plan_result.output == "no person approved the plan in time"
+    assert write_result.ok  # the profile lets a timeout approve a call, not an envelope
