@@ -86,8 +86,7 @@ def give(state: AgentState, request: GrantRequest, tool: str, by: str, source: s
         granted_at=now.isoformat(),
         source=source,
     )
-    state.calls.grants.append(grant)
-    state.calls.changed()
+    state.calls.grant(grant)
     return grant
 
 

@@ -174,6 +174,10 @@ class Calls(Part):
         self.decisions[call_id] = decision
         self.changed()
 
+    def grant(self, grant: Grant) -> None:
+        self.grants.append(grant)
+        self.changed()
+
     def approval_closed(self, call_id: str) -> None:
         self.pending_approvals = [p for p in self.pending_approvals if p.call_id != call_id]
         self.changed()
