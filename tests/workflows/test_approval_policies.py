@@ -1,6 +1,7 @@
 """Policies instead of clicks (issue #41, item 4), on the dev server with the scripted model and
 profile `policy` (tests/plugins/policy.py: every write_file and probe_pay asks a person unless a
-rule, a grant or an approved plan spares it): each automatic approval recorded with what made it."""
+rule, a grant or an approved plan spares it): each automatic approval recorded with what made it.
+A grant's expiry is tested on the time-skipping server (tests/workflows/test_background_time.py)."""
 
 from __future__ import annotations
 
@@ -39,32 +40,6 @@ async def test_a_path_escaping_docs_asks_and_a_rejected_one_never_runs(client, s
     assert (await run.result()).phase == Phase.DONE
     assert not (settings.workspace_root / "pol-escape" / "secrets.txt").exists()
     assert (await run.state()).calls.decisions["call_1_0"].by != "rule:write_file path=docs/**"
-
-
-async def test_a_grant_spares_later_calls_until_it_expires_then_they_ask_again(client, settings, worker):
-    script = [
-        {"tool_calls": [call("write_file", path="notes/a.md", content="a")]},
-        {"tool_calls": [call("write_file", path="notes/b.md", content="b")]},
-        {"tool_calls": [call("wait", seconds=4)]},
-        {"tool_calls": [call("write_file", path="notes/c.md", content="c")]},
-        {"content": "done"},
-    ]
-    run = await start(client, settings, scripted("policy_wait", script, workspace="pol-grant"))
-    await wait_for(run, lambda s: waiting(s) == ["call_1_0"])
-    answer = await run.approve("call_1_0", grant={"for_s": 3})
-    assert "granted g1 (write_file)" in answer
-    state = await wait_for(run, lambda s: waiting(s) == ["call_4_0"])
-    assert state.calls.decisions["call_2_0"].by == "grant:g1"
-    assert state.calls.decisions["call_1_0"].by not in ("grant:g1",) and "call_4_0" not in state.calls.decisions
-    [grant] = state.calls.grants
-    assert grant.source == "call_1_0" and grant.patterns[0].tool == "write_file"
-    await run.approve("call_4_0")
-    assert (await run.result()).phase == Phase.DONE
-    assert sorted(p.name for p in (settings.workspace_root / "pol-grant" / "notes").iterdir()) == [
-        "a.md",
-        "b.md",
-        "c.md",
-    ]
 
 
 async def test_three_of_five_calls_of_one_step_approved_run_exactly_those_three(client, settings, worker):
@@ -115,7 +90,7 @@ async def test_an_approved_plan_spares_the_calls_inside_it_and_a_call_outside_as
     assert (settings.workspace_root / "pol-plan" / PROBE_LOG).read_text() == "paid 400 to ana\n"
 
 
-async def test_a_grant_is_state_and_holds_across_continue_as_new(client, settings, worker):
+async def test_a_grant_spares_later_calls_and_holds_across_continue_as_new(client, settings, worker):
     writes = [{"tool_calls": [call("write_file", path=f"notes/{i}.md", content=str(i))]} for i in range(10)]
     run = await start(client, settings, scripted("policy_long", [*writes, {"content": "done"}], workspace="pol-can"))
     await wait_for(run, lambda s: waiting(s) == ["call_1_0"])
