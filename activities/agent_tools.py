@@ -1,5 +1,6 @@
 """`delegate`: hand a task to another agent profile as a child AgentWorkflow; `handoff`: hand the
-run itself over to another profile (ratchet/contracts/handoff.py).
+run itself over to another profile (ratchet/contracts/handoff.py); `propose_plan`: an envelope of
+calls for a person to approve as one grant (workflows/grants.py).
 
 The workflow runs it (not an activity): the child gets the parent's remaining budget, its spend
 is charged to the parent, and the parent records it as an effect whose undo compensates the
@@ -12,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ratchet.contracts.approval_policy import PlanArgs
 from ratchet.contracts.handoff import HandoffArgs
 from ratchet.core.tools import ToolContext, tool
 
@@ -35,3 +37,11 @@ def handoff(ctx: ToolContext, args: HandoffArgs) -> str:
     this run with everything done so far: say where the task stands, what must be respected, and
     what is still open."""
     raise RuntimeError("handoff runs in the workflow (it changes the run's profile), not as an activity")
+
+
+@tool(kind="plan")
+def propose_plan(ctx: ToolContext, args: PlanArgs) -> str:
+    """Propose the calls you mean to make, as patterns (tool and argument tests), before making
+    them: a person approves the plan once, and calls within it then run without asking each time;
+    a call outside it still waits for a person."""
+    raise RuntimeError("propose_plan runs in the workflow (a person approves it), not as an activity")

@@ -19,7 +19,8 @@ bench/guard.py), mcp (a tool call on a lean stdio MCP server and on the SDK's
 `MCPServer` against the same `@tool`), stream (model calls streamed against not, same worker; the
 delay from a delta's send to a subscriber and to an SSE client, 20 runs at once), throughput, sweep, cached,
 long (long run + replay), profile (py-spy), micro (model.call in-process), providers (the anthropic provider
-against the openai one, prompt caching on against off, in-process against the local strict servers); their
+against the openai one, prompt caching on against off, in-process against the local strict servers), policy
+(the approval policy check per tool call on a profile of 50 rules, in-process; bench/policy.py); their
 table is bench/sections.py. A dev server of its own is started in a temporary directory and stopped at the end.
 """
 
@@ -56,7 +57,7 @@ FULL = dict(
     guard=(5.0, 3, 4),
     throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
-    profile=(25, 4, (20, 100)), micro=(LENGTHS, 7), providers=(20, 3),
+    profile=(25, 4, (20, 100)), micro=(LENGTHS, 7), providers=(20, 3), policy=20_000,
 )
 QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify", "guarded"],
@@ -70,7 +71,7 @@ SMOKE = dict(
     component_steps=2, scaleout_steps=2, scaleout_concurrent=(2, 2), sandbox=(2, 1, 1), mcp=(4, 1), stream=(2, 1, 2, 1),
     sessions=(3, 3, 3), console=(3, 3, 2), hooks=2, shadow=(2, 1, 3), guard=(1.0, 1, 2), throughput=(2, 2, 1), levels=[2], level_steps=2, headline_agents=2,
     headline_steps=2, cached=3, long_steps=30, long_budget_s=60, replay_steps=20, profile=(2, 1, (2,)), micro=((2,), 1),
-    providers=(2, 1),
+    providers=(2, 1), policy=100,
 )
 """Every section at its smallest, so a test can run them all (tests/tooling/test_bench_sections.py)."""
 

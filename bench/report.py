@@ -8,6 +8,7 @@ from typing import Any
 from bench import quiet
 from bench.console import console_figures, console_rows
 from bench.hooks import hooks_figures
+from bench.policy import policy_figures
 from bench.shadow import shadow_figures
 from bench.findings import findings
 from bench.guard import guard_figures, guard_rows
@@ -51,6 +52,7 @@ TARGETS = {
     "stream_latency_sse_p50_ms": ("<=", 150, "a delta's send in the activity -> an SSE client of ratchet serve, 20 runs at 100 tokens/s"),
     "stream_latency_sse_p99_ms": ("<=", 500, "same, p99"),
     "session_turn_ratio": ("<=", 1.5, "a session's ask -> answer p50, over a raw-SDK update answered by one activity"),
+    "policy_check_us": ("<=", 100, "the approval policy check per tool call, 50 rules and 5 grants, p99 in microseconds (in-process)"),
     "hook_start_p99_ms": ("<=", 1000, "a signed webhook's request -> its run's first workflow task starting, p99"),
     "shadow_step_ratio": ("<=", 1.3, "ms/step, a shadow (--model recorded, the bench profile's read-only bench_echo) / its original run"),
     "guardrail_step_ratio": ("<=", 1.05, "ms/step, a profile with five pattern guardrails (input, tool call, answer) / none, best rep"),
@@ -92,6 +94,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(console_figures(results["console"]))
     if results.get("hooks"):
         figures.update(hooks_figures(results["hooks"]))
+    if results.get("policy"):
+        figures.update(policy_figures(results["policy"]))
     if results.get("shadow"):
         figures.update(shadow_figures(results["shadow"]))
     if results.get("guard"):
@@ -249,6 +253,11 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
         out += ["## Deploy guard", "", "A broken build ramped to 50% under a guard (`failure_rate<=0.2`, min_runs 3): from "
                 "its first failed run's close to the guard's rollback, server times (bench/guard.py).", "",
                 *_table(*guard_rows(results["guard"])), ""]
+    if results.get("policy"):
+        p = results["policy"]
+        out += ["## Approval policies", "", f"The check a tool call that needs an approval goes through before it asks anyone "
+                f"(workflows/grants.py), on a profile of {p['rules']} rules and a run of {p['grants']} grants, {p['calls']} calls "
+                f"({p['approved']} approved): p50 {p['p50_us']:.1f} us, p99 {p['p99_us']:.1f} us (bench/policy.py).", ""]
     if results.get("console"):
         out += ["## Console", "", "`ratchet console`'s pages loaded as a browser loads them (the page, then its static "
                 "files and live stream in parallel) by a plain HTTP client (bench/console.py).", "",

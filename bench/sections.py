@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import console, longrun, mcp_calls, micro, profiling, providers, quiet, sandbox, scale, scaleout, sessions, steps
-from bench import guard, hooks, shadow, streaming
+from bench import guard, hooks, policy, shadow, streaming
 from bench.harness import Env
 from bench.progress import Progress
 
@@ -73,6 +73,10 @@ async def _providers(ctx: Context) -> Any:
     return costs
 
 
+async def _policy(ctx: Context) -> Any:
+    return await policy.policy_cost(ctx.progress, _c(ctx, "policy"))
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("steps", lambda c: steps.step_cost(_env(c), c.progress, _c(c, "variants"), _c(c, "steps"), _c(c, "reps"),
                                                _c(c, "warm_runs")),
@@ -106,6 +110,7 @@ SECTIONS: tuple[Section, ...] = (
             lambda cfg: 2 * (1 + len(cfg["profile"][2]))),
     Section("micro", _micro, lambda cfg: 1, server=False),
     Section("providers", _providers, lambda cfg: 1, server=False),
+    Section("policy", _policy, lambda cfg: 1, server=False),
 )
 BY_NAME = {s.name: s for s in SECTIONS}
 NAMES = tuple(BY_NAME)

@@ -10,8 +10,10 @@ import importlib
 import logging
 from dataclasses import dataclass
 
+from pydantic import ValidationError
 from temporalio.converter import DataConverter
 
+from ratchet.contracts import problems
 from ratchet.core.profiles import ProfileRegistry, default_profiles
 from ratchet.core.tools import ToolRegistry, default_registry
 from ratchet.mcp.config import McpConfigError, load_servers
@@ -59,6 +61,12 @@ def load_plugins(settings: Settings) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             raise SettingsError(f"RATCHET_PLUGINS: cannot import {name!r}: {exc}") from None
+        except (
+            ValidationError
+        ) as exc:  # a profile or a tool it declares is not one (an approval rule that does not parse)
+            raise SettingsError(
+                f"RATCHET_PLUGINS: {name!r} declares an invalid {exc.title}: {'; '.join(problems(exc))}"
+            ) from None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+import tests.plugins.policy  # noqa: F401  (registers the policy profile)
 import tests.plugins.probe  # noqa: F401  (registers the probe tools and profile)
 from devtools.devserver import DevServer
 from ratchet.ops.process import exit_now

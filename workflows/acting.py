@@ -42,7 +42,7 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from . import approvals, children, events, guardrails, handoffs, hosts, outcomes, quarantine
+from . import approvals, children, events, grants, guardrails, handoffs, hosts, outcomes, quarantine
 from .call_order import CallOrder
 from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost
@@ -167,13 +167,8 @@ async def _call_tool(
     args, shown, tripped = await guardrails.check_call(state, plan, spec.name, call_id, args, call.arguments)
     if (shadowed := quarantine.answer(state, spec, call, call_id, args)) is not None:  # a shadow must not run it
         return shadowed
-    reason = tripped or approvals.needs_approval(plan, spec, args)
-    if reason is not None:
-        decision = await approvals.wait_for(state, plan, spec, call_id, args, reason, phases)
-        if not decision.approved:
-            return ToolResult(
-                ok=False, error_type=ErrorType.REJECTED, output=f"a person rejected this call: {decision.reason}"
-            )
+    if (refused := await grants.approval(state, plan, spec, call_id, args, tripped, phases)) is not None:
+        return refused
     if not await turns.turn(index):
         return ToolResult(ok=False, output="not run: an earlier call of this reply failed")
     events.tool_started(stream, state, call_id, spec.name, shown)
@@ -183,6 +178,8 @@ async def _call_tool(
         result = await _delegate(state, plan, spec, key, call_id, args)
     elif spec.kind == "handoff":
         result = await handoffs.hand_over(state, plan, call_id, args)
+    elif spec.kind == "plan":
+        result = await grants.propose(state, plan, spec, call_id, args, phases)
     else:
         result = await _run_activity_tool(state, plan, spec, key, call_id, args, phases)
     if result.error_type == ErrorType.INVALID_ARGUMENTS:

@@ -41,7 +41,19 @@ from ratchet.contracts import (
     TurnAnswer,
 )
 from ratchet.core import budget as budgets
-from . import approvals, checkpoints, events, failover, handover, inbox, interrupts, outcomes, planning, rollback
+from . import (
+    approvals,
+    checkpoints,
+    events,
+    failover,
+    grants,
+    handover,
+    inbox,
+    interrupts,
+    outcomes,
+    planning,
+    rollback,
+)
 from . import sessions, turns, upgrades
 from .errors import FailRun
 from .hosts import HostLost
@@ -161,7 +173,9 @@ class AgentWorkflow:
     @workflow.update(name=RunMessages.APPROVE)
     def approve(self, request: ApproveRequest) -> str:
         decision = Decision(approved=True, by=request.by, at=workflow.now().isoformat())
-        return approvals.decide(self._require_state(), request.call_id, decision)
+        state = self._require_state()
+        granted = grants.with_approval(state, request, workflow.now())
+        return approvals.decide(state, request.call_id, decision) + granted
 
     @approve.validator
     def _validate_approve(self, request: ApproveRequest) -> None:

@@ -126,3 +126,53 @@ async def hostile_messages(p: Probe, out: Outcome) -> None:
         out.problems.append(f"expected the NUL stripped and the long message cut to 100000: {out.outcome}; {sent}")
     if any(len(u) > 100_000 or "\x00" in u for u in users):
         out.problems.append("a message over 100000 characters or with NUL reached the conversation")
+
+
+@case("a model that tries to get its own calls approved", "model tool arguments + update (SDK)")
+async def self_approval(p: Probe, out: Outcome) -> None:
+    """Profile `hostile_policy` approves write_file under docs/** and run_command `pytest( -q)?` by
+    rule: arguments that only look like those, and the model's own plan, each ask a person; a
+    person's update that names itself a rule is refused. Every call is then rejected: none runs."""
+    wid = p.wid("selfapprove")
+    writes = ["docs/../escape.txt", f"{p.outside}/docs/abs.txt", "docs\\..\\..\\back.txt", "docs/**",
+              "./docs/./../dot.txt"]
+    argvs = [["pytest", "-q", ";", "touch", "pwned"], ["sh", "-c", "pytest -q; touch pwned"], ["pytest -q"]]
+    calls = [call("write_file", {"path": path, "content": "x"}) for path in writes]
+    calls += [call("run_command", {"argv": argv}) for argv in argvs]
+    calls.append(call("propose_plan", {"summary": "everything", "calls": [{"tool": "write_file"}]}))
+    run = {**hostile_run(wid, [{"tool_calls": calls}, {"content": "asked"}]), "agent": "hostile_policy"}
+    await p.start(wid, run)
+    asked = await _reject_each(p, out, wid, len(calls))
+    verdict(out, await p.finish(out, wid), "DONE: asked")
+    decisions = (await p.state(wid))["calls"]["decisions"]
+    out.outcome = f"{asked}/{len(calls)} asked a person; the self-named rule refused; all rejected"
+    automatic = [d for d in decisions.values() if d["approved"] or d["by"].startswith(("rule:", "grant:"))]
+    if len(decisions) != len(calls) or automatic:
+        out.problems.append(f"expected every call rejected by a person: {decisions}")
+    if (p.outside / "docs").exists() or any(p.stack.base.rglob("pwned")) or any(p.stack.base.rglob("escape.txt")):
+        out.problems.append("a call that asked ran anyway")
+
+
+async def _reject_each(p: Probe, out: Outcome, wid: str, calls: int) -> int:
+    """Reject every call that asks (the plan asks on its turn, after the calls before it), until
+    `calls` have asked; the first one is tried with an approval that names itself a rule."""
+    handle, asked, tried = p.client.get_workflow_handle(wid), 0, False
+    async with asyncio.timeout(60):
+        while asked < calls:
+            state = await p.state(wid)
+            if state["calls"]["decisions"] and not asked:
+                out.problems.append(f"decided without a person: {state['calls']['decisions']}")
+            for waiting in state["calls"]["pending_approvals"]:
+                if not tried:
+                    tried = True
+                    try:
+                        by = "rule:write_file path=docs/**"
+                        await handle.execute_update("approve", {"call_id": waiting["call_id"], "by": by})
+                        out.problems.append("an approval naming itself a rule was accepted")
+                    except WorkflowUpdateFailedError as err:
+                        # ApproveRequest.by refuses a rule's or a grant's name: the decoding fails
+                        verdict(out, str(err.cause), "Failed decoding arguments")
+                await handle.execute_update("reject", {"call_id": waiting["call_id"], "reason": "self-approval"})
+                asked += 1
+            await asyncio.sleep(0.1)
+    return asked

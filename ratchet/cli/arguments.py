@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ratchet.cli.verbs import workflow_id
+from ratchet.cli.verbs import seconds, workflow_id
 
 
 def codec_server(cmd: argparse.ArgumentParser) -> None:
@@ -70,6 +70,17 @@ def mcp(cmd: argparse.ArgumentParser) -> None:
 def call(cmd: argparse.ArgumentParser) -> None:
     workflow_id(cmd)
     cmd.add_argument("call_id", help="the waiting call (`ratchet watch` lists them)")
+
+
+def approve(cmd: argparse.ArgumentParser) -> None:
+    workflow_id(cmd)
+    cmd.add_argument("call_ids", nargs="+", metavar="CALL", help="the waiting calls, each decided on its own")
+    cmd.add_argument(
+        "--grant",
+        type=seconds,
+        metavar="DURATION",
+        help="also approve later calls of the same tools for this long, in this run (30m, 1h, 1d)",
+    )
 
 
 def reject(cmd: argparse.ArgumentParser) -> None:

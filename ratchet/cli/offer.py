@@ -47,6 +47,7 @@ def profiles(args: argparse.Namespace) -> int:
                 "tools": profile.tools,
                 "mcp": [{"server": t.server, "tools": t.tools or "all it lists"} for t in profile.mcp],
                 "approval": waits,
+                "auto_approve": [rule.label() for rule in profile.auto_approve],
                 "verifier": " ".join(profile.verifier.argv) if profile.verifier else None,
                 "budget": profile.budget.model_dump(exclude_none=True),
                 "failure_policy": str(profile.failure_policy),
@@ -74,6 +75,8 @@ def profiles(args: argparse.Namespace) -> int:
             + (f"   answers: {p['output_schema']}" if p["output_schema"] else "")
         )
         print(f"  waits for approval: {'; '.join(p['approval']) or 'never'}")
+        if p["auto_approve"]:
+            print(f"  unless a rule approves: {'; '.join(p['auto_approve'])}")
         print(
             f"  verifier: {p['verifier'] or '-'}   failure policy: {p['failure_policy']}   budget: "
             + ", ".join(f"{k} {v}" for k, v in p["budget"].items())

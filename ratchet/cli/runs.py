@@ -112,7 +112,13 @@ async def fork(args: argparse.Namespace) -> int:
 
 
 async def approve(args: argparse.Namespace) -> int:
-    return await _answer((await connected()).get(args.workflow_id).approve(args.call_id))
+    """Each call approved on its own (the others of its step keep waiting); exit 1 if any was refused."""
+    run = (await connected()).get(args.workflow_id)
+    grant = {"for_s": args.grant} if args.grant else None
+    failed = 0
+    for call_id in args.call_ids:
+        failed |= await _answer(run.approve(call_id, grant=grant))
+    return failed
 
 
 async def reject(args: argparse.Namespace) -> int:

@@ -64,10 +64,10 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "approve",
-        "approve a tool call waiting for a person (AWAITING_APPROVAL)",
-        "ratchet approve ops-7 call_3_0",
+        "approve tool calls waiting for a person (AWAITING_APPROVAL), each on its own; --grant: later ones too",
+        "ratchet approve ops-7 call_3_0 call_3_2 --grant 1h",
         "ratchet.cli.runs:approve",
-        arguments.call,
+        arguments.approve,
     ),
     Verb(
         "reject",

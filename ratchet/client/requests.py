@@ -20,6 +20,7 @@ from ratchet.contracts import (
     AskRequest,
     DecideRequest,
     FollowRequest,
+    GrantRequest,
     OutcomeChoice,
     Phase,
     RejectRequest,
@@ -44,9 +45,14 @@ class RunRequests:
         self._calls, self._identity = calls, identity
         self.workflow_id = calls.workflow_id
 
-    async def approve(self, call_id: str, by: str | None = None) -> str:
-        """Approve a pending call; the decision records `by` (default: this client's identity) and when."""
-        request = _request("approval", ApproveRequest, call_id=call_id, by=self._by(by))
+    async def approve(
+        self, call_id: str, by: str | None = None, grant: GrantRequest | dict[str, Any] | None = None
+    ) -> str:
+        """Approve a pending call; the decision records `by` (default: this client's identity) and when.
+        Each call is decided on its own: of a step's five waiting calls, approve three and reject two.
+        `grant` (`{"for_s": 3600}`, optionally `patterns`) also lets later calls like it run without
+        asking, in this run, for that long (ratchet/contracts/approval_policy.py)."""
+        request = _request("approval", ApproveRequest, call_id=call_id, by=self._by(by), grant=grant)
         return await self._calls.update(RunMessages.APPROVE, request, str)
 
     async def reject(self, call_id: str, reason: str = "rejected by a person", by: str | None = None) -> str:

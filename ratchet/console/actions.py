@@ -54,8 +54,11 @@ async def run_action(client: RatchetClient, request: Request, visit: Visit, acti
 
 
 async def _approve(run: RunHandle, form: dict[str, str]) -> str:
-    await run.approve(_required(form, "call_id"), by=_by(run))
-    return f"Approved {form['call_id']}."
+    grant = form.get("grant", "").strip()
+    if grant and not grant.isdigit():
+        raise InvalidInput("form", [f"grant: seconds, not {grant!r}"])
+    answer = await run.approve(_required(form, "call_id"), by=_by(run), grant={"for_s": int(grant)} if grant else None)
+    return f"Approved {form['call_id']}" + (f" ({answer.split('; ', 1)[1]})." if grant else ".")
 
 
 async def _reject(run: RunHandle, form: dict[str, str]) -> str:

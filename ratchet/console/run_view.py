@@ -56,6 +56,7 @@ def run_page(
         "<p class=live-status>not connected</p><pre class=tokens></pre><ol class=steps></ol></div>"
         + _transcript(wid, transcript)
         + _effects(state)
+        + _decisions(state)
         + _checkpoints(state, patches, token, older)
     )
     return page(wid, body, script=True)
@@ -162,6 +163,23 @@ def _effects(state: AgentState) -> str:
         for e in state.effects.stack.items
     ]
     return "<h2>Effects</h2>" + table(["step", "tool", "class", "status", "undo"], rows, "No effects yet.")
+
+
+def _decisions(state: AgentState) -> str:
+    """Every decision on a call that needed approval, a person's or a rule's or a grant's, and the grants."""
+    rows = [
+        [esc(cid), "approved" if d.approved else "rejected", f"<code>{esc(d.by)}</code>", esc(d.reason), esc(d.at)]
+        for cid, d in state.calls.decisions.items()
+    ]
+    grants = [
+        [esc(g.id), esc("; ".join(p.label() for p in g.patterns)), esc(g.by), esc(g.source), esc(g.expires_at)]
+        for g in state.calls.grants
+    ]
+    return (
+        "<h2>Decisions</h2>"
+        + table(["call", "decision", "by", "why", "at"], rows, "No call needed an approval.")
+        + (table(["grant", "covers", "by", "given with", "until"], grants, "") if grants else "")
+    )
 
 
 def _checkpoints(state: AgentState, patches: dict[str, str | None], token: str, older: int) -> str:

@@ -128,6 +128,15 @@ def _filters(chosen: RunFilter) -> str:
     )
 
 
+GRANT_CHOICE = (
+    "<select name=grant title='also approve later calls of this tool, in this run'>"
+    "<option value=''>this call only</option><option value=3600>and this tool for 1 h</option>"
+    "<option value=86400>and this tool for 1 day</option></select>"
+)
+"""An approval may carry a grant (ratchet/contracts/approval_policy.py): later calls of the tool run
+without asking for that long."""
+
+
 @dataclass(frozen=True)
 class Waiting:
     """One pending approval or decision of a run."""
@@ -159,7 +168,7 @@ def waiting_card(w: Waiting, token: str, back: str) -> str:
         f'<input type=hidden name=call_id value="{esc(w.call_id)}"><input type=hidden name=back value="{esc(back)}">'
     )
     if w.kind == "approval":
-        actions = form(base + "/approve", token, "Approve", hidden) + form(
+        actions = form(base + "/approve", token, "Approve", hidden + GRANT_CHOICE) + form(
             base + "/reject",
             token,
             "Reject",

@@ -21,6 +21,7 @@ Every name is re-exported here; import from `ratchet.contracts`. Only pydantic a
 library are imported, so workflow code can use them.
 """
 
+from ratchet.contracts.approval_policy import ArgMatch, Grant, GrantRequest, PlanArgs, ToolPattern
 from ratchet.contracts.base import (
     problems,
     ErrorType,
@@ -217,6 +218,11 @@ __all__ = [
     "ModelChoice",
     "ToolSchema",
     "ApprovalRule",
+    "ArgMatch",
+    "Grant",
+    "GrantRequest",
+    "PlanArgs",
+    "ToolPattern",
     "ToolSpec",
     "Verifier",
     "SandboxPolicy",

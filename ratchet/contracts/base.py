@@ -36,9 +36,15 @@ BY_TIMEOUT = "timeout"
 """The `by` of a decision the run made itself when nobody decided in time."""
 
 
+BY_RULE, BY_GRANT = "rule:", "grant:"
+"""The `by` prefixes of a decision a profile rule or a grant made (workflows/grants.py)."""
+
+
 def _a_person(value: str) -> str:
     if value == BY_TIMEOUT:
         raise ValueError(f"{BY_TIMEOUT!r} is the run's own name for a decision nobody made in time")
+    if value.startswith((BY_RULE, BY_GRANT)):
+        raise ValueError(f"{value!r}: names starting {BY_RULE!r} or {BY_GRANT!r} are the run's own (its policies)")
     return value
 
 

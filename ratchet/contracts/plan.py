@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ratchet.contracts.approval_policy import ToolPattern
 from ratchet.contracts.base import EffectClass, FailurePolicy
 from ratchet.contracts.guardrails import Guardrail
 from ratchet.contracts.notify import Notify
@@ -94,9 +95,10 @@ class ToolSpec(BaseModel):
     """What the workflow needs to know about a tool; the JSON schema goes to the artifact store."""
 
     name: str
-    kind: Literal["activity", "timer", "child", "handoff"] = "activity"
+    kind: Literal["activity", "timer", "child", "handoff", "plan"] = "activity"
     """`timer` tools (wait) run in the workflow as durable timers; `child` tools (delegate) as
-    child workflows; `handoff` swaps the run's profile (workflows/handoffs.py); the rest as activities."""
+    child workflows; `handoff` swaps the run's profile (workflows/handoffs.py); `plan` (propose_plan) asks a person to
+    approve an envelope of calls (workflows/grants.py); the rest as activities."""
     heartbeat_s: float | None = None
     effect: EffectClass = EffectClass.READ_ONLY
     timeout_s: float = 60.0
@@ -141,6 +143,10 @@ class RunPolicy(BaseModel):
     """Irreversible tools this profile may use without approval."""
     approval_rules: list[ApprovalRule] = Field(default_factory=list)
     """Tools (or tool arguments matching a pattern) that wait for a person's approval."""
+    auto_approve: list[ToolPattern] = Field(default_factory=list)
+    """Calls that run without asking a person although a rule above or irreversibility would ask:
+    the first pattern covering a call approves it, recorded as `rule:<pattern>`
+    (ratchet/contracts/approval_policy.py). A guardrail's `ask` still asks."""
     approval_timeout_s: float | None = None
     on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
     decision_timeout_s: float | None = None

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ratchet.contracts.approval_policy import GrantRequest
 from ratchet.contracts.base import Decider, MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
 from ratchet.contracts.session import SessionOverride
 from ratchet.contracts.shadow import ShadowOf
@@ -184,6 +185,8 @@ class RollbackRequest(Strict):
 class ApproveRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
     by: Decider = "person"
+    grant: GrantRequest | None = None
+    """Also grant later calls like it for a time (ratchet/contracts/approval_policy.py)."""
 
 
 class RejectRequest(Strict):

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ratchet.contracts.approval_policy import Grant
 from ratchet.contracts.base import ArtifactRef, Phase
 from ratchet.contracts.guardrails import GuardrailTrip
 from ratchet.contracts.handoff import Handoff
@@ -140,6 +141,10 @@ class Calls(Part):
     transcript, their side effects in `effects`)."""
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decisions: dict[str, Decision] = Field(default_factory=dict)
+    """Every decision on a call that needed approval: a person's (`by` their name), the timeout's
+    (`timeout`), a profile rule's (`rule:write_file path=docs/**`), a grant's (`grant:<id>`)."""
+    grants: list[Grant] = Field(default_factory=list)
+    """Grants people gave in this run, expired ones too (workflows/grants.py)."""
     pending_decisions: list[PendingDecision] = Field(default_factory=list)
     """Calls whose outcome is unknown, waiting for `decide` (phase AWAITING_DECISION)."""
     outcome_decisions: dict[str, OutcomeDecision] = Field(default_factory=dict)
@@ -167,6 +172,10 @@ class Calls(Part):
 
     def decide(self, call_id: str, decision: Decision) -> None:
         self.decisions[call_id] = decision
+        self.changed()
+
+    def grant(self, grant: Grant) -> None:
+        self.grants.append(grant)
         self.changed()
 
     def approval_closed(self, call_id: str) -> None:

@@ -100,7 +100,18 @@ class ProfileRegistry:
     def problems(self) -> list[str]:
         """What is wrong with the registered profiles, one line each naming profile and field
         (empty: all good). A worker refuses to start on any (`RatchetPlugin.run_worker`)."""
-        return [line for profile in self.profiles.values() for line in budget_problems(profile)]
+        return [
+            line for profile in self.profiles.values() for line in budget_problems(profile) + rule_problems(profile)
+        ]
+
+
+def rule_problems(profile: AgentProfile) -> list[str]:
+    """An auto-approve rule must name a tool of its profile (a misspelt one would never match)."""
+    return [
+        f"profile {profile.name!r}: auto_approve[{i}] ({rule.label()}): {rule.tool!r} is not one of its tools"
+        for i, rule in enumerate(profile.auto_approve)
+        if rule.tool not in profile.tools and not any(rule.tool.startswith(f"{m.server}__") for m in profile.mcp)
+    ]
 
 
 def budget_problems(profile: AgentProfile) -> list[str]:

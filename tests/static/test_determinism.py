@@ -170,6 +170,8 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "ratchet.contracts": "the data contracts: pydantic and the standard library only",
     "ratchet.core.keys": "idempotency keys: pure string functions",
     "ratchet.core.budget": "budget arithmetic: pure functions",
+    "ratchet.core.approval_rules": "approval patterns matched against a call's arguments: globs and regexes over "
+    "text, number comparisons, pure functions (its compile cache is keyed by the pattern's text)",
     "ratchet.core.guardrails": "guardrail matching and redaction: regular expressions over text, pure functions",
     "ratchet.workflows": "the workflow package itself (checked by this same test)",
 }

@@ -58,3 +58,25 @@ def test_the_readmes_tool_example_is_one_a_worker_accepts(tmp_path):
                             "print(default_registry.problems())"], env={**os.environ, "PYTHONPATH": str(tmp_path)},
                            capture_output=True, text=True, timeout=60)
     assert check.stdout.strip() == "[]", check.stdout + check.stderr
+
+
+BAD_RULES = """
+from ratchet.core.profiles import AgentProfile, register_profile
+register_profile(AgentProfile(name="bad", system_prompt="s", tools=["write_file"], auto_approve=[
+    {"tool": "write_file", "when": {"path": {"glob": "docs/**"}}},
+    {"tool": "write_file", "when": {"path": {"regex": "docs/(.*"}}},
+]))
+"""
+
+
+def test_an_approval_rule_that_does_not_parse_stops_the_worker_naming_the_rule(tmp_path):
+    (tmp_path / "bad_rules.py").write_text(BAD_RULES)
+    env = {"RATCHET_PLUGINS": "bad_rules", "PYTHONPATH": str(tmp_path), "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    for verb in ("worker", "profiles"):
+        done = ratchet(verb, **env)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "'bad_rules' declares an invalid AgentProfile: auto_approve.1.when.path.regex" in done.stderr
+        assert "regex 'docs/(.*' does not compile" in done.stderr
+    policy = ratchet("profiles", "--json", RATCHET_PLUGINS="tests.plugins.policy")
+    [shown] = [p for p in json.loads(policy.stdout) if p["name"] == "policy"]
+    assert shown["auto_approve"] == ["write_file path=docs/**", "probe_pay amount=<100"]

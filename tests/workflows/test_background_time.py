@@ -13,7 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from ratchet.contracts import AgentResult, AgentState, Phase
 from ratchet.payloads.converter import BASE_CONVERTER
 from ratchet.worker.main import build_worker
-from tests.runs import scripted, start
+from tests.runs import scripted, start, wait_for
 
 TEST_SERVER = Path(sys.executable).parent / "temporal-test-server"
 
@@ -76,3 +76,35 @@ async def test_a_paused_run_resumes_after_a_month(env, ts_settings):
         await handle.resume()
         result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "resumed"
+
+
+async def test_an_approval_timeout_never_approves_a_plan_even_where_it_approves_calls(env, ts_settings):
+    plan = {"summary": "write src", "calls": [{"tool": "write_file", "when": {"path": {"glob": "src/**"}}}]}
+    script = [
+        {"tool_calls": [{"name": "propose_plan", "arguments": plan}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "src/a.py", "content": "x"}}]},
+        {"content": "done"},
+    ]
+    result, state, elapsed = await run_to_end(env, ts_settings, scripted("policy_lax", script, workspace="lax"))
+    assert result.phase == Phase.DONE and elapsed >= timedelta(hours=2)  # each waited its hour: no grant
+    assert state.calls.grants == []
+    assert [d.by for d in state.calls.decisions.values()] == ["timeout", "timeout"]
+    plan_result, write_result = [r.result for r in state.calls.tool_calls.items]
+    assert not plan_result.ok and plan_result.output == "no person approved the plan in time"
+    assert write_result.ok  # the profile lets a timeout approve a call, not an envelope
+
+
+async def test_a_grant_ends_at_its_expiry_and_the_next_call_asks_again(env, ts_settings):
+    write = [{"tool_calls": [{"name": "write_file", "arguments": {"path": f"notes/{n}.md", "content": n}}]} for n in "abc"]
+    script = [write[0], write[1], {"tool_calls": [{"name": "wait", "arguments": {"seconds": 7200}}]}, write[2]]
+    async with build_worker(env.client, ts_settings, graceful_shutdown_timeout=timedelta(0)):
+        run = scripted("policy_wait", [*script, {"content": "done"}], workspace="ts-grant")
+        handle = await start(env.client, ts_settings, run, f"ts-{uuid.uuid4().hex[:8]}")
+        await wait_for(handle, lambda s: [p.call_id for p in s.calls.pending_approvals] == ["call_1_0"])
+        await handle.approve("call_1_0", by="ana", grant={"for_s": 3600})
+        assert (await handle.result()).phase == Phase.DONE  # the test server skips the wait and the 3-day approval wait
+        state = await handle.state()
+    decided = {cid: (d.approved, d.by) for cid, d in state.calls.decisions.items()}
+    assert decided == {"call_1_0": (True, "ana"), "call_2_0": (True, "grant:g1"), "call_4_0": (False, "timeout")}
+    [grant] = state.calls.grants
+    assert grant.by == "ana" and grant.source == "call_1_0"
