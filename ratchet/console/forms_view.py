@@ -47,10 +47,12 @@ def error_page(status: int, title: str, detail: str) -> str:
     return page(f"{status} {title}", body)
 
 
-def login_page(token: str, problem: str = "") -> str:
+def login_page(token: str, problem: str = "", *, oidc: bool = False) -> str:
     note = f'<p class="flash error" role=alert>{esc(problem)}</p>' if problem else ""
+    provider = '<p><a class=button href="/auth/login">Sign in with your organisation\'s account</a></p>' if oidc else ""
     fields = "<label>token <input name=token type=password autocomplete=current-password required></label>"
-    body = f"<h1>Sign in</h1>{note}<p>This console asks for its token (RATCHET_CONSOLE_TOKEN).</p>" + form(
-        "/login", token, "Sign in", fields
+    body = (
+        f"<h1>Sign in</h1>{note}{provider}<p>Or with a token: the console's (RATCHET_CONSOLE_TOKEN) or your own "
+        "(`ratchet users add`).</p>" + form("/login", token, "Sign in", fields)
     )
     return page("Sign in", body)

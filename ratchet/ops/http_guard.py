@@ -90,11 +90,13 @@ class HttpGuard:
         token: str | None = None,
         token_setting: str = "the token setting",
         same_origin: bool = False,
+        signs_in: bool = False,
     ) -> HttpGuard:
         """The guard of a server bound to `bind`: loopback names and `bind` itself (unless a
         wildcard) as hosts, plus `hosts`. Raises GuardSettingsError for a non-loopback bind
-        without a token, naming `token_setting`."""
-        if not is_loopback(bind) and not token:
+        without a token, naming `token_setting`, unless the server `signs_in` people itself
+        (OpenID Connect, a trusted proxy: ratchet/people/authenticate.py)."""
+        if not is_loopback(bind) and not token and not signs_in:
             raise GuardSettingsError(
                 f"--host {bind} is reachable from other machines: set {token_setting} (clients send "
                 "`Authorization: Bearer <token>`), or bind to 127.0.0.1"
