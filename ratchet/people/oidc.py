@@ -79,6 +79,10 @@ class OidcClient:
 
     async def finish(self, code: str, verifier: str, nonce: str, redirect_uri: str) -> dict[str, Any]:
         """The verified ID token's claims for the callback's `code`."""
+        return await self.verify(await self.exchange(code, verifier, redirect_uri), nonce)
+
+    async def exchange(self, code: str, verifier: str, redirect_uri: str) -> str:
+        """The ID token the provider gives for `code` (not yet verified)."""
         meta = await self.discovery()
         form = {
             "grant_type": "authorization_code",
@@ -93,7 +97,7 @@ class OidcClient:
         id_token = answer.get("id_token")
         if not isinstance(id_token, str):
             raise SignInRefused("the provider's token response holds no id_token")
-        return await self.verify(id_token, nonce)
+        return id_token
 
     async def verify(self, id_token: str, nonce: str) -> dict[str, Any]:
         """The claims of `id_token` once every check passes; SignInRefused naming the one that failed."""
