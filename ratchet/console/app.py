@@ -26,14 +26,14 @@ from collections.abc import Awaitable, Callable
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound, Unavailable
 from ratchet.console import actions, pages, signin
 from ratchet.console.forms_view import error_page
 from ratchet.console.guard import MAX_FORM_BYTES, ConsoleGuard, Visit, secured
-from ratchet.console.html import SIGNED_IN
+from ratchet.console.html import SIGNED_IN, query_url
 from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
 from ratchet.payloads.codec import CodecKeyError
 
@@ -54,11 +54,13 @@ def guarded(
         refused = await console.admit(request, visit, needs_sign_in)
         if refused is None and request.method == "POST":
             refused = await console.form(request, visit)
+        if refused is not None and refused.status == 401 and _browsing(request):
+            return secured(RedirectResponse(query_url("/login", next=request.url.path), status_code=303), visit)
         if refused is not None:
             detail = refused.reason + (" (sign in at /login)" if refused.status == 401 else "")
             return secured(_page(refused.status, "Refused", detail), visit)
-        who = visit.principal
-        SIGNED_IN.set((who.subject, who.via, visit.token) if who is not None and needs_sign_in else None)
+        who, alone = visit.principal, console.authenticator.single_user
+        SIGNED_IN.set((who.subject, who.via, "" if alone else visit.token) if who and needs_sign_in else None)
         try:
             response = await handler(request, visit)
         except RatchetError as exc:
@@ -129,6 +131,11 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
     ]
     limit = Middleware(BodyLimit, max_bytes=MAX_FORM_BYTES, answer=_too_large)
     return Starlette(routes=routes, middleware=[limit], exception_handlers={404: _not_found, 405: _not_allowed})
+
+
+def _browsing(request: Request) -> bool:
+    """A browser following a link (a GET for a page): sent to the sign-in page rather than a 401."""
+    return request.method == "GET" and "text/html" in request.headers.get("accept", "")
 
 
 def failure(exc: RatchetError) -> Response:

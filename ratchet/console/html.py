@@ -14,7 +14,8 @@ from urllib.parse import quote, urlencode
 
 SIGNED_IN: ContextVar[tuple[str, str, str] | None] = ContextVar("signed_in", default=None)
 """Who the page being built is for, set per request by the console's guard: (subject, how, the
-page's CSRF token for the sign-out form); None on the pages anyone may see."""
+page's CSRF token for the sign-out form, empty: no sign-out, the single user or a proxy's); None on
+the pages anyone may see."""
 
 
 def esc(value: Any) -> str:
@@ -65,7 +66,7 @@ def _who() -> str:
     if who is None:
         return ""
     subject, via, token = who
-    out = "" if via == "proxy" else form("/logout", token, "Sign out")
+    out = form("/logout", token, "Sign out") if token and via != "proxy" else ""
     return f"<span class=who>signed in as <b id=signed-in>{esc(subject)}</b> ({esc(via)}){out}</span>"
 
 

@@ -43,12 +43,13 @@ class OidcSignIn:
 def login(console: ConsoleGuard):
     async def page(request: Request, visit: Visit) -> Response:
         if request.method == "GET":
-            return HTMLResponse(login_page(visit.token, oidc=console.oidc is not None))
+            back = _next(request.query_params.get("next", "/"))
+            return HTMLResponse(login_page(visit.token, oidc=console.oidc is not None, back=back))
         given = visit.form.get("token", "").strip()
         if not given or await console.authenticator.by_token(given) is None:
             problem = "That is not the console's token, nor a person's."
             return HTMLResponse(login_page(visit.token, problem, oidc=console.oidc is not None), status_code=401)
-        response = RedirectResponse("/", status_code=303)
+        response = RedirectResponse(_next(visit.form.get("next", "/")), status_code=303)
         response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/")
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
@@ -60,8 +61,7 @@ def start(console: ConsoleGuard):
     async def begin(request: Request, visit: Visit) -> Response:
         if console.oidc is None:
             return _refused(404, "This console has no OpenID provider (RATCHET_OIDC_ISSUER).")
-        back = request.query_params.get("next", "/")
-        back = back if back.startswith("/") and not back.startswith("//") else "/"
+        back = _next(request.query_params.get("next", "/"))
         try:
             flow = await console.oidc.client.start(console.oidc.redirect_uri(request))
         except SignInRefused as exc:
@@ -114,6 +114,7 @@ def callback(console: ConsoleGuard):
             httponly=True,
             samesite="lax",
             path="/",
+            secure=(console.oidc.public_url or "").startswith("https://"),
         )
         response.delete_cookie(FLOW_COOKIE, path="/auth")
         response.delete_cookie(TOKEN_COOKIE, path="/")
@@ -127,6 +128,11 @@ async def logout(request: Request, visit: Visit) -> Response:
     response.delete_cookie(SESSION_COOKIE, path="/")
     response.delete_cookie(TOKEN_COOKIE, path="/")
     return response
+
+
+def _next(back: str) -> str:
+    """Where to go after signing in: `back` if it is a path of this console, else its front page."""
+    return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/"
 
 
 def _refused(status: int, detail: str) -> Response:

@@ -62,7 +62,9 @@ def console_app(client, settings, people: Authenticator, idp: OidcProvider | Non
 async def test_a_person_signs_in_through_the_provider_and_every_page_names_them(client, settings, idp):
     async with console_app(client, settings, Authenticator(), idp) as console:
         assert (await console.get("/")).status_code == 401
-        assert "/auth/login" in (await console.get("/login")).text
+        browsing = await console.get("/inbox", headers={"Accept": "text/html"})
+        assert browsing.status_code == 303 and browsing.headers["location"] == "/login?next=%2Finbox"
+        assert '"/auth/login?next=%2Finbox"' in (await console.get(browsing.headers["location"])).text
         start = await console.get("/auth/login", params={"next": "/inbox"})
         assert start.status_code == 302 and start.headers["location"].startswith(idp.issuer)
         asked = parse_qs(urlsplit(start.headers["location"]).query)
