@@ -153,7 +153,7 @@ class OidcClient:
         if self._keys is None or stale:
             document = await self._http("GET", (await self.discovery())["jwks_uri"])
             try:
-                self._keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
+                self._keys = KeySet.import_key_set(document)  # type: ignore[arg-type]  # a JWKS document, checked by the import
             except (JoseError, ValueError, KeyError, TypeError) as exc:
                 raise SignInRefused(f"the provider's JWKS does not load: {exc}") from None
             self._keys_at = time.monotonic()

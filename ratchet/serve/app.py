@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
 
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -64,11 +65,10 @@ def build_app(
     people: Authenticator | None = None,
 ) -> Starlette:
     people = people or Authenticator(console_token=guard.token, single_user=guard.token is None)
-    checks = replace(guard, token=None)
 
     def guarded(handler: Handler, json_body: bool = False, signed: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
-            refused = await _admit(checks, people, request, json_body, signed)
+            refused = await _admit(guard, people, request, json_body, signed)
             if refused is not None:
                 response: Response = JSONResponse({"error": refused.reason}, status_code=refused.status)
             elif request.method == "OPTIONS":
@@ -83,13 +83,6 @@ def build_app(
             return _cors(guard, request, response)
 
         return endpoint
-
-    def refused(refusal: Refusal) -> ASGIApp:
-        async def answer(scope: Scope, receive: Receive, send: Send) -> None:
-            response = JSONResponse({"error": refusal.reason}, status_code=refusal.status)
-            await _cors(guard, Request(scope), response)(scope, receive, send)
-
-        return answer
 
     async def run_events(request: Request) -> Response:
         run = client.get(request.path_params["workflow_id"])
@@ -117,16 +110,27 @@ def build_app(
             Route("/agui", guarded(agui_run, json_body=True), methods=["POST", "OPTIONS"]),
             Route("/hooks/{name}", guarded(hook, json_body=True, signed=True), methods=["POST"]),
         ],
-        middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes, answer=refused)],
+        middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes, answer=partial(_refused, guard))],
     )
 
 
+def _refused(guard: HttpGuard, refusal: Refusal) -> ASGIApp:
+    """The answer `BodyLimit` sends for `refusal`: its reason as JSON, with CORS headers."""
+
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse({"error": refusal.reason}, status_code=refusal.status)
+        await _cors(guard, Request(scope), response)(scope, receive, send)
+
+    return answer
+
+
 async def _admit(
-    checks: HttpGuard, people: Authenticator, request: Request, json_body: bool, signed: bool
+    guard: HttpGuard, people: Authenticator, request: Request, json_body: bool, signed: bool
 ) -> Refusal | None:
-    """Why `request` is refused (`checks`: Host, Origin, JSON; then nobody named by `people`), or
-    None with its person on `request.state.principal`. A signed hook proves itself."""
-    refused = checks.check(request.method, request.headers, json_body=json_body, signed=signed)
+    """Why `request` is refused (`guard`'s Host, Origin, JSON; then nobody named by `people`: its
+    token is one of theirs), or None with its person on `request.state.principal`. A signed hook
+    proves itself."""
+    refused = replace(guard, token=None).check(request.method, request.headers, json_body=json_body, signed=signed)
     if refused is not None or signed or request.method == "OPTIONS":
         return refused
     client = request.client.host if request.client else None
