@@ -84,3 +84,23 @@ def test_the_console_does_not_start_on_a_bad_sign_in_setting():
     done = subprocess.run([sys.executable, "-m", "ratchet.cli.main", "console", "--port", "0"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "RATCHET_TRUSTED_PROXIES: 'nope'" in done.stderr, done.stdout + done.stderr
+
+
+def test_the_console_is_wired_from_the_settings(env, tmp_path):
+    from ratchet.cli.console import console_guard
+    from ratchet.ops.http_guard import GuardSettingsError
+    from ratchet.ops.settings import Settings
+
+    settings = Settings(ledger_path=tmp_path / "ledger.sqlite3")
+    alone = console_guard(settings, load_people_settings(), "127.0.0.1", [])
+    assert alone.authenticator.single_user and alone.oidc is None and alone.authenticator.users is not None
+    with pytest.raises(GuardSettingsError, match="RATCHET_OIDC_ISSUER or RATCHET_TRUSTED_PROXIES"):
+        console_guard(settings, load_people_settings(), "0.0.0.0", [])
+    env.setenv("RATCHET_OIDC_ISSUER", "https://idp.example")
+    env.setenv("RATCHET_OIDC_CLIENT_ID", "console")
+    env.setenv("RATCHET_TRUSTED_PROXIES", "10.0.0.0/8")
+    env.setenv("RATCHET_CONSOLE_URL", "https://console.example")
+    team = console_guard(settings, load_people_settings(), "0.0.0.0", [])  # beyond loopback: people sign in
+    assert not team.authenticator.single_user and [str(n) for n in team.authenticator.proxies] == ["10.0.0.0/8"]
+    assert team.oidc is not None and team.oidc.client.issuer == "https://idp.example"
+    assert team.authenticator.console_token is None
