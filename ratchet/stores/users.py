@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ratchet.core.settings_errors import SettingsError, mask_url
+from ratchet.stores.postgres_tables import SCHEMA_LOCK
 from ratchet.stores.urls import LEDGER_SETTING, POSTGRES_SCHEMES, ledger_path
 
 USERS_TABLE = "ratchet_users"
@@ -91,9 +92,11 @@ Connect = Callable[[], Any]
 class SqlUsers:
     """`UserStore` over a DB-API connection factory: SQLite (`?`) or psycopg (`%s`)."""
 
-    def __init__(self, connect: Connect, placeholder: str, shown: str) -> None:
+    def __init__(self, connect: Connect, placeholder: str, shown: str, schema_lock: str | None = None) -> None:
         self._connect, self._p, self.shown = connect, placeholder, shown
         with self._tx() as cur:
+            if schema_lock is not None:  # Postgres: consoles starting at once do not race on the catalog
+                cur.execute(schema_lock)
             cur.execute(SCHEMA)
 
     def __repr__(self) -> str:
@@ -181,7 +184,8 @@ def _postgres(url: str) -> UserStore:
             "pip install 'ratchet-agents[postgres]'"
         ) from None
     try:
-        return SqlUsers(lambda: psycopg.connect(url, connect_timeout=10), "%s", mask_url(url))
+        lock = f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"
+        return SqlUsers(lambda: psycopg.connect(url, connect_timeout=10), "%s", mask_url(url), lock)
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SettingsError(f"{LEDGER_SETTING}={mask_url(url)!r}: cannot use the database: {first}") from None
