@@ -55,7 +55,8 @@ def guarded(
         if refused is None and request.method == "POST":
             refused = await console.form(request, visit)
         if refused is not None and refused.status == 401 and _browsing(request):
-            return secured(RedirectResponse(query_url("/login", next=request.url.path), status_code=303), visit)
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return secured(RedirectResponse(query_url("/login", next=here), status_code=303), visit)
         if refused is not None:
             detail = refused.reason + (" (sign in at /login)" if refused.status == 401 else "")
             return secured(_page(refused.status, "Refused", detail), visit)
