@@ -60,7 +60,8 @@ def console_app(client, settings, people: Authenticator, idp: OidcProvider | Non
 
 
 async def test_a_person_signs_in_through_the_provider_and_every_page_names_them(client, settings, idp):
-    async with console_app(client, settings, Authenticator(), idp) as console:
+    people = Authenticator()
+    async with console_app(client, settings, people, idp) as console:
         assert (await console.get("/")).status_code == 401
         browsing = await console.get("/inbox", headers={"Accept": "text/html"})
         assert browsing.status_code == 303 and browsing.headers["location"] == "/login?next=%2Finbox"
@@ -76,6 +77,12 @@ async def test_a_person_signs_in_through_the_provider_and_every_page_names_them(
         assert "HttpOnly" in cookie and "SameSite=lax" in cookie
         page = await console.get("/inbox")
         assert page.status_code == 200 and re.search(r"signed in as <b id=signed-in>alice</b> \(oidc\)", page.text)
+        session = console.cookies[SESSION_COOKIE]
+        async with console_app(client, settings, people, idp) as other:  # the same console, another cookie jar
+            other.cookies.set(SESSION_COOKIE, session)
+            assert (await other.get("/inbox")).status_code == 200
+            other.cookies.set(SESSION_COOKIE, session[:5] + ("A" if session[5] != "A" else "B") + session[6:])
+            assert (await other.get("/inbox")).status_code == 401  # a changed session is nobody's
         csrf = re.search(r'action="/logout"><input type=hidden name=csrf value="([0-9a-f]+)"', page.text).group(1)
         assert (await console.post("/logout", data={"csrf": csrf})).status_code == 303
         assert (await console.get("/inbox")).status_code == 401
@@ -88,6 +95,9 @@ async def test_an_answer_for_another_sign_in_is_refused(client, settings, idp):
         forged = re.sub(r"state=[^&]+", "state=someone-elses", back).removeprefix(ORIGIN)
         refused = await console.get(forged)
         assert refused.status_code == 400 and "(state)" in refused.text
+        mixed_up = re.sub(r"iss=[^&]+", "iss=https%3A%2F%2Fother-idp.example", back).removeprefix(ORIGIN)
+        refused = await console.get(mixed_up)
+        assert refused.status_code == 400 and "not this console&#x27;s provider" in refused.text
         assert SESSION_COOKIE not in refused.headers.get("set-cookie", "")
         assert (await console.get("/")).status_code == 401
     async with console_app(client, settings, Authenticator(), idp) as other_browser:  # no sign-in of its own
@@ -169,5 +179,13 @@ async def test_a_persons_token_names_them_with_their_roles_until_they_are_remove
         shared = await people.by_token("s3cret")
         assert shared is not None and shared.via == "console-token" and shared.subject == "console"
         assert (await console.get("/", headers={"Authorization": f"Bearer {token[:-1]}x"})).status_code == 401
+    async with console_app(client, settings, people) as browser:  # the sign-in form takes a person's token too
+        form = await browser.get("/login")
+        csrf = re.search(r'name=csrf value="([0-9a-f]+)"', form.text).group(1)
+        assert (await browser.post("/login", data={"csrf": csrf, "token": "guess"})).status_code == 401
+        signed = await browser.post("/login", data={"csrf": csrf, "token": token, "next": "/inbox"})
+        assert signed.status_code == 303 and signed.headers["location"] == "/inbox"
+        assert "<b id=signed-in>bob</b> (token)" in (await browser.get("/inbox")).text
         users.remove("bob")
-        assert (await console.get("/", headers={"Authorization": f"Bearer {token}"})).status_code == 401
+        assert (await browser.get("/inbox")).status_code == 401
+        assert (await browser.get("/", headers={"Authorization": f"Bearer {token}"})).status_code == 401
