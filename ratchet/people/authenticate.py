@@ -5,7 +5,9 @@ In this order, the first that applies decides:
 1. `Authorization: Bearer <token>` (or the console's sign-in cookie holding a token): the
    console's single token (RATCHET_CONSOLE_TOKEN / RATCHET_SERVE_TOKEN, compared in constant time)
    is the single user, `via="console-token"`; a person's API token (ratchet/stores/users.py) is
-   that person with their roles, `via="token"`. Any other token is refused, not passed over.
+   that person with their roles, `via="token"`. Any other token is refused, not passed over to
+   rules 2 and 4 (a trusted proxy's headers still count: oauth2-proxy may pass its own
+   `Authorization` on).
 2. The console's session cookie (after OpenID Connect sign-in, ratchet/people/oidc.py): the
    person it was signed for, with the roles of the ID token's roles claim, `via="oidc"`.
 3. `X-Forwarded-User` (else `X-Forwarded-Email`) with `X-Forwarded-Groups` as roles (oauth2-proxy's
@@ -62,7 +64,8 @@ class Authenticator:
         authorization = headers.get("Authorization")
         if authorization is not None or TOKEN_COOKIE in cookies:
             scheme, _, given = (authorization or f"Bearer {cookies[TOKEN_COOKIE]}").partition(" ")
-            return await self.by_token(given.strip()) if scheme.lower() == "bearer" else None
+            token = await self.by_token(given.strip()) if scheme.lower() == "bearer" else None
+            return token or self.by_proxy(headers, client)  # a proxy may pass its own Authorization on
         signed_in = self.sessions.principal(cookies.get(SESSION_COOKIE))
         if signed_in is not None:
             return signed_in

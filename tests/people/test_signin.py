@@ -163,6 +163,11 @@ async def test_a_proxy_header_counts_only_from_a_trusted_address(client, setting
         page = await proxied.get("/", headers=headers)
         assert page.status_code == 200 and "<b id=signed-in>carol</b> (proxy)" in page.text
         assert (await proxied.get("/")).status_code == 401  # the proxy's own requests, nobody named
+        passed_on = await proxied.get("/", headers={**headers, "Authorization": "Bearer the-idps-access-token"})
+        assert passed_on.status_code == 200 and "<b id=signed-in>carol</b> (proxy)" in passed_on.text
+    async with console_app(client, settings, people, address="127.0.0.1") as direct:
+        passed_on = await direct.get("/", headers={**headers, "Authorization": "Bearer the-idps-access-token"})
+        assert passed_on.status_code == 401
     principal = people.by_proxy(httpx.Headers(headers), "10.1.2.3")
     assert principal is not None and principal.roles == ["ops", "approver"] and principal.via == "proxy"
 
