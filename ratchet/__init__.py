@@ -10,6 +10,8 @@ The layers, from the bottom up (an import only points down or sideways within a 
 - `ratchet.activities`: every piece of I/O an agent does, built on stores and models;
 - `ratchet.payloads` and `ratchet.ops`: the data converter and codecs; settings, logs, metrics,
   tracing, secret redaction;
+- `ratchet.people`: who a request to the console or `ratchet serve` comes from (OpenID Connect, a
+  trusted proxy's header, a person's API token from the users table, the single-user token);
 - `ratchet.plugin` and `ratchet.worker`: the one wiring point (a Temporal plugin) and the worker
   process; `ratchet.client`: the API every surface uses (`RatchetClient`, `RunHandle`; over
   payloads, stores, ops and contracts, nothing of the worker side); `ratchet.cli` and

@@ -9,11 +9,13 @@ READY = "ratchet serve on"
 
 
 def serve(args: argparse.Namespace) -> int:
-    from ratchet.ops.http_guard import GuardSettingsError, HttpGuard
+    from ratchet.ops.http_guard import GuardSettingsError, HttpGuard, is_loopback
+    from ratchet.ops.people_settings import load_people_settings
     from ratchet.ops.settings import load_settings
+    from ratchet.people.setup import authenticator
     from ratchet.serve.app import TOKEN_SETTING
 
-    settings = load_settings()
+    settings, people_settings = load_settings(), load_people_settings()
     hooks = {}
     if settings.hooks is not None:
         from ratchet.serve.hooks import load_hooks
@@ -27,21 +29,24 @@ def serve(args: argparse.Namespace) -> int:
     origins = [o for o in args.cors_origin.split(",") if o.strip()]
     hosts = [h for h in args.allowed_host.split(",") if h.strip()]
     try:
-        guard = HttpGuard.for_server(args.host, origins, hosts, token, TOKEN_SETTING)
+        guard = HttpGuard.for_server(
+            args.host, origins, hosts, token, TOKEN_SETTING, signs_in=bool(people_settings.proxy_networks)
+        )
     except GuardSettingsError as exc:
         print(f"ratchet serve: {exc}")
         return 2
-    return asyncio.run(_serve(settings, guard, args.host, args.port, hooks))
+    people = authenticator(people_settings, token, settings.ledger_store_url, is_loopback(args.host))
+    return asyncio.run(_serve(settings, guard, args.host, args.port, hooks, people))
 
 
-async def _serve(settings, guard, host: str, port: int, hooks) -> int:
+async def _serve(settings, guard, host: str, port: int, hooks, people) -> int:
     from ratchet.cli.http_app import serve_app
     from ratchet.client import RatchetClient
     from ratchet.serve.app import build_app
 
     client = await RatchetClient.connect(settings)
     return await serve_app(
-        build_app(client, guard, hooks=hooks),
+        build_app(client, guard, hooks=hooks, people=people),
         host,
         port,
         lambda url: f"{READY} {url} (GET /runs/ID/events, POST /agui" + (", POST /hooks/NAME)" if hooks else ")"),

@@ -5,7 +5,7 @@ each verb takes: ratchet/cli/arguments.py."""
 
 from __future__ import annotations
 
-from ratchet.cli import arguments, schedule
+from ratchet.cli import arguments, schedule, users
 from ratchet.cli.verbs import Verb, workflow_id
 
 
@@ -205,6 +205,18 @@ VERBS: tuple[Verb, ...] = (
         "conversation, live tokens, effects, checkpoints with evidence and patch, rollback plan then confirm), "
         "an inbox of pending approvals and decisions, a start form. Every action is a POST with a CSRF token. "
         f"Loopback by default; any other address needs {CONSOLE_TOKEN_SETTING} (a sign-in page asks for it).",
+    ),
+    Verb(
+        "users",
+        "people's API tokens for the console, `ratchet serve` and programs: add, list, remove",
+        "ratchet users add alice --role approver   # prints alice's token once\n"
+        "         ratchet users list\n"
+        "         ratchet users remove alice",
+        "ratchet.cli.users:users",
+        users.arguments,
+        "A person's token (`Authorization: Bearer <token>`, or the console's sign-in form) names them and "
+        "their roles on every request; it is kept hashed (SHA-256) in the ledger's database (RATCHET_LEDGER_URL) "
+        "and shown only once. Removing a person refuses their token from the next request on.",
     ),
     Verb(
         "profiles",

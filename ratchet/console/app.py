@@ -6,12 +6,14 @@
     GET  /schedules                         the schedules, their next and latest firings; POST
          /schedules/{name}/{pause,resume,trigger}
     GET  /start, POST /start                start a run, checked as `ratchet start` checks it
+    GET  /login, /auth/login, /auth/callback; POST /login, /logout   sign-in (ratchet/console/signin.py)
     GET  /runs/{id}                         a run: state, waiting calls, conversation, checkpoints
     GET  /runs/{id}/events                  its stream as Server-Sent Events (console.js shows them)
     GET  /runs/{id}/checkpoints/{cp}/rollback   the rollback plan; POST: roll back (the confirmation)
     POST /runs/{id}/{approve,reject,decide,send,ask,pause,resume,cancel}, .../checkpoints/{cp}/fork
 
-Every request passes ConsoleGuard (ratchet/console/guard.py), and a body over MAX_FORM_BYTES is
+Every request passes ConsoleGuard (ratchet/console/guard.py), which names the person who sent it
+(a `Principal`, shown in the nav bar; a decision is recorded as theirs), and a body over MAX_FORM_BYTES is
 413 as it arrives (`BodyLimit`); every action is the same client call the CLI makes, so the audit
 trail is Temporal's history. Errors are pages, never traces; a path that is none of these is 404.
 """
@@ -28,9 +30,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound, Unavailable
-from ratchet.console import actions, pages
-from ratchet.console.forms_view import error_page, login_page
-from ratchet.console.guard import MAX_FORM_BYTES, TOKEN_COOKIE, ConsoleGuard, Visit, secured
+from ratchet.console import actions, pages, signin
+from ratchet.console.forms_view import error_page
+from ratchet.console.guard import MAX_FORM_BYTES, ConsoleGuard, Visit, secured
+from ratchet.console.html import SIGNED_IN, query_url
 from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
 from ratchet.payloads.codec import CodecKeyError
 
@@ -40,7 +43,7 @@ Handler = Callable[[Request, Visit], Awaitable[Response]]
 
 
 def guarded(
-    console: ConsoleGuard, handler: Handler, needs_token: bool = True
+    console: ConsoleGuard, handler: Handler, needs_sign_in: bool = True
 ) -> Callable[[Request], Awaitable[Response]]:
     """`handler` as an endpoint behind `console`: a refused request (no token, a forged post, a bad
     form) is a page saying why; a client error is its page (`failure`); anything else is logged and
@@ -48,12 +51,17 @@ def guarded(
 
     async def endpoint(request: Request) -> Response:
         visit = console.visit(request)
-        refused = console.refusal(request, needs_token)
+        refused = await console.admit(request, visit, needs_sign_in)
         if refused is None and request.method == "POST":
             refused = await console.form(request, visit)
+        if refused is not None and refused.status == 401 and _browsing(request):
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return secured(RedirectResponse(query_url("/login", next=here), status_code=303), visit)
         if refused is not None:
             detail = refused.reason + (" (sign in at /login)" if refused.status == 401 else "")
             return secured(_page(refused.status, "Refused", detail), visit)
+        who, alone = visit.principal, console.authenticator.single_user
+        SIGNED_IN.set((who.subject, who.via, "" if alone else visit.token) if who and needs_sign_in else None)
         try:
             response = await handler(request, visit)
         except RatchetError as exc:
@@ -66,22 +74,6 @@ def guarded(
         return secured(response, visit)
 
     return endpoint
-
-
-def login(console: ConsoleGuard) -> Handler:
-    """The sign-in page, and its post: the console's token, kept in a cookie."""
-
-    async def page(request: Request, visit: Visit) -> Response:
-        if request.method == "GET":
-            return HTMLResponse(login_page(visit.token))
-        given = visit.form.get("token", "")
-        if not given or not console.token_matches(given):
-            return HTMLResponse(login_page(visit.token, "That is not the console's token."), status_code=401)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict", path="/")
-        return response
-
-    return page
 
 
 def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None = None) -> Starlette:
@@ -111,7 +103,10 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
         ),
         Route("/start", guarded(console, bound(pages.start_form)), methods=["GET"]),
         Route("/start", guarded(console, bound(actions.start)), methods=["POST"]),
-        Route("/login", guarded(console, login(console), needs_token=False), methods=["GET", "POST"]),
+        Route("/login", guarded(console, signin.login(console), needs_sign_in=False), methods=["GET", "POST"]),
+        Route("/auth/login", guarded(console, signin.start(console), needs_sign_in=False), methods=["GET"]),
+        Route(signin.CALLBACK, guarded(console, signin.callback(console), needs_sign_in=False), methods=["GET"]),
+        Route("/logout", guarded(console, signin.logout, needs_sign_in=False), methods=["POST"]),
         Route("/runs/{workflow_id}", guarded(console, bound(pages.run)), methods=["GET"]),
         Route("/runs/{workflow_id}/events", guarded(console, bound(pages.events)), methods=["GET"]),
         Route(
@@ -133,10 +128,15 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
             Route(f"/runs/{{workflow_id}}/{name}", guarded(console, acting(name)), methods=["POST"])
             for name in actions.ACTIONS
         ),
-        Route("/static/{name}", guarded(console, pages.static, needs_token=False), methods=["GET"]),
+        Route("/static/{name}", guarded(console, pages.static, needs_sign_in=False), methods=["GET"]),
     ]
     limit = Middleware(BodyLimit, max_bytes=MAX_FORM_BYTES, answer=_too_large)
     return Starlette(routes=routes, middleware=[limit], exception_handlers={404: _not_found, 405: _not_allowed})
+
+
+def _browsing(request: Request) -> bool:
+    """A browser following a link (a GET for a page): sent to the sign-in page rather than a 401."""
+    return request.method == "GET" and "text/html" in request.headers.get("accept", "")
 
 
 def failure(exc: RatchetError) -> Response:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ratchet.console.html import esc, form, page
+from ratchet.console.html import esc, form, page, query_url
 
 START_FIELDS = ("agent", "objective", "workspace", "max_steps", "max_cost_usd", "workflow_id", "extra")
 
@@ -47,10 +47,18 @@ def error_page(status: int, title: str, detail: str) -> str:
     return page(f"{status} {title}", body)
 
 
-def login_page(token: str, problem: str = "") -> str:
+def login_page(token: str, problem: str = "", *, oidc: bool = False, back: str = "/") -> str:
     note = f'<p class="flash error" role=alert>{esc(problem)}</p>' if problem else ""
-    fields = "<label>token <input name=token type=password autocomplete=current-password required></label>"
-    body = f"<h1>Sign in</h1>{note}<p>This console asks for its token (RATCHET_CONSOLE_TOKEN).</p>" + form(
-        "/login", token, "Sign in", fields
+    start = query_url("/auth/login", next=back if back != "/" else None)
+    provider = (
+        f'<p><a class=button href="{esc(start)}">Sign in with your organisation\'s account</a></p>' if oidc else ""
+    )
+    fields = (
+        f'<input type=hidden name=next value="{esc(back)}">'
+        "<label>token <input name=token type=password autocomplete=current-password required></label>"
+    )
+    body = (
+        f"<h1>Sign in</h1>{note}{provider}<p>Or with a token: the console's (RATCHET_CONSOLE_TOKEN) or your own "
+        "(`ratchet users add`).</p>" + form("/login", token, "Sign in", fields)
     )
     return page("Sign in", body)

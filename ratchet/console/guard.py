@@ -1,11 +1,14 @@
 """What every console request passes before its handler: HttpGuard (ratchet/ops/http_guard.py:
-Host, Origin, the token), then for a form POST its media type and CSRF token; and the headers
+Host, Origin), who it comes from (`Authenticator`, ratchet/people/authenticate.py: a token, the
+session of an OpenID Connect sign-in, a trusted proxy's header, or the single user on loopback),
+then for a form POST its media type and CSRF token; and the headers
 every answer carries. A body over MAX_FORM_BYTES never reaches a handler: `BodyLimit` (the same
 middleware as every Ratchet server's, ratchet/console/app.py) answers 413 as it arrives."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
@@ -13,9 +16,13 @@ from starlette.responses import Response
 
 from ratchet.console import csrf
 from ratchet.console.html import query_url
+from ratchet.contracts.identity import Principal
 from ratchet.ops.http_guard import HttpGuard, Refusal
+from ratchet.people.authenticate import Authenticator
 
-TOKEN_COOKIE = "ratchet_console_token"
+if TYPE_CHECKING:
+    from ratchet.console.signin import OidcSignIn
+
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FORM_BYTES = 1 << 20
 """A request body at most (a form: an objective, a message, a reason), enforced by `BodyLimit`."""
@@ -30,29 +37,22 @@ SECURITY_HEADERS = {
 }
 
 
-class _WithToken:
-    """A request's headers, with the sign-in cookie's token as `Authorization` when it has none
-    (a browser sends no bearer header when it follows a link)."""
-
-    def __init__(self, request: Request) -> None:
-        self.request = request
-
-    def get(self, name: str, /) -> str | None:
-        value = self.request.headers.get(name)
-        if value is None and name.lower() == "authorization" and TOKEN_COOKIE in self.request.cookies:
-            return f"Bearer {self.request.cookies[TOKEN_COOKIE]}"
-        return value
-
-
 @dataclass
 class Visit:
-    """What a handler gets besides the request: the page's CSRF token, the form's fields."""
+    """What a handler gets besides the request: the page's CSRF token, the form's fields, who sent it."""
 
     token: str
     nonce: str
     new_nonce: bool
     forms: csrf.Csrf
     form: dict[str, str] = field(default_factory=dict)
+    principal: Principal | None = None
+    """The person (None only on the pages anyone may see: sign-in, static files)."""
+
+    @property
+    def by(self) -> str:
+        """Who a decision sent from this request is recorded as made by: the person's subject."""
+        return self.principal.subject if self.principal is not None else "ratchet console"
 
     def note_url(self, path: str, text: str, kind: str = "ok") -> str:
         """`path` showing `text` once, signed so that a link from elsewhere cannot put words on the page."""
@@ -70,13 +70,33 @@ class Visit:
 class ConsoleGuard:
     http: HttpGuard
     forms: csrf.Csrf = field(default_factory=csrf.Csrf)
+    people: Authenticator | None = None
+    """Who requests come from; None: the console's token (`http.token`) alone, or the single user
+    on loopback when it has none (as `ratchet console` without sign-in settings)."""
+    oidc: OidcSignIn | None = None
+    """OpenID Connect sign-in (RATCHET_OIDC_ISSUER), or None."""
 
-    def refusal(self, request: Request, needs_token: bool = True) -> Refusal | None:
-        guard = self.http if needs_token else replace(self.http, token=None)
-        return guard.check(request.method, _WithToken(request), json_body=False)
+    def __post_init__(self) -> None:
+        if self.people is None:
+            people = Authenticator(console_token=self.http.token, single_user=self.http.token is None)
+            object.__setattr__(self, "people", people)
 
-    def token_matches(self, given: str) -> bool:
-        return self.http.accepts_token(given)
+    @property
+    def authenticator(self) -> Authenticator:
+        assert self.people is not None
+        return self.people
+
+    async def admit(self, request: Request, visit: Visit, needs_sign_in: bool = True) -> Refusal | None:
+        """Why this request is refused (Host, Origin, nobody signed in), or None; `visit.principal`
+        is who sent it."""
+        refused = replace(self.http, token=None).check(request.method, request.headers, json_body=False)
+        if refused is not None:
+            return refused
+        client = request.client.host if request.client else None
+        visit.principal = await self.authenticator.identify(request.headers, request.cookies, client)
+        if visit.principal is None and needs_sign_in:
+            return Refusal(401, "sign in first: a valid `Authorization: Bearer <token>` header, or a session")
+        return None
 
     def visit(self, request: Request) -> Visit:
         nonce = request.cookies.get(csrf.COOKIE) or ""

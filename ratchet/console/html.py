@@ -6,9 +6,16 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterable
+from contextvars import ContextVar
 from datetime import datetime, UTC
 from typing import Any
 from urllib.parse import quote, urlencode
+
+
+SIGNED_IN: ContextVar[tuple[str, str, str] | None] = ContextVar("signed_in", default=None)
+"""Who the page being built is for, set per request by the console's guard: (subject, how, the
+page's CSRF token for the sign-out form, empty: no sign-out, the single user or a proxy's); None on
+the pages anyone may see."""
 
 
 def esc(value: Any) -> str:
@@ -49,8 +56,18 @@ def page(title: str, body: str, *, nav: str = "", script: bool = False) -> str:
         f"<title>{esc(title)} · Ratchet</title>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f'<link rel=stylesheet href="/static/console.css">{scripts}</head>'
-        f"<body><nav><b>Ratchet console</b>{links}</nav><main>{body}</main></body></html>"
+        f"<body><nav><b>Ratchet console</b>{links}{_who()}</nav><main>{body}</main></body></html>"
     )
+
+
+def _who() -> str:
+    """The nav's `signed in as SUBJECT (how)` and its sign-out button."""
+    who = SIGNED_IN.get()
+    if who is None:
+        return ""
+    subject, via, token = who
+    out = form("/logout", token, "Sign out") if token and via != "proxy" else ""
+    return f"<span class=who>signed in as <b id=signed-in>{esc(subject)}</b> ({esc(via)}){out}</span>"
 
 
 def form(action: str, token: str, button: str, fields: str = "", *, danger: bool = False) -> str:

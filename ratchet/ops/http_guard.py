@@ -15,8 +15,10 @@ no preflight). So, in this order:
 3. **A bearer token**, when the server has one: `Authorization: Bearer <token>` (how the Temporal
    Web UI passes its access token, `codec.passAccessToken`, and `temporal --codec-auth`), compared
    in constant time, else 401. A server bound to anything but loopback must have one
-   (`HttpGuard.for_server` refuses to build otherwise). CORS preflights carry no credentials, so
-   they are answered without it.
+   (`HttpGuard.for_server` refuses to build otherwise, unless the server signs people in itself).
+   CORS preflights carry no credentials, so they are answered without it. `ratchet console` and
+   `ratchet serve` apply rules 1, 2 and 4 here and name the person instead of this rule
+   (ratchet/people/authenticate.py: the same token, people's own tokens, sessions, proxies).
 4. **JSON bodies only** for the JSON endpoints (`Content-Type: application/json`), else 415: a
    browser cannot send that cross-origin without a preflight, which rule 2 refuses.
 
@@ -90,11 +92,13 @@ class HttpGuard:
         token: str | None = None,
         token_setting: str = "the token setting",
         same_origin: bool = False,
+        signs_in: bool = False,
     ) -> HttpGuard:
         """The guard of a server bound to `bind`: loopback names and `bind` itself (unless a
         wildcard) as hosts, plus `hosts`. Raises GuardSettingsError for a non-loopback bind
-        without a token, naming `token_setting`."""
-        if not is_loopback(bind) and not token:
+        without a token, naming `token_setting`, unless the server `signs_in` people itself
+        (OpenID Connect, a trusted proxy: ratchet/people/authenticate.py)."""
+        if not is_loopback(bind) and not token and not signs_in:
             raise GuardSettingsError(
                 f"--host {bind} is reachable from other machines: set {token_setting} (clients send "
                 "`Authorization: Bearer <token>`), or bind to 127.0.0.1"

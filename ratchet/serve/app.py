@@ -9,8 +9,11 @@
          (HMAC), it starts a run, sends a session a message or decides a call; 202 with the run's id
          (ratchet/serve/hooks.py). No bearer token: the signature is its authentication.
 
-Every request passes `HttpGuard` first (ratchet/ops/http_guard.py: Host, Origin, the bearer token
-RATCHET_SERVE_TOKEN, JSON bodies), so a web page the user opens cannot drive runs; binding beyond
+Every request passes `HttpGuard` first (ratchet/ops/http_guard.py: Host, Origin, JSON bodies), then
+the `Authenticator` (ratchet/people/authenticate.py) names its person, a `Principal` on
+`request.state.principal`: the bearer token RATCHET_SERVE_TOKEN (the single user), a person's API
+token (`ratchet users add`), a trusted proxy's identity header; else 401. So a web page the user
+opens cannot drive runs; binding beyond
 loopback needs the token; a body over MAX_BODY_BYTES is 413 as it arrives, and no more of it is read
 (`BodyLimit`). A bad request is an HTTP error before any event: 404 for a run that does not exist or
 a path that is not one of the two, 400 for an unknown topic, an offset beyond the stream or an input
@@ -22,6 +25,8 @@ stream carries what the worker redacted).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import replace
+from functools import partial
 
 from ag_ui.core import RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -37,6 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound
 from ratchet.contracts.events import RunEvent
 from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
+from ratchet.people.authenticate import Authenticator
 from ratchet.serve import agui
 from ratchet.serve.hooks import Hook
 from ratchet.serve.taking_hooks import take_hook
@@ -56,10 +62,13 @@ def build_app(
     guard: HttpGuard,
     max_body_bytes: int = MAX_BODY_BYTES,
     hooks: Mapping[str, Hook] | None = None,
+    people: Authenticator | None = None,
 ) -> Starlette:
+    people = people or Authenticator(console_token=guard.token, single_user=guard.token is None)
+
     def guarded(handler: Handler, json_body: bool = False, signed: bool = False) -> Handler:
         async def endpoint(request: Request) -> Response:
-            refused = guard.check(request.method, request.headers, json_body=json_body, signed=signed)
+            refused = await _admit(guard, people, request, json_body, signed)
             if refused is not None:
                 response: Response = JSONResponse({"error": refused.reason}, status_code=refused.status)
             elif request.method == "OPTIONS":
@@ -74,13 +83,6 @@ def build_app(
             return _cors(guard, request, response)
 
         return endpoint
-
-    def refused(refusal: Refusal) -> ASGIApp:
-        async def answer(scope: Scope, receive: Receive, send: Send) -> None:
-            response = JSONResponse({"error": refusal.reason}, status_code=refusal.status)
-            await _cors(guard, Request(scope), response)(scope, receive, send)
-
-        return answer
 
     async def run_events(request: Request) -> Response:
         run = client.get(request.path_params["workflow_id"])
@@ -108,8 +110,34 @@ def build_app(
             Route("/agui", guarded(agui_run, json_body=True), methods=["POST", "OPTIONS"]),
             Route("/hooks/{name}", guarded(hook, json_body=True, signed=True), methods=["POST"]),
         ],
-        middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes, answer=refused)],
+        middleware=[Middleware(BodyLimit, max_bytes=max_body_bytes, answer=partial(_refused, guard))],
     )
+
+
+def _refused(guard: HttpGuard, refusal: Refusal) -> ASGIApp:
+    """The answer `BodyLimit` sends for `refusal`: its reason as JSON, with CORS headers."""
+
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse({"error": refusal.reason}, status_code=refusal.status)
+        await _cors(guard, Request(scope), response)(scope, receive, send)
+
+    return answer
+
+
+async def _admit(
+    guard: HttpGuard, people: Authenticator, request: Request, json_body: bool, signed: bool
+) -> Refusal | None:
+    """Why `request` is refused (`guard`'s Host, Origin, JSON; then nobody named by `people`: its
+    token is one of theirs), or None with its person on `request.state.principal`. A signed hook
+    proves itself."""
+    refused = replace(guard, token=None).check(request.method, request.headers, json_body=json_body, signed=signed)
+    if refused is not None or signed or request.method == "OPTIONS":
+        return refused
+    client = request.client.host if request.client else None
+    request.state.principal = await people.identify(request.headers, request.cookies, client)
+    if request.state.principal is None:
+        return Refusal(401, "a valid `Authorization: Bearer <token>` header is required")
+    return None
 
 
 def _cors(guard: HttpGuard, request: Request, response: Response) -> Response:

@@ -19,11 +19,13 @@ RULES = {
     "ratchet.ops": {"ratchet.contracts", "ratchet.core", "ratchet.mcp"},
     "ratchet.workflows": {"ratchet.contracts", "ratchet.core"},
     "ratchet.stores": {"ratchet.contracts", "ratchet.core", "ratchet.ops"},
+    "ratchet.people": {"ratchet.contracts", "ratchet.core", "ratchet.ops", "ratchet.stores"},
 }
 """Layer -> the only other layers it may import (contracts: pydantic and the standard library;
 core: the tool and profile API over contracts, what settings and stores it needs typed by its own
 protocols; mcp: the MCP servers' protocol, beneath ops; ops: settings and the worker's plumbing,
-beneath stores and payloads; workflows: deterministic code, no I/O layer)."""
+beneath stores and payloads; workflows: deterministic code, no I/O layer; people: who a request to
+the console or `ratchet serve` comes from, over the users table of stores)."""
 WORKER_SIDE = {"ratchet.activities", "ratchet.workflows", "ratchet.plugin"}
 """What runs in a worker: the client (and so every surface over it) connects and reads without it."""
 
