@@ -28,7 +28,7 @@ from ratchet.client import RatchetClient, RunClosed, RunHandle
 from ratchet.contracts import Phase
 
 SLOTS = 16
-CHARS_PER_S = 7
+CHARS_PER_S = 5
 WORKER_ENV = {"RATCHET_MAX_CONCURRENT_ACTIVITIES": str(SLOTS), "BENCH_SCRIPTED_CHARS_PER_S": str(CHARS_PER_S)}
 """A worker the burst backs up behind: `SLOTS` activities at once, each model call as long as a
 model writing its reply at `CHARS_PER_S` (0.3-0.4 s: the worker waits, as on a provider)."""

@@ -38,17 +38,23 @@ a journal and two fsyncs (the default): on this VM, streamed deltas reach their 
 the time with 20 runs streaming at once (bench/streaming.py)."""
 
 
-FAIRNESS_CONFIG = {"matching.enableFairness": "true", "matching.priorityLevels": str(PRIORITY_LEVELS)}
-"""Task fairness and Ratchet's priority bands (ratchet/contracts/tenancy.py): off by default in Temporal
-1.28+ (`matching.enableFairness` turns on the priority- and fairness-aware matcher, `matching.useNewMatcher`
-with it), and 5 priority levels where Ratchet's rule uses 10 (docs/OPERATIONS.md, "Tenants and priorities")."""
+FAIRNESS_CONFIG = {
+    "matching.enableFairness": "true",
+    "matching.priorityLevels": str(PRIORITY_LEVELS),
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
+}
+"""Task fairness and Ratchet's priority bands (ratchet/contracts/tenancy.py): fairness is off by default
+(`matching.enableFairness` turns on the priority- and fairness-aware matcher, `matching.useNewMatcher`
+with it), the server has 5 priority levels where Ratchet's rule uses 10, and fairness holds per
+partition of a task queue: with the default 4, a quiet tenant's task waits for a poller to reach its
+partition (B's workflow tasks waited up to 6.8 s behind A's burst with 4, 1.5 s with 1:
+bench/fairness.py). docs/OPERATIONS.md, "Tenants and priorities"."""
 
 DYNAMIC_CONFIG = {
     "matching.maxTaskQueuesInDeploymentVersion": "100000",
     "matching.maxDeployments": "100000",
     **FAIRNESS_CONFIG,
-    "matching.numTaskqueueReadPartitions": "1",
-    "matching.numTaskqueueWritePartitions": "1",
 }
 """Fairness on (FAIRNESS_CONFIG). Worker versioning works on the dev server as it is; only Temporal's defaults of 100 task queues per
 deployment version and 100 deployments per namespace are raised: a build's workers join the version

@@ -107,14 +107,14 @@ class AgentWorkflow:
             await cancelled(state, state.plan or plan, self._phases)
             raise
 
-    def task_priority(self, model_call: bool) -> TaskPriority | None:
+    def task_priority(self, model_path: bool) -> TaskPriority | None:
         """What the run's activities and children carry (workflows/calls.py `priority`): its tenant
         and priority, the tenant's weight from the plan (before it: the workflow's own)."""
         state = self._state
         if state is None:
             return None
         weight = state.plan.fairness_weight if state.plan is not None else None
-        return task_priority(state.run.tenant, state.run.priority, weight, model_call)
+        return task_priority(state.run.tenant, state.run.priority, weight, model_path)
 
     # --- queries, signals and updates --------------------------------------------------------
 

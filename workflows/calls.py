@@ -30,14 +30,14 @@ class Prioritised(Protocol):
     """A workflow whose tasks carry a priority of their own (AgentWorkflow: the run's tenant and
     priority, ratchet/contracts/tenancy.py)."""
 
-    def task_priority(self, model_call: bool) -> TaskPriority | None: ...
+    def task_priority(self, model_path: bool) -> TaskPriority | None: ...
 
 
-def priority(model_call: bool = False) -> Priority:
+def priority(model_path: bool = False) -> Priority:
     """The priority of a task the current workflow schedules: its own (`Prioritised`), else the
     default (every field inherited from the workflow's)."""
     owner = workflow.instance()
-    task = owner.task_priority(model_call) if isinstance(owner, Prioritised) else None
+    task = owner.task_priority(model_path) if isinstance(owner, Prioritised) else None
     if task is None:
         return Priority.default
     return Priority(
@@ -73,7 +73,7 @@ async def call(
         )
     if activity.heartbeat_s is not None:
         options.setdefault("heartbeat_timeout", timedelta(seconds=activity.heartbeat_s))
-    options.setdefault("priority", priority(activity.model_call))
+    options.setdefault("priority", priority(activity.model_path))
     return await workflow.execute_activity(
         activity.name,
         arg,

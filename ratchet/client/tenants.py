@@ -43,7 +43,7 @@ class TenantLimitReached(Refused):
 def workflow_priority(run: AgentRun, settings: Settings) -> Priority:
     """The run's workflow tasks' priority: its band's key for everything but model calls, its
     tenant with the tenant's weight."""
-    task = task_priority(run.tenant, run.priority, settings.tenant_weight(run.tenant), model_call=False)
+    task = task_priority(run.tenant, run.priority, settings.tenant_weight(run.tenant), model_path=False)
     return Priority(
         priority_key=task.priority_key, fairness_key=task.fairness_key, fairness_weight=task.fairness_weight
     )

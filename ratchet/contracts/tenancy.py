@@ -5,10 +5,12 @@ schedules. Data and pure functions only (the standard library): the client, the 
 settings use the same rule.
 
 The rule (docs/OPERATIONS.md, "Tenants and priorities"): a run's priority `p` (1-5, default 3) is a
-band of two of the server's priority keys: model calls (`model.call`, `model.compact`,
-`guardrail.judge`) run at key `2p - 1`, everything else (the workflow's tasks, tools, checkpoints,
-planning) at key `2p`. Lower keys are dispatched first, so within a band a run's model calls go
-before tools, and every key of a more urgent run before those of a less urgent one. It needs
+band of two of the server's priority keys: the model path (`model.call`, `model.compact`,
+`guardrail.judge`, and `run.prepare`, which a run's first model call waits for: milliseconds) runs
+at key `2p - 1`, everything else (the workflow's tasks, tools, checkpoints, undo) at key `2p`.
+Lower keys are dispatched first, so within a band model calls go before tools, and every key of a
+more urgent run before those of a less urgent one. Priority comes before fairness: a quiet
+tenant's tools wait behind a busy tenant's model calls of the same band. It needs
 `matching.priorityLevels=10` on the server (`PRIORITY_LEVELS`); a server left at its default of 5
 clips keys above 5 to 5. The tenant is the fairness key: backlogged tasks are dispatched across
 tenants in proportion to their weights (`RATCHET_TENANT_WEIGHTS`, default 1)."""
@@ -37,11 +39,11 @@ def tenant_problem(tenant: str) -> str | None:
     return None
 
 
-def priority_key(priority: int | None, model_call: bool) -> int:
+def priority_key(priority: int | None, model_path: bool) -> int:
     """The server's priority key for a task of a run of `priority` (None: the default): `2p - 1`
-    for a model call, `2p` for anything else."""
+    on the model path, `2p` for anything else."""
     band = priority if priority is not None else DEFAULT_PRIORITY
-    return 2 * band - 1 if model_call else 2 * band
+    return 2 * band - 1 if model_path else 2 * band
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,9 @@ class TaskPriority:
     fairness_weight: float | None = None
 
 
-def task_priority(tenant: str | None, priority: int | None, weight: float | None, model_call: bool) -> TaskPriority:
+def task_priority(tenant: str | None, priority: int | None, weight: float | None, model_path: bool) -> TaskPriority:
     """A run's task priority: the tenant's weight only with a tenant (None: Temporal's default, 1)."""
-    return TaskPriority(priority_key(priority, model_call), tenant, weight if tenant is not None else None)
+    return TaskPriority(priority_key(priority, model_path), tenant, weight if tenant is not None else None)
 
 
 def parse_tenant_map(text: str, what: str, number: type[int] | type[float]) -> dict[str, float]:
