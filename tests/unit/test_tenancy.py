@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ratchet.contracts import AgentRun, PRIORITY_LEVELS, parse_tenant_map, task_priority
+from ratchet.contracts import PRIORITY_LEVELS, AgentRun, parse_tenant_map, task_priority
 from ratchet.ops.settings import SettingsError, load_settings
 
 
