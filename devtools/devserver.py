@@ -58,9 +58,10 @@ DYNAMIC_CONFIG = {
 }
 """Fairness on (FAIRNESS_CONFIG). Worker versioning works on the dev server as it is; only Temporal's
 defaults of 100 task queues per deployment version and 100 deployments per namespace are raised: a
-build's workers join the version with each task queue they poll (its own, its host's, its providers'), each task queue's workers are a
-deployment of their own by default (RATCHET_DEPLOYMENT), and a test session polls a new task queue per
-test (docs/OPERATIONS.md, "Deploying a new version")."""
+build's workers join the version with each task queue they poll (its own, its host's, its
+providers'), each task queue's workers are a deployment of their own by default
+(RATCHET_DEPLOYMENT), and a test session polls a new task queue per test (docs/OPERATIONS.md,
+"Deploying a new version")."""
 
 
 TEMPORAL_PORT = 7233
