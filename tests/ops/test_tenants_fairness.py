@@ -14,7 +14,7 @@ from tests.runs import runs
 
 @pytest.mark.e2e
 async def test_tenant_bs_runs_are_not_held_up_by_tenant_as_burst(client, settings, dev_server, tmp_path):
-    async with WorkerProcess("ratchet", dev_server.address, tmp_path, dict(fairness.WORKER_ENV)) as worker:
+    async with WorkerProcess("ratchet", dev_server.address, tmp_path, fairness.worker_env()) as worker:
         on_queue = settings.model_copy(update={"task_queue": worker.queue})
         found = await fairness.measure(runs(client, on_queue), a_runs=200, b_runs=5, keys=True)
     print(f"fairness_b_latency_ratio {found['ratio']:.2f}")
