@@ -1,5 +1,6 @@
-"""`ratchet start --tenant --priority`, `ratchet list --tenant` (its tenant and priority columns), and
-a start over the tenant's limit refused by the CLI, naming the tenant and the variable."""
+"""`ratchet start --tenant --priority`, `ratchet list --tenant` (its tenant and priority columns), a
+start over the tenant's limit refused by the CLI, naming the tenant and the variable; a run started
+by `temporal workflow start` with a tenant in its input."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 import uuid
 
 from ratchet.contracts import Phase
-from tests.client.test_tenants import WAIT
-from tests.runs import ratchet, runs, scripted, start, until, wait_for
+from tests.client.test_tenants import WAIT, scheduled
+from tests.runs import ratchet, runs, scripted, start, temporal_cli, until, wait_for
 
 
 async def test_start_and_list_by_tenant_and_a_start_over_its_limit(client, settings, worker, tmp_path):
@@ -38,3 +39,22 @@ async def test_start_and_list_by_tenant_and_a_start_over_its_limit(client, setti
     code, out = await ratchet(settings, "start", "probe", "x", "--tenant", "x" * 65)
     assert code == 2 and "tenant" in out and "at most 64" in out, out
     await waiting.terminate("test over")
+
+
+async def test_a_run_started_with_the_plain_temporal_cli_takes_its_tenant_from_its_input(client, settings, worker):
+    tenant = f"plain-{uuid.uuid4().hex[:8]}"
+    run_input = scripted("probe", [{"content": "done"}], tenant=tenant, priority=5)
+    workflow_id = f"plain-{uuid.uuid4().hex[:8]}"
+    code, out = await temporal_cli(
+        settings.temporal_address, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", settings.task_queue,
+        "--workflow-id", workflow_id, "--input", json.dumps(run_input),
+    )
+    assert code == 0, out
+    run = runs(client, settings).get(workflow_id)
+    assert (await run.result()).phase == Phase.DONE
+    assert scheduled(list((await run.history()).events))["model.call"][:2] == (9, tenant)
+
+    async def listed() -> bool:  # the run upserts RatchetTenant and RatchetPriority itself
+        return [(r.workflow_id, r.priority) for r in await runs(client, settings).list(tenant=tenant)] == [(workflow_id, 5)]
+
+    await until(listed, "the run listed by its tenant")
