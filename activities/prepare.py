@@ -180,6 +180,7 @@ class RunPreparer:
             workspace=req.run.workspace or _workspace_from_id(req.workflow_id),
             search_attributes=self.settings.search_attributes,
             local_activities=local_ok,
+            fairness_weight=self.settings.tenant_weight(req.run.tenant),
             **{**profile.policy(), "session": _session(profile, req), "verifier": _verifier(profile, tools, req)},
         )
 

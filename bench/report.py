@@ -11,6 +11,7 @@ from bench.hooks import hooks_figures
 from bench.policy import policy_figures
 from bench.shadow import shadow_figures
 from bench.findings import findings
+from bench.fairness import fairness_figures, fairness_rows
 from bench.guard import guard_figures, guard_rows
 from bench.harness import VARIANTS
 from bench.history import PHASES
@@ -61,6 +62,7 @@ TARGETS = {
     "idle_turn_p99_ratio": ("<=", 2.0, "a turn's p99 on an idle session over a fresh session's"),
     "session_history_bytes_ratio": ("<=", 1.1, "history bytes of the run ending at the last turn over the one ending at turn 20"),
     "guard_rollback_over_interval_s": ("<=", 10, "a broken build's ramp: its first failed run's close -> the guard's rollback, less the evaluation interval (worst)"),
+    "fairness_b_latency_ratio": ("<=", 1.5, "tenant B's 5 runs under tenant A's burst of 200 / on an empty queue, mean latency"),
     "console_runs_ttfb_p99_ms": ("<=", 300, "the console's runs page, 1,000 runs in visibility: request -> first byte, p99"),
     "console_runs_last_p99_ms": ("<=", 1000, "same: request -> the end of its last request (static files), p99"),
     "console_run_ttfb_p99_ms": ("<=", 300, "the page of a 200-step run (a checkpoint a step): request -> first byte, p99"),
@@ -100,6 +102,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(shadow_figures(results["shadow"]))
     if results.get("guard"):
         figures.update(guard_figures(results["guard"]))
+    if results.get("fairness"):
+        figures.update(fairness_figures(results["fairness"]))
     if results.get("providers"):
         figures.update({k: v for k, v in results["providers"].items() if k.endswith(("_ratio", "_ms", "_per_step_cached", "_per_step_uncached"))})
     pair = results.get("throughput") or []
@@ -258,6 +262,10 @@ def markdown(results: dict[str, Any], figures: dict[str, float], plots: list[str
         out += ["## Approval policies", "", f"The check a tool call that needs an approval goes through before it asks anyone "
                 f"(workflows/grants.py), on a profile of {p['rules']} rules and a run of {p['grants']} grants, {p['calls']} calls "
                 f"({p['approved']} approved): p50 {p['p50_us']:.1f} us, p99 {p['p99_us']:.1f} us (bench/policy.py).", ""]
+    if results.get("fairness"):
+        out += ["## Tenants", "", "Tenant A starts a burst, then tenant B a few runs: B's latency over its latency on the "
+                "empty queue, with tenants as fairness keys and without (bench/fairness.py).", "",
+                *_table(*fairness_rows(results["fairness"])), ""]
     if results.get("console"):
         out += ["## Console", "", "`ratchet console`'s pages loaded as a browser loads them (the page, then its static "
                 "files and live stream in parallel) by a plain HTTP client (bench/console.py).", "",

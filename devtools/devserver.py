@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ratchet.contracts import PRIORITY_LEVELS
 from ratchet.ops.search_attributes import SEARCH_ATTRIBUTES
 
 
@@ -37,12 +38,30 @@ a journal and two fsyncs (the default): on this VM, streamed deltas reach their 
 the time with 20 runs streaming at once (bench/streaming.py)."""
 
 
-DYNAMIC_CONFIG = {"matching.maxTaskQueuesInDeploymentVersion": "100000", "matching.maxDeployments": "100000"}
-"""Worker versioning works on the dev server as it is; only Temporal's defaults of 100 task queues per
-deployment version and 100 deployments per namespace are raised: a build's workers join the version
-with each task queue they poll (its own, its host's, its providers'), each task queue's workers are a
-deployment of their own by default (RATCHET_DEPLOYMENT), and a test session polls a new task queue per
-test (docs/OPERATIONS.md, "Deploying a new version")."""
+FAIRNESS_CONFIG = {
+    "matching.enableFairness": "true",
+    "matching.priorityLevels": str(PRIORITY_LEVELS),
+    "matching.numTaskqueueReadPartitions": "1",
+    "matching.numTaskqueueWritePartitions": "1",
+}
+"""Task fairness and Ratchet's priority bands (ratchet/contracts/tenancy.py): fairness is off by default
+(`matching.enableFairness` turns on the priority- and fairness-aware matcher, `matching.useNewMatcher`
+with it), the server has 5 priority levels where Ratchet's rule uses 10, and fairness holds per
+partition of a task queue: with the default 4, a quiet tenant's task waits for a poller to reach its
+partition (B's workflow tasks waited up to 6.8 s behind A's burst with 4, 1.5 s with 1:
+bench/fairness.py). docs/OPERATIONS.md, "Tenants and priorities"."""
+
+DYNAMIC_CONFIG = {
+    "matching.maxTaskQueuesInDeploymentVersion": "100000",
+    "matching.maxDeployments": "100000",
+    **FAIRNESS_CONFIG,
+}
+"""Fairness on (FAIRNESS_CONFIG). Worker versioning works on the dev server as it is; only Temporal's
+defaults of 100 task queues per deployment version and 100 deployments per namespace are raised: a
+build's workers join the version with each task queue they poll (its own, its host's, its
+providers'), each task queue's workers are a deployment of their own by default
+(RATCHET_DEPLOYMENT), and a test session polls a new task queue per test (docs/OPERATIONS.md,
+"Deploying a new version")."""
 
 
 TEMPORAL_PORT = 7233
@@ -78,9 +97,17 @@ class DevServer:
 
     def command(self) -> list[str]:
         cmd = [
-            temporal_binary(), "server", "start-dev",
-            "--ip", "127.0.0.1", "--port", str(self.port),
-            "--db-filename", str(self.db_file), "--log-level", "error",
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--db-filename",
+            str(self.db_file),
+            "--log-level",
+            "error",
             *(arg for pragma in SQLITE_PRAGMAS for arg in ("--sqlite-pragma", pragma)),
         ]
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]

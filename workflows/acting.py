@@ -42,7 +42,7 @@ from ratchet.contracts import (
     valid_unicode,
 )
 from ratchet.core import keys
-from . import approvals, children, events, grants, guardrails, handoffs, hosts, outcomes, quarantine
+from . import approvals, calls, children, events, grants, guardrails, handoffs, hosts, outcomes, quarantine
 from .call_order import CallOrder
 from .errors import FailRun, cause, raise_if_cancelled
 from .hosts import HostLost
@@ -279,6 +279,7 @@ async def _execute_tool(
             cancellation_type=CANCEL_READ_ONLY if spec.effect == EffectClass.READ_ONLY else CANCEL_SIDE_EFFECT,
             retry_policy=retry,
             summary=summary,
+            priority=calls.priority(),
             **options,
         )
 
@@ -313,6 +314,7 @@ async def _delegate(
             id=children.child_id(key),
             result_type=AgentResult,
             task_queue=workflow.info().task_queue,
+            priority=calls.priority(),
         )
     except ChildWorkflowError as err:
         raise_if_cancelled(err)

@@ -40,6 +40,7 @@ from ratchet.contracts import (
     TranscriptPage,
     TurnAnswer,
 )
+from ratchet.contracts import TaskPriority, task_priority
 from ratchet.core import budget as budgets
 from . import (
     approvals,
@@ -117,6 +118,15 @@ class AgentWorkflow:
         except asyncio.CancelledError:
             await cancelled(state, state.plan or plan, self._phases)
             raise
+
+    def task_priority(self, model_path: bool) -> TaskPriority | None:
+        """What the run's activities and children carry (workflows/calls.py `priority`): its tenant
+        and priority, the tenant's weight from the plan (before it: the workflow's own)."""
+        state = self._state
+        if state is None:
+            return None
+        weight = state.plan.fairness_weight if state.plan is not None else None
+        return task_priority(state.run.tenant, state.run.priority, weight, model_path)
 
     # --- queries, signals and updates --------------------------------------------------------
 

@@ -5,11 +5,12 @@ string or a copy of a retry policy (deterministic, no I/O)."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 
+from ratchet.contracts import TaskPriority
 from ratchet.contracts.activities import ActivityDef, Retry
 
 I = TypeVar("I")
@@ -21,6 +22,26 @@ def retry_policy(retry: Retry) -> RetryPolicy:
         initial_interval=timedelta(seconds=retry.initial_s),
         maximum_interval=timedelta(seconds=retry.maximum_s) if retry.maximum_s is not None else None,
         maximum_attempts=retry.maximum_attempts,
+    )
+
+
+@runtime_checkable
+class Prioritised(Protocol):
+    """A workflow whose tasks carry a priority of their own (AgentWorkflow: the run's tenant and
+    priority, ratchet/contracts/tenancy.py)."""
+
+    def task_priority(self, model_path: bool) -> TaskPriority | None: ...
+
+
+def priority(model_path: bool = False) -> Priority:
+    """The priority of a task the current workflow schedules: its own (`Prioritised`), else the
+    default (every field inherited from the workflow's)."""
+    owner = workflow.instance()
+    task = owner.task_priority(model_path) if isinstance(owner, Prioritised) else None
+    if task is None:
+        return Priority.default
+    return Priority(
+        priority_key=task.priority_key, fairness_key=task.fairness_key, fairness_weight=task.fairness_weight
     )
 
 
@@ -36,7 +57,8 @@ async def call(
 ) -> R:
     """Run `activity` on `arg` with its declared options, `start_to_close_s` and `retry` replacing
     them where given, `options` added (`task_queue`, `schedule_to_start_timeout`, ...). `local`:
-    as a local activity (no heartbeat: it runs in the worker holding the workflow task)."""
+    as a local activity (no heartbeat: it runs in the worker holding the workflow task). A regular
+    activity carries the run's task priority (`priority`)."""
     timeout = timedelta(seconds=start_to_close_s if start_to_close_s is not None else activity.start_to_close_s)
     policy = retry_policy(retry if retry is not None else activity.retry)
     if local:
@@ -51,6 +73,7 @@ async def call(
         )
     if activity.heartbeat_s is not None:
         options.setdefault("heartbeat_timeout", timedelta(seconds=activity.heartbeat_s))
+    options.setdefault("priority", priority(activity.model_path))
     return await workflow.execute_activity(
         activity.name,
         arg,

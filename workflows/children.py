@@ -38,6 +38,10 @@ def child_run(state: AgentState, plan: RunPlan, args: dict[str, Any]) -> tuple[d
     }
     if isinstance(args.get("model"), dict):
         run["model"] = args["model"]
+    if state.run.tenant is not None:  # the parent's tenant and priority (ratchet/contracts/tenancy.py)
+        run["tenant"] = state.run.tenant
+    if state.run.priority is not None:
+        run["priority"] = state.run.priority
     if state.workspace.host is not None:  # the same directory: the host holding the parent's workspace
         run["workspace_host"] = state.workspace.host
     return run, None

@@ -2,10 +2,10 @@
 phase and whether it waits for a person, for `temporal workflow list --query
 'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once) with its latest turn; a run that
 waits (for a person, a message, a resume) or has closed, its steps and cost; the build of its worker
-deployment it is on (set once per execution); a shadow run, the run it shadows (set once). Turn, steps and cost
-change only with the phase, so they ride on its upserts. Only what changed is upserted, and rarely:
-the phase shows RUNNING while a run thinks and acts, so a step upserts nothing (history bytes per
-step stay flat)."""
+deployment it is on (set once per execution); a shadow run, the run it shadows (set once); its tenant
+and priority (set once). Turn, steps and cost change only with the phase, so they ride on its
+upserts. Only what changed is upserted, and rarely: the phase shows RUNNING while a run thinks and
+acts, so a step upserts nothing (history bytes per step stay flat)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ SA_STEPS = key(RunAttributes.STEPS)
 SA_COST = key(RunAttributes.COST)
 SA_BUILD = key(RunAttributes.BUILD)
 SA_SHADOW_OF = key(RunAttributes.SHADOW_OF)
+SA_TENANT = key(RunAttributes.TENANT)
+SA_PRIORITY = key(RunAttributes.PRIORITY)
 SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
 """Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
 
@@ -56,6 +58,10 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
         values[SA_TURN] = state.session.turn_number
     if state.release.build is not None:
         values[SA_BUILD] = state.release.build
+    if state.run.tenant is not None:  # set once (a start through ratchet.client sets them already)
+        values[SA_TENANT] = state.run.tenant
+    if state.run.priority is not None:
+        values[SA_PRIORITY] = str(state.run.priority)
     if state.run.shadow is not None:  # set once, with the first upsert: a shadow is never listed as production
         values[SA_SHADOW_OF] = state.run.shadow.workflow_id
     if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again

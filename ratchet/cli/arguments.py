@@ -151,6 +151,8 @@ def start(cmd: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument("--new-run", action="store_true", help="start a new run under the id of a run that has ended")
     cmd.add_argument("--session", action="store_true", help="a session: after each answer it waits for `ratchet ask`")
+    cmd.add_argument("--tenant", help="who the run is for (at most 64 bytes): fair dispatch and open-run limits")
+    cmd.add_argument("--priority", type=int, help="1 (most urgent) to 5 (default 3)")
     cmd.add_argument("--follow", action="store_true", help="show the live view until the run ends; exit 0 on DONE")
 
 
@@ -158,6 +160,7 @@ def list_runs(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--phase", help="only runs in this phase (RUNNING, AWAITING_APPROVAL, PAUSED, DONE, FAILED, ...)")
     cmd.add_argument("--agent", help="only runs of this agent profile")
     cmd.add_argument("--running", action="store_true", help="only runs still open")
+    cmd.add_argument("--tenant", help="only runs of this tenant")
     cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
 
 

@@ -52,8 +52,8 @@ def run_from(args: argparse.Namespace) -> AgentRun:
             raise InvalidRun(f"cannot read {args.file}: {exc}") from None
         if not isinstance(fields, dict):
             raise InvalidRun(f"{args.file} must hold a JSON object (the run), not {type(fields).__name__}")
-    for name in ("agent", "objective", "workspace"):
-        if getattr(args, name):
+    for name in ("agent", "objective", "workspace", "tenant", "priority"):
+        if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
     if args.max_steps is not None:
         fields.setdefault("budget", {})["max_steps"] = args.max_steps
@@ -120,11 +120,18 @@ async def start(args: argparse.Namespace) -> int:
 
 
 async def list_runs(args: argparse.Namespace) -> int:
-    runs = await (await connected()).list(agent=args.agent, phase=args.phase, running=args.running, limit=args.limit)
-    print(f"{'workflow id':<36} {'status':<11} {'agent':<14} {'phase':<18} started")
+    client = await connected()
+    runs = await client.list(
+        agent=args.agent, phase=args.phase, running=args.running, limit=args.limit, tenant=args.tenant
+    )
+    print(f"{'workflow id':<36} {'status':<11} {'agent':<14} {'phase':<18} {'tenant':<14} {'prio':<4} started")
     for run in runs:
         started = f"{run.start_time:%Y-%m-%d %H:%M:%S}" if run.start_time else "-"
-        print(f"{run.workflow_id:<36} {run.status:<11} {run.agent or '-':<14} {run.phase or '-':<18} {started}")
+        tenant, priority = run.tenant or "-", run.priority or "-"
+        print(
+            f"{run.workflow_id:<36} {run.status:<11} {run.agent or '-':<14} {run.phase or '-':<18} "
+            f"{tenant:<14} {priority!s:<4} {started}"
+        )
     if not runs:
         print("(no runs match)")
     return 0

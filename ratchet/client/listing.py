@@ -35,6 +35,10 @@ class RunSummary(BaseModel):
     """What it had spent then (RatchetCostUsd)."""
     build: str | None = None
     """The build of its worker deployment it is on, or ended on (RatchetBuildId; None: unversioned)."""
+    tenant: str | None = None
+    """Who the run is for (RatchetTenant), if it names a tenant."""
+    priority: int | None = None
+    """Its priority, 1 (most urgent) to 5, if it names one (RatchetPriority)."""
 
 
 class RunPage(BaseModel):
@@ -55,6 +59,7 @@ class RunFilter:
     running: bool | None = None
     query: str | None = None
     session: bool | None = None
+    tenant: str | None = None
 
 
 async def list_runs(temporal: Client, which: RunFilter, limit: int) -> list[RunSummary]:
@@ -92,7 +97,12 @@ async def list_page(temporal: Client, which: RunFilter, page_size: int, page: st
 def visibility(which: RunFilter) -> str:
     """The visibility query of a listing: Ratchet's runs, with its search attributes as filters."""
     clauses = [f'WorkflowType="{AGENT_WORKFLOW}"']
-    for name, value in ((RunAttributes.PHASE.name, which.phase), (RunAttributes.AGENT.name, which.agent)):
+    named = (
+        (RunAttributes.PHASE, which.phase),
+        (RunAttributes.AGENT, which.agent),
+        (RunAttributes.TENANT, which.tenant),
+    )
+    for name, value in named:
         if value:
             if '"' in value or "\\" in value:
                 raise InvalidInput("runs filter", [f"{name}: no quotes or backslashes, not {value!r}"])
@@ -124,4 +134,6 @@ def summary(run: WorkflowExecution) -> RunSummary:
         steps=(attributes.get(RunAttributes.STEPS.name) or [None])[0],
         cost_usd=(attributes.get(RunAttributes.COST.name) or [None])[0],
         build=(attributes.get(RunAttributes.BUILD.name) or [None])[0],
+        tenant=(attributes.get(RunAttributes.TENANT.name) or [None])[0],
+        priority=int(str((attributes.get(RunAttributes.PRIORITY.name) or [0])[0])) or None,
     )

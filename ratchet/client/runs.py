@@ -108,7 +108,7 @@ class RatchetClient:
         takes), validated first (InvalidInput names the field). Default id: `{agent}-{8 hex}`. An id
         a run already has is refused (IdInUse, naming that run's status), unless `new_run` and
         that run has closed: then a new run starts under the same id (Temporal's id reuse policy)."""
-        started = await start_run(self.temporal, self.settings.task_queue, run, workflow_id, new_run)
+        started = await start_run(self.temporal, self.settings, run, workflow_id, new_run)
         return RunHandle(self, started.id, started)
 
     def get(self, workflow_id: str) -> RunHandle:
@@ -124,11 +124,18 @@ class RatchetClient:
         query: str | None = None,
         limit: int = 50,
         session: bool | None = None,
+        tenant: str | None = None,
     ) -> list[RunSummary]:
         """Runs, newest first, from Temporal's visibility store; `query` adds a raw visibility clause,
-        `session` keeps only sessions (True) or only runs that are not (False)."""
+        `session` keeps only sessions (True) or only runs that are not (False), `tenant` one tenant's."""
         which = RunFilter(
-            agent=agent, phase=phase, awaiting_approval=awaiting_approval, running=running, query=query, session=session
+            agent=agent,
+            phase=phase,
+            awaiting_approval=awaiting_approval,
+            running=running,
+            query=query,
+            session=session,
+            tenant=tenant,
         )
         return await listing.list_runs(self.temporal, which, limit)
 
@@ -141,11 +148,17 @@ class RatchetClient:
         page_size: int = 50,
         page: str | None = None,
         session: bool | None = None,
+        tenant: str | None = None,
     ) -> RunPage:
         """One page of `list` (newest first): `page` is the `next_page` of the page before (None:
         the first). One visibility request per page, however many runs there are."""
         which = RunFilter(
-            agent=agent, phase=phase, awaiting_approval=awaiting_approval, running=running, session=session
+            agent=agent,
+            phase=phase,
+            awaiting_approval=awaiting_approval,
+            running=running,
+            session=session,
+            tenant=tenant,
         )
         return await listing.list_page(self.temporal, which, page_size, page)
 

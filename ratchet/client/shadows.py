@@ -148,7 +148,7 @@ class Shadows:
         async def one(original: str, run: AgentRun) -> ShadowPair:
             async with gate:
                 shadow_id = f"{original}{SHADOW_INFIX}{batch_id}"
-                await start_run(self.temporal, self.settings.task_queue, run, shadow_id, False)
+                await start_run(self.temporal, self.settings, run, shadow_id, False)
                 return ShadowPair(original=original, shadow=shadow_id)
 
         first = await one(*inputs[0])

@@ -16,15 +16,23 @@ from temporalio.service import RPCError
 
 from ratchet.client.errors import IdInUse, InvalidInput, rpc_error
 from ratchet.client.rpc import RunCalls
+from ratchet.client.tenants import admit, start_attributes, workflow_priority
 from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun
 from ratchet.contracts.search_attributes import RunAttributes
+from ratchet.ops.settings import Settings
 
 
 async def start_run(
-    temporal: Client, task_queue: str, run: AgentRun | Mapping[str, Any] | str, workflow_id: str | None, new_run: bool
+    temporal: Client,
+    settings: Settings,
+    run: AgentRun | Mapping[str, Any] | str,
+    workflow_id: str | None,
+    new_run: bool,
 ) -> WorkflowHandle[Any, AgentResult]:
-    """The started run's handle (see `RatchetClient.start`)."""
+    """The started run's handle (see `RatchetClient.start`): on `settings.task_queue`, with its
+    tenant's priority, once its tenant is under its limit of open runs (ratchet/client/tenants.py)."""
     checked = validated_run(run)
+    await admit(temporal, settings, checked)
     workflow_id = workflow_id or f"{checked.agent}-{uuid.uuid4().hex[:8]}"
     reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE if new_run else WorkflowIDReusePolicy.REJECT_DUPLICATE
     try:
@@ -32,10 +40,12 @@ async def start_run(
             AGENT_WORKFLOW,
             checked.model_dump(exclude_none=True, mode="json"),
             id=workflow_id,
-            task_queue=task_queue,
+            task_queue=settings.task_queue,
             result_type=AgentResult,
             static_summary=start_summary(checked),
             id_reuse_policy=reuse,
+            priority=workflow_priority(checked, settings),
+            search_attributes=start_attributes(checked),
         )
     except WorkflowAlreadyStartedError:
         existing = temporal.get_workflow_handle(workflow_id, result_type=AgentResult)

@@ -70,6 +70,7 @@ def runs_page(
                 esc(run.agent or "-") + (" <b class=mark>session</b>" if run.session else ""),
                 esc(run.phase or "-") + (" <b class=waiting>awaiting approval</b>" if run.awaiting_approval else ""),
                 esc(run.status),
+                esc(run.tenant or "-") + (f" <small>p{run.priority}</small>" if run.priority else ""),
                 *_progress(run, (progress or {}).get(run.workflow_id)),
                 esc(waited(run.start_time)) + " ago",
                 temporal_link(temporal_ui, run.workflow_id),
@@ -85,7 +86,9 @@ def runs_page(
         + _filters(chosen)
         + (f'<p class="flash error" role=alert>{esc(problem)}</p>' if problem else "")
         + table(
-            ["run", "agent", "phase", "status", "step", "turn", "budget used", "started", ""], rows, "No runs match."
+            ["run", "agent", "phase", "status", "tenant", "step", "turn", "budget used", "started", ""],
+            rows,
+            "No runs match.",
         )
         + f"<p>{more}</p>"
     )

@@ -8,6 +8,7 @@
 - `records`: what the state is made of: effects, checkpoints, rollbacks, approvals, tool calls;
 - `window`: `Window`, a list held from an offset on;
 - `search_attributes`: the search attributes a run publishes (`RunAttributes`: names and types);
+- `tenancy`: tenants and priorities, and the rule that makes them Temporal task priorities;
 - `rollback`: the rollback of a closed run (`RollbackWorkflow`'s input and result);
 - `outcomes`: decisions on calls whose outcome is unknown (`DecideRequest`);
 - `shadow`: a shadow run's input (`ShadowOf`) and the rule of which tool runs in one (`runs_in_shadow`);
@@ -143,6 +144,14 @@ from ratchet.contracts.shadow import (
     runs_in_shadow,
 )
 from ratchet.contracts.search_attributes import AttributeType, RunAttributes, SearchAttribute
+from ratchet.contracts.tenancy import (
+    DEFAULT_PRIORITY,
+    MAX_TENANT_BYTES,
+    PRIORITY_LEVELS,
+    TaskPriority,
+    parse_tenant_map,
+    task_priority,
+)
 from ratchet.contracts.rollback import (
     ROLLBACK_WORKFLOW,
     TO_START,
@@ -190,6 +199,12 @@ from ratchet.contracts.deploy import (
 
 __all__ = [
     "problems",
+    "DEFAULT_PRIORITY",
+    "MAX_TENANT_BYTES",
+    "PRIORITY_LEVELS",
+    "TaskPriority",
+    "parse_tenant_map",
+    "task_priority",
     "AGENT_WORKFLOW",
     "STATE_QUERY",
     "RunMessages",

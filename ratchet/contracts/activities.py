@@ -59,6 +59,9 @@ class ActivityDef(Generic[I, R]):
     heartbeat_s: float | None = None
     """Its heartbeat timeout: it heartbeats well within it (activities/heartbeat.py), so a dead
     worker is noticed then, and a cancellation reaches it."""
+    model_path: bool = False
+    """A call of a model, or the planning a run's first model call waits for: dispatched before the
+    run's other tasks (ratchet/contracts/tenancy.py)."""
 
 
 ABOUT_A_MINUTE = Retry(initial_s=1.0, maximum_s=10.0, maximum_attempts=10)
@@ -69,7 +72,7 @@ HEARTBEAT_S = 20.0
 MODEL_RETRY = Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=8)
 """A model call's, and a compaction's (a model call too), unless the run's `ModelSettings` say otherwise."""
 
-PREPARE = ActivityDef[PlanRun, RunPlan]("run.prepare", PlanRun, RunPlan, 30.0, ABOUT_A_MINUTE)
+PREPARE = ActivityDef[PlanRun, RunPlan]("run.prepare", PlanRun, RunPlan, 30.0, ABOUT_A_MINUTE, model_path=True)
 MODEL_CALL = ActivityDef[ModelRequest, ModelReply](
     "model.call",
     ModelRequest,
@@ -77,6 +80,7 @@ MODEL_CALL = ActivityDef[ModelRequest, ModelReply](
     150.0,
     MODEL_RETRY,
     HEARTBEAT_S,
+    model_path=True,
 )
 """Its timeout and attempts come from the run's `ModelSettings` (the operator's settings, the profile)."""
 COMPACT = ActivityDef[CompactRequest, CompactReply](
@@ -86,6 +90,7 @@ COMPACT = ActivityDef[CompactRequest, CompactReply](
     150.0,
     MODEL_RETRY,
     HEARTBEAT_S,
+    model_path=True,
 )
 """A session's compaction: one summarising model call (workflows/compaction.py); the model call's options."""
 VERIFY = ActivityDef[VerifyRequest, VerifyResult](
@@ -158,7 +163,7 @@ NOTIFY_SEND = ActivityDef[NotifyDelivery, str](
 takes it (2xx) or refuses it for good (a 4xx but 408 and 429: not retried), for a day
 (`RatchetNotify`'s schedule-to-close)."""
 GUARDRAIL_JUDGE = ActivityDef[JudgeRequest, JudgeVerdict](
-    "guardrail.judge", JudgeRequest, JudgeVerdict, 150.0, MODEL_RETRY, HEARTBEAT_S
+    "guardrail.judge", JudgeRequest, JudgeVerdict, 150.0, MODEL_RETRY, HEARTBEAT_S, model_path=True
 )
 """A judge guardrail's model call: a model call's timeout and retries; a retry after a lost
 completion returns the recorded verdict (ledger key `{workflow id}/{step}/judge-{guardrail}-{call}`)."""

@@ -199,6 +199,9 @@ class RunPlan(RunPolicy):
 
     judges: dict[str, ModelSettings] = Field(default_factory=dict)
     """Each judge guardrail's model, by the guardrail's name."""
+    fairness_weight: float | None = None
+    """The run's tenant's weight on the worker (RATCHET_TENANT_WEIGHTS), None without a tenant or a
+    weight: its activities carry it (ratchet/contracts/tenancy.py)."""
     retired_tools: list[ToolSpec] = Field(default_factory=list)
     """Tools of the profiles the run was handed over from that this one lacks: not offered to the
     model, kept so their effects can still be undone."""

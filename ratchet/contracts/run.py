@@ -12,6 +12,7 @@ from ratchet.contracts.approval_policy import GrantRequest
 from ratchet.contracts.base import Decider, MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
 from ratchet.contracts.session import SessionOverride
 from ratchet.contracts.shadow import ShadowOf
+from ratchet.contracts.tenancy import LOWEST_PRIORITY, tenant_problem
 
 
 AGENT_WORKFLOW = "AgentWorkflow"
@@ -161,6 +162,28 @@ class AgentRun(Strict):
         description="Set by `ratchet shadow`: the run is a shadow of another, its side effects quarantined "
         "(ratchet/contracts/shadow.py).",
     )
+
+    tenant: str | None = Field(
+        default=None,
+        description="Who the run is for (at most 64 bytes): its tasks are dispatched fairly across tenants, by "
+        "the tenant's weight (RATCHET_TENANT_WEIGHTS), and its open runs are limited (RATCHET_TENANT_MAX_OPEN); "
+        "sub-agents, sessions and continue-as-new keep it (ratchet/contracts/tenancy.py).",
+    )
+    priority: int | None = Field(
+        default=None,
+        ge=1,
+        le=LOWEST_PRIORITY,
+        description="1 (most urgent) to 5 (default 3): the run's tasks are dispatched before those of runs "
+        "of a higher number, its model calls before its tools (ratchet/contracts/tenancy.py).",
+    )
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, value: str | None) -> str | None:
+        problem = tenant_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("objective")
     @classmethod

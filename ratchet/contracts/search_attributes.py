@@ -50,4 +50,23 @@ class RunAttributes:
     SHADOW_OF = SearchAttribute("RatchetShadowOf", AttributeType.KEYWORD)
     """Set on shadow runs only: the workflow id of the run it shadows (`ratchet shadow`)."""
 
-    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST, BUILD, SHADOW_OF)
+    TENANT = SearchAttribute("RatchetTenant", AttributeType.KEYWORD)
+    """Set on runs that name a tenant (`AgentRun.tenant`), from the start: the per-tenant limit on
+    open runs counts them (`temporal workflow list --query 'RatchetTenant="acme"'`)."""
+    PRIORITY = SearchAttribute("RatchetPriority", AttributeType.KEYWORD)
+    """Set on runs that name a priority, from the start: "1" (most urgent) to "5". A keyword, as the
+    dev server's SQLite visibility has only three Int attributes (RatchetTurn, RatchetSteps hold two)."""
+
+    ALL: tuple[SearchAttribute, ...] = (
+        AGENT,
+        PHASE,
+        AWAITING_APPROVAL,
+        SESSION,
+        TURN,
+        STEPS,
+        COST,
+        BUILD,
+        SHADOW_OF,
+        TENANT,
+        PRIORITY,
+    )

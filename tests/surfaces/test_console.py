@@ -223,13 +223,15 @@ async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(cli
     sessions = await until(lambda: listed("session=yes", session.workflow_id), "the session listed as one")
     assert row(sessions, plain.workflow_id) is None
     cells = re.findall(r"<td>(.*?)</td>", row(sessions, session.workflow_id))
-    assert "session" in cells[1] and cells[2] == "AWAITING_MESSAGE" and cells[4:7] == ["1", "1", "$0.0000"]
+    assert "session" in cells[1] and cells[2] == "AWAITING_MESSAGE" and cells[4:8] == ["-", "1", "1", "$0.0000"]
     others = await until(lambda: listed("session=no", plain.workflow_id), "the plain run listed as not a session")
     assert row(others, session.workflow_id) is None
     cells = re.findall(r"<td>(.*?)</td>", row(others, plain.workflow_id))  # a closed run: its search attributes
-    assert cells[3] == "COMPLETED" and cells[4:7] == ["2", "-", "$0.0000"]
+    assert cells[3] == "COMPLETED" and cells[4:8] == ["-", "2", "-", "$0.0000"]
     assert (await console.get("/?session=maybe")).status_code == 400
-    busy = await rc.start(scripted("saga", [{"tool_calls": [call("probe_wait", seconds=60)]}], workspace="busy"))
+    busy = await rc.start(
+        scripted("saga", [{"tool_calls": [call("probe_wait", seconds=60)]}], workspace="busy", tenant="acme", priority=2)
+    )
     await wait_for(busy, lambda s: s.phase == Phase.ACTING)
 
     async def busy_row():
@@ -237,7 +239,7 @@ async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(cli
         return row(page.text, busy.workflow_id)
 
     cells = re.findall(r"<td>(.*?)</td>", await until(busy_row, "the busy run listed"))
-    assert cells[2] == "RUNNING" and cells[4:7] == ["1", "-", "$0.0000"]  # thinking or acting: from its state
+    assert cells[2] == "RUNNING" and cells[4:8] == ["acme <small>p2</small>", "1", "-", "$0.0000"]  # thinking or acting: from its state
     await busy.cancel()
     await session.close()
 
