@@ -124,7 +124,8 @@ async def list_runs(args: argparse.Namespace) -> int:
     print(f"{'workflow id':<36} {'status':<11} {'agent':<14} {'phase':<18} started")
     for run in runs:
         started = f"{run.start_time:%Y-%m-%d %H:%M:%S}" if run.start_time else "-"
-        print(f"{run.workflow_id:<36} {run.status:<11} {run.agent or '-':<14} {run.phase or '-':<18} {started}")
+        handed = f"  handed to {run.handed_to}" if run.handed_to else ""
+        print(f"{run.workflow_id:<36} {run.status:<11} {run.agent or '-':<14} {run.phase or '-':<18} {started}{handed}")
     if not runs:
         print("(no runs match)")
     return 0
@@ -163,7 +164,13 @@ async def result(args: argparse.Namespace) -> int:
     return 0 if outcome.phase == "DONE" else 1
 
 
-WAITING_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
+WAITING_PHASES = (
+    Phase.AWAITING_APPROVAL,
+    Phase.AWAITING_DECISION,
+    Phase.AWAITING_MESSAGE,
+    Phase.AWAITING_PERSON,
+    Phase.PAUSED,
+)
 
 
 async def waiting_for(run: RunHandle, summary: RunSummary) -> str:

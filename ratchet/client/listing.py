@@ -35,6 +35,8 @@ class RunSummary(BaseModel):
     """What it had spent then (RatchetCostUsd)."""
     build: str | None = None
     """The build of its worker deployment it is on, or ended on (RatchetBuildId; None: unversioned)."""
+    handed_to: str | None = None
+    """The person's or role's inbox it waits in (`person:alice`; RatchetHandedTo), while it does."""
 
 
 class RunPage(BaseModel):
@@ -124,4 +126,5 @@ def summary(run: WorkflowExecution) -> RunSummary:
         steps=(attributes.get(RunAttributes.STEPS.name) or [None])[0],
         cost_usd=(attributes.get(RunAttributes.COST.name) or [None])[0],
         build=(attributes.get(RunAttributes.BUILD.name) or [None])[0],
+        handed_to=(attributes.get(RunAttributes.HANDED_TO.name) or [None])[0],
     )

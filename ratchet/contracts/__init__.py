@@ -152,7 +152,7 @@ from ratchet.contracts.rollback import (
     ClosedRollback,
 )
 from ratchet.contracts.guardrails import Guardrail, GuardrailTrip
-from ratchet.contracts.handoff import Handoff, HandoffArgs
+from ratchet.contracts.handoff import Handoff, HandoffArgs, HandoffResponse
 from ratchet.contracts.notify import NOTIFY_WORKFLOW, Notify, NotifyBody, NotifyDelivery, NotifyEvent
 from ratchet.contracts.schedules import (
     SCHEDULED_MESSAGE_WORKFLOW,
@@ -313,6 +313,7 @@ __all__ = [
     "GuardrailTrip",
     "Handoff",
     "HandoffArgs",
+    "HandoffResponse",
     "Notify",
     "NotifyBody",
     "NotifyDelivery",

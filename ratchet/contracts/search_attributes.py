@@ -50,4 +50,19 @@ class RunAttributes:
     SHADOW_OF = SearchAttribute("RatchetShadowOf", AttributeType.KEYWORD)
     """Set on shadow runs only: the workflow id of the run it shadows (`ratchet shadow`)."""
 
-    ALL: tuple[SearchAttribute, ...] = (AGENT, PHASE, AWAITING_APPROVAL, SESSION, TURN, STEPS, COST, BUILD, SHADOW_OF)
+    HANDED_TO = SearchAttribute("RatchetHandedTo", AttributeType.KEYWORD)
+    """The person's or role's inbox (`person:alice`, `role:reviewers`) a run is handed to, while it
+    waits for their answer (unset once they gave it): `ratchet inbox --person alice`."""
+
+    ALL: tuple[SearchAttribute, ...] = (
+        AGENT,
+        PHASE,
+        AWAITING_APPROVAL,
+        SESSION,
+        TURN,
+        STEPS,
+        COST,
+        BUILD,
+        SHADOW_OF,
+        HANDED_TO,
+    )
