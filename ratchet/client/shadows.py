@@ -29,14 +29,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.service import RPCError, RPCStatusCode
-
 from temporalio.client import Client
 
-from ratchet.client.errors import InvalidInput, RunFailed, RunNotFound, rpc_error
+from ratchet.client.errors import InvalidInput, RunFailed, RunNotFound
 from ratchet.client.listing import RunFilter, list_runs
+from ratchet.client.shadow_clean import clean, delete
 from ratchet.client.starting import start_run
 from ratchet.contracts import (
     AgentRun,
@@ -48,6 +45,7 @@ from ratchet.contracts import (
     RecordedCall,
     ResumeFrom,
     RunAttributes,
+    ShadowCleaned,
     ShadowOf,
     canonical,
     runs_in_shadow,
@@ -105,6 +103,12 @@ class StateOf(Protocol):
     async def close(self) -> str: ...
 
     async def planned(self, timeout_s: float = ...) -> bool: ...
+
+    async def running(self) -> bool: ...
+
+    async def terminate(self, reason: str) -> None: ...
+
+    async def closed_state(self) -> AgentState: ...
 
 
 class Shadows:
@@ -167,7 +171,7 @@ class Shadows:
         except RunFailed as exc:
             if (await handle.state()).plan is not None:
                 return  # planned, then failed (diverged at its first step, say): the report's to tell
-            await self._delete(shadow)
+            await delete(self.temporal, shadow)
             raise InvalidInput("shadow candidate", [f"the worker cannot run it: {exc.reason}"]) from None
 
     async def report(self, batch: ShadowBatch | str, wait_s: float = 300) -> ShadowReport:
@@ -188,25 +192,12 @@ class Shadows:
             raise InvalidInput("shadow batch", [f"no shadow run of batch {batch_id!r}"])
         return ShadowBatch(id=batch_id, pairs=pairs)
 
-    async def clean(self, batch: ShadowBatch | str) -> list[str]:
-        """Each shadow of the batch terminated if it still runs and its execution deleted (history,
-        state and stream); the shadows' ids."""
+    async def clean(self, batch: ShadowBatch | str) -> list[ShadowCleaned]:
+        """Each shadow of the batch terminated if it still runs, its private workspace deleted on
+        the hosts that hold it and its ledger entries on the worker side, then its execution
+        (history, state, stream): what was deleted of each (ratchet/client/shadow_clean.py)."""
         found = batch if isinstance(batch, ShadowBatch) else await self.find(batch)
-        for pair in found.pairs:
-            await self._delete(pair.shadow)
-        return [p.shadow for p in found.pairs]
-
-    async def _delete(self, shadow: str) -> None:
-        temporal = self.temporal
-        request = DeleteWorkflowExecutionRequest(
-            namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=shadow)
-        )
-        try:
-            await temporal.workflow_service.delete_workflow_execution(request)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                host = temporal.service_client.config.target_host
-                raise rpc_error(f"cannot delete {shadow}", exc, host) from None
+        return await clean(self.temporal, self.settings.task_queue, self.get, [p.shadow for p in found.pairs])
 
     async def _shadow_input(self, original: str, candidate: Candidate, change: ProfileChange | None) -> AgentRun:
         try:
