@@ -3,7 +3,7 @@
 `ratchet shadow clean` (ratchet/client/shadows.py) reads each shadow's state, then starts this
 workflow with what it left: its private workspace on each host that held it and its ledger entries.
 Each copy of the workspace is deleted by `workspace.remove` on its host's queue; a host that does
-not take it within HOST_TIMEOUT_S is gone, and the report says so (its copy, if any, stays). The
+not take it within `host_timeout_s` (30 s) is gone, and the report says so (its copy, if any, stays). The
 ledger entries go with `ledger.forget` on the shared queue. Then the client deletes the shadows'
 executions and this workflow's.
 """
@@ -27,18 +27,16 @@ from ratchet.contracts.shadow import (
 from . import calls
 from .hosts import host_gone, host_name
 
-HOST_TIMEOUT_S = 30.0
-"""How long a host has to take its `workspace.remove` before it counts as gone."""
-
 
 @workflow.defn(name=SHADOW_CLEAN_WORKFLOW, sandboxed=False)  # outside the SDK's sandbox, as AgentWorkflow
 class ShadowCleanWorkflow:
     @workflow.run
     async def run(self, request: CleanShadows) -> list[ShadowCleaned]:
-        return [await _clean(shadow) for shadow in request.shadows]
+        timeout = timedelta(seconds=request.host_timeout_s)
+        return [await _clean(shadow, timeout) for shadow in request.shadows]
 
 
-async def _clean(shadow: ShadowLeftovers) -> ShadowCleaned:
+async def _clean(shadow: ShadowLeftovers, host_timeout: timedelta) -> ShadowCleaned:
     cleaned = ShadowCleaned(workflow_id=shadow.workflow_id)
     for host in dict.fromkeys(shadow.hosts) if shadow.workspace else ():
         try:
@@ -47,7 +45,7 @@ async def _clean(shadow: ShadowLeftovers) -> ShadowCleaned:
                 RemoveWorkspace(workspace=shadow.workspace),
                 summary=f"remove {shadow.workspace} on {host_name(host)}",
                 task_queue=host,
-                schedule_to_start_timeout=timedelta(seconds=HOST_TIMEOUT_S),
+                schedule_to_start_timeout=host_timeout,
             )
         except ActivityError as err:
             if not host_gone(err):

@@ -30,13 +30,15 @@ from ratchet.contracts.shadow import SHADOW_CLEAN_WORKFLOW, CleanShadows, Shadow
 
 
 async def clean(
-    temporal: Client, task_queue: str, get: Callable[[str], Any], shadows: list[str]
+    temporal: Client, task_queue: str, get: Callable[[str], Any], shadows: list[str], host_timeout_s: float = 30.0
 ) -> list[ShadowCleaned]:
     """Every shadow of `shadows` deleted with what it left; what was deleted of each (a shadow
-    already gone: nothing but its id)."""
+    already gone: nothing but its id). A host that does not take its deletion within
+    `host_timeout_s` is reported gone (`ShadowCleaned.lost`)."""
     found = [await _leftovers(get(shadow)) for shadow in shadows]
     leftovers = [f for f in found if f is not None]
-    cleaned = {c.workflow_id: c for c in await _on_workers(temporal, task_queue, leftovers)} if leftovers else {}
+    request = CleanShadows(shadows=leftovers, host_timeout_s=host_timeout_s) if leftovers else None
+    cleaned = {c.workflow_id: c for c in await _on_workers(temporal, task_queue, request)} if request else {}
     for shadow in shadows:
         await delete(temporal, shadow)
     return [cleaned.get(shadow) or ShadowCleaned(workflow_id=shadow) for shadow in shadows]
@@ -57,12 +59,12 @@ async def _leftovers(handle: Any) -> ShadowLeftovers | None:
     return ShadowLeftovers(workflow_id=state.workflow_id, workspace=workspace, hosts=[h for h in hosts if h])
 
 
-async def _on_workers(temporal: Client, task_queue: str, leftovers: list[ShadowLeftovers]) -> list[ShadowCleaned]:
+async def _on_workers(temporal: Client, task_queue: str, request: CleanShadows) -> list[ShadowCleaned]:
     cleaning = f"{SHADOW_CLEAN_WORKFLOW}-{uuid.uuid4().hex[:12]}"
     try:
         done = await temporal.execute_workflow(
             SHADOW_CLEAN_WORKFLOW,
-            CleanShadows(shadows=leftovers),
+            request,
             id=cleaning,
             task_queue=task_queue,
             result_type=list[ShadowCleaned],

@@ -192,12 +192,14 @@ class Shadows:
             raise InvalidInput("shadow batch", [f"no shadow run of batch {batch_id!r}"])
         return ShadowBatch(id=batch_id, pairs=pairs)
 
-    async def clean(self, batch: ShadowBatch | str) -> list[ShadowCleaned]:
+    async def clean(self, batch: ShadowBatch | str, host_timeout_s: float = 30.0) -> list[ShadowCleaned]:
         """Each shadow of the batch terminated if it still runs, its private workspace deleted on
         the hosts that hold it and its ledger entries on the worker side, then its execution
-        (history, state, stream): what was deleted of each (ratchet/client/shadow_clean.py)."""
+        (history, state, stream): what was deleted of each (ratchet/client/shadow_clean.py). A host
+        that does not take its deletion within `host_timeout_s` is gone: `lost` names it."""
         found = batch if isinstance(batch, ShadowBatch) else await self.find(batch)
-        return await clean(self.temporal, self.settings.task_queue, self.get, [p.shadow for p in found.pairs])
+        shadows = [p.shadow for p in found.pairs]
+        return await clean(self.temporal, self.settings.task_queue, self.get, shadows, host_timeout_s)
 
     async def _shadow_input(self, original: str, candidate: Candidate, change: ProfileChange | None) -> AgentRun:
         try:

@@ -111,6 +111,8 @@ class CleanShadows(Strict):
     """The input of `RatchetShadowClean`."""
 
     shadows: list[ShadowLeftovers] = Field(min_length=1)
+    host_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """How long a host has to take its `workspace.remove` before it counts as gone."""
 
 
 class RemoveWorkspace(Strict):

@@ -20,10 +20,11 @@ import pytest
 from devtools.workers import WorkerProcess
 from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RunFailed, RunHandle
+from ratchet.client.shadows import Candidate
 from ratchet.contracts import AgentState, EffectStatus, Phase
 from ratchet.ops.settings import Settings
 from tests.ops_workers import start_worker
-from tests.runs import activity_attempts, scripted, start, wait_for
+from tests.runs import activity_attempts, runs, scripted, start, wait_for
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
@@ -72,8 +73,12 @@ def write(path: str, content: str) -> dict:
 
 
 def ticket_and_wait(title: str) -> dict:
-    return {"tool_calls": [{"name": "create_ticket", "arguments": {"title": title}},
-                           {"name": "wait", "arguments": {"seconds": WAIT_S}}]}
+    return {
+        "tool_calls": [
+            {"name": "create_ticket", "arguments": {"title": title}},
+            {"name": "wait", "arguments": {"seconds": WAIT_S}},
+        ]
+    }
 
 
 async def scheduled_on(handle: RunHandle) -> list[tuple[str, str, str]]:
@@ -102,7 +107,8 @@ async def kill_owner_during_the_wait(handle: RunHandle, hosts: list[Host]) -> tu
     """Once the ticket of the second step is recorded (the run is then in its `wait` timer, nothing
     in flight on any worker), SIGKILL the host holding the workspace; it never comes back."""
     state = await wait_for(
-        handle, lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects.stack.items)
+        handle,
+        lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects.stack.items),
     )
     owner, other = owner_and_other(state, hosts)
     owner.worker.kill()
@@ -163,7 +169,9 @@ async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings,
     assert tickets == [(2, "after cp-1")] and created == 2, "undone once, created again once"
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
     assert [c.id for c in state.effects.checkpoints.items] == ["cp-1", "cp-2", "cp-3"]
-    note = next(m.content for m in state.conversation.messages.items if m.role == "user" and "was lost" in (m.content or ""))
+    note = next(
+        m.content for m in state.conversation.messages.items if m.role == "user" and "was lost" in (m.content or "")
+    )
     assert "host-" in note and "cp-1" in note and "create_ticket" in note
     # the run's stream, on the workflow, outlives the host: it says what moved and goes on to the end
     events = [e async for e in handle.stream(topics=["steps", "answer"])]
@@ -197,12 +205,18 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     assert [u.split(" (")[0] for u in failover.undone] == ["step 2 create_ticket"]
 
     assert other.files() == {
-        "seed.txt": f"seed of {owner.id}\n", f"stale-{owner.id}.txt": "stale\n", "a.txt": "one\n", "b.txt": "two\n",
+        "seed.txt": f"seed of {owner.id}\n",
+        f"stale-{owner.id}.txt": "stale\n",
+        "a.txt": "one\n",
+        "b.txt": "two\n",
     }, "the owner's initial snapshot (the other host's own files gone), then the work redone"
     tickets, created = tracker(settings)
     assert tickets == [(2, "no checkpoint")] and created == 2
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
-    assert state.conversation.messages.items[0].role == "system" and state.conversation.messages.items[1].content == "do the task"
+    assert (
+        state.conversation.messages.items[0].role == "system"
+        and state.conversation.messages.items[1].content == "do the task"
+    )
     assert state.step == 7  # 3 steps, the failover, 4 steps again: step numbers never go back
 
 
@@ -232,3 +246,33 @@ async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_ano
     tickets, created = tracker(settings)
     assert tickets == [] and created == 1
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
+
+
+async def test_shadow_clean_removes_the_private_workspace_where_it_is_and_names_a_lost_host(client, settings, hosts):
+    """A shadow's private copy is on whichever host restored it: that host is SIGKILLed, and the
+    clean says it is gone (its copy stays) while the shared ledger's entries go; a second shadow,
+    on the live host, has its copy removed there. The original's files stay."""
+    script = [{"tool_calls": [write("a.txt", "one\n")]}, {"content": "done"}]
+    original = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
+    assert (await asyncio.wait_for(original.result(), 30)).phase == Phase.DONE
+    owner, _ = owner_and_other(await original.state(), hosts)
+    shadows = runs(client, settings).shadows
+
+    async def shadow():
+        batch = await shadows.start([original.workflow_id], Candidate(model="recorded"))
+        assert (await shadows.report(batch, wait_s=60)).runs[0].complete
+        return batch, await shadows.get(batch.pairs[0].shadow).state()
+
+    batch, state = await shadow()
+    [dead] = [h for h in hosts if h.queue == state.workspace.host]
+    [live] = [h for h in hosts if h is not dead]
+    dead.worker.kill()
+    [kept] = await shadows.clean(batch, host_timeout_s=2)
+    assert kept.lost == [dead.id] and kept.removed_on == [] and kept.ledger_entries > 0
+    assert (dead.root / state.plan.workspace / "a.txt").exists(), "a lost host's copy stays"
+
+    batch, state = await shadow()  # the live host is the only one left
+    [removed] = await shadows.clean(batch, host_timeout_s=2)
+    assert removed.removed_on == [live.id] and removed.lost == [] and removed.ledger_entries > 0
+    assert not (live.root / state.plan.workspace).exists()
+    assert (owner.root / WORKSPACE / "a.txt").read_text() == "one\n"
