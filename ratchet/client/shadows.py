@@ -209,7 +209,7 @@ class Shadows:
         if state.plan is None:
             raise InvalidInput("runs", [f"{original}: not planned yet, nothing to shadow"])
         resume = self._resume(state, candidate.from_checkpoint)
-        model = self._model(state, candidate)
+        model = _candidate_wins(self._model(state, candidate), change)
         budget = state.run.budget or BudgetOverride()
         if candidate.budget_usd is not None:
             budget = budget.model_copy(update={"max_cost_usd": candidate.budget_usd})
@@ -302,6 +302,16 @@ def _checked(candidate: Candidate, concurrency: int) -> ProfileChange | None:
     if problems:
         raise InvalidInput("shadow candidate", problems)
     return change
+
+
+def _candidate_wins(model: ModelOverride | None, change: ProfileChange | None) -> ModelOverride | None:
+    """The original's model override without what the candidate's profile change sets (its
+    `temperature`, `context_messages`): a run's override beats its profile, and the candidate is
+    what the shadow tries."""
+    if model is None or change is None:
+        return model
+    tried = {name: None for name in ("temperature", "context_messages") if getattr(change, name) is not None}
+    return model.model_copy(update=tried)
 
 
 def _objective(state: AgentState, resume: ResumeFrom | None) -> str:
