@@ -69,6 +69,10 @@ async def test_a_run_handed_to_a_person_waits_in_their_inbox_until_they_hand_it_
     told = [m.content for m in page.messages if m.role == "user" and (m.content or "").startswith("[Handoff")]
     assert len(told) == 1 and told[0].startswith("[Handoff from person:alice to fixer") and "Summary: use v2" in told[0]
     assert (settings.workspace_root / "person-back" / "b.txt").read_text() == "v2\n"
+    events = [e async for e in run.stream(topics=["steps", "answer"])]
+    [asked] = [e for e in events if e.kind == "handoff_requested"]  # also what `notify` can be told of
+    assert (asked.step, asked.to, asked.from_agent) == (2, "person:alice", "asker")
+    assert [e.phase for e in events if e.kind == "phase"].count("AWAITING_PERSON") == 1
     gone = f'WorkflowId="{run.workflow_id}" AND RatchetHandedTo IS NULL'
     await until(lambda: ratchet_client.list(query=gone), "RatchetHandedTo unset")
 
