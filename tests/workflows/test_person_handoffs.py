@@ -165,3 +165,21 @@ async def test_bad_handoffs_to_people_are_refused_and_change_nothing(client, set
     nobody = await start(client, settings, scripted("asks_nobody", [{"content": "x"}]))
     with pytest.raises(RunFailed, match="handoffs: 'person:' is not a person's inbox"):
         await nobody.result()
+
+
+async def test_an_answer_given_while_the_run_is_paused_is_taken_once_it_resumes(client, settings, worker):
+    script = [{"tool_calls": [call("handoff", to="person:alice", summary="ok?")]}, {"content": "went on"}]
+    run = await start(client, settings, scripted("asker", script))
+    await wait_for(run, parked)
+    await run.pause()
+    await wait_for(run, lambda s: s.phase == Phase.PAUSED)
+    await run.respond("reply", "yes, go on", by="alice")
+    state = await run.state()
+    assert state.phase == Phase.PAUSED and state.handoffs[0].response.text == "yes, go on"
+    with pytest.raises(Refused, match="already answered by alice"):
+        await run.respond("finish", "no", by="bob")
+    await run.resume()
+    result = await run.result()
+    assert (result.phase, result.answer) == (Phase.DONE, "went on")
+    phases = [e.phase for e in [e async for e in run.stream(topics=["steps"])] if e.kind == "phase"]
+    assert phases.count("AWAITING_PERSON") == 1  # not parked again: the answer was there
