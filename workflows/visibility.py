@@ -66,7 +66,7 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
         values[SA_BUILD] = state.release.build
     if state.run.shadow is not None:  # set once, with the first upsert: a shadow is never listed as production
         values[SA_SHADOW_OF] = state.run.shadow.workflow_id
-    waiting = state.handoffs[-1] if state.handoffs and state.handoffs[-1].waiting else None
+    waiting = state.handoffs[-1] if state.handoffs and state.handoffs[-1].waiting and not state.phase.terminal else None
     values[SA_HANDED_TO] = waiting.to_agent if waiting is not None else None  # None: unset (upserted once set)
     if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
         values[SA_STEPS] = state.step

@@ -183,3 +183,14 @@ async def test_an_answer_given_while_the_run_is_paused_is_taken_once_it_resumes(
     assert (result.phase, result.answer) == (Phase.DONE, "went on")
     phases = [e.phase for e in [e async for e in run.stream(topics=["steps"])] if e.kind == "phase"]
     assert phases.count("AWAITING_PERSON") == 1  # not parked again: the answer was there
+
+
+async def test_a_person_who_never_answers_leaves_the_run_to_its_time_budget(client, settings, worker):
+    script = [{"tool_calls": [call("handoff", to="role:reviewers", summary="anyone?")]}, {"content": "not reached"}]
+    run = await start(client, settings, scripted("asker", script, budget={"max_duration_s": 2}))
+    result = await run.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED and result.steps == 1
+    assert (await run.state()).handoffs[0].waiting  # nobody answered; the run is closed, in nobody's inbox
+    ratchet_client = runs(client, settings)
+    unset = f'WorkflowId="{run.workflow_id}" AND RatchetHandedTo IS NULL AND RatchetPhase="BUDGET_EXHAUSTED"'
+    await until(lambda: ratchet_client.list(query=unset), "RatchetHandedTo unset as the run closed")
