@@ -73,12 +73,8 @@ def write(path: str, content: str) -> dict:
 
 
 def ticket_and_wait(title: str) -> dict:
-    return {
-        "tool_calls": [
-            {"name": "create_ticket", "arguments": {"title": title}},
-            {"name": "wait", "arguments": {"seconds": WAIT_S}},
-        ]
-    }
+    return {"tool_calls": [{"name": "create_ticket", "arguments": {"title": title}},
+                           {"name": "wait", "arguments": {"seconds": WAIT_S}}]}
 
 
 async def scheduled_on(handle: RunHandle) -> list[tuple[str, str, str]]:
@@ -107,8 +103,7 @@ async def kill_owner_during_the_wait(handle: RunHandle, hosts: list[Host]) -> tu
     """Once the ticket of the second step is recorded (the run is then in its `wait` timer, nothing
     in flight on any worker), SIGKILL the host holding the workspace; it never comes back."""
     state = await wait_for(
-        handle,
-        lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects.stack.items),
+        handle, lambda s: any(e.tool == "create_ticket" and e.status == EffectStatus.DONE for e in s.effects.stack.items)
     )
     owner, other = owner_and_other(state, hosts)
     owner.worker.kill()
@@ -169,9 +164,7 @@ async def test_a_lost_host_fails_over_from_the_last_checkpoint(client, settings,
     assert tickets == [(2, "after cp-1")] and created == 2, "undone once, created again once"
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
     assert [c.id for c in state.effects.checkpoints.items] == ["cp-1", "cp-2", "cp-3"]
-    note = next(
-        m.content for m in state.conversation.messages.items if m.role == "user" and "was lost" in (m.content or "")
-    )
+    note = next(m.content for m in state.conversation.messages.items if m.role == "user" and "was lost" in (m.content or ""))
     assert "host-" in note and "cp-1" in note and "create_ticket" in note
     # the run's stream, on the workflow, outlives the host: it says what moved and goes on to the end
     events = [e async for e in handle.stream(topics=["steps", "answer"])]
@@ -205,18 +198,12 @@ async def test_a_run_without_a_checkpoint_fails_over_from_its_initial_snapshot(c
     assert [u.split(" (")[0] for u in failover.undone] == ["step 2 create_ticket"]
 
     assert other.files() == {
-        "seed.txt": f"seed of {owner.id}\n",
-        f"stale-{owner.id}.txt": "stale\n",
-        "a.txt": "one\n",
-        "b.txt": "two\n",
+        "seed.txt": f"seed of {owner.id}\n", f"stale-{owner.id}.txt": "stale\n", "a.txt": "one\n", "b.txt": "two\n",
     }, "the owner's initial snapshot (the other host's own files gone), then the work redone"
     tickets, created = tracker(settings)
     assert tickets == [(2, "no checkpoint")] and created == 2
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
-    assert (
-        state.conversation.messages.items[0].role == "system"
-        and state.conversation.messages.items[1].content == "do the task"
-    )
+    assert state.conversation.messages.items[0].role == "system" and state.conversation.messages.items[1].content == "do the task"
     assert state.step == 7  # 3 steps, the failover, 4 steps again: step numbers never go back
 
 

@@ -48,9 +48,7 @@ register_profile(
         budget=Budget(max_steps=20),
         usd_per_1k_prompt_tokens=0.5,
         usd_per_1k_completion_tokens=1.5,
-        verifier=Verifier(
-            argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]
-        ),
+        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
     )
 )

@@ -27,9 +27,7 @@ async def test_demo_agent_fixes_the_bug_with_the_scripted_provider(client, setti
     assert result.phase == Phase.DONE, result.last_error
     assert "tests pass" in result.answer
     state = await handle.state()
-    assert [r.result.output.splitlines()[0] for r in state.calls.tool_calls.items if r.tool == "run_command"] == [
-        "exit code 1"
-    ]
+    assert [r.result.output.splitlines()[0] for r in state.calls.tool_calls.items if r.tool == "run_command"] == ["exit code 1"]
     # the good patch became a checkpoint with its diff and test evidence ...
     [checkpoint] = state.effects.checkpoints.items
     assert checkpoint.evidence.passed and checkpoint.evidence.tests_run == 2
@@ -69,16 +67,11 @@ async def test_a_scripted_model_can_read_its_replies_from_a_file_in_the_workspac
     """A long script need not travel in the run input (nor again in the first model call)."""
     workspace = settings.workspace_root / "scripted"
     workspace.mkdir(parents=True)
-    replies = [
-        {"tool_calls": [{"name": "probe_append", "arguments": {"label": "from-file"}}]},
-        {"content": "file script done"},
-    ]
+    replies = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "from-file"}}]}, {"content": "file script done"}]
     (workspace / "script.json").write_text(json.dumps(replies))
     (workspace / "bad.json").write_text(json.dumps([{"content": "ok"}, {"tool_calls": "nope"}]))
     run = {"agent": "probe", "objective": "x", "workspace": "scripted"}
-    handle = await start(
-        client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": "script.json"}}}
-    )
+    handle = await start(client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": "script.json"}}})
     assert (await handle.result()).answer == "file script done"
     assert "from-file" in (workspace / "probe.log").read_text()
     for name, expected in [
@@ -86,9 +79,7 @@ async def test_a_scripted_model_can_read_its_replies_from_a_file_in_the_workspac
         ("../escape.json", "contains '..'"),
         ("bad.json", "model.options.script_file: 'bad.json' is not a list of scripted replies: at 1.tool_calls"),
     ]:
-        failed = await start(
-            client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": name}}}
-        )
+        failed = await start(client, settings, {**run, "model": {"provider": "scripted", "options": {"script_file": name}}})
         with pytest.raises(RunFailed) as failure:
             await failed.result()
         assert expected in str(failure.value.reason), failure.value.reason
@@ -124,9 +115,7 @@ async def test_malformed_tool_call_json_goes_back_to_the_model(client, settings,
     assert json.loads(sent["function"]["arguments"]) == {"invalid_json_arguments": '{"label": "a"'}
 
 
-async def test_an_endpoint_that_cannot_parse_the_request_fails_the_run_without_retrying(
-    client, settings, worker, openai_server
-):
+async def test_an_endpoint_that_cannot_parse_the_request_fails_the_run_without_retrying(client, settings, worker, openai_server):
     key = os.environ["OPENAI_API_KEY"]
     said = "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error at line 1"
     openai_server.enqueue_faults([{"status": 500, "message": said}], key=key)
@@ -148,8 +137,7 @@ async def test_a_reply_cut_off_at_the_output_limit_is_not_the_final_answer(clien
     assert second[-1]["role"] == "user" and "cut off at the output token limit" in second[-1]["content"]
     replies = [
         json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
-        for e in (await handle.history()).events
-        if e.HasField("activity_task_completed_event_attributes")
+        for e in (await handle.history()).events if e.HasField("activity_task_completed_event_attributes")
     ]
     assert [r.get("finish_reason") for r in replies if "message" in r] == ["length", None]  # said in history
     assert all("model" not in r for r in replies if "message" in r)  # the server ran the model asked for
@@ -163,11 +151,8 @@ async def test_a_final_answer_is_verified_and_cannot_end_done_on_a_failing_check
     result = await failing.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED, result
     state = await failing.state()
-    assert [
-        m.content.split("`")[0]
-        for m in state.conversation.messages.items
-        if m.content and "Verification failed" in m.content
-    ] == ["Verification failed: ", "Verification failed: "]
+    assert [m.content.split("`")[0] for m in state.conversation.messages.items if m.content and "Verification failed" in m.content] == [
+        "Verification failed: ", "Verification failed: "]
     assert not state.effects.checkpoints.items
     # the same answer on a workspace that passes ends DONE, with the check as its checkpoint
     passing = await start(client, settings, scripted("saga", answers[:1], workspace="verified"))
@@ -177,10 +162,7 @@ async def test_a_final_answer_is_verified_and_cannot_end_done_on_a_failing_check
 
 
 async def test_a_retried_tool_sees_the_same_idempotency_key(client, settings, worker):
-    script = [
-        {"tool_calls": [{"name": "probe_append", "arguments": {"label": "a", "fail_first": True}}]},
-        {"content": "ok"},
-    ]
+    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a", "fail_first": True}}]}, {"content": "ok"}]
     handle = await start(client, settings, scripted("probe", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
     lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
@@ -195,12 +177,10 @@ async def test_calls_of_one_reply_are_recorded_in_the_replys_order(client, setti
     """Read-only calls of one reply run concurrently; the slow first call finishes last but is still
     recorded first (side-effecting ones run in the reply's order: tests/workflows/test_reply_order.py)."""
     script = [
-        {
-            "tool_calls": [
-                {"name": "probe_wait", "arguments": {"seconds": 1.0}},
-                {"name": "read_file", "arguments": {"path": "missing.txt"}},
-            ]
-        },
+        {"tool_calls": [
+            {"name": "probe_wait", "arguments": {"seconds": 1.0}},
+            {"name": "read_file", "arguments": {"path": "missing.txt"}},
+        ]},
         {"content": "ok"},
     ]
     handle = await start(client, settings, scripted("saga", script, workspace="w"))
@@ -213,24 +193,17 @@ async def test_calls_of_one_reply_are_recorded_in_the_replys_order(client, setti
 async def test_a_reused_workflow_id_is_a_new_run_not_a_replay_of_the_old_one(client, settings, worker):
     """Keys are {workflow id}/{step}/{call}; a second run under a closed run's id must neither get
     the first run's recorded model replies nor skip its tool calls as already done."""
-
     def script(label: str) -> list[dict]:
         return [{"tool_calls": [{"name": "probe_append", "arguments": {"label": label}}]}, {"content": f"{label} done"}]
 
     first = await start(client, settings, scripted("probe", script("first"), workspace="w"))
     assert (await first.result()).answer == "first done"
-    second = await start(
-        client,
-        settings,
-        scripted("probe", script("second"), workspace="w"),
-        workflow_id=first.workflow_id,
-        new_run=True,
-    )
+    second = await start(client, settings, scripted("probe", script("second"), workspace="w"), workflow_id=first.workflow_id,
+                         new_run=True)
     assert (await second.result()).answer == "second done"
     lines = (settings.workspace_root / "w" / "probe.log").read_text().splitlines()
     assert [line for line in lines if line.startswith("done ")] == [
-        f"done {first.workflow_id}/1/call_1_0 first",
-        f"done {first.workflow_id}/1/call_1_0 second",
+        f"done {first.workflow_id}/1/call_1_0 first", f"done {first.workflow_id}/1/call_1_0 second",
     ]
 
 
@@ -250,31 +223,18 @@ async def test_signals_sent_with_the_start_keep_their_order_and_a_later_resume_w
     script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": "a"}}]}, {"content": "done"}]
     run = scripted("probe", script, workspace="w")
     paused = await client.start_workflow(
-        AGENT_WORKFLOW,
-        run,
-        id=f"early-pause-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-        result_type=AgentResult,
-        start_signal="pause",
+        AGENT_WORKFLOW, run, id=f"early-pause-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
+        result_type=AgentResult, start_signal="pause",
     )
     await paused.signal("resume")
     assert (await asyncio.wait_for(paused.result(), 60)).phase == Phase.DONE
     messaged = await client.start_workflow(
-        AGENT_WORKFLOW,
-        run,
-        id=f"early-message-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-        result_type=AgentResult,
-        start_signal="send_message",
-        start_signal_args=["first note"],
+        AGENT_WORKFLOW, run, id=f"early-message-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue,
+        result_type=AgentResult, start_signal="send_message", start_signal_args=["first note"],
     )
     await messaged.signal("send_message", "second note")
     assert (await messaged.result()).phase == Phase.DONE
-    notes = [
-        m.content
-        for m in (await runs(client, settings).get(messaged.id).state()).conversation.messages.items
-        if m.role == "user" and "note" in (m.content or "")
-    ]
+    notes = [m.content for m in (await runs(client, settings).get(messaged.id).state()).conversation.messages.items if m.role == "user" and "note" in (m.content or "")]
     assert notes == ["first note", "second note"]
 
 
@@ -334,10 +294,7 @@ async def test_programs_the_agent_runs_cannot_read_the_workers_credentials(clien
 
 async def test_workflow_ids_that_clean_to_one_name_never_share_a_workspace(client, settings, worker):
     suffix = uuid.uuid4().hex[:6]
-    write = [
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "team/x's"}}]},
-        {"content": "ok"},
-    ]
+    write = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "team/x's"}}]}, {"content": "ok"}]
     read = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}, {"content": "ok"}]
     first = await (await start(client, settings, scripted("saga", write), workflow_id=f"team/x-{suffix}")).result()
     second_handle = await start(client, settings, scripted("saga", read), workflow_id=f"team_x-{suffix}")
@@ -352,9 +309,7 @@ async def test_tool_parameters_reach_the_model_in_their_authors_order(client, se
     """write_file's `path` comes before its long `content`: a call cut off mid-content keeps the path."""
     key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"content": "ok"}], key=key)
-    handle = await start(
-        client, settings, {"agent": "coder", "objective": "x", "workspace": f"order-{uuid.uuid4().hex[:6]}"}
-    )
+    handle = await start(client, settings, {"agent": "coder", "objective": "x", "workspace": f"order-{uuid.uuid4().hex[:6]}"})
     await handle.result()
     [request] = openai_server.chat_requests(key=key)
     [write] = [t["function"] for t in request.json["tools"] if t["function"]["name"] == "write_file"]

@@ -43,19 +43,13 @@ async def run_to_end(env, settings, run: dict) -> tuple[AgentResult, AgentState,
 
 
 async def test_an_approval_waits_three_days_then_times_out(env, ts_settings):
-    script = [
-        {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: restart db"}}]},
-        {"content": "gave up"},
-    ]
+    script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: restart db"}}]}, {"content": "gave up"}]
     result, state, elapsed = await run_to_end(env, ts_settings, scripted("approver", script))
     assert result.phase == Phase.DONE
     assert elapsed >= timedelta(days=3)  # of the test server's time: the test does not wait three days
     [decision] = state.calls.decisions.values()
     assert not decision.approved and decision.by == "timeout"
-    assert (
-        "a person rejected this call: no decision before the approval timeout"
-        in state.conversation.messages.items[-2].content
-    )
+    assert "a person rejected this call: no decision before the approval timeout" in state.conversation.messages.items[-2].content
     assert state.effects.stack.items == [] and state.calls.pending_approvals == []
 
 
@@ -74,9 +68,7 @@ async def test_a_paused_run_resumes_after_a_month(env, ts_settings):
         {"content": "resumed"},
     ]
     async with build_worker(env.client, ts_settings, graceful_shutdown_timeout=timedelta(0)):
-        handle = await start(
-            env.client, ts_settings, scripted("approver", script, workspace="pz"), f"ts-{uuid.uuid4().hex[:8]}"
-        )
+        handle = await start(env.client, ts_settings, scripted("approver", script, workspace="pz"), f"ts-{uuid.uuid4().hex[:8]}")
         await handle.pause()
         await env.sleep(timedelta(days=30))
         state = await handle.state()

@@ -25,13 +25,8 @@ def echo(text: str) -> dict:
 async def test_a_model_call_that_cannot_fit_the_token_budget_is_not_made(client, settings, worker):
     """The first call (about 5,000 prompt tokens) fits in 6,000; the second would need as many
     again: the run stops before it, inside the budget."""
-    handle = await start(
-        client,
-        settings,
-        scripted(
-            "probe", [echo("hi"), echo("again"), {"content": "done"}], objective=LONG, budget={"max_tokens": 6000}
-        ),
-    )
+    handle = await start(client, settings, scripted("probe", [echo("hi"), echo("again"), {"content": "done"}],
+                                                    objective=LONG, budget={"max_tokens": 6000}))
     result: AgentResult = await handle.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED
     assert result.used.model_calls == 1 and result.used.steps == 1
@@ -41,22 +36,12 @@ async def test_a_model_call_that_cannot_fit_the_token_budget_is_not_made(client,
 
 async def test_a_model_call_that_cannot_fit_the_cost_budget_is_not_made(client, settings, worker):
     """$1 per 1k prompt tokens: the first call costs about $5 of $6, the second would cost $5 more."""
-    handle = await start(
-        client,
-        settings,
-        scripted(
-            "priced_echo",
-            [echo("hi"), echo("again"), {"content": "done"}],
-            objective=LONG,
-            budget={"max_cost_usd": 6.0},
-        ),
-    )
+    handle = await start(client, settings, scripted("priced_echo", [echo("hi"), echo("again"), {"content": "done"}],
+                                                    objective=LONG, budget={"max_cost_usd": 6.0}))
     result: AgentResult = await handle.result()
     assert result.phase == Phase.BUDGET_EXHAUSTED
     assert result.used.model_calls == 1 and 4.0 < result.used.cost_usd <= 6.0
-    assert result.last_error.startswith("cost budget exhausted: the next model call would cost more than the $"), (
-        result.last_error
-    )
+    assert result.last_error.startswith("cost budget exhausted: the next model call would cost more than the $"), result.last_error
 
 
 async def test_the_last_call_is_capped_and_an_overshoot_says_by_how_much(client, settings, worker, openai_server):
@@ -84,7 +69,6 @@ async def test_the_last_call_is_capped_and_an_overshoot_says_by_how_much(client,
 
 # --- the deadline, on the time-skipping server --------------------------------------------------
 
-
 async def run_for(env, settings, run: dict):  # noqa: F811
     """Run to its end: result, state, and how long it took in workflow time (from its history:
     the test server may skip on once the run has closed)."""
@@ -107,9 +91,7 @@ async def test_the_deadline_interrupts_a_wait_and_the_failure_policy_undoes_the_
         {"tool_calls": [{"name": "wait", "arguments": {"seconds": 7 * 24 * 3600}}]},
         {"content": "a week later"},
     ]
-    result, state, elapsed = await run_for(
-        env, ts_settings, scripted("approver", script, budget={"max_duration_s": 3600})
-    )
+    result, state, elapsed = await run_for(env, ts_settings, scripted("approver", script, budget={"max_duration_s": 3600}))
     assert result.phase == Phase.BUDGET_EXHAUSTED
     assert result.last_error == "time budget exhausted: 3600s of 3600s elapsed"
     assert timedelta(hours=1) <= elapsed < timedelta(hours=2)
@@ -121,23 +103,15 @@ async def test_the_deadline_interrupts_a_wait_and_the_failure_policy_undoes_the_
 
 
 async def test_the_deadline_ends_an_approval_wait(env, ts_settings):  # noqa: F811
-    script = [
-        {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: restart db"}}]},
-        {"content": "never"},
-    ]
-    result, state, elapsed = await run_for(
-        env, ts_settings, scripted("approver", script, budget={"max_duration_s": 600})
-    )
+    script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod: restart db"}}]}, {"content": "never"}]
+    result, state, elapsed = await run_for(env, ts_settings, scripted("approver", script, budget={"max_duration_s": 600}))
     assert result.phase == Phase.BUDGET_EXHAUSTED and "time budget exhausted" in result.last_error
     assert timedelta(minutes=10) <= elapsed < timedelta(minutes=11)  # the approval would have waited 3 days
     assert state.calls.pending_approvals == [] and state.calls.decisions == {}
 
 
 async def test_the_deadline_cancels_a_running_tool_through_its_heartbeat(env, ts_settings):  # noqa: F811
-    script = [
-        {"tool_calls": [{"name": "long_count", "arguments": {"items": 600, "per_item_s": 0.1}}]},
-        {"content": "never"},
-    ]
+    script = [{"tool_calls": [{"name": "long_count", "arguments": {"items": 600, "per_item_s": 0.1}}]}, {"content": "never"}]
     run = scripted("approver", script, workspace=f"lc-{uuid.uuid4().hex[:6]}", budget={"max_duration_s": 2})
     result, state, _ = await run_for(env, ts_settings, run)
     assert result.phase == Phase.BUDGET_EXHAUSTED and "time budget exhausted" in result.last_error

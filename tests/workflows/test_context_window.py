@@ -26,9 +26,7 @@ async def test_the_model_sees_the_start_and_the_latest_messages_only(client, set
     sent = [r.json["messages"] for r in openai_server.chat_requests(key=key)]
     assert len(sent) == STEPS + 1
     for messages in sent:
-        assert [m["role"] for m in messages[:2]] == ["system", "user"] and messages[1][
-            "content"
-        ] == "append eight labels"
+        assert [m["role"] for m in messages[:2]] == ["system", "user"] and messages[1]["content"] == "append eight labels"
         assert len(messages) <= 2 + 4 + 1, "head, the window, and the new tool result"
         assert len(messages) <= 2 or messages[2]["role"] != "tool", "no result without its call"
     assert "s7" in str(sent[-1][-2:]) and "s0" not in str(sent[-1])
@@ -44,9 +42,6 @@ async def test_a_scripted_run_with_a_window_still_follows_its_script(client, set
     handle = await start(client, settings, run)
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "scripted done" and result.used.steps == STEPS + 1
-    labels = [
-        line.split()[-1]
-        for line in (settings.workspace_root / "win2" / "probe.log").read_text().splitlines()
-        if line.startswith("done ")
-    ]
+    labels = [line.split()[-1] for line in (settings.workspace_root / "win2" / "probe.log").read_text().splitlines()
+              if line.startswith("done ")]
     assert labels == [f"s{i}" for i in range(STEPS)]

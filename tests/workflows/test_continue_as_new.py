@@ -29,8 +29,7 @@ STEPS = 300
 def early_server(tmp_path_factory):
     state = tmp_path_factory.mktemp("temporal-can")
     server = DevServer(
-        db_file=state / "temporal.db",
-        log_file=state / "server.log",
+        db_file=state / "temporal.db", log_file=state / "server.log",
         dynamic_config={"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)},
     )
     with server:
@@ -44,12 +43,7 @@ def steps(n: int) -> list[dict]:
 
 
 async def run_long(
-    early_server,
-    settings,
-    agent: str,
-    n: int,
-    signals: int = 0,
-    after=None,
+    early_server, settings, agent: str, n: int, signals: int = 0, after=None,
 ) -> tuple[AgentResult, AgentState, list]:
     """`after(handle)` runs once the run is done, while the worker still answers queries."""
     client = await Client.connect(early_server.address, data_converter=BASE_CONVERTER)
@@ -78,25 +72,15 @@ async def test_suggested_continue_as_new_keeps_state_budget_and_signals(early_se
     assert len(keys) == len(set(keys)) and state.calls.tool_calls.base + len(keys) == STEPS
     assert keys[-1].endswith(f"/{STEPS}/call_{STEPS}_0")
     # the handover carried only the recent part; the whole conversation is in the transcript artifact
-    transcript = [
-        m.model_dump()
-        for m in transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.conversation.transcript)
-    ]
-    assert (
-        len(transcript)
-        == state.conversation.messages.base + len(state.conversation.messages.items)
-        == 2 + 2 * (STEPS + 1) - 1 + 20
-    )
+    transcript = [m.model_dump() for m in transcripts.read_all(DirectoryArtifactStore(settings.artifact_dir), state.conversation.transcript)]
+    assert len(transcript) == state.conversation.messages.base + len(state.conversation.messages.items) == 2 + 2 * (STEPS + 1) - 1 + 20
     assert state.conversation.messages.base > STEPS and transcript[-1]["content"] == f"{STEPS} steps done"
     delivered = Counter(m["content"] for m in transcript if m["role"] == "user" and m["content"].startswith("note "))
     assert delivered == Counter({f"note {i}": 1 for i in range(20)})
     # the last handover carried only recent messages and tool calls (and every effect: rollback needs them)
     carried = json.loads(events[0].workflow_execution_started_event_attributes.input.payloads[0].data)["continuation"]
-    requests = [
-        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
-        for e in events
-        if e.activity_task_scheduled_event_attributes.activity_type.name == "model.call"
-    ]
+    requests = [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data) for e in events
+                if e.activity_task_scheduled_event_attributes.activity_type.name == "model.call"]
     assert all(r["call_ref"] == requests[0]["call_ref"] for r in requests), "one config for the whole chain"
     held = carried["conversation"]["messages"].get("items", [])  # payloads leave defaults out
     assert len(held) <= 3 and len(carried["calls"]["tool_calls"]["items"]) == KEEP_TOOL_CALLS
@@ -110,18 +94,8 @@ async def test_the_event_bound_continues_as_new_before_the_suggestion(early_serv
 
     async def read_first_page(handle):  # `ratchet transcript`: earlier pages come from the artifact store
         env = settings.model_copy(update={"temporal_address": early_server.address})
-        pages.append(
-            await ratchet(
-                env,
-                "transcript",
-                handle.workflow_id,
-                "--offset",
-                "0",
-                "--limit",
-                "3",
-                extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)},
-            )
-        )
+        pages.append(await ratchet(env, "transcript", handle.workflow_id, "--offset", "0", "--limit", "3",
+                                   extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)}))
 
     result, state, events = await run_long(early_server, settings, "approver", 120, after=read_first_page)
     assert result.phase == Phase.DONE
@@ -140,12 +114,8 @@ def test_a_handover_keeps_what_a_rollback_to_the_last_checkpoint_needs():
     messages = [Message(role="user", content=str(i)) for i in range(30)]
     older = Checkpoint(id="cp-1", step=2, created_at="t", effects_len=0, messages_len=8, unsent=6, summary="s")
     checkpoint = Checkpoint(id="cp-2", step=3, created_at="t", effects_len=0, messages_len=12, unsent=10, summary="s")
-    calls = [
-        ToolCallRecord(
-            step=i, call_id="c", tool="t", key=f"w/{i}/c", arguments="{}", result=ToolResult(ok=True, output="x")
-        )
-        for i in range(KEEP_TOOL_CALLS + 7)
-    ]
+    calls = [ToolCallRecord(step=i, call_id="c", tool="t", key=f"w/{i}/c", arguments="{}", result=ToolResult(ok=True, output="x"))
+             for i in range(KEEP_TOOL_CALLS + 7)]
     state = AgentState(v=STATE_VERSION, workflow_id="w", run=AgentRun(agent="a", objective="o"))
     state.conversation.messages.reset(messages)
     state.conversation.unsent = 28

@@ -49,9 +49,7 @@ async def test_a_rollback_stops_a_running_tool_before_undoing_it(client, setting
 
 async def test_a_cancel_stops_a_running_tool_before_undoing_it(client, settings, worker):
     script = [{"tool_calls": [call("slow_note", note="n", seconds=60)]}, {"content": "never"}]
-    handle = await start(
-        client, settings, scripted("control", script, workspace="ctl-cancel", on_failure="rollback_all")
-    )
+    handle = await start(client, settings, scripted("control", script, workspace="ctl-cancel", on_failure="rollback_all"))
     await wait_for(handle, lambda s: len(s.effects.stack.items) == 1)
     await until(lambda: "start" in log(settings, "ctl-cancel"), "the tool is running")
     await handle.cancel()
@@ -86,6 +84,4 @@ async def test_a_pause_interrupts_a_wait_and_the_model_is_told(client, settings,
     state = await handle.state()
     [wait] = state.calls.tool_calls.items
     assert wait.result.error_type == ErrorType.INTERRUPTED
-    assert [m.content for m in state.conversation.messages.items if m.role == "tool"] == [
-        f"ERROR: {wait.result.output}"
-    ]
+    assert [m.content for m in state.conversation.messages.items if m.role == "tool"] == [f"ERROR: {wait.result.output}"]

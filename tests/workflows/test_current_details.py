@@ -16,11 +16,7 @@ from tests.runs import call, scripted, until, wait_for
 async def test_a_waiting_run_says_what_it_waits_for_and_how_to_answer(client, settings, worker):
     script = [{"tool_calls": [call("create_ticket", title="prod deploy v3")]}, {"content": "opened"}]
     run = await RatchetClient(client, settings).start(
-        {
-            "agent": "ops",
-            "objective": "open the prod ticket",
-            "model": {"provider": "scripted", "options": {"script": script}},
-        }
+        {"agent": "ops", "objective": "open the prod ticket", "model": {"provider": "scripted", "options": {"script": script}}}
     )
     state = await wait_for(run, lambda s: s.calls.pending_approvals)
     call_id = state.calls.pending_approvals[0].call_id
@@ -34,10 +30,7 @@ async def test_a_waiting_run_says_what_it_waits_for_and_how_to_answer(client, se
 
 
 async def test_the_last_checkpoint_and_its_evidence_are_in_the_details(client, settings, worker):
-    script = [
-        {"tool_calls": [call("write_file", path="a.txt", content="v1\n")]},
-        {"tool_calls": [call("probe_wait", seconds=30)]},
-    ]
+    script = [{"tool_calls": [call("write_file", path="a.txt", content="v1\n")]}, {"tool_calls": [call("probe_wait", seconds=30)]}]
     run = await RatchetClient(client, settings).start(scripted("saga", script, workspace="details-cp"))
     await wait_for(run, lambda s: s.effects.checkpoints.items)
     details = await until(lambda: _having(run, "Last checkpoint cp-1"), "the checkpoint in the current details")
@@ -54,9 +47,7 @@ async def test_undo_activities_say_which_file_and_ticket_they_undo(client, setti
     run = await RatchetClient(client, settings).start(
         scripted("hosts", script, workspace=f"undo-summary-{uuid.uuid4().hex[:6]}", objective="write then ticket")
     )
-    state = await wait_for(
-        run, lambda s: len(s.effects.stack.items) == 2 and all(e.status.value == "done" for e in s.effects.stack.items)
-    )
+    state = await wait_for(run, lambda s: len(s.effects.stack.items) == 2 and all(e.status.value == "done" for e in s.effects.stack.items))
     ticket = state.effects.stack.items[1].undo_description
     outcome = await run.rollback(TO_START, then="stop")
     assert outcome.complete, outcome.summary()

@@ -30,15 +30,8 @@ async def worker(client, settings):
 
 
 def script() -> list[dict]:
-    steps = [
-        {
-            "tool_calls": [
-                {"name": "write_file", "arguments": {"path": f"s{s}/f{c}.txt", "content": f"step {s} " * 20}}
-                for c in range(CALLS)
-            ]
-        }
-        for s in range(STEPS)
-    ]
+    steps = [{"tool_calls": [{"name": "write_file", "arguments": {"path": f"s{s}/f{c}.txt", "content": f"step {s} " * 20}}
+                             for c in range(CALLS)]} for s in range(STEPS)]
     return steps + [{"tool_calls": [{"name": "wait", "arguments": {"seconds": 3600}}]}, {"content": "never"}]
 
 
@@ -57,21 +50,13 @@ async def handover_sizes(client, workflow_id: str) -> list[int]:
 
 
 async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_archived_effects_back(
-    client,
-    settings,
-    worker,
+    client, settings, worker,
 ):
     handle = await start(client, settings, scripted("archivist", script(), workspace="archive"))
-    state = await wait_for(
-        handle,
-        lambda s: s.calls.pending_approvals or (s.step == STEPS + 1 and len(s.effects.checkpoints.items) == STEPS),
-        timeout=180,
-    )
+    state = await wait_for(handle, lambda s: s.calls.pending_approvals or (s.step == STEPS + 1 and len(s.effects.checkpoints.items) == STEPS),
+                           timeout=180)
     assert len(state.effects.checkpoints.items) == STEPS and state.continued >= 3, (state.step, state.continued)
-    assert state.effects.stack.base == STEPS * CALLS and state.effects.stack.items == [], (
-        state.effects.stack.base,
-        len(state.effects.stack.items),
-    )
+    assert state.effects.stack.base == STEPS * CALLS and state.effects.stack.items == [], (state.effects.stack.base, len(state.effects.stack.items))
 
     # a handover every step: once the last KEEP_TOOL_CALLS call records fill up (3 steps), a step's
     # 20 writes add nothing; what still grows is the checkpoint record (under 1 KB a step)
@@ -82,50 +67,27 @@ async def test_the_handover_stays_flat_over_200_writes_and_a_rollback_brings_arc
 
     # cp-9 lies below the last handover's base (cp-10): its effects and messages come back from the
     # artifact store; the dry run lists the archived effects, the real rollback undoes them
-    code, out = await ratchet(
-        settings,
-        "rollback",
-        handle.workflow_id,
-        f"cp-{STEPS - 1}",
-        "--dry-run",
-        extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)},
-    )
+    code, out = await ratchet(settings, "rollback", handle.workflow_id, f"cp-{STEPS - 1}", "--dry-run",
+                              extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
     assert code == 0 and out.count("  undo ") == CALLS and "write_file" in out and "archived" not in out, out
     report = (await handle.rollback(f"cp-{STEPS - 1}", then="stop")).report
     assert report.clean and len(report.undone) == CALLS, report
     root = settings.workspace_root / "archive"
     assert sorted(p.parent.name for p in root.rglob("f0.txt")) == [f"s{s}" for s in range(STEPS - 1)]
     after = await handle.state()
-    assert (
-        after.effects.stack.base == 0
-        and after.effects.archive is None
-        and len(after.effects.stack.items) == (STEPS - 1) * CALLS
-    )
-    assert after.conversation.count == after.effects.checkpoints.items[-1].messages_len, (
-        "the conversation is back at cp-9"
-    )
+    assert after.effects.stack.base == 0 and after.effects.archive is None and len(after.effects.stack.items) == (STEPS - 1) * CALLS
+    assert after.conversation.count == after.effects.checkpoints.items[-1].messages_len, "the conversation is back at cp-9"
     # a fork from a checkpoint older than the handover kept reads its messages from the transcript
     source_cp2 = after.effects.checkpoints.items[1]
-    fork = await start(
-        client,
-        settings,
-        {
-            "agent": "archivist",
-            "objective": "go on from cp-2",
-            "model": {"provider": "scripted", "options": {"script": [{"content": "forked"}]}},
-            "resume_from": {"workflow_id": handle.workflow_id, "checkpoint_id": "cp-2"},
-        },
-    )
+    fork = await start(client, settings, {
+        "agent": "archivist", "objective": "go on from cp-2",
+        "model": {"provider": "scripted", "options": {"script": [{"content": "forked"}]}},
+        "resume_from": {"workflow_id": handle.workflow_id, "checkpoint_id": "cp-2"},
+    })
     assert (await fork.result()).phase == Phase.DONE
     forked = await fork.state()
-    assert (
-        forked.conversation.messages.base == source_cp2.unsent
-        and forked.conversation.count == source_cp2.messages_len + 2
-    )
-    assert sorted(p.parent.name for p in (settings.workspace_root / forked.plan.workspace).rglob("f0.txt")) == [
-        "s0",
-        "s1",
-    ]
+    assert forked.conversation.messages.base == source_cp2.unsent and forked.conversation.count == source_cp2.messages_len + 2
+    assert sorted(p.parent.name for p in (settings.workspace_root / forked.plan.workspace).rglob("f0.txt")) == ["s0", "s1"]
 
 
 async def test_a_chain_of_archive_segments_loads_oldest_first(tmp_path):
@@ -147,24 +109,12 @@ async def test_a_closed_runs_rollback_brings_its_archived_effects_back(client, s
     """A run that handed over every step ends DONE with all its effects in the archive; the
     rollback of the closed run (RollbackWorkflow, `rollback.load`) reads them back and undoes
     those after the checkpoint."""
-    steps = [
-        {
-            "tool_calls": [
-                {"name": "write_file", "arguments": {"path": f"s{s}/f{c}.txt", "content": f"step {s}\n"}}
-                for c in range(2)
-            ]
-        }
-        for s in range(4)
-    ]
-    handle = await start(
-        client, settings, scripted("archivist", steps + [{"content": "done"}], workspace="closed-archive")
-    )
+    steps = [{"tool_calls": [{"name": "write_file", "arguments": {"path": f"s{s}/f{c}.txt", "content": f"step {s}\n"}}
+                             for c in range(2)]} for s in range(4)]
+    handle = await start(client, settings, scripted("archivist", steps + [{"content": "done"}], workspace="closed-archive"))
     assert (await handle.result()).phase == Phase.DONE
     state = await handle.state()
-    assert state.continued >= 1 and state.effects.stack.base >= 4, (
-        state.continued,
-        state.effects.stack.base,
-    )  # step 2's archived
+    assert state.continued >= 1 and state.effects.stack.base >= 4, (state.continued, state.effects.stack.base)  # step 2's archived
 
     code, out = await ratchet(settings, "rollback", handle.workflow_id, "cp-1")  # the worker reads the archive
     assert code == 0 and out.count("  undo ") == 6, out

@@ -41,9 +41,7 @@ async def test_a_handoff_goes_on_under_the_target_profile_with_the_record(client
     records = {r.tool: r for r in state.calls.tool_calls.items}
     assert records["handoff"].result.output.startswith("handed off to fixer") and "create_ticket" not in records
     page = await run.transcript(0, 50)
-    refused = [
-        m.content for m in page.messages if m.role == "tool" and "unknown tool 'create_ticket'" in (m.content or "")
-    ]
+    refused = [m.content for m in page.messages if m.role == "tool" and "unknown tool 'create_ticket'" in (m.content or "")]
     assert len(refused) == 1  # the fixer is not offered the triager's tool
     told = [m.content for m in page.messages if m.role == "user" and (m.content or "").startswith("[Handoff")]
     assert len(told) == 1 and "You now act as agent fixer: You are the fixer." in told[0]
@@ -63,9 +61,7 @@ async def test_a_rollback_across_a_handoff_undoes_both_sides_and_restores_the_fi
     await wait_for(run, lambda s: s.plan is not None and s.plan.agent == "fixer" and len(s.effects.stack.items) == 2)
     outcome = await run.rollback("start", then="stop")
     undone = [u.split(" (")[0] for u in outcome.report.undone]
-    assert undone == ["step 3 write_file", "step 1 write_file"], (
-        outcome.report.undone
-    )  # the fixer's, then the triager's
+    assert undone == ["step 3 write_file", "step 1 write_file"], outcome.report.undone  # the fixer's, then the triager's
     assert (await run.result()).phase == Phase.ROLLED_BACK
     state = await run.state()
     assert state.plan.agent == "triager" and state.handoffs == []

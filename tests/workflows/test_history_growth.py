@@ -13,7 +13,6 @@ from tests.runs import scripted, start
 
 pytestmark = pytest.mark.e2e  # slow: `make test-e2e`, not `make test`
 
-
 def bytes_per_step(history) -> list[int]:
     """History bytes between consecutive model calls (one agent step each)."""
     steps: list[int] = []
@@ -28,9 +27,7 @@ def bytes_per_step(history) -> list[int]:
 
 async def test_bytes_per_step_stay_flat_over_100_steps(client, settings):
     step = {"tool_calls": [{"name": "probe_append", "arguments": {"label": "x" * 200}}]}
-    run = scripted(
-        "probe", [step] * 100 + [{"content": "done"}], workspace="long", budget={"max_steps": 101, "max_tokens": 10**9}
-    )
+    run = scripted("probe", [step] * 100 + [{"content": "done"}], workspace="long", budget={"max_steps": 101, "max_tokens": 10**9})
     async with build_worker(client, settings, max_cached_workflows=10):
         handle = await start(client, settings, run)
         assert (await handle.result()).phase == Phase.DONE
@@ -40,14 +37,10 @@ async def test_bytes_per_step_stay_flat_over_100_steps(client, settings):
     assert late / early < 1.1, f"bytes per step grew from {early:.0f} to {late:.0f}"
 
 
-async def test_a_model_call_sends_the_runs_config_once_and_replies_only_what_the_message_does_not_say(
-    client, settings, worker
-):
+async def test_a_model_call_sends_the_runs_config_once_and_replies_only_what_the_message_does_not_say(client, settings, worker):
     """Settings and tool schemas travel as one digest (call_ref), never inline. A reply names no
     finish reason or model its message and settings already say."""
-    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(3)] + [
-        {"content": "done"}
-    ]
+    script = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(3)] + [{"content": "done"}]
     handle = await start(client, settings, scripted("probe", script, workspace="w"))
     assert (await handle.result()).phase == Phase.DONE
     requests, replies, scheduled = [], [], set()
@@ -80,10 +73,8 @@ async def test_a_large_tool_output_stays_out_of_history(client, settings, worker
 
 async def test_the_result_of_a_top_level_run_names_its_effects_by_count_not_in_full(client, settings, worker):
     """40 compensable writes of 1 KB: the completion event stays small; the effects are in `state`."""
-    script = [
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x" * 1000}}]}
-        for i in range(40)
-    ] + [{"content": "done"}]
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x" * 1000}}]}
+              for i in range(40)] + [{"content": "done"}]
     handle = await start(client, settings, scripted("probe", script, workspace="many", budget={"max_steps": 50}))
     result = await handle.result()
     assert result.phase == Phase.DONE and result.effects_left == 40 and result.effects == []
@@ -101,11 +92,7 @@ async def test_a_scripted_runs_script_is_in_history_once(client, settings, worke
     handle = await start(client, settings, scripted("probe", script, workspace="once"))
     assert (await handle.result()).phase == Phase.DONE
     history = await handle.history()
-    prepare = next(
-        e
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "run.prepare"
-    )
+    prepare = next(e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+                   and e.activity_task_scheduled_event_attributes.activity_type.name == "run.prepare")
     assert marker.encode() in history.events[0].SerializeToString()
     assert marker.encode() not in prepare.SerializeToString() and prepare.ByteSize() < 600, prepare.ByteSize()

@@ -23,14 +23,12 @@ from tests.runs import scripted, start, until
 
 SCRIPT = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hello"}}]},
-    {
-        "tool_calls": [
-            {"name": "read_file", "arguments": {"path": "a.txt"}},
-            {"name": "read_file", "arguments": {"path": "missing.txt"}},
-            {"name": "list_files", "arguments": {}},
-            {"name": "probe_echo", "arguments": {"text": "echo"}},
-        ]
-    },
+    {"tool_calls": [
+        {"name": "read_file", "arguments": {"path": "a.txt"}},
+        {"name": "read_file", "arguments": {"path": "missing.txt"}},
+        {"name": "list_files", "arguments": {}},
+        {"name": "probe_echo", "arguments": {"text": "echo"}},
+    ]},
     {"content": "done"},
 ]
 
@@ -80,10 +78,8 @@ async def local_failures(handle: RunHandle) -> list[str]:
 
 async def waits_for(handle: RunHandle, activity_type: str) -> bool:
     """An activity of this type is scheduled and no worker has taken it."""
-    return any(
-        a.activity_type.name == activity_type and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-        for a in (await handle.describe()).raw_description.pending_activities
-    )
+    return any(a.activity_type.name == activity_type and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+               for a in (await handle.describe()).raw_description.pending_activities)
 
 
 async def run_probe(client, settings) -> tuple[RunHandle, list[str], int]:
@@ -112,9 +108,7 @@ async def test_read_only_tools_skip_the_server_and_side_effects_do_not(client, s
     assert plan.local_activities
 
 
-async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_that_host(
-    client, settings, tmp_path, dev_server
-):
+async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_that_host(client, settings, tmp_path, dev_server):
     """The workflow runs on host A's worker, the workspace is on host B (a sub-agent's parent's
     host): each read is tried locally on A, answered NotOnThisHost without acting, and then runs
     on B's queue, in B's workspace."""
@@ -125,12 +119,9 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
     run = scripted("probe", SCRIPT, workspace="w", workspace_host=b_queue)
     async with build_worker(client, host_a, graceful_shutdown_timeout=timedelta(0)):
         handle = await start(client, settings, run)
-        await until(
-            lambda: waits_for(handle, "workspace.open"), "host A took the run (it is sticky there now); B is not up yet"
-        )
-        other = await Client.connect(
-            dev_server.address, data_converter=client.data_converter, runtime=Runtime(telemetry=TelemetryConfig())
-        )  # one worker per queue and runtime
+        await until(lambda: waits_for(handle, "workspace.open"), "host A took the run (it is sticky there now); B is not up yet")
+        other = await Client.connect(dev_server.address, data_converter=client.data_converter,
+                                     runtime=Runtime(telemetry=TelemetryConfig()))  # one worker per queue and runtime
         async with build_worker(other, host_b, graceful_shutdown_timeout=timedelta(0)):
             result = await handle.result()
         tools = {r.call_id: r.result for r in (await handle.state()).calls.tool_calls.items}
@@ -142,9 +133,7 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
     assert sorted(on_b) == ["tool.list_files", "tool.read_file", "tool.read_file", "tool.write_file", "workspace.open"]
     assert await local_failures(handle) == [ErrorType.NOT_ON_THIS_HOST] * 3
     # the write was first sent to the run's queue: A's worker took it and answered NotOnThisHost without acting
-    assert ("tool.write_file", settings.task_queue) in queues and await activity_failures(handle) == [
-        ErrorType.NOT_ON_THIS_HOST
-    ]
+    assert ("tool.write_file", settings.task_queue) in queues and await activity_failures(handle) == [ErrorType.NOT_ON_THIS_HOST]
     # the misses are recorded: the history replays on a worker of any host
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=client.data_converter)
     await replayer.replay_workflow(await handle.history())
@@ -153,9 +142,7 @@ async def test_a_read_only_workspace_tool_on_another_hosts_workspace_goes_to_tha
 async def test_local_tools_can_be_turned_off_and_are_off_without_a_workflow_cache(client, settings, worker):
     """A worker without a workflow cache (the tests' default worker) evicts a run after every task,
     which cancels its local activities: there, every tool is a regular activity."""
-    off = settings.model_copy(
-        update={"local_tools": False, "task_queue": f"off-{uuid.uuid4().hex[:8]}", "max_cached_workflows": 10}
-    )
+    off = settings.model_copy(update={"local_tools": False, "task_queue": f"off-{uuid.uuid4().hex[:8]}", "max_cached_workflows": 10})
     async with build_worker(client, off, graceful_shutdown_timeout=timedelta(0)):
         _, scheduled, markers = await run_probe(client, off)
     assert "tool.probe_echo" in scheduled and markers == 0

@@ -70,13 +70,9 @@ async def test_the_anthropic_provider_offers_a_final_answer_tool(client, setting
     assert offered["input_schema"] == SCHEMA
 
 
-async def test_the_openai_provider_asks_for_strict_structured_output(
-    client, settings, worker, openai_server, openai_key
-):
+async def test_the_openai_provider_asks_for_strict_structured_output(client, settings, worker, openai_server, openai_key):
     openai_server.set_script([{"content": json.dumps({"verdict": "fail"})}], key=openai_key)
-    result = await (
-        await start(client, settings, {"agent": "probe", "objective": "judge", "output_schema": SCHEMA})
-    ).result()
+    result = await (await start(client, settings, {"agent": "probe", "objective": "judge", "output_schema": SCHEMA})).result()
     assert result.output == {"verdict": "fail"}
     [request] = openai_server.chat_requests(key=openai_key)
     assert request.json["response_format"] == {

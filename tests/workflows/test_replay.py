@@ -138,15 +138,8 @@ async def ratchet_replay(*args: str, address: str = "127.0.0.1:1", **extra_env: 
     env = {k: v for k, v in os.environ.items() if k != "RATCHET_CODEC_KEYS"}
     env.update(TEMPORAL_ADDRESS=address, **extra_env)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "ratchet.cli.main",
-        "replay",
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        sys.executable, "-m", "ratchet.cli.main", "replay", *args, cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
     return proc.returncode, out.decode()
@@ -230,14 +223,10 @@ async def test_encrypted_runs_replay_with_the_workers_keys_and_are_an_error_with
     assert "cannot decode the history" in out and "RATCHET_CODEC_KEYS" in out
 
 
-async def test_runs_with_offloaded_payloads_replay_where_their_blobs_are(
-    client, dev_server, settings, tmp_path, monkeypatch
-):
+async def test_runs_with_offloaded_payloads_replay_where_their_blobs_are(client, dev_server, settings, tmp_path, monkeypatch):
     big = settings.model_copy(update={"claim_check_bytes": 4096})
-    script = [
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "big.txt", "content": "z" * 20_000}}]},
-        {"content": "done"},
-    ]
+    script = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "big.txt", "content": "z" * 20_000}}]},
+              {"content": "done"}]
     offloading = await Client.connect(dev_server.address, data_converter=data_converter(big))
     async with build_worker(offloading, big):
         handle = await start(offloading, big, scripted("probe", script, workspace="w"))

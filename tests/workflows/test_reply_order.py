@@ -36,14 +36,10 @@ async def test_a_read_after_a_write_sees_it_and_writes_of_one_path_run_in_the_re
     (ws / "a.txt").write_text("orig")
     (ws / "b.txt").write_text("bee")
     script = [
-        {
-            "tool_calls": [
-                call("write_file", path="a.txt", content="v1"),
-                call("read_file", path="a.txt"),
-                call("read_file", path="b.txt"),
-                call("write_file", path="a.txt", content="v2"),
-            ]
-        },
+        {"tool_calls": [
+            call("write_file", path="a.txt", content="v1"), call("read_file", path="a.txt"),
+            call("read_file", path="b.txt"), call("write_file", path="a.txt", content="v2"),
+        ]},
         {"tool_calls": [call("probe_fatal", note="stop here")]},
     ]
     handle = await start(client, settings, scripted("saga", script, workspace="order", on_failure="rollback_all"))
@@ -53,18 +49,9 @@ async def test_a_read_after_a_write_sees_it_and_writes_of_one_path_run_in_the_re
     outputs = [r.result.output for r in state.calls.tool_calls.items if r.step == 1]
     assert "v1" in outputs[1] and "bee" in outputs[2], outputs
     write1, read_a, read_b, write2 = (await tool_activities(handle))[:4]
-    assert [a["type"] for a in (write1, read_a, read_b, write2)] == [
-        "tool.write_file",
-        "tool.read_file",
-        "tool.read_file",
-        "tool.write_file",
-    ]
+    assert [a["type"] for a in (write1, read_a, read_b, write2)] == ["tool.write_file", "tool.read_file", "tool.read_file", "tool.write_file"]
     assert read_a["task"] == read_b["task"] > write1["closed"]  # after the write, beside each other
     assert write2["task"] > max(read_a["closed"], read_b["closed"])
     # both writes were recorded in order, so the rollback restores what was there before the run
-    assert (
-        state.phase == Phase.FAILED
-        and state.effects.rollbacks[-1].clean
-        and len(state.effects.rollbacks[-1].undone) == 2
-    )
+    assert state.phase == Phase.FAILED and state.effects.rollbacks[-1].clean and len(state.effects.rollbacks[-1].undone) == 2
     assert (ws / "a.txt").read_text() == "orig"

@@ -47,11 +47,7 @@ async def test_rollback_restores_files_and_tracker_newest_first(client, settings
     await wait_for(handle, lambda s: len(s.effects.checkpoints.items) == 2)
     assert tickets(settings) == ["t1", "t2"]
     plan = await handle.rollback_plan("cp-1")
-    assert [(p.tool, p.action) for p in plan] == [
-        ("create_ticket", "undo"),
-        ("write_file", "undo"),
-        ("write_file", "undo"),
-    ]
+    assert [(p.tool, p.action) for p in plan] == [("create_ticket", "undo"), ("write_file", "undo"), ("write_file", "undo")]
 
     report = (await handle.rollback("cp-1", then="stop")).report
     assert [u.split()[2] for u in report.undone] == ["create_ticket", "write_file", "write_file"]
@@ -165,30 +161,16 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
 
     fork_script = [{"content": "unused: the fork continues at the checkpoint's turn"}, {"content": "forked and done"}]
     fork = await start(
-        client,
-        settings,
-        scripted(
-            "saga",
-            fork_script,
-            objective="continue from cp-1",
-            workspace="fork",
-            resume_from={"workflow_id": source.workflow_id, "checkpoint_id": "cp-1"},
-        ),
+        client, settings,
+        scripted("saga", fork_script, objective="continue from cp-1", workspace="fork",
+                 resume_from={"workflow_id": source.workflow_id, "checkpoint_id": "cp-1"}),
     )
     result = await fork.result()
     assert result.phase == Phase.DONE and result.answer == "forked and done"
     forked = await fork.state()
-    assert (
-        forked.conversation.messages.items[: cp1.messages_len]
-        == source_state.conversation.messages.items[: cp1.messages_len]
-    )
-    assert (
-        forked.conversation.messages.items[cp1.messages_len].content == "continue from cp-1"
-        and forked.conversation.messages.items[cp1.messages_len].pinned
-    )
-    assert forked.effects.checkpoints.items[0].messages_len == cp1.messages_len + 1, (
-        "a rollback to the fork's start keeps its objective"
-    )
+    assert forked.conversation.messages.items[: cp1.messages_len] == source_state.conversation.messages.items[: cp1.messages_len]
+    assert forked.conversation.messages.items[cp1.messages_len].content == "continue from cp-1" and forked.conversation.messages.items[cp1.messages_len].pinned
+    assert forked.effects.checkpoints.items[0].messages_len == cp1.messages_len + 1, "a rollback to the fork's start keeps its objective"
     assert (settings.workspace_root / "fork" / "a.txt").read_text() == "v1\n"
     assert not (settings.workspace_root / "fork" / "b.txt").exists()
     assert len((await source.history()).events) == events_before
@@ -198,11 +180,7 @@ async def test_fork_from_a_closed_run_leaves_the_source_unchanged(client, settin
 async def test_fork_from_an_unknown_checkpoint_fails_clearly(client, settings, worker):
     source = await start(client, settings, scripted("saga", [{"content": "nothing"}], workspace="s2"))
     await source.result()
-    fork = await start(
-        client,
-        settings,
-        scripted("saga", [{"content": "x"}], resume_from={"workflow_id": source.workflow_id, "checkpoint_id": "cp-7"}),
-    )
+    fork = await start(client, settings, scripted("saga", [{"content": "x"}], resume_from={"workflow_id": source.workflow_id, "checkpoint_id": "cp-7"}))
     with pytest.raises(RunFailed) as failure:
         await fork.result()
     assert "has no checkpoint 'cp-7'" in str(failure.value.reason)

@@ -26,11 +26,7 @@ DONE_AFTER_TWO_CHECKPOINTS = [
 
 
 def plan_lines(out: str) -> list[str]:
-    return [
-        line.strip()
-        for line in out.splitlines()
-        if line.strip().startswith(("undo ", "already_undone", "irreversible"))
-    ]
+    return [line.strip() for line in out.splitlines() if line.strip().startswith(("undo ", "already_undone", "irreversible"))]
 
 
 async def test_a_done_run_rolls_back_from_the_command_line_once(client, settings, worker):
@@ -82,19 +78,8 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
 
     async def start_rollback(workflow_id: str) -> ClosedRollback:
         code, out = await temporal_cli(
-            dev_server.address,
-            "workflow",
-            "start",
-            "--type",
-            ROLLBACK_WORKFLOW,
-            "--task-queue",
-            settings.task_queue,
-            "--workflow-id",
-            workflow_id,
-            "--id-reuse-policy",
-            "AllowDuplicateFailedOnly",
-            "--input",
-            json.dumps(request),
+            dev_server.address, "workflow", "start", "--type", ROLLBACK_WORKFLOW, "--task-queue", settings.task_queue,
+            "--workflow-id", workflow_id, "--id-reuse-policy", "AllowDuplicateFailedOnly", "--input", json.dumps(request),
         )
         assert code == 0, out
         return await client.get_workflow_handle(workflow_id, result_type=ClosedRollback).result()
@@ -109,24 +94,15 @@ async def test_a_terminated_run_rolls_back_to_the_start_with_the_temporal_cli(cl
     await handle.terminate("stuck")
     result = await start_rollback(rollback_id(handle.workflow_id, "start"))  # the refused one failed: allowed again
     assert result.status == "TERMINATED" and result.report.clean
-    assert [(i.action, i.description) for i in result.plan] == [
-        ("undo", "delete ticket #1 (t)"),
-        ("undo", "delete c.txt"),
-    ]
+    assert [(i.action, i.description) for i in result.plan] == [("undo", "delete ticket #1 (t)"), ("undo", "delete c.txt")]
     assert not (ws / "c.txt").exists() and tickets(settings) == []
     closed = await handle.state()  # the closed run itself is only read
     assert closed.effects.rollbacks == [] and len(closed.effects.stack.items) == 2
 
 
 async def test_a_sub_agents_effects_undone_by_its_own_rollback_are_not_undone_again(client, settings, worker):
-    script = [
-        delegate(
-            agent="saga",
-            objective="make child.txt",
-            model={"provider": "scripted", "options": {"script": CHILD_SCRIPT}},
-        ),
-        {"content": "delegated"},
-    ]
+    script = [delegate(agent="saga", objective="make child.txt", model={"provider": "scripted", "options": {"script": CHILD_SCRIPT}}),
+              {"content": "delegated"}]
     parent = await start(client, settings, scripted("boss", script, workspace="tree"))
     assert (await parent.result()).phase == Phase.DONE
     child_id = f"{parent.workflow_id}/1/call_1_0/child"
@@ -137,9 +113,7 @@ async def test_a_sub_agents_effects_undone_by_its_own_rollback_are_not_undone_ag
         return outcome.closed
 
     dry = await roll_back(parent.workflow_id, dry_run=True)
-    assert [(i.action, i.description) for i in dry.plan] == [
-        ("undo", f"undo the 2 effects sub-agent {child_id} left in place")
-    ]
+    assert [(i.action, i.description) for i in dry.plan] == [("undo", f"undo the 2 effects sub-agent {child_id} left in place")]
     child = await roll_back(child_id)  # the sub-agent's own closed run, rolled back first
     assert len(child.report.undone) == 2 and tickets(settings) == []
     assert not (settings.workspace_root / "tree" / "child.txt").exists()
@@ -152,18 +126,12 @@ async def test_a_sub_agents_effects_undone_by_its_own_rollback_are_not_undone_ag
 
 async def test_an_undo_that_fails_stops_the_rollback_which_may_run_again(client, settings, worker):
     ws = settings.workspace_root / "doom"
-    script = [
-        {"tool_calls": [write("a.txt", "x")]},
-        {"tool_calls": [call("doomed_note", note="n")]},
-        {"content": "done"},
-    ]
+    script = [{"tool_calls": [write("a.txt", "x")]}, {"tool_calls": [call("doomed_note", note="n")]}, {"content": "done"}]
     handle = await start(client, settings, scripted("saga", script, workspace="doom"))
     assert (await handle.result()).phase == Phase.DONE
 
     for _ in range(2):  # a failed rollback is not a finished one: the same request runs it again
         code, out = await ratchet(settings, "rollback", handle.workflow_id, "start")
         assert code == 1 and "rollback failed" in out and "before, by workflow" not in out, out
-        assert (
-            "the archive is read-only" in out and "not undone: step 2 doomed_note" in out and "step 1 write_file" in out
-        ), out
+        assert "the archive is read-only" in out and "not undone: step 2 doomed_note" in out and "step 1 write_file" in out, out
         assert (ws / "a.txt").read_text() == "x", "nothing older than the failed undo is touched"

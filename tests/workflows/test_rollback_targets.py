@@ -46,11 +46,7 @@ async def test_a_running_run_rolls_back_to_its_start(client, settings, worker):
     run = await runs.start(scripted("saga", SCRIPT, objective="edit a.txt", workspace=workspace))
     await until_checkpoints(run, 2)
     plan = await run.rollback_plan("start")
-    assert [(p.tool, p.action) for p in plan] == [
-        ("write_file", "undo"),
-        ("create_ticket", "undo"),
-        ("write_file", "undo"),
-    ]
+    assert [(p.tool, p.action) for p in plan] == [("write_file", "undo"), ("create_ticket", "undo"), ("write_file", "undo")]
 
     outcome = await run.rollback("start", then="stop")
     assert outcome.running and outcome.complete, outcome.summary()

@@ -41,10 +41,8 @@ async def test_failure_at_step_k_restores_the_last_checkpoint_and_undoing_again_
 
 @pytest.mark.parametrize(
     "k",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=RESIDUE_BUGS[k])) if k in RESIDUE_BUGS else k
-        for k in range(1, len(STEPS) + 1)
-    ],
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=RESIDUE_BUGS[k])) if k in RESIDUE_BUGS else k
+     for k in range(1, len(STEPS) + 1)],
 )
 async def test_failure_at_step_k_leaves_no_residue(results, k):
     assert not results[k].residue, f"left behind: {results[k].residue}"

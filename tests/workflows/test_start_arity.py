@@ -21,21 +21,8 @@ async def test_two_inputs_from_the_temporal_cli_fail_the_run_as_invalid_input(cl
     wid = f"two-inputs-{uuid.uuid4().hex[:8]}"
     run = json.dumps(scripted("probe", [{"content": "never"}]))
     code, out = await temporal_cli(
-        dev_server.address,
-        "workflow",
-        "start",
-        "--type",
-        AGENT_WORKFLOW,
-        "--task-queue",
-        settings.task_queue,
-        "--workflow-id",
-        wid,
-        "--input",
-        run,
-        "--input",
-        run,
-        "--execution-timeout",
-        "20s",
+        dev_server.address, "workflow", "start", "--type", AGENT_WORKFLOW, "--task-queue", settings.task_queue,
+        "--workflow-id", wid, "--input", run, "--input", run, "--execution-timeout", "20s",
     )
     assert code == 0, out
     handle = client.get_workflow_handle(wid)
@@ -49,3 +36,4 @@ async def test_two_inputs_from_the_temporal_cli_fail_the_run_as_invalid_input(cl
     assert not any(e.HasField("workflow_task_failed_event_attributes") for e in history.events)
     [outcome] = await replay([Loaded(wid, history)], BASE_CONVERTER)
     assert outcome.result == OK, outcome  # the replay gate applies the worker's start guard too
+

@@ -12,12 +12,8 @@ from ratchet.contracts import AgentResult, Phase
 from tests.runs import runs, scripted, start, wait_for
 
 CHILD_SCRIPT = [
-    {
-        "tool_calls": [
-            {"name": "write_file", "arguments": {"path": "child.txt", "content": "from the child"}},
-            {"name": "create_ticket", "arguments": {"title": "child ticket"}},
-        ]
-    },
+    {"tool_calls": [{"name": "write_file", "arguments": {"path": "child.txt", "content": "from the child"}},
+                    {"name": "create_ticket", "arguments": {"title": "child ticket"}}]},
     {"content": "child finished"},
 ]
 
@@ -33,20 +29,13 @@ def tickets(settings) -> list[str]:
 
 async def test_cancelling_the_parent_compensates_the_childs_effects(client, settings, worker):
     script = [
-        delegate(
-            agent="saga",
-            objective="make child.txt",
-            model={"provider": "scripted", "options": {"script": CHILD_SCRIPT}},
-        ),
+        delegate(agent="saga", objective="make child.txt", model={"provider": "scripted", "options": {"script": CHILD_SCRIPT}}),
         {"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 30}}]},
     ]
     handle = await start(client, settings, scripted("boss", script, workspace="tree"))
     await wait_for(handle, lambda s: s.step == 2 and s.used.steps >= 4)  # step 2 counts once its model call is in
     state = await handle.state()
-    assert (
-        "sub-agent" in state.calls.tool_calls.items[0].result.output
-        and "child finished" in state.calls.tool_calls.items[0].result.output
-    )
+    assert "sub-agent" in state.calls.tool_calls.items[0].result.output and "child finished" in state.calls.tool_calls.items[0].result.output
     assert state.used.steps == 2 + 2, "the child's two steps are charged to the parent"
     assert (settings.workspace_root / "tree" / "child.txt").exists() and tickets(settings) == ["child ticket"]
 
@@ -61,10 +50,7 @@ async def test_cancelling_the_parent_compensates_the_childs_effects(client, sett
 
 async def test_a_child_gets_only_the_parents_remaining_budget(client, settings, worker):
     forever = [{"tool_calls": [{"name": "probe_append", "arguments": {"label": str(i)}}]} for i in range(20)]
-    script = [
-        delegate(agent="probe", objective="loop", model={"provider": "scripted", "options": {"script": forever}}),
-        {"content": "ok"},
-    ]
+    script = [delegate(agent="probe", objective="loop", model={"provider": "scripted", "options": {"script": forever}}), {"content": "ok"}]
     handle = await start(client, settings, scripted("boss", script, workspace="b", budget={"max_steps": 5}))
     result: AgentResult = await handle.result()
     state = await handle.state()
@@ -74,11 +60,7 @@ async def test_a_child_gets_only_the_parents_remaining_budget(client, settings, 
 
 async def test_cancelling_the_parent_cancels_a_running_child_which_compensates(client, settings, worker):
     child_script = CHILD_SCRIPT[:1] + [{"tool_calls": [{"name": "probe_wait", "arguments": {"seconds": 30}}]}]
-    script = [
-        delegate(
-            agent="saga", objective="slow child", model={"provider": "scripted", "options": {"script": child_script}}
-        )
-    ]
+    script = [delegate(agent="saga", objective="slow child", model={"provider": "scripted", "options": {"script": child_script}})]
     handle = await start(client, settings, scripted("boss", script, workspace="tree2"))
     child = runs(client, settings).get(f"{handle.workflow_id}/1/call_1_0/child")
     await wait_for(handle, lambda s: any(e.tool == "delegate" for e in s.effects.stack.items))

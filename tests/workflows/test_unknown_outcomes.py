@@ -17,9 +17,7 @@ def charge(label: str, **flags) -> dict:
 
 
 async def wait_for_decision(handle, other_than: str | None = None):
-    return await wait_for(
-        handle, lambda s: s.calls.pending_decisions and s.calls.pending_decisions[0].call_id != other_than
-    )
+    return await wait_for(handle, lambda s: s.calls.pending_decisions and s.calls.pending_decisions[0].call_id != other_than)
 
 
 def charges(settings, workspace: str) -> list[str]:
@@ -39,9 +37,7 @@ async def test_assume_done_records_the_call_once_and_the_run_goes_on(client, set
     assert code == 0 and f"awaiting decision: {pending.call_id} probe_charge" in out, out
     code, out = await ratchet(settings, "decide", handle.workflow_id, "call_9_9", "retry")
     assert code == 1 and "no call 'call_9_9' waits for a decision" in out, out
-    code, out = await ratchet(
-        settings, "decide", handle.workflow_id, pending.call_id, "assume_done", "--result", "receipt R-1"
-    )
+    code, out = await ratchet(settings, "decide", handle.workflow_id, pending.call_id, "assume_done", "--result", "receipt R-1")
     assert code == 0, out
 
     result: AgentResult = await handle.result()
@@ -67,39 +63,26 @@ async def test_retry_calls_again_and_fail_rolls_back(client, settings, worker):
         await handle.result()
     assert "AgentFailed" in str(failed.value.reason) and "outcome is unknown" in str(failed.value.reason)
     assert charges(settings, "decide-2") == [
-        "charged a attempt 1",
-        "charged a attempt 1",  # retry (a new activity): a person said it did not happen
-        "charged b attempt 1",
-        "refunded b",
-        "refunded a",  # rollback_all undoes both, newest first
+        "charged a attempt 1", "charged a attempt 1",  # retry (a new activity): a person said it did not happen
+        "charged b attempt 1", "refunded b", "refunded a",  # rollback_all undoes both, newest first
     ]
 
 
 async def test_the_timeout_policy_skips_and_the_model_is_told(client, settings, worker):
-    handle = await start(
-        client,
-        settings,
-        scripted("decider_skips", [charge("c", crash_after_acting=True), {"content": "ok"}], workspace="decide-3"),
-    )
+    handle = await start(client, settings, scripted("decider_skips", [charge("c", crash_after_acting=True), {"content": "ok"}],
+                                                  workspace="decide-3"))
     result: AgentResult = await handle.result()
     state = await handle.state()
     assert result.phase == Phase.DONE
     skipped = state.calls.tool_calls.items[0].result
-    assert (
-        not skipped.ok
-        and skipped.error_type == ErrorType.SKIPPED
-        and "whether it took effect is unknown" in skipped.output
-    )
+    assert not skipped.ok and skipped.error_type == ErrorType.SKIPPED and "whether it took effect is unknown" in skipped.output
     assert state.calls.outcome_decisions[state.calls.tool_calls.items[0].call_id].by == "timeout"
     assert state.effects.stack.items[0].status == "failed", "a skipped call keeps its undo in the plan"
 
 
 async def test_a_tool_that_did_not_start_is_retried_like_any_transient_error(client, settings, worker):
-    handle = await start(
-        client,
-        settings,
-        scripted("decider", [charge("d", not_started_first=True), {"content": "ok"}], workspace="decide-4"),
-    )
+    handle = await start(client, settings, scripted("decider", [charge("d", not_started_first=True), {"content": "ok"}],
+                                                  workspace="decide-4"))
     result: AgentResult = await handle.result()
     assert result.phase == Phase.DONE and not (await handle.state()).calls.outcome_decisions
     assert charges(settings, "decide-4") == ["charged d attempt 2"]
