@@ -11,23 +11,27 @@ manifest of the files it holds (activities/checkpoints.py's `snapshot` / `restor
 - `workspace.rehydrate`: the old host is gone; empty the workspace on this host (stale files from an
   earlier binding must not survive) and restore a manifest into it (a checkpoint's, or the initial
   snapshot).
+- `workspace.remove`: a shadow's private workspace deleted on this host (`ratchet shadow clean`,
+  workflows/shadow_clean.py, which names only the workspaces of shadows' states).
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 from temporalio import activity
 
-from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE
+from ratchet.contracts.activities import WORKSPACE_OPEN, WORKSPACE_REHYDRATE, WORKSPACE_REMOVE
+from ratchet.contracts.shadow import RemoveWorkspace
 from .checkpoints import restore, snapshot
 from .heartbeat import heartbeating
 from .workspace import host_queue, open_workspace
 from ratchet.contracts import OpenWorkspace, RehydrateWorkspace, WorkspaceBinding
 from ratchet.stores.artifacts import ArtifactStore
 
-WORKSPACE_ACTIVITIES = (WORKSPACE_OPEN.name, WORKSPACE_REHYDRATE.name)
+WORKSPACE_ACTIVITIES = (WORKSPACE_OPEN.name, WORKSPACE_REHYDRATE.name, WORKSPACE_REMOVE.name)
 
 
 class WorkspaceActivities:
@@ -56,8 +60,23 @@ class WorkspaceActivities:
         activity.logger.info("workspace %s rehydrated on host %s: %d files", req.workspace, self.host_id, files)
         return WorkspaceBinding(host_queue=self.host_queue(), manifest_ref=req.manifest_ref)
 
+    @activity.defn(name=WORKSPACE_REMOVE.name)
+    async def remove(self, req: RemoveWorkspace) -> int:
+        """Delete the workspace directory on this host: the number of files it held (0: none here)."""
+        workspace = open_workspace(self.workspace_root, req.workspace)  # the name checked, as for a run
+        async with heartbeating():
+            files = await asyncio.to_thread(_remove, workspace)
+        activity.logger.info("workspace %s removed on host %s: %d files", req.workspace, self.host_id, files)
+        return files
+
     def host_queue(self) -> str:
         return host_queue(activity.info().task_queue, self.host_id)
 
     def all(self) -> list:
-        return [self.open, self.rehydrate]
+        return [self.open, self.rehydrate, self.remove]
+
+
+def _remove(workspace: Path) -> int:
+    files = sum(1 for p in workspace.rglob("*") if p.is_file() or p.is_symlink())
+    shutil.rmtree(workspace)
+    return files

@@ -35,6 +35,7 @@ from ratchet.contracts import (
     Verifier,
     problems,
 )
+from ratchet.contracts.handoff import inbox_problem, is_inbox
 from ratchet.core import outputs
 from ratchet.core.outputs import OutputTypes, default_output_types
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
@@ -119,9 +120,12 @@ class RunPreparer:
             broken = outputs.compiled(json.dumps(guard.json_schema, sort_keys=True)) if guard.json_schema else None
             if isinstance(broken, str):
                 return f"guardrail {guard.name!r}: json_schema does not compile: {broken}"
-        unknown = [name for name in profile.handoffs if self.profiles.get(name) is None]
+        inboxes = [problem for problem in map(inbox_problem, profile.handoffs) if problem]
+        if inboxes:
+            return f"handoffs: {inboxes[0]}"
+        unknown = [name for name in profile.handoffs if not is_inbox(name) and self.profiles.get(name) is None]
         if unknown:
-            return f"handoffs {unknown} are not profiles of this worker"
+            return f"handoffs {unknown} are not profiles of this worker (nor person:NAME or role:NAME inboxes)"
         if ("handoff" in profile.tools) != bool(profile.handoffs):
             return "the handoff tool and `handoffs` (its targets) go together"
         if profile.context_messages is not None and profile.context_messages < 2:

@@ -1,16 +1,14 @@
 """`RatchetPlugin`: the one place a Temporal client and worker get Ratchet.
 
-A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers
-`AgentWorkflow`, `RollbackWorkflow` (a closed run's rollback), `DeployGuardWorkflow` (a ramp that
-watches itself), `RatchetFlag` (a person's flag on a run) and Ratchet's activities (model calls, run
-preparation, tools and their undos, checkpoints, workspaces, the guard's), and the worker
-interceptors: tracing (RATCHET_OTEL), log context, metrics, secret redaction and the start guard
-(a start with the wrong number of inputs fails as InvalidInput, ratchet/start_guard.py), in that
-order, outermost first. Beside every such worker it runs a second one on this host's queue
-`{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's workspace (`run_worker`,
-`host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's
-data converter (pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over
-RATCHET_CLAIM_CHECK_BYTES) and tracing.
+A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers `AgentWorkflow`,
+`RollbackWorkflow` (a closed run's rollback), `DeployGuardWorkflow` (a ramp that watches itself), `RatchetFlag` (a
+person's flag on a run) and Ratchet's activities (model calls, run preparation, tools and their undos, checkpoints,
+workspaces, the guard's), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics, secret
+redaction and the start guard (a start with the wrong number of inputs fails as InvalidInput,
+ratchet/start_guard.py), in that order, outermost first. Beside every such worker it runs a second one on this
+host's queue `{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's workspace (`run_worker`,
+`host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's data converter
+(pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over RATCHET_CLAIM_CHECK_BYTES) and tracing.
 A client or worker that already has a TracingInterceptor keeps it and gets no second one.
 
 Everything it wires comes from `RatchetOptions` (ratchet/options.py): backends (ledger, artifact store), registries
@@ -51,6 +49,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from ratchet.activities.checkpoints import CheckpointActivities
 from ratchet.activities.deploys import DeployActivities
 from ratchet.activities.schedules import ScheduleActivities
+from ratchet.activities.shadows import ShadowActivities
 from ratchet.activities.notify import NotifyActivities
 from ratchet.activities.judging import JudgeActivities
 from ratchet.activities.workspace import host_queue
@@ -81,6 +80,7 @@ from ratchet.workflows.deploy_guard import DeployGuardWorkflow
 from ratchet.workflows.flags import FlagWorkflow
 from ratchet.workflows.scheduled_message import ScheduledMessageWorkflow
 from ratchet.workflows.notify_delivery import NotifyWorkflow
+from ratchet.workflows.shadow_clean import ShadowCleanWorkflow
 from ratchet.workflows.sdk_seams import activity_name, workflow_name
 from ratchet.options import (  # noqa: F401  (re-exported: the plugin's face, as the README names them)
     BUILTIN_TOOL_MODULES,
@@ -96,7 +96,7 @@ log = logging.getLogger("ratchet.plugin")
 
 PLUGIN_NAME = "ratchet"
 WORKFLOWS: tuple[type, ...] = (AgentWorkflow, RollbackWorkflow, DeployGuardWorkflow, FlagWorkflow)
-WORKFLOWS += (ScheduledMessageWorkflow, NotifyWorkflow)
+WORKFLOWS += (ScheduledMessageWorkflow, NotifyWorkflow, ShadowCleanWorkflow)
 
 
 class Activities:
@@ -133,6 +133,7 @@ class Activities:
         self.schedules = ScheduleActivities(client)
         self.notify = NotifyActivities()
         self.judges = JudgeActivities(options.providers, ledger)
+        self.shadows = ShadowActivities(ledger)
 
     def all(self) -> list[Callable]:
         return [
@@ -152,6 +153,7 @@ class Activities:
             self.schedules.deliver,
             self.notify.send,
             self.judges.judge,
+            self.shadows.forget,
         ]
 
 
@@ -185,7 +187,6 @@ class RatchetPlugin(SimplePlugin):
         self._promoting: set[asyncio.Task] = set()
         self.side_workers: weakref.WeakKeyDictionary[Worker, list[Worker]] = weakref.WeakKeyDictionary()
         """The workers beside each worker: its host queue's, its providers' queues' (RATCHET_MODEL_QUEUES)."""
-        """Each running worker's host worker (`run_worker`)."""
         super().__init__(
             PLUGIN_NAME,
             data_converter=self.options.data_converter,

@@ -15,6 +15,7 @@ and free of I/O: every model call, tool call, undo and verification is an activi
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -29,6 +30,7 @@ from ratchet.contracts import (
     DecideRequest,
     Decision,
     FollowRequest,
+    HandoffResponse,
     Phase,
     RejectRequest,
     RollbackPlanItem,
@@ -48,6 +50,7 @@ from . import (
     events,
     failover,
     grants,
+    handoffs,
     handover,
     inbox,
     interrupts,
@@ -209,6 +212,15 @@ class AgentWorkflow:
     def _validate_decide(self, request: DecideRequest) -> None:
         outcomes.validate(self._require_state(), request.call_id)
 
+    @workflow.update(name=RunMessages.RESPOND)
+    def respond(self, response: HandoffResponse) -> str:
+        """A person's answer to the run handed to their inbox: finish, reply or hand back (workflows/handoffs.py)."""
+        return handoffs.respond(self._require_state(), response)
+
+    @respond.validator
+    def _validate_respond(self, response: HandoffResponse) -> None:
+        handoffs.validate_response(self._require_state(), response)
+
     @workflow.query(name=RunMessages.ROLLBACK_PLAN)
     def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """Dry run: the effects a rollback to `checkpoint_id` would undo, newest first."""
@@ -258,8 +270,7 @@ class AgentWorkflow:
                 if plan.session is None and handover.due(plan):  # a session hands over between turns
                     await handover.hand_over(state, plan, self._stream, lambda: bool(self._rollbacks))
                     continue  # a rollback came in first: serve it
-                state.step += 1
-                answer = await interrupts.race(step(state, plan, self._phases, self._stream), stop, state)
+                answer = await self._advance(state, plan, stop)
             except interrupts.Interrupted:
                 cut_short = self._deadline.passed
                 continue
@@ -273,6 +284,15 @@ class AgentWorkflow:
                 if plan.session is None:
                     return finish(state, self._phases, Phase.DONE, error=budgets.overrun(plan.budget, state.used))
                 await sessions.turn_answered(state, plan, answer)
+
+    async def _advance(self, state: AgentState, plan: RunPlan, stop: Callable[[], bool]) -> str | None:
+        """The next step; or, handed to a person, their answer (None: the run goes on, or was woken
+        by a rollback, a pause or the deadline, which the loop serves before it waits again)."""
+        if handoffs.waiting(state) is not None:
+            woken = lambda: bool(self._rollbacks) or state.paused or self._deadline.passed  # noqa: E731
+            return await handoffs.wait_for_person(state, plan, self._phases, woken)
+        state.step += 1
+        return await interrupts.race(step(state, plan, self._phases, self._stream), stop, state)
 
     async def _next_turn(self, state: AgentState, plan: RunPlan) -> bool:
         """A session's turn goes on or the next starts (workflows/turns.py); False: it ends."""

@@ -32,6 +32,15 @@ def current_details(state: AgentState) -> str:
             f"arguments: `{_arguments(decision.arguments)}`",
             f"`ratchet decide {wid} {decision.call_id} retry|assume_done|skip|fail`",
         ]
+    handed = state.handoffs[-1] if state.handoffs and state.handoffs[-1].waiting else None
+    if handed is not None:
+        lines += [
+            "",
+            f"Handed to `{handed.to_agent}` by {handed.from_agent} at step {handed.step}: {handed.summary}",
+            *[f"open question: {q}" for q in handed.open_questions],
+            f"`ratchet respond {wid} --finish '...'` or `--reply '...'`"
+            f" or `--hand-back {handed.from_agent} --notes '...'`",
+        ]
     if state.phase == Phase.AWAITING_MESSAGE:
         lines += ["", f"Waiting for the next message: `ratchet ask {wid} '...'`"]
     if state.effects.checkpoints.items:

@@ -39,6 +39,7 @@ from ratchet.contracts.events import (
     CheckpointTaken,
     DecisionRequested,
     FailedOver,
+    HandoffRequested,
     RolledBack,
     RunEnded,
     Topic,
@@ -181,6 +182,12 @@ def _key(state: AgentState) -> tuple:
     return (state.phase, state.step, state.calls.version, state.effects.version, state.workspace.version)
 
 
+def _handed(state: AgentState) -> tuple[int, str, str] | None:
+    """The handoff to a person the run waits on (its step, inbox and time), or None."""
+    last = state.handoffs[-1] if state.handoffs else None
+    return (last.step, last.to_agent, last.at) if last is not None and last.waiting else None
+
+
 class _Seen:
     """What has been published of a state; a part is read again only when its version changed."""
 
@@ -193,6 +200,7 @@ class _Seen:
         self.checkpoints = {(c.id, c.created_at) for c in state.effects.checkpoints.items}
         self.rollbacks = len(state.effects.rollbacks)
         self.failovers = len(state.workspace.failovers)
+        self.handed = _handed(state)
         self.ended = state.phase.terminal
 
     def changes(self, state: AgentState) -> list[_Event]:
@@ -204,6 +212,11 @@ class _Seen:
             out += self._effects(state)
         if state.workspace.version != before[4]:
             out += self._failovers(state)
+        handed = _handed(state)
+        if handed is not None and handed != self.handed:
+            h = state.handoffs[-1]
+            out.append(HandoffRequested(step=h.step, to=h.to_agent, from_agent=h.from_agent, summary=h.summary))
+        self.handed = handed
         if state.phase.terminal and not self.ended:
             self.ended = True
             out.append(RunEnded(step=state.step, phase=state.phase, answer=state.answer, error=state.last_error))

@@ -27,6 +27,7 @@ from ratchet.contracts.events import (
     ApprovalRequested,
     CheckpointTaken,
     DecisionRequested,
+    HandoffRequested,
     RolledBack,
     RunEnded,
     _Event,
@@ -37,6 +38,7 @@ DELIVERY_WINDOW = timedelta(days=1)
 KINDS: dict[type[_Event], NotifyEvent] = {
     ApprovalRequested: "approval_requested",
     DecisionRequested: "decision_requested",
+    HandoffRequested: "handoff_requested",
     CheckpointTaken: "checkpoint",
     RolledBack: "rollback",
     RunEnded: "run_ended",

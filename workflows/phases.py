@@ -6,13 +6,12 @@ checked against `ENTERED_FROM`, the search attributes are upserted when what the
 nothing), and the run's stream gets a `PhaseChanged` step event (a terminal phase is the stream's
 `RunEnded`, published with the answer by workflows/events.py).
 
-Three phases interrupt another and go back to it when they end (`back`): ROLLING_BACK (an undo),
-PAUSED, and AWAITING_DECISION (a call whose outcome is unknown; another call of the same reply
-may have moved the phase on meanwhile, e.g. an approval that ended: it goes back from there).
-A change the table does not allow is a bug in the workflow: it raises `IllegalTransition`, which
-fails the workflow task (retried, so a fixed worker takes the run on from there) rather than
-leaving the state wrong.
-"""
+Four phases interrupt another and go back to it when they end (`back`): ROLLING_BACK (an undo),
+PAUSED, AWAITING_PERSON (a handoff to a person's inbox, until they answer), and AWAITING_DECISION (a
+call whose outcome is unknown; another call of the same reply may have moved the phase on meanwhile,
+e.g. an approval that ended: it goes back from there). A change the table does not allow is a bug in
+the workflow: it raises `IllegalTransition`, which fails the workflow task (retried, so a fixed
+worker takes the run on from there) rather than leaving the state wrong."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ LIVE = frozenset(Phase) - TERMINAL_PHASES
 WORKING = frozenset({P.STARTING, P.THINKING, P.ACTING, P.AWAITING_APPROVAL, P.AWAITING_DECISION, P.AWAITING_MESSAGE})
 CALLS = frozenset({P.ACTING, P.AWAITING_APPROVAL, P.AWAITING_DECISION})
 """The phases of a step's tool calls: its calls may wait for approvals and decisions at once."""
-INTERRUPTING = frozenset({P.ROLLING_BACK, P.PAUSED, P.AWAITING_DECISION})
+INTERRUPTING = frozenset({P.ROLLING_BACK, P.PAUSED, P.AWAITING_DECISION, P.AWAITING_PERSON})
 """Phases that go `back` to the phase they interrupted when they end."""
 
 ENTERED_FROM: dict[Phase, frozenset[Phase]] = {
@@ -38,6 +37,7 @@ ENTERED_FROM: dict[Phase, frozenset[Phase]] = {
     P.AWAITING_APPROVAL: CALLS,
     P.AWAITING_DECISION: CALLS,
     P.AWAITING_MESSAGE: WORKING,
+    P.AWAITING_PERSON: WORKING,  # between steps: a handoff to a person's inbox (workflows/handoffs.py)
     P.PAUSED: WORKING,
     # a rollback, a failed verification's revert, the failure policy (again after an undo that
     # failed: the policy's own undo comes after a rollback's that did not complete)

@@ -3,7 +3,8 @@ phase and whether it waits for a person, for `temporal workflow list --query
 'RatchetPhase="AWAITING_APPROVAL"'`; a session says so (set once) with its latest turn; a run that
 waits (for a person, a message, a resume) or has closed, its steps and cost; the build of its worker
 deployment it is on (set once per execution); a shadow run, the run it shadows (set once); its tenant
-and priority (set once). Turn, steps and cost change only with the phase, so they ride on its
+and priority (set once); a run handed to a person, their inbox while it waits for them (unset, not
+upserted, on runs never handed). Turn, steps and cost change only with the phase, so they ride on its
 upserts. Only what changed is upserted, and rarely: the phase shows RUNNING while a run thinks and
 acts, so a step upserts nothing (history bytes per step stay flat)."""
 
@@ -41,7 +42,14 @@ SA_BUILD = key(RunAttributes.BUILD)
 SA_SHADOW_OF = key(RunAttributes.SHADOW_OF)
 SA_TENANT = key(RunAttributes.TENANT)
 SA_PRIORITY = key(RunAttributes.PRIORITY)
-SHOWN_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
+SA_HANDED_TO = key(RunAttributes.HANDED_TO)
+SHOWN_PHASES = (
+    Phase.AWAITING_APPROVAL,
+    Phase.AWAITING_DECISION,
+    Phase.AWAITING_MESSAGE,
+    Phase.AWAITING_PERSON,
+    Phase.PAUSED,
+)
 """Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
 
 
@@ -64,6 +72,8 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
         values[SA_PRIORITY] = str(state.run.priority)
     if state.run.shadow is not None:  # set once, with the first upsert: a shadow is never listed as production
         values[SA_SHADOW_OF] = state.run.shadow.workflow_id
+    waiting = state.handoffs[-1] if state.handoffs and state.handoffs[-1].waiting and not state.phase.terminal else None
+    values[SA_HANDED_TO] = waiting.to_agent if waiting is not None else None  # None: unset (upserted once set)
     if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
         values[SA_STEPS] = state.step
         values[SA_COST] = round(state.used.cost_usd, 6)
@@ -83,4 +93,6 @@ class Visibility:
         if not changed:
             return
         self._published.update((key.name, value) for key, value in changed)
-        workflow.upsert_search_attributes([key.value_set(value) for key, value in changed])
+        workflow.upsert_search_attributes(
+            [key.value_set(value) if value is not None else key.value_unset() for key, value in changed]
+        )

@@ -205,6 +205,19 @@ async def approval(rec: Recorder) -> None:
     expect(ended(await handle.result(), Phase.DONE), "DONE", "approval run")
 
 
+@scenario("person-handoff")
+async def person_handoff(rec: Recorder) -> None:
+    """A run hands its task to a person's inbox (AWAITING_PERSON, RatchetHandedTo); she hands it
+    back to another profile (the `respond` update), which finishes."""
+    handoff = {"name": "handoff", "arguments": {"to": "person:alice", "summary": "which version?"}}
+    script = [{"tool_calls": [_write("a.txt", "a\n")]}, {"tool_calls": [handoff]}, {"tool_calls": [_write("b.txt", "v2\n")]}]
+    run = scripted("asker", [*script, {"content": "fixed"}], workspace="person-handoff")
+    handle = await rec.runs.start(run, workflow_id("person-handoff"))
+    await _until(handle, lambda s: s.phase == Phase.AWAITING_PERSON)
+    await handle.respond("hand_back", "use v2", to="fixer", by="alice")
+    expect(ended(await handle.result(), Phase.DONE), "DONE", "person-handoff run")
+
+
 @scenario("message")
 async def message(rec: Recorder) -> None:
     """A message signalled during a step joins the conversation at the next step boundary."""

@@ -15,6 +15,12 @@ started here is stopped before exit. Exit status:
      server sent (in a stream or not) is not in the reply the run recorded (also: a set-up error,
      such as a missing model file or a server that did not start).
 
+After the runs, the openai run is shadowed (`ratchet shadow`) with a candidate at another
+temperature (SHADOW_TEMPERATURE) on the same llama-server: the shadow must end, its plan must have
+the candidate's temperature, llama-server must take its requests, and the report (the diff) is
+computed, printed and written to .ratchet/real-model/shadow-report.{md,json}; then `shadows.clean`
+must leave no private workspace of it. A broken promise there exits 2 too.
+
 `--model` and `--chat-template` try another GGUF model the same way.
 """
 
@@ -40,6 +46,8 @@ from tests.runs import activity_attempts
 from devtools.real_model.llama_server import SMOLLM2_TEMPLATE, LlamaServer, smollm2_gguf
 from devtools.real_model.recorder import Exchange, RecordingProxy
 from ratchet.client import RatchetClient, RatchetError, RunHandle
+from ratchet.client.shadow_report import markdown
+from ratchet.client.shadows import Candidate
 from ratchet.contracts import AgentState, Message, Phase
 from ratchet.ops.settings import Settings
 from ratchet.payloads.converter import BASE_CONVERTER
@@ -55,6 +63,8 @@ class HelloTest(unittest.TestCase):
     def test_hello_file(self):
         self.assertEqual(Path("hello.txt").read_text().strip().lower(), "hello world")
 '''
+SHADOW_TEMPERATURE = 0.8
+"""The candidate the openai run is shadowed with (the runs themselves decode greedily, at 0)."""
 KEPT_SETTINGS = ("RATCHET_SANDBOX",)
 """The only Ratchet, Temporal, OpenAI or Anthropic variables of the caller's environment the worker gets."""
 
@@ -177,7 +187,7 @@ def main() -> int:
         print("starting the Temporal dev server and a worker ...", flush=True)
         server.start()
         worker = _start_worker(server, llama, proxy, STATE_DIR, model)
-        outcomes = asyncio.run(_run_all(server, llama, proxy, variants, args.timeout))
+        outcomes, shadow_broken = asyncio.run(_run_all(server, llama, proxy, variants, args.timeout))
     finally:
         stop_worker(worker)
         server.stop()
@@ -186,7 +196,9 @@ def main() -> int:
         llama.stop()
         print(f"stopped the worker, the dev server and llama-server ({time.monotonic() - started:.0f} s in all); "
               f"logs in {STATE_DIR}", flush=True)
-    return max(_report(outcome) for outcome in outcomes)
+    if shadow_broken:
+        print("FAIL (shadow): a promise broke:\n  " + "\n  ".join(shadow_broken))
+    return max([_report(outcome) for outcome in outcomes] + [2 if shadow_broken else 0])
 
 
 def _parse_args() -> argparse.Namespace:
@@ -220,13 +232,47 @@ def _start_worker(
 
 async def _run_all(
     server: DevServer, llama: LlamaServer, proxy: RecordingProxy, variants: list[Variant], timeout_s: float
-) -> list[Outcome]:
+) -> tuple[list[Outcome], list[str]]:
+    """Each variant's outcome; what broke in the shadow of the openai run (if it ran)."""
     temporal = await Client.connect(server.address, data_converter=BASE_CONVERTER)
-    runs = RatchetClient(temporal, Settings(temporal_address=server.address, task_queue="ratchet"))
+    settings = Settings(temporal_address=server.address, task_queue="ratchet", artifact_dir=STATE_DIR / "artifacts")
+    runs = RatchetClient(temporal, settings)  # the worker's artifact store: a shadow reads the original's files
     outcomes = []
     for variant in variants:  # one after another: llama-server serves one request at a time
         outcomes.append(await _run(runs, llama, proxy, variant, timeout_s))
-    return outcomes
+    shadowed = next((o for o in outcomes if o.variant.provider == "openai" and o.state is not None), None)
+    broken = await _shadow(runs, llama, shadowed, timeout_s) if shadowed is not None else []
+    return outcomes, broken
+
+
+async def _shadow(runs: RatchetClient, llama: LlamaServer, original: Outcome, timeout_s: float) -> list[str]:
+    """The original shadowed at SHADOW_TEMPERATURE on the same server: its report, what broke."""
+    assert original.state is not None
+    rejected_before, started = len(llama.rejected_requests()), time.monotonic()
+    print(f"\nshadow of {original.state.workflow_id} at temperature {SHADOW_TEMPERATURE} ...", flush=True)
+    batch = await runs.shadows.start([original.state.workflow_id], Candidate(set={"temperature": SHADOW_TEMPERATURE}))
+    report = await runs.shadows.report(batch, wait_s=timeout_s)
+    text = markdown(report)
+    (STATE_DIR / "shadow-report.md").write_text(text)
+    (STATE_DIR / "shadow-report.json").write_text(report.model_dump_json(indent=2))
+    print(text, flush=True)
+    [diff] = report.runs
+    shadow = await runs.get(diff.shadow.workflow_id).state()
+    broken = [] if diff.complete else [f"the shadow did not end in {timeout_s:.0f} s: {diff.shadow.phase}"]
+    if shadow.plan is None or shadow.plan.model.temperature != SHADOW_TEMPERATURE:
+        broken.append(f"the shadow's model ran at {shadow.plan and shadow.plan.model.temperature}, not the candidate's")
+    if diff.shadow.steps == 0 or report.totals.runs != 1:
+        broken.append(f"no diff computed: {diff.shadow.steps} shadow steps, {report.totals.runs} runs reported")
+    rejected = llama.rejected_requests()[rejected_before:]
+    broken += [f"llama-server rejected a shadow's request: {r[:300]}" for r in rejected]
+    private = STATE_DIR / "workspaces" / shadow.plan.workspace if shadow.plan is not None else None
+    [cleaned] = await runs.shadows.clean(batch)
+    if private is not None and (private.exists() or cleaned.removed_on == []):
+        broken.append(f"shadows.clean left {private} (removed on {cleaned.removed_on}, lost {cleaned.lost})")
+    verdict = "same as the original" if diff.same else f"diverged at step {diff.diverged_at}"
+    print(f"shadow: {verdict}, {diff.shadow.steps} steps, {time.monotonic() - started:.0f} s; report in "
+          f"{STATE_DIR / 'shadow-report.md'}; cleaned ({cleaned.ledger_entries} ledger entries)", flush=True)
+    return broken
 
 
 async def _run(

@@ -164,6 +164,25 @@ def list_runs(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
 
 
+def inbox(cmd: argparse.ArgumentParser) -> None:
+    which = cmd.add_mutually_exclusive_group()
+    which.add_argument("--person", help="only runs handed to this person (person:NAME in a profile's handoffs)")
+    which.add_argument("--role", help="only runs handed to this role (role:NAME)")
+    cmd.add_argument("--limit", type=int, default=50, help="at most this many (default: %(default)s)")
+
+
+def respond(cmd: argparse.ArgumentParser) -> None:
+    workflow_id(cmd)
+    how = cmd.add_mutually_exclusive_group(required=True)
+    how.add_argument("--finish", metavar="ANSWER", help="finish the task: ANSWER is the run's answer")
+    how.add_argument("--reply", metavar="TEXT", help="a message back to the agent, which goes on")
+    how.add_argument("--hand-back", metavar="PROFILE", help="hand the task back to this agent profile")
+    cmd.add_argument("--notes", help="with --hand-back: what the agent is told (required)")
+    cmd.add_argument("--constraint", action="append", default=[], help="with --hand-back: a constraint (repeatable)")
+    cmd.add_argument("--question", action="append", default=[], help="with --hand-back: an open question (repeatable)")
+    cmd.add_argument("--by", help="who answers (default: this client's identity)")
+
+
 def result(cmd: argparse.ArgumentParser) -> None:
     workflow_id(cmd)
     cmd.add_argument("--no-wait", action="store_true", help="do not wait for a running run")

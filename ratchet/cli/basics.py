@@ -128,9 +128,10 @@ async def list_runs(args: argparse.Namespace) -> int:
     for run in runs:
         started = f"{run.start_time:%Y-%m-%d %H:%M:%S}" if run.start_time else "-"
         tenant, priority = run.tenant or "-", run.priority or "-"
+        handed = f"  handed to {run.handed_to}" if run.handed_to else ""
         print(
             f"{run.workflow_id:<36} {run.status:<11} {run.agent or '-':<14} {run.phase or '-':<18} "
-            f"{tenant:<14} {priority!s:<4} {started}"
+            f"{tenant:<14} {priority!s:<4} {started}{handed}"
         )
     if not runs:
         print("(no runs match)")
@@ -170,7 +171,13 @@ async def result(args: argparse.Namespace) -> int:
     return 0 if outcome.phase == "DONE" else 1
 
 
-WAITING_PHASES = (Phase.AWAITING_APPROVAL, Phase.AWAITING_DECISION, Phase.AWAITING_MESSAGE, Phase.PAUSED)
+WAITING_PHASES = (
+    Phase.AWAITING_APPROVAL,
+    Phase.AWAITING_DECISION,
+    Phase.AWAITING_MESSAGE,
+    Phase.AWAITING_PERSON,
+    Phase.PAUSED,
+)
 
 
 async def waiting_for(run: RunHandle, summary: RunSummary) -> str:

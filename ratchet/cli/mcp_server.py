@@ -100,6 +100,24 @@ class RunControl:
         """Refuse a tool call that waits for a person; the reason goes to the model."""
         return await self._ask((await self._run(workflow_id)).reject(call_id, reason))
 
+    async def inbox(self, person: str | None = None, role: str | None = None) -> list[dict[str, Any]]:
+        """Runs handed to a person's inbox (person:NAME in a profile's handoffs) or a role's (neither:
+        anyone's), each with its handoff record: objective, summary, evidence, decisions, open questions."""
+        items = await self._ask((await self._client()).inbox(person=person, role=role))
+        return [i.model_dump(mode="json", exclude={"handoff": {"plan_before"}}) for i in items]
+
+    async def respond(
+        self,
+        workflow_id: str,
+        action: Literal["finish", "reply", "hand_back"],
+        text: str,
+        to: str | None = None,
+        by: str | None = None,
+    ) -> str:
+        """Answer a run handed to a person: finish (text is its answer), reply (a message to the agent,
+        which goes on) or hand_back (the profile `to` takes the task, text its notes)."""
+        return await self._ask((await self._run(workflow_id)).respond(action, text, to=to, by=by))
+
     async def send_message(self, workflow_id: str, text: str) -> str:
         """Add a message to a run's conversation (at its next step boundary)."""
         await self._ask((await self._run(workflow_id)).send(text))
@@ -164,6 +182,8 @@ TOOLS: tuple[tuple[str, bool], ...] = (
     ("transcript", True),
     ("approve", False),
     ("reject", False),
+    ("inbox", True),
+    ("respond", False),
     ("send_message", False),
     ("ask_session", False),
     ("rollback_plan", True),

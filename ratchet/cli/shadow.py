@@ -28,6 +28,10 @@ async def shadow(args: argparse.Namespace) -> int:
         return await report(args)
     if args.shadow_command == "clean":
         cleaned = await (await connected()).shadows.clean(args.batch)
+        for one in cleaned:
+            removed = f", its workspace removed on {', '.join(one.removed_on)}" if one.removed_on else ""
+            lost = f"; host {', '.join(one.lost)} gone: its copy of the workspace stays" if one.lost else ""
+            print(f"deleted {one.workflow_id}: {one.ledger_entries} ledger entries{removed}{lost}")
         print(f"deleted {len(cleaned)} shadow runs of batch {args.batch}")
         return 0
     return await start(args)

@@ -176,6 +176,24 @@ VERBS: tuple[Verb, ...] = (
         "messages from before a continue-as-new come from the transcript artifact.",
     ),
     Verb(
+        "inbox",
+        "list runs handed to a person's inbox (AWAITING_PERSON), with their handoff records",
+        "ratchet inbox --person alice",
+        "ratchet.cli.inbox:inbox",
+        arguments.inbox,
+        "Runs whose agent handed the task to `person:NAME` or `role:NAME` (a profile's handoffs): "
+        "objective, summary, evidence, decisions, constraints and open questions. Answer with `ratchet respond`.",
+    ),
+    Verb(
+        "respond",
+        "answer a run handed to you: finish it, reply to the agent, or hand it back to a profile",
+        "ratchet respond ops-7 --hand-back fixer --notes 'use the v2 API' --by alice",
+        "ratchet.cli.inbox:respond",
+        arguments.respond,
+        "--finish ANSWER ends the run with ANSWER as its result; --reply TEXT sends the agent a message "
+        "and it goes on; --hand-back PROFILE --notes TEXT hands the task to that profile with a handoff record.",
+    ),
+    Verb(
         "decide",
         "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
         "ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",

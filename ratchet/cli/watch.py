@@ -19,6 +19,7 @@ from ratchet.contracts.events import (
     ApprovalRequested,
     CheckpointTaken,
     DecisionRequested,
+    HandoffRequested,
     FailedOver,
     Withdrawn,
     PhaseChanged,
@@ -107,6 +108,11 @@ def describe(event: RunEvent, workflow_id: str) -> str | None:
         return (
             f"  awaiting decision: {event.call} {event.tool} (outcome unknown: {_one_line(event.error)[:80]}); "
             f"`ratchet decide {workflow_id} {event.call} retry|assume_done|skip|fail`"
+        )
+    if isinstance(event, HandoffRequested):
+        return (
+            f"  handed to {event.to} by {event.from_agent}: {_one_line(event.summary)[:80]}; "
+            f"`ratchet respond {workflow_id} --finish|--reply TEXT | --hand-back {event.from_agent} --notes TEXT`"
         )
     if isinstance(event, CheckpointTaken):
         return f"  checkpoint {event.checkpoint_id} at step {event.step}: {event.evidence}"

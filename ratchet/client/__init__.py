@@ -17,6 +17,7 @@ from ratchet.client.errors import (
     MovedOn,
     Unreachable,
 )
+from ratchet.client.inbox import InboxItem
 from ratchet.client.listing import RunPage, RunSummary
 from ratchet.client.rollback import RollbackOutcome
 from ratchet.client.runs import RatchetClient, RunHandle
@@ -28,6 +29,7 @@ __all__ = [
     "RunHandle",
     "RunPage",
     "RunSummary",
+    "InboxItem",
     "RollbackOutcome",
     "validated_run",
     "LiveText",

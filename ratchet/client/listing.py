@@ -39,6 +39,8 @@ class RunSummary(BaseModel):
     """Who the run is for (RatchetTenant), if it names a tenant."""
     priority: int | None = None
     """Its priority, 1 (most urgent) to 5, if it names one (RatchetPriority)."""
+    handed_to: str | None = None
+    """The person's or role's inbox it waits in (`person:alice`; RatchetHandedTo), while it does."""
 
 
 class RunPage(BaseModel):
@@ -136,4 +138,5 @@ def summary(run: WorkflowExecution) -> RunSummary:
         build=(attributes.get(RunAttributes.BUILD.name) or [None])[0],
         tenant=(attributes.get(RunAttributes.TENANT.name) or [None])[0],
         priority=int(str((attributes.get(RunAttributes.PRIORITY.name) or [0])[0])) or None,
+        handed_to=(attributes.get(RunAttributes.HANDED_TO.name) or [None])[0],
     )

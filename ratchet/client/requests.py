@@ -1,7 +1,8 @@
-"""What a person or a program asks of a running run: approvals and decisions, messages and a
-session's turns, pause, resume, cancel, terminate. Each request is validated before it is sent
-(InvalidInput names the field) and sent once: a closed run refuses it (RunClosed, SessionEnded),
-saying how it ended (ratchet/client/rpc.py). `RunHandle` has these as its methods."""
+"""What a person or a program asks of a running run: approvals and decisions, a person's answer to a
+run handed to them, messages and a session's turns, pause, resume, cancel, terminate. Each request
+is validated before it is sent (InvalidInput names the field) and sent once: a closed run refuses it
+(RunClosed, SessionEnded), saying how it ended (ratchet/client/rpc.py). `RunHandle` has these as its
+methods."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ratchet.contracts import (
     DecideRequest,
     FollowRequest,
     GrantRequest,
+    HandoffResponse,
     OutcomeChoice,
     Phase,
     RejectRequest,
@@ -69,6 +71,24 @@ class RunRequests:
     ) -> str:
         fields = {"call_id": call_id, "choice": choice, "result": result, "reason": reason, "by": self._by(by)}
         return await self._calls.update(RunMessages.DECIDE, _request("decision", DecideRequest, **fields), str)
+
+    async def respond(
+        self,
+        action: str,
+        text: str,
+        to: str | None = None,
+        constraints: list[str] | None = None,
+        open_questions: list[str] | None = None,
+        by: str | None = None,
+    ) -> str:
+        """A person's answer to the run handed to their inbox (AWAITING_PERSON, `ratchet inbox`):
+        `finish` (`text` is the run's answer), `reply` (`text` goes to the agent, which goes on) or
+        `hand_back` (the run goes on under profile `to`, `text` their notes). Refused if the run
+        waits for no person, was answered already, or `to` is not a profile it may go back to."""
+        fields: dict[str, Any] = {"action": action, "text": text, "to": to, "by": self._by(by)}
+        fields |= {"constraints": constraints or [], "open_questions": open_questions or []}
+        request = _request("handoff response", HandoffResponse, **fields)
+        return await self._calls.update(RunMessages.RESPOND, request, str)
 
     async def send(self, text: str) -> None:
         """A message, fire and forget: it joins the conversation at the next step boundary (a

@@ -44,6 +44,7 @@ from ratchet.client.errors import (
     Unreachable,
     failure_reason,
 )
+from ratchet.client.inbox import InboxItem, inbox as inbox_runs
 from ratchet.client.listing import RunFilter, RunPage, RunSummary
 from ratchet.client.reads import PLANNED_WAIT_S
 from ratchet.client.requests import RunRequests
@@ -114,6 +115,16 @@ class RatchetClient:
     def get(self, workflow_id: str) -> RunHandle:
         """A handle on the run `workflow_id` (nothing is asked of the server yet)."""
         return RunHandle(self, workflow_id)
+
+    async def inbox(self, person: str | None = None, role: str | None = None, limit: int = 50) -> list[InboxItem]:
+        """The running runs handed to `person`'s inbox (`person:NAME` in a profile's handoffs) or
+        `role`'s (neither: to anyone), newest first, each with its handoff record; answer one with
+        `get(id).respond(...)`."""
+
+        async def state_of(workflow_id: str) -> AgentState:
+            return await self.get(workflow_id).state()
+
+        return await inbox_runs(self.temporal, state_of, person, role, limit)
 
     async def list(
         self,

@@ -29,14 +29,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.service import RPCError, RPCStatusCode
-
 from temporalio.client import Client
 
-from ratchet.client.errors import InvalidInput, RunFailed, RunNotFound, rpc_error
+from ratchet.client.errors import InvalidInput, RunFailed, RunNotFound
 from ratchet.client.listing import RunFilter, list_runs
+from ratchet.client.shadow_clean import clean, delete
 from ratchet.client.starting import start_run
 from ratchet.contracts import (
     AgentRun,
@@ -48,6 +45,7 @@ from ratchet.contracts import (
     RecordedCall,
     ResumeFrom,
     RunAttributes,
+    ShadowCleaned,
     ShadowOf,
     canonical,
     runs_in_shadow,
@@ -105,6 +103,12 @@ class StateOf(Protocol):
     async def close(self) -> str: ...
 
     async def planned(self, timeout_s: float = ...) -> bool: ...
+
+    async def running(self) -> bool: ...
+
+    async def terminate(self, reason: str) -> None: ...
+
+    async def closed_state(self) -> AgentState: ...
 
 
 class Shadows:
@@ -167,7 +171,7 @@ class Shadows:
         except RunFailed as exc:
             if (await handle.state()).plan is not None:
                 return  # planned, then failed (diverged at its first step, say): the report's to tell
-            await self._delete(shadow)
+            await delete(self.temporal, shadow)
             raise InvalidInput("shadow candidate", [f"the worker cannot run it: {exc.reason}"]) from None
 
     async def report(self, batch: ShadowBatch | str, wait_s: float = 300) -> ShadowReport:
@@ -188,25 +192,14 @@ class Shadows:
             raise InvalidInput("shadow batch", [f"no shadow run of batch {batch_id!r}"])
         return ShadowBatch(id=batch_id, pairs=pairs)
 
-    async def clean(self, batch: ShadowBatch | str) -> list[str]:
-        """Each shadow of the batch terminated if it still runs and its execution deleted (history,
-        state and stream); the shadows' ids."""
+    async def clean(self, batch: ShadowBatch | str, host_timeout_s: float = 30.0) -> list[ShadowCleaned]:
+        """Each shadow of the batch terminated if it still runs, its private workspace deleted on
+        the hosts that hold it and its ledger entries on the worker side, then its execution
+        (history, state, stream): what was deleted of each (ratchet/client/shadow_clean.py). A host
+        that does not take its deletion within `host_timeout_s` is gone: `lost` names it."""
         found = batch if isinstance(batch, ShadowBatch) else await self.find(batch)
-        for pair in found.pairs:
-            await self._delete(pair.shadow)
-        return [p.shadow for p in found.pairs]
-
-    async def _delete(self, shadow: str) -> None:
-        temporal = self.temporal
-        request = DeleteWorkflowExecutionRequest(
-            namespace=temporal.namespace, workflow_execution=WorkflowExecution(workflow_id=shadow)
-        )
-        try:
-            await temporal.workflow_service.delete_workflow_execution(request)
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                host = temporal.service_client.config.target_host
-                raise rpc_error(f"cannot delete {shadow}", exc, host) from None
+        shadows = [p.shadow for p in found.pairs]
+        return await clean(self.temporal, self.settings.task_queue, self.get, shadows, host_timeout_s)
 
     async def _shadow_input(self, original: str, candidate: Candidate, change: ProfileChange | None) -> AgentRun:
         try:
@@ -216,7 +209,7 @@ class Shadows:
         if state.plan is None:
             raise InvalidInput("runs", [f"{original}: not planned yet, nothing to shadow"])
         resume = self._resume(state, candidate.from_checkpoint)
-        model = self._model(state, candidate)
+        model = _candidate_wins(self._model(state, candidate), change)
         budget = state.run.budget or BudgetOverride()
         if candidate.budget_usd is not None:
             budget = budget.model_copy(update={"max_cost_usd": candidate.budget_usd})
@@ -309,6 +302,16 @@ def _checked(candidate: Candidate, concurrency: int) -> ProfileChange | None:
     if problems:
         raise InvalidInput("shadow candidate", problems)
     return change
+
+
+def _candidate_wins(model: ModelOverride | None, change: ProfileChange | None) -> ModelOverride | None:
+    """The original's model override without what the candidate's profile change sets (its
+    `temperature`, `context_messages`): a run's override beats its profile, and the candidate is
+    what the shadow tries."""
+    if model is None or change is None:
+        return model
+    tried = {name: None for name in ("temperature", "context_messages") if getattr(change, name) is not None}
+    return model.model_copy(update=tried)
 
 
 def _objective(state: AgentState, resume: ResumeFrom | None) -> str:

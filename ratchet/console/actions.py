@@ -77,6 +77,13 @@ async def _decide(run: RunHandle, form: dict[str, str], by: str) -> str:
     return f"Decided {form['call_id']}: {form.get('choice')}."
 
 
+async def _respond(run: RunHandle, form: dict[str, str], by: str) -> str:
+    action = _required(form, "action")
+    to = (form.get("to", "").strip() or None) if action == "hand_back" else None
+    await run.respond(action, form.get("text", ""), to=to, by=by)
+    return f"Answered: {action}{f' to {to}' if to else ''}."
+
+
 async def _send(run: RunHandle, form: dict[str, str], by: str) -> str:
     await run.send(form.get("text", ""))
     return "Sent: it joins the conversation at the next step."
@@ -106,6 +113,7 @@ ACTIONS = {
     "approve": _approve,
     "reject": _reject,
     "decide": _decide,
+    "respond": _respond,
     "send": _send,
     "ask": _ask,
     "pause": _pause,

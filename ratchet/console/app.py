@@ -94,6 +94,7 @@ def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None
     routes = [
         Route("/", guarded(console, bound(pages.runs)), methods=["GET"]),
         Route("/inbox", guarded(console, bound(pages.inbox)), methods=["GET"]),
+        Route("/handoffs", guarded(console, bound(pages.handoffs)), methods=["GET"]),
         Route("/deploys", guarded(console, bound(pages.deploys)), methods=["GET"]),
         Route("/shadows/{batch}", guarded(console, bound(pages.shadows)), methods=["GET"]),
         Route("/schedules", guarded(console, bound(pages.schedules)), methods=["GET"]),

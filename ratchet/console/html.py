@@ -46,6 +46,7 @@ def page(title: str, body: str, *, nav: str = "", script: bool = False) -> str:
         for name, href in (
             ("Runs", "/"),
             ("Inbox", "/inbox"),
+            ("Handoffs", "/handoffs"),
             ("Start", "/start"),
             ("Schedules", "/schedules"),
             ("Deploys", "/deploys"),

@@ -15,6 +15,7 @@ from ratchet.console.deploys_view import deploys_page
 from ratchet.console.schedules_view import schedules_page
 from ratchet.console.forms_view import error_page, start_page
 from ratchet.console.guard import Visit
+from ratchet.console.handoffs_view import handed_page
 from ratchet.console.run_view import TRANSCRIPT_PAGE, plan_page, run_page, sealed_page, shown_checkpoints, waiting_of
 from ratchet.console.shadows_view import shadows_page
 from ratchet.console.runs_view import Progress, RunFilter, Waiting, inbox_page, runs_page
@@ -82,6 +83,15 @@ async def inbox(client: RatchetClient, request: Request, visit: Visit) -> Respon
     waiting = [w for f in found if not isinstance(f, str) for w in f]
     problems = [f for f in found if isinstance(f, str)]
     return HTMLResponse(inbox_page(waiting, visit.token, problems, visit.note(request)))
+
+
+async def handoffs(client: RatchetClient, request: Request, visit: Visit) -> Response:
+    """The runs handed to people: `?person=alice` or `?role=reviewers` (neither: anyone)."""
+    person = request.query_params.get("person", "").strip() or None
+    role = request.query_params.get("role", "").strip() or None
+    items = await client.inbox(person=person, role=role, limit=INBOX_RUNS)  # InvalidInput: the 400 page
+    inbox = f"person:{person}" if person else f"role:{role}" if role else ""
+    return HTMLResponse(handed_page(items, visit.token, inbox, visit.note(request)))
 
 
 async def schedules(client: RatchetClient, request: Request, visit: Visit) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ratchet.client import RunSummary
 from ratchet.console.html import diff, esc, folded, form, page, query_url, run_url, table, temporal_link
+from ratchet.console.handoffs_view import handoffs_section
 from ratchet.console.runs_view import Waiting, waiting_card
 from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem, Transcript
 from ratchet.contracts.rollback import TO_START
@@ -50,6 +51,7 @@ def run_page(
         f"<h1>{esc(wid)} <small>{temporal_link(temporal_ui, wid)}</small></h1>{flash}"
         + _summary(state, running)
         + (f"<h2>Waiting for you</h2>{waiting}" if waiting else "")
+        + handoffs_section(state, token, running)
         + (_controls(state, token) if running else "<p class=closed>This run has closed.</p>")
         + f'<h2>Live</h2><div id=live data-events="{esc(run_url(wid, "events"))}" '
         f'data-from="{stream_from}" data-running="{int(running)}">'

@@ -137,6 +137,7 @@ from ratchet.contracts.shadow import (
     QUARANTINED,
     ProfileChange,
     RecordedCall,
+    ShadowCleaned,
     ShadowMark,
     ShadowOf,
     canonical,
@@ -162,7 +163,7 @@ from ratchet.contracts.rollback import (
     ClosedRollback,
 )
 from ratchet.contracts.guardrails import Guardrail, GuardrailTrip
-from ratchet.contracts.handoff import Handoff, HandoffArgs
+from ratchet.contracts.handoff import Handoff, HandoffArgs, HandoffResponse
 from ratchet.contracts.notify import NOTIFY_WORKFLOW, Notify, NotifyBody, NotifyDelivery, NotifyEvent
 from ratchet.contracts.schedules import (
     SCHEDULED_MESSAGE_WORKFLOW,
@@ -288,6 +289,7 @@ __all__ = [
     "canonical",
     "recorded_call",
     "runs_in_shadow",
+    "ShadowCleaned",
     "EffectStatus",
     "Effect",
     "Checkpoint",
@@ -334,6 +336,7 @@ __all__ = [
     "GuardrailTrip",
     "Handoff",
     "HandoffArgs",
+    "HandoffResponse",
     "Notify",
     "NotifyBody",
     "NotifyDelivery",

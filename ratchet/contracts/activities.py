@@ -33,6 +33,7 @@ from ratchet.contracts.judging import JudgeRequest, JudgeVerdict
 from ratchet.contracts.plan import PlanRun, RunPlan
 from ratchet.contracts.rollback import ClosedRun, LoadClosedRun
 from ratchet.contracts.records import Effect, Forked
+from ratchet.contracts.shadow import ForgetRun, RemoveWorkspace
 from ratchet.contracts.state import ArchiveEffects, TranscriptSlice
 
 I = TypeVar("I")
@@ -150,6 +151,12 @@ minute; one that fails is recorded and the next interval evaluates again (workfl
 DEPLOY_ROUTE = ActivityDef[Route, str]("deploy.route", Route, str, 60.0, ABOUT_A_MINUTE)
 """A guard's change to its deployment's routing (ramp, end the ramp, promote); a refusal
 (`DeploymentError`) is not retried."""
+WORKSPACE_REMOVE = ActivityDef[RemoveWorkspace, int](
+    "workspace.remove", RemoveWorkspace, int, 300.0, ABOUT_A_MINUTE, HEARTBEAT_S
+)
+"""A shadow's private workspace deleted on the host holding it (`ratchet shadow clean`): the files removed."""
+LEDGER_FORGET = ActivityDef[ForgetRun, int]("ledger.forget", ForgetRun, int, 60.0, ABOUT_A_MINUTE)
+"""A deleted shadow's ledger entries and chain (`Ledger.forget`): the entries deleted."""
 SCHEDULE_DELIVER = ActivityDef[Deliver, str](
     "schedule.deliver", Deliver, str, 30.0, Retry(initial_s=1.0, maximum_s=60.0, maximum_attempts=20)
 )
@@ -176,6 +183,8 @@ ACTIVITIES = (
     FORK,
     WORKSPACE_OPEN,
     WORKSPACE_REHYDRATE,
+    WORKSPACE_REMOVE,
+    LEDGER_FORGET,
     EFFECTS_ARCHIVE,
     EFFECTS_LOAD,
     TRANSCRIPT_MESSAGES,

@@ -67,6 +67,8 @@ class Phase(StrEnum):
     AWAITING_MESSAGE = "AWAITING_MESSAGE"
     """A session between turns: it waits for the next message (workflows/sessions.py)."""
     """A call's outcome is unknown; a person or the profile's timeout policy decides (`decide`)."""
+    AWAITING_PERSON = "AWAITING_PERSON"
+    """Handed to a person's inbox (ratchet/contracts/handoff.py): parked until they `respond`."""
     PAUSED = "PAUSED"
     ROLLING_BACK = "ROLLING_BACK"
     DONE = "DONE"

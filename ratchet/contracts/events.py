@@ -132,6 +132,16 @@ class DecisionRequested(_Event):
     error: str
 
 
+class HandoffRequested(_Event):
+    """The run was handed to a person's inbox (`ratchet inbox`); it waits for their `respond`."""
+
+    kind: Literal["handoff_requested"] = "handoff_requested"
+    to: str
+    """`person:NAME` or `role:NAME`."""
+    from_agent: str
+    summary: str
+
+
 class CheckpointTaken(_Event):
     kind: Literal["checkpoint"] = "checkpoint"
     checkpoint_id: str
@@ -189,6 +199,7 @@ RunEvent = Annotated[
     | ApprovalRequested
     | ApprovalDecided
     | DecisionRequested
+    | HandoffRequested
     | CheckpointTaken
     | RolledBack
     | PhaseChanged

@@ -22,11 +22,18 @@ from ratchet.contracts.base import Strict
 
 NOTIFY_WORKFLOW = "RatchetNotify"
 NotifyEvent = Literal[
-    "approval_requested", "decision_requested", "checkpoint", "rollback", "run_ended", "budget_exhausted"
+    "approval_requested",
+    "decision_requested",
+    "handoff_requested",
+    "checkpoint",
+    "rollback",
+    "run_ended",
+    "budget_exhausted",
 ]
 """What a target can be told of: a call waits for approval; a call whose outcome is unknown waits
-for a decision; a checkpoint was taken; a rollback ended; the run ended (any way); the run ended
-because its budget ran out (`budget_exhausted`, sent instead of `run_ended` to a target that lists it)."""
+for a decision; the run was handed to a person's inbox; a checkpoint was taken; a rollback
+ended; the run ended (any way); the run ended because its budget ran out (`budget_exhausted`,
+sent instead of `run_ended` to a target that lists it)."""
 
 
 class Notify(Strict):

@@ -42,6 +42,8 @@ class RunMessages:
     """The answer to an earlier `ask` by its message id, once its turn has ended."""
     CLOSE = "close"
     """End a session after its turn in flight (and the messages queued before the close)."""
+    RESPOND = "respond"
+    """A person's answer to a run handed to their inbox (`HandoffResponse`): finish, reply or hand back."""
     MOVE = "move"
     """Signal: a session between turns moves to its worker deployment's build now, if that changed
     (else it would at its next message); `ratchet deploy` sends it to the idle sessions of other

@@ -56,6 +56,9 @@ class RunAttributes:
     PRIORITY = SearchAttribute("RatchetPriority", AttributeType.KEYWORD)
     """Set on runs that name a priority, from the start: "1" (most urgent) to "5". A keyword, as the
     dev server's SQLite visibility has only three Int attributes (RatchetTurn, RatchetSteps hold two)."""
+    HANDED_TO = SearchAttribute("RatchetHandedTo", AttributeType.KEYWORD)
+    """The person's or role's inbox (`person:alice`, `role:reviewers`) a run is handed to, while it
+    waits for their answer (unset once they gave it): `ratchet inbox --person alice`."""
 
     ALL: tuple[SearchAttribute, ...] = (
         AGENT,
@@ -69,4 +72,5 @@ class RunAttributes:
         SHADOW_OF,
         TENANT,
         PRIORITY,
+        HANDED_TO,
     )

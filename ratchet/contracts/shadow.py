@@ -90,3 +90,49 @@ def recorded_call(recorded: list[RecordedCall], tool: str, arguments: dict[str, 
     """The original's first call of `tool` with these arguments, or None."""
     key = canonical(arguments)
     return next((r for r in recorded if r.tool == tool and r.arguments == key), None)
+
+
+SHADOW_CLEAN_WORKFLOW = "RatchetShadowClean"
+"""The workflow `ratchet shadow clean` starts (workflows/shadow_clean.py): what a shadow left on the
+worker side (its private workspace on each host that held it, its ledger entries) deleted there."""
+
+
+class ShadowLeftovers(Strict):
+    """What one shadow left outside its execution, as its state tells."""
+
+    workflow_id: str = Field(min_length=1, max_length=1000)
+    workspace: str | None = None
+    """Its private workspace's directory (None: it had no workspace tools, or was never planned)."""
+    hosts: list[str] = Field(default_factory=list)
+    """The host queues that held that directory: the last binding's, and each failover's from-host."""
+
+
+class CleanShadows(Strict):
+    """The input of `RatchetShadowClean`."""
+
+    shadows: list[ShadowLeftovers] = Field(min_length=1)
+    host_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """How long a host has to take its `workspace.remove` before it counts as gone."""
+
+
+class RemoveWorkspace(Strict):
+    """Input of `workspace.remove`: a shadow's private workspace, deleted on the host holding it."""
+
+    workspace: str = Field(min_length=1)
+
+
+class ForgetRun(Strict):
+    """Input of `ledger.forget`: every ledger entry of a run gone for good (`Ledger.forget`)."""
+
+    workflow_id: str = Field(min_length=1)
+
+
+class ShadowCleaned(Strict):
+    """What `ratchet shadow clean` deleted of one shadow besides its execution."""
+
+    workflow_id: str
+    ledger_entries: int = 0
+    removed_on: list[str] = Field(default_factory=list)
+    """The hosts whose copy of its private workspace was deleted."""
+    lost: list[str] = Field(default_factory=list)
+    """Hosts that did not take the deletion in time (gone): their copy, if any, is left."""

@@ -150,6 +150,12 @@ class Ledger(Protocol):
         Claiming again for the owning chain changes nothing and returns None. Of concurrent claims
         by one new chain, exactly one returns the old chain."""
 
+    def forget(self, workflow_id: str) -> int:
+        """Delete every entry of the run `workflow_id`: the keys `{workflow_id}/...` (an exact,
+        case-sensitive prefix) and those a claim moved aside (`#{chain}#{workflow_id}/...`), and its
+        chain; the number of entries deleted. For a run gone for good (`ratchet shadow clean`): no
+        other workflow id's entries are touched, and forgetting again deletes nothing."""
+
     def export(self) -> Iterator[LedgerRecord]:
         """Every entry and every chain, each once, with all their fields. Reads only; read in
         pages, so a large ledger is never held in memory. Rows written while it runs may or may
@@ -264,6 +270,23 @@ class SqliteLedger:
             conn.execute("ROLLBACK")
             raise
         return previous if previous != chain else None
+
+    def forget(self, workflow_id: str) -> int:
+        prefix = f"{workflow_id}/"
+        with self._writer() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:  # substr, not LIKE: exact and case-sensitive; aside: the key after `#{chain}#`
+                deleted = conn.execute(
+                    "DELETE FROM ledger WHERE substr(key, 1, ?1) = ?2"
+                    " OR (substr(key, 1, 1) = '#' AND substr(key, instr(substr(key, 2), '#') + 2, ?1) = ?2)",
+                    (len(prefix), prefix),
+                ).rowcount
+                conn.execute("DELETE FROM chains WHERE workflow_id = ?", (workflow_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return deleted
 
     def export(self) -> Iterator[LedgerRecord]:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)  # its own: rows stream lazily

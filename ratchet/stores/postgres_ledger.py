@@ -301,6 +301,22 @@ class PostgresLedger:
 
         return self.call("claim", workflow_id, claim)
 
+    def forget(self, workflow_id: str) -> int:
+        prefix = f"{workflow_id}/"
+
+        def forget(conn: Any) -> int:
+            conn.execute("BEGIN")
+            deleted = conn.execute(
+                f"DELETE FROM {LEDGER_TABLE} WHERE starts_with(key, %(p)s) OR (starts_with(key, '#')"
+                " AND starts_with(substr(key, strpos(substr(key, 2), '#') + 2), %(p)s))",
+                {"p": prefix},
+            ).rowcount
+            conn.execute(f"DELETE FROM {CHAINS_TABLE} WHERE workflow_id = %s", (workflow_id,))
+            conn.execute("COMMIT")
+            return deleted
+
+        return self.call("forget", workflow_id, forget)
+
     def export(self) -> Iterator[LedgerRecord]:
         yield from map(entry_record, self._pages(ENTRY_SELECT, "key"))
         yield from (ChainRecord(*row) for row in self._pages(CHAIN_SELECT, "workflow_id"))

@@ -168,6 +168,26 @@ class LedgerConformance(ExactlyOnceChecks, _Suite):
             what="a second complete must not replace the recorded result",
         )
 
+    # forget
+
+    def check_forget_deletes_a_runs_entries_and_chain_and_nothing_else(self) -> None:
+        ledger, ns = self.open_ledger(), _ns()
+        run, other, upper = f"{ns}-run.shadow-1", f"{ns}-run.shadow-10", f"{ns}-RUN.shadow-1"
+        for key in (f"{run}/1/a", f"{other}/1/a", f"{upper}/1/a", f"{ns}-run/1/a"):
+            ledger.begin(key)
+        ledger.claim(run, "chain-1")  # the entry before it moves aside, under `#unclaimed#`
+        ledger.begin(f"{run}/1/a")
+        ledger.complete(f"{run}/1/a", {"ok": True})
+        assert ledger.forget(run) == 2, "forget deletes the run's entry and the one its claim moved aside"
+        assert ledger.get(f"{run}/1/a") is None and ledger.get(f"#unclaimed#{run}/1/a") is None
+        for kept in (f"{other}/1/a", f"{upper}/1/a", f"{ns}-run/1/a"):  # a longer id, another case, the original
+            _expect(ledger.get(kept), kept, EntryStatus.STARTED, starts=1, what="forget of another run")
+        records = list(ledger.export())
+        assert not [r for r in records if isinstance(r, EntryRecord) and f"{run}/" in r.key], "an entry is left"
+        assert not [r for r in records if isinstance(r, ChainRecord) and r.workflow_id == run], "its chain is left"
+        assert ledger.forget(run) == 0, "forgetting again deletes nothing"
+        assert ledger.claim(run, "chain-2") is None, "the chain went with the run: a new claim finds none"
+
     # release
 
     def check_release_forgets_a_started_entry_and_keeps_a_completed_one(self) -> None:

@@ -20,10 +20,11 @@ import pytest
 from devtools.workers import WorkerProcess
 from ratchet.activities.tracker_tools import TrackerSettings
 from ratchet.client import RunFailed, RunHandle
+from ratchet.client.shadows import Candidate
 from ratchet.contracts import AgentState, EffectStatus, Phase
 from ratchet.ops.settings import Settings
 from tests.ops_workers import start_worker
-from tests.runs import activity_attempts, scripted, start, wait_for
+from tests.runs import activity_attempts, runs, scripted, start, wait_for
 
 pytestmark = pytest.mark.e2e  # processes as a user runs them: `make test-e2e`, not `make test`
 
@@ -232,3 +233,33 @@ async def test_a_run_that_fails_after_its_host_is_lost_undoes_its_effects_on_ano
     tickets, created = tracker(settings)
     assert tickets == [] and created == 1
     assert await activity_attempts(handle, "undo.create_ticket") == [1]
+
+
+async def test_shadow_clean_removes_the_private_workspace_where_it_is_and_names_a_lost_host(client, settings, hosts):
+    """A shadow's private copy is on whichever host restored it: that host is SIGKILLed, and the
+    clean says it is gone (its copy stays) while the shared ledger's entries go; a second shadow,
+    on the live host, has its copy removed there. The original's files stay."""
+    script = [{"tool_calls": [write("a.txt", "one\n")]}, {"content": "done"}]
+    original = await start(client, settings, scripted("hosts", script, workspace=WORKSPACE))
+    assert (await asyncio.wait_for(original.result(), 30)).phase == Phase.DONE
+    owner, _ = owner_and_other(await original.state(), hosts)
+    shadows = runs(client, settings).shadows
+
+    async def shadow():
+        batch = await shadows.start([original.workflow_id], Candidate(model="recorded"))
+        assert (await shadows.report(batch, wait_s=60)).runs[0].complete
+        return batch, await shadows.get(batch.pairs[0].shadow).state()
+
+    batch, state = await shadow()
+    [dead] = [h for h in hosts if h.queue == state.workspace.host]
+    [live] = [h for h in hosts if h is not dead]
+    dead.worker.kill()
+    [kept] = await shadows.clean(batch, host_timeout_s=2)
+    assert kept.lost == [dead.id] and kept.removed_on == [] and kept.ledger_entries > 0
+    assert (dead.root / state.plan.workspace / "a.txt").exists(), "a lost host's copy stays"
+
+    batch, state = await shadow()  # the live host is the only one left
+    [removed] = await shadows.clean(batch, host_timeout_s=2)
+    assert removed.removed_on == [live.id] and removed.lost == [] and removed.ledger_entries > 0
+    assert not (live.root / state.plan.workspace).exists()
+    assert (owner.root / WORKSPACE / "a.txt").read_text() == "one\n"

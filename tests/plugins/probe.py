@@ -436,6 +436,8 @@ for name, tools, targets in (
     ("triager", ["write_file", "create_ticket", "handoff"], ["fixer"]),
     ("fixer", ["write_file", "read_file", "wait", "handoff"], ["triager"]),
     ("hands_nowhere", ["read_file", "handoff"], []),
+    ("asker", ["write_file", "handoff", "wait"], ["fixer", "person:alice", "role:reviewers"]),
+    ("asks_nobody", ["read_file", "handoff"], ["person:"]),
 ):
     register_profile(
         AgentProfile(
@@ -448,7 +450,8 @@ for name, tools, targets in (
         )
     )
 """Handoffs (tests/workflows/test_handoffs.py): a triager hands to a fixer, which may hand back;
-`hands_nowhere` offers the tool with no target (a profile the worker refuses to plan)."""
+`hands_nowhere` offers the tool with no target (a profile the worker refuses to plan); `asker` hands
+to a person's inbox (tests/workflows/test_person_handoffs.py), `asks_nobody` to an inbox with no name."""
 
 register_profile(
     AgentProfile(

@@ -44,7 +44,7 @@ async def test_an_assistant_drives_runs_over_mcp(settings, worker):
     })
     async with Client(server) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
-        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "send_message", "ask_session", "rollback_plan", "rollback", "shadow", "shadow_report"}
+        assert set(tools) == {"start_run", "run_state", "transcript", "approve", "reject", "inbox", "respond", "send_message", "ask_session", "rollback_plan", "rollback", "shadow", "shadow_report"}
         assert tools["run_state"].annotations.read_only_hint and tools["rollback"].annotations is None
 
         ship = await use(mcp, "start_run", agent="approver", objective="ship it", model=scripted_model(
@@ -101,3 +101,22 @@ async def test_an_assistant_shadows_a_run_over_mcp(settings, worker):
         assert again["totals"] == report["totals"]
         refused = await mcp.call_tool("shadow", {"runs": [run["workflow_id"]], "budget_usd": 0})
         assert refused.is_error and "budget_usd: must be above 0" in refused.content[0].text
+
+
+async def test_an_assistant_answers_a_run_handed_to_a_person_over_mcp(settings, worker):
+    server = StdioServerParameters(command=sys.executable, args=["-m", "ratchet.cli.main", "mcp"], env={
+        "TEMPORAL_ADDRESS": settings.temporal_address, "RATCHET_TASK_QUEUE": settings.task_queue,
+    })
+    async with Client(server) as mcp:
+        run = await use(mcp, "start_run", agent="asker", objective="ship it?", model=scripted_model(
+            tool_call("handoff", to="person:alice", summary="ready; ship?"), {"content": "not reached"}))
+        await mcp_state_until(mcp, run["workflow_id"], lambda s: s["phase"] == "AWAITING_PERSON")
+        async with asyncio.timeout(30):  # visibility follows the run's search attributes a moment later
+            while not (mine := [i for i in await use(mcp, "inbox", person="alice") if i["workflow_id"] == run["workflow_id"]]):
+                await asyncio.sleep(0.2)
+        assert [(i["handoff"]["summary"], i["handoff"]["from_agent"]) for i in mine] == [("ready; ship?", "asker")]
+        refused = await mcp.call_tool("respond", {"workflow_id": run["workflow_id"], "action": "hand_back", "text": "x", "to": "ops"})
+        assert refused.is_error and "cannot hand back to 'ops'" in refused.content[0].text
+        await use(mcp, "respond", workflow_id=run["workflow_id"], action="finish", text="shipped", by="alice")
+        done = await mcp_state_until(mcp, run["workflow_id"], lambda s: s["phase"] == "DONE")
+        assert done["answer"] == "shipped"

@@ -98,7 +98,7 @@ async def test_a_changed_prompt_diverges_and_unknown_calls_are_quarantined(clien
     # the same script (the scripted provider is keyed on the turn) under another prompt: the same calls
     batch = await shadows.start([original.workflow_id], Candidate(set={"system_prompt": "Another prompt."}))
     assert (await shadows.report(batch, wait_s=60)).totals.same == 1
-    assert await shadows.clean(batch) == [batch.pairs[0].shadow]
+    assert [c.workflow_id for c in await shadows.clean(batch)] == [batch.pairs[0].shadow]
     await until(
         lambda: gone(runs(client, settings).get(batch.pairs[0].shadow)), "the cleaned shadow deleted", timeout=120
     )  # the dev server deletes in about 40 s
@@ -313,3 +313,17 @@ async def test_a_shadow_does_not_sit_out_the_originals_waits(client, settings, w
     [diff] = (await shadows.report(await shadows.start([original.workflow_id], Candidate(model="recorded")), 60)).runs
     assert diff.same and [(c.tool, c.shadow) for c in diff.quarantined] == [("wait", "recorded")], markdown_of(diff)
     assert time.monotonic() - began < 3
+    assert time.monotonic() - began < 3
+
+
+async def test_a_candidates_temperature_beats_the_one_the_original_run_set(client, settings, worker):
+    run = scripted("saga", [{"content": "done"}])
+    run["model"]["temperature"] = 0
+    original = await start(client, settings, run)
+    assert (await original.result()).phase == Phase.DONE
+    shadows = runs(client, settings).shadows
+    batch = await shadows.start([original.workflow_id], Candidate(set={"temperature": 0.8}))
+    await shadows.report(batch, wait_s=60)
+    shadow = await shadows.get(batch.pairs[0].shadow).state()
+    assert (shadow.run.model.temperature, shadow.plan.model.temperature) == (None, 0.8)
+    assert (await original.state()).plan.model.temperature == 0

@@ -10,7 +10,7 @@
   const steps = live.querySelector(".steps");
   const url = live.dataset.events + "?from_offset=" + encodeURIComponent(live.dataset.from || "0");
   const source = new EventSource(url);
-  const reloadOn = new Set(["AWAITING_APPROVAL", "AWAITING_DECISION", "AWAITING_MESSAGE", "PAUSED"]);
+  const reloadOn = new Set(["AWAITING_APPROVAL", "AWAITING_DECISION", "AWAITING_MESSAGE", "AWAITING_PERSON", "PAUSED"]);
   let text = "", step = -1, reloading = false, submitting = false;
   document.addEventListener("submit", function () { submitting = true; });
 
