@@ -46,9 +46,10 @@ async def test_a_run_handed_to_a_person_is_answered_from_the_console(client, set
     run_page = await console.get(f"/runs/{run.workflow_id}")
     assert "<h2>Handoffs</h2>" in run_page.text and "asker → person:alice" in run_page.text
     csrf = re.search(r'name=csrf value="([0-9a-f]+)"', page.text).group(1)
-    form = {"csrf": csrf, "action": "hand_back", "to": "fixer", "by": "alice", "text": "5.0", "back": "/handoffs"}
+    # who answers is the signed-in person (here the single-user console's), never a form field
+    form = {"csrf": csrf, "action": "hand_back", "to": "fixer", "by": "mallory", "text": "5.0", "back": "/handoffs"}
     done = await console.post(f"/runs/{run.workflow_id}/respond", data=form, headers={"Origin": ORIGIN})
     assert done.status_code == 303 and done.headers["location"].startswith("/handoffs?note=Answered")
     assert (await run.result()).answer == "released 5.0"
     closed = await console.get(f"/runs/{run.workflow_id}")
-    assert "person:alice → fixer" in closed.text and "alice: hand_back to fixer: 5.0" in closed.text
+    assert "person:alice → fixer" in closed.text and "console: hand_back to fixer: 5.0" in closed.text
