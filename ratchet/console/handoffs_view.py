@@ -47,7 +47,6 @@ def respond_card(workflow_id: str, h: Handoff, token: str, back: str) -> str:
     fields = (
         f'<input type=hidden name=back value="{esc(back)}"><select name=action>{actions}</select>'
         f'<input name=to placeholder="profile (hand back)" value="{esc(h.from_agent)}">'
-        '<input name=by placeholder="your name">'
         '<textarea name=text rows=3 required placeholder="your answer, message or notes"></textarea>'
     )
     return (
