@@ -119,7 +119,7 @@ class Activities:
             self.mcp,
             client,
         )
-        self.model = ModelActivities(options.providers, artifacts, ledger)
+        self.model = ModelActivities(options.providers, artifacts, ledger, options.billing)
         self.tools = ToolActivities(
             options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox
         )

@@ -84,30 +84,34 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
     phases.enter(state, Phase.THINKING, plan)
     guardrails.check_input(state, plan)  # before the model sees them
     unsent = state.conversation.unsent_messages()
-    tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
-    request = ModelRequest(
-        step=state.step,
-        call_ref=plan.call_ref,
-        transcript=state.conversation.transcript,
-        new_messages=unsent,
-        max_tokens=tokens_left,
-        max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
-    )
     choices = [plan.model, *plan.fallbacks]
     for choice, settings in enumerate(choices):
+        tokens_left, cost_left = budgets.allowance(plan.budget, state.used)  # after the models before it
+        request = ModelRequest(
+            step=state.step,
+            call_ref=plan.call_ref,
+            transcript=state.conversation.transcript,
+            new_messages=unsent,
+            max_tokens=tokens_left,
+            max_cost_usd=cost_left,  # the activity refuses or caps a call (or a retry) that would not fit
+            choice=choice,
+        )
         try:
-            reply = await _call_model(state, request.model_copy(update={"choice": choice}), settings, choice, plan)
+            reply = await _call_model(state, request, settings, choice, plan)
             break
         except ActivityError as err:
             raise_if_cancelled(err)
             failure = root(err)
+            billed = budgets.billed_of(failure.details if isinstance(failure, ApplicationError) else None)
+            if billed is not None:  # the attempts that failed were paid for all the same
+                budgets.spend(state.used, billed)
             if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
                 raise OutOfBudget(failure.message) from None
             if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
                 raise FailRun(f"step {state.step}: model call failed: {cause(err)}") from None
             # the model kept failing with retryable errors: the same step's call on the next model
     state.used.steps += 1
-    budgets.charge(state.used, reply.usage, choices[choice])
+    budgets.charge(state.used, reply.usage, choices[choice], reply.billed)
     state.conversation.messages.append(reply.message)
     state.conversation.context_tokens = reply.usage.total_tokens  # what a session's compaction watches
     state.conversation.seen(reply.transcript)
