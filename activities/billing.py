@@ -3,7 +3,8 @@
 Every attempt that sent its request is billed once, to its run, step, attempt and cause, whether
 it answered or failed: from the provider's usage where it sent one (the call's `UsageMeter`: a
 stream's usage chunk, Anthropic's message_start and message_delta, an error body's usage), else an
-estimate from the prompt and the characters received, marked `estimated`. A successful attempt's
+estimate from the prompt and the characters received, marked `estimated` (an attempt refused before
+a word came back, a 429 or a 500 without usage, is billed nothing: providers do not bill those). A successful attempt's
 row is written in the thread that writes its transcript segment, before the ledger records the
 reply; a failed attempt's before the activity raises.
 
@@ -86,7 +87,9 @@ def bill(store: BillingStore | None, attempt: Attempt, received: int, error: str
         return attempt.earlier
     settings, info = attempt.settings, activity.info()
     usage, estimated = attempt.meter.usage, False
-    if usage is None:
+    if usage is None and received == 0:  # refused (429, a 500 without usage) or lost before a word: not billed
+        usage = Usage()
+    elif usage is None:  # cut while it wrote, and the provider said nothing: the prompt and what came
         estimated = True
         usage = Usage(
             prompt_tokens=budget.prompt_estimate(attempt.prompt_chars, attempt.messages),

@@ -119,9 +119,7 @@ class OpenAIProvider:
             call.meter.usage = usage_of(completion.usage)
             choice = completion.choices[0]
         except (openai.OpenAIError, ValueError, IndexError, TypeError) as exc:
-            body = getattr(exc, "body", None)
-            if isinstance(body, dict) and isinstance(body.get("usage"), dict):  # billed though it failed
-                call.meter.usage = usage_of(body["usage"])
+            call.meter.usage = _error_usage(exc) or call.meter.usage  # billed though it failed
             # `from None`: the openai exception chain and its stack traces (~6 KB) would exceed
             # the server's size limit for a retrying activity's last failure, hiding the reason.
             raise classify(exc) from None
@@ -193,6 +191,18 @@ class _Assembly:
             finish_reason=self.finish_reason,
             model=self.model,
         )
+
+
+def _error_usage(exc: Exception) -> Usage | None:
+    """The usage an error's body carries, if any (the client keeps only the body's `error` object,
+    so the whole body is read again from the response)."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    try:
+        body = exc.response.json()
+    except ValueError:
+        return None
+    return usage_of(body["usage"]) if isinstance(body, dict) and isinstance(body.get("usage"), dict) else None
 
 
 def usage_of(usage: Any) -> Usage:

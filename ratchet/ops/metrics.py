@@ -15,8 +15,8 @@ metrics calls: it sees each activity's typed input and result.
 | `ratchet_tool_failures` | counter | `tool`, `error_type`: errors returned to the model and failed attempts |
 | `ratchet_compensations` | counter | `tool`, `outcome` (undone, failed) |
 | `ratchet_verifications` | counter | `passed` (true, false) |
-| `ratchet_tokens_total` | counter | `agent`, `provider`, `model`, `cause`, `tenant`, `kind` (prompt, completion, cache_read, cache_write): billed, every attempt |
-| `ratchet_cost_usd_total` | gauge (this worker's running total) | `agent`, `provider`, `model`, `cause`, `tenant`: billed USD, every attempt |
+| `ratchet_tokens_total` | counter | `agent`, `provider`, `model`, `cause`, `tenant`, `kind`: billed tokens |
+| `ratchet_cost_usd_total` | gauge (a running total) | `agent`, `provider`, `model`, `cause`, `tenant`: billed USD |
 
 The billed series come from the billing ledger (activities/billing.py), one addition per attempt
 billed. Temporal's meters have no float counter, so the cost is a gauge this process keeps adding

@@ -1,0 +1,61 @@
+"""The billing ledger on the real path: the openai client against the strict local server, which
+fails after streaming half a reply (with usage), answers 500 with a usage body, and 429 then
+succeeds: what the run was billed equals what the server counted, to the token; a run whose retries
+would cross `max_cost_usd` stops before the call that crosses it."""
+
+from __future__ import annotations
+
+import os
+
+from ratchet.contracts import AgentResult, Phase
+from ratchet.stores.billing import BillingStore
+from tests.runs import start
+from tests.workflows.test_budgets_hard import LONG, echo
+
+
+async def test_every_attempt_is_billed_as_the_server_counted_it(client, settings, worker, openai_server):
+    key = os.environ["OPENAI_API_KEY"]
+    openai_server.reset()
+    openai_server.set_script([echo("hi"), {"content": "done"}], key=key)
+    openai_server.enqueue_faults(
+        [{"status": 429, "retry_after": 0}, {"status": 500, "usage": True}, {"cut_after": 3, "usage": True}], key=key
+    )
+    handle = await start(client, settings, {"agent": "priced_echo", "objective": "bill me"})
+    result: AgentResult = await handle.result()
+    assert result.phase == Phase.DONE, result.last_error
+    counted = openai_server.counted[key]
+    rows = BillingStore.sqlite(settings.ledger_path).rows(handle.workflow_id)
+    assert [(r.step, r.attempt, r.cause, r.error) for r in rows] == [
+        (1, 1, "answer", "ModelHTTP429"),
+        (1, 2, "retry", "ModelHTTP500"),
+        (1, 3, "retry", "ModelStreamCut"),
+        (1, 4, "retry", ""),
+        (2, 1, "answer", ""),
+    ], rows
+    assert sum(r.prompt_tokens for r in rows) == counted["prompt_tokens"] == result.used.prompt_tokens, [
+        (r.prompt_tokens, r.completion_tokens) for r in rows
+    ]
+    assert sum(r.completion_tokens for r in rows) == counted["completion_tokens"] == result.used.completion_tokens
+    assert not any(r.estimated for r in rows)
+    billed = sum(r.prompt_tokens * 1.0 + r.completion_tokens * 2.0 for r in rows) / 1000  # priced_echo's prices
+    assert abs(result.used.cost_usd - billed) < 1e-9 and abs(sum(r.cost_usd for r in rows) - billed) < 1e-9
+
+
+async def test_a_retry_the_cost_budget_cannot_cover_is_not_made(client, settings, worker, openai_server):
+    """$1 per 1k prompt tokens and about 5,000 prompt tokens a call: two attempts that fail with a
+    usage body cost about $10 of $12; the third would cross it and is never sent."""
+    key = os.environ["OPENAI_API_KEY"]
+    openai_server.reset()
+    openai_server.set_script([{"content": "never"}], key=key)
+    openai_server.enqueue_faults([{"status": 500, "usage": True}] * 3, key=key)
+    handle = await start(
+        client, settings, {"agent": "priced_echo", "objective": LONG, "budget": {"max_cost_usd": 12.0}}
+    )
+    result: AgentResult = await handle.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED, result.last_error
+    assert len(openai_server.chat_requests(key=key)) == 2
+    assert openai_server.pending_faults(key=key) == 1
+    rows = BillingStore.sqlite(settings.ledger_path).rows(handle.workflow_id)
+    assert len(rows) == 2 and abs(result.used.cost_usd - sum(r.cost_usd for r in rows)) < 1e-9
+    assert 8.0 < result.used.cost_usd < 12.0
+    assert "after 2 failed attempt(s) of this call billed $" in result.last_error, result.last_error
