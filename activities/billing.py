@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from ratchet.contracts import Billed, Message, ModelSettings, ToolSchema, Usage
+from ratchet.contracts import Billed, Message, ModelCallConfig, ModelSettings, ToolSchema, Usage
 from ratchet.core import budget
 from ratchet.models.provider import UsageMeter
 from ratchet.ops.metrics import note_billed
@@ -43,6 +43,7 @@ class Attempt:
     compaction: bool = False
     agent: str = ""
     """The run's profile (the metrics' `agent` label)."""
+    shadow: bool = False
     meter: UsageMeter | None = None
     settings: ModelSettings | None = None
     prompt_chars: int = 0
@@ -51,6 +52,8 @@ class Attempt:
     """What earlier attempts of this call on this model were billed (None: none, or no ledger)."""
 
     def cause(self, attempt: int) -> str:
+        if self.shadow:
+            return Cause.SHADOW
         if self.compaction:
             return Cause.COMPACTION
         if attempt > 1:
@@ -58,10 +61,11 @@ class Attempt:
         return Cause.FALLBACK if self.choice else Cause.ANSWER
 
     def sending(
-        self, settings: ModelSettings, messages: list[Message], tools: list[ToolSchema], agent: str
+        self, settings: ModelSettings, messages: list[Message], tools: list[ToolSchema], config: ModelCallConfig
     ) -> UsageMeter:
         """The request is about to go out: what an estimate needs, and the meter the provider fills."""
-        self.settings, self.messages, self.agent = settings, len(messages), agent
+        self.settings, self.messages = settings, len(messages)
+        self.agent, self.shadow = config.agent, config.shadow
         self.prompt_chars = prompt_chars(messages, tools)
         self.meter = UsageMeter(sent=True)
         return self.meter

@@ -151,7 +151,7 @@ class ModelActivities:
         ask = Message(role="user", content=SUMMARY_PROMPT)
         messages = base.window(None)[1:] + [ask]  # the system prompt is the agent's, not the summariser's
         async with heartbeating():
-            meter = turn.bill.sending(settings, messages, [], turn.config.agent)
+            meter = turn.bill.sending(settings, messages, [], turn.config)
             done = await self._provider(settings).complete(
                 ModelCall(
                     key=turn.key,
@@ -249,7 +249,7 @@ class ModelActivities:
                 turn=base.turns + _turns(new),
                 step=req.step,
                 deltas=deltas,
-                meter=turn.bill.sending(settings, messages, config.tools, config.agent),
+                meter=turn.bill.sending(settings, messages, config.tools, config),
             )
         )
         message = done.message

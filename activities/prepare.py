@@ -168,6 +168,7 @@ class RunPreparer:
             output=self._output(profile, req),
             fallbacks=fallbacks,
             agent=profile.name,
+            shadow=req.run.shadow is not None,
         )
         return RunPlan(
             agent=profile.name,

@@ -229,6 +229,8 @@ class ModelCallConfig(BaseModel):
     """As `RunPlan.fallbacks`: `ModelRequest.choice` 1 is the first."""
     agent: str = ""
     """The run's profile: the billing metrics' `agent` label."""
+    shadow: bool = False
+    """A shadow run (`ratchet shadow`): its attempts are billed under the cause `shadow`."""
 
 
 class PlanRun(BaseModel):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from ratchet.cli.costs import table
 from ratchet.contracts import AgentResult, Phase
 from ratchet.stores.billing import BillingStore
 from tests.runs import start
@@ -39,6 +40,18 @@ async def test_every_attempt_is_billed_as_the_server_counted_it(client, settings
     assert not any(r.estimated for r in rows)
     billed = sum(r.prompt_tokens * 1.0 + r.completion_tokens * 2.0 for r in rows) / 1000  # priced_echo's prices
     assert abs(result.used.cost_usd - billed) < 1e-9 and abs(sum(r.cost_usd for r in rows) - billed) < 1e-9
+    # seen through the client, as `ratchet cost` prints it
+    report = await handle.cost()
+    assert report.total.attempts == 5 and report.total.prompt_tokens == counted["prompt_tokens"]
+    assert {cause: b.attempts for cause, b in report.by_cause.items()} == {"answer": 2, "retry": 3}
+    assert [(line.step, line.cause, line.billed.attempts, line.failed) for line in report.lines] == [
+        (1, "answer", 1, 1),
+        (1, "retry", 3, 2),
+        (2, "answer", 1, 0),
+    ]
+    printed = table(report).splitlines()
+    assert printed[0].split()[:3] == ["step", "cause", "model"] and printed[-1].startswith("total")
+    assert printed[-1].split()[-1] == f"{billed:.6f}"
 
 
 async def test_a_retry_the_cost_budget_cannot_cover_is_not_made(client, settings, worker, openai_server):
