@@ -41,6 +41,7 @@ class Attempt:
     step: int
     choice: int
     compaction: bool = False
+    judge: bool = False
     agent: str = ""
     """The run's profile (the metrics' `agent` label)."""
     shadow: bool = False
@@ -56,16 +57,23 @@ class Attempt:
             return Cause.SHADOW
         if self.compaction:
             return Cause.COMPACTION
+        if self.judge:
+            return Cause.JUDGE
         if attempt > 1:
             return Cause.RETRY
         return Cause.FALLBACK if self.choice else Cause.ANSWER
 
     def sending(
-        self, settings: ModelSettings, messages: list[Message], tools: list[ToolSchema], config: ModelCallConfig
+        self,
+        settings: ModelSettings,
+        messages: list[Message],
+        tools: list[ToolSchema],
+        config: ModelCallConfig | None = None,
     ) -> UsageMeter:
         """The request is about to go out: what an estimate needs, and the meter the provider fills."""
         self.settings, self.messages = settings, len(messages)
-        self.agent, self.shadow = config.agent, config.shadow
+        if config is not None:
+            self.agent, self.shadow = config.agent, config.shadow
         self.prompt_chars = prompt_chars(messages, tools)
         self.meter = UsageMeter(sent=True)
         return self.meter

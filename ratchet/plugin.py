@@ -132,7 +132,7 @@ class Activities:
         self.deploys = DeployActivities(client, options.profiles)
         self.schedules = ScheduleActivities(client)
         self.notify = NotifyActivities()
-        self.judges = JudgeActivities(options.providers, ledger)
+        self.judges = JudgeActivities(options.providers, ledger, options.billing)
 
     def all(self) -> list[Callable]:
         return [

@@ -39,6 +39,7 @@ from ratchet.contracts import (
     Transcript,
     TranscriptPage,
     TurnAnswer,
+    TurnStatus,
 )
 from ratchet.core import budget as budgets
 from . import approvals, checkpoints, events, failover, handover, inbox, interrupts, outcomes, planning, rollback
@@ -48,7 +49,7 @@ from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
 from .phases import Phases
 from .result import cancelled, fail, finish, out_of_budget
-from .step import OutOfBudget, step
+from .step import OutOfBudget, TurnOutOfBudget, step
 from .visibility import Visibility
 
 
@@ -238,6 +239,9 @@ class AgentWorkflow:
                 answer = await interrupts.race(step(state, plan, self._phases, self._stream), stop, state)
             except interrupts.Interrupted:
                 cut_short = self._deadline.passed
+                continue
+            except TurnOutOfBudget as refused:  # the turn's own budget: the turn ends, the session waits
+                sessions.close_turn(state, TurnStatus.BUDGET_EXHAUSTED, error=str(refused))
                 continue
             except OutOfBudget as refused:  # the next model call could not fit: nothing was spent on it
                 return finish(state, self._phases, Phase.BUDGET_EXHAUSTED, error=str(refused))

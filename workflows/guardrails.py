@@ -114,7 +114,7 @@ async def _judged(state: AgentState, plan: RunPlan, rule: Guardrail, call: str, 
         summary=f"step {state.step}: guardrail {rule.name} judges the {call if call == 'answer' else 'call ' + call}",
         start_to_close_s=settings.timeout_s + 30,
     )
-    budgets.charge(state.used, verdict.usage, settings)
+    budgets.charge(state.used, verdict.usage, settings, verdict.billed)
     return None if verdict.passed else f"judge: {verdict.reason}"
 
 

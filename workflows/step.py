@@ -25,7 +25,7 @@ from ratchet.contracts import (
 )
 from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
-from . import acting, calls, checkpoints, events, guardrails
+from . import acting, calls, checkpoints, events, guardrails, sessions
 from .errors import FailRun, cause, raise_if_cancelled, root
 from .phases import Phases
 
@@ -38,6 +38,10 @@ CUT_OFF = (
 class OutOfBudget(Exception):
     """The next model call cannot fit in what is left of the token or cost budget (the model
     activity refused it before calling the model)."""
+
+
+class TurnOutOfBudget(OutOfBudget):
+    """As `OutOfBudget`, for a session turn's own token budget: the turn ends, the session goes on."""
 
 
 async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.RunStream) -> str | None:
@@ -87,6 +91,9 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
     choices = [plan.model, *plan.fallbacks]
     for choice, settings in enumerate(choices):
         tokens_left, cost_left = budgets.allowance(plan.budget, state.used)  # after the models before it
+        turn_left = sessions.turn_tokens_left(state)
+        by_turn = turn_left is not None and turn_left < tokens_left
+        tokens_left = turn_left if turn_left is not None and by_turn else tokens_left
         request = ModelRequest(
             step=state.step,
             call_ref=plan.call_ref,
@@ -106,7 +113,9 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
             if billed is not None:  # the attempts that failed were paid for all the same
                 budgets.spend(state.used, billed)
             if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
-                raise OutOfBudget(failure.message) from None
+                raise (
+                    TurnOutOfBudget(f"turn {failure.message}") if by_turn else OutOfBudget(failure.message)
+                ) from None
             if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
                 raise FailRun(f"step {state.step}: model call failed: {cause(err)}") from None
             # the model kept failing with retryable errors: the same step's call on the next model
