@@ -79,6 +79,13 @@ class Attempt:
         return self.meter
 
 
+def answered(attempt: Attempt | None, usage: Usage) -> Attempt | None:
+    """The attempt answered: its reply's usage is what it is billed (every provider returns one)."""
+    if attempt is not None and attempt.meter is not None:
+        attempt.meter.usage = usage
+    return attempt
+
+
 def prompt_chars(messages: list[Message], tools: list[ToolSchema]) -> int:
     return sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools) + sum(
         len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages
@@ -92,9 +99,11 @@ def earlier(store: BillingStore | None, attempt: Attempt) -> None:
         attempt.earlier = store.billed(info.workflow_run_id or "", attempt.key, attempt.choice)
 
 
-def bill(store: BillingStore | None, attempt: Attempt, received: int, error: str = "") -> Billed | None:
+def bill(store: BillingStore | None, attempt: Attempt | None, received: int, error: str = "") -> Billed | None:
     """In a thread: this attempt's row written (once), and the call's running total on this model.
     None: no billing ledger, or the request never went out (nothing billed)."""
+    if attempt is None:
+        return None
     if store is None or attempt.meter is None or attempt.settings is None:
         return attempt.earlier
     settings, info = attempt.settings, activity.info()

@@ -42,7 +42,9 @@ class JudgeActivities:
         call = exactly_once.Call(
             key=key,
             act=lambda: self._ask(req, key, attempt),
-            result=lambda verdict, _undo: verdict.model_copy(update={"billed": billing.bill(self.billing, attempt, 0)}),
+            result=lambda verdict, _undo: verdict.model_copy(
+                update={"billed": billing.bill(self.billing, billing.answered(attempt, verdict.usage) or attempt, 0)}
+            ),
             recorded=JudgeVerdict.model_validate,
             what=GUARDRAIL_JUDGE.name,
             prepare=lambda: billing.earlier(self.billing, attempt),

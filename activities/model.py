@@ -176,7 +176,7 @@ class ModelActivities:
         assert turn.base is not None
         ref = transcripts.write(self.artifacts, turn.base, [summary], prev=req.transcript, summary=True)
         turn.extended = turn.base.summarised(summary, ref.digest, ref.size or 0)
-        billed = billing.bill(self.billing, turn.bill, 0) if turn.bill is not None else None
+        billed = billing.bill(self.billing, turn.bill, 0) if billing.answered(turn.bill, done.usage) else None
         return CompactReply(message=summary, usage=done.usage, transcript=ref.digest, billed=billed)
 
     def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:
@@ -272,7 +272,7 @@ class ModelActivities:
             finish_reason=None if done.finish_reason in (None, natural) else done.finish_reason,
             model="" if done.model in ("", settings.model) else done.model,
         )
-        if turn.bill is not None:
+        if billing.answered(turn.bill, done.usage) is not None:
             reply.billed = billing.bill(self.billing, turn.bill, turn.received())
         if config.output is not None and not done.message.tool_calls and done.finish_reason != "length":
             reply.output, reply.output_error = outputs.check(config.output, done.message.content)
