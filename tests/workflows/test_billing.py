@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ratchet.cli.costs import table
 from ratchet.contracts import AgentResult, Phase
 from ratchet.stores.billing import BillingStore
-from tests.runs import start
+from tests.runs import scripted, start
 from tests.workflows.test_budgets_hard import LONG, echo
 
 
@@ -72,3 +74,36 @@ async def test_a_retry_the_cost_budget_cannot_cover_is_not_made(client, settings
     assert len(rows) == 2 and abs(result.used.cost_usd - sum(r.cost_usd for r in rows)) < 1e-9
     assert 8.0 < result.used.cost_usd < 12.0
     assert "after 2 failed attempt(s) of this call billed $" in result.last_error, result.last_error
+
+
+async def test_a_sub_agents_spending_rolls_up_to_its_parent(client, settings, worker, openai_server):
+    """The parent (scripted, free) delegates to a priced child on the openai server: the child's
+    attempts are in the parent's report as `sub-agent`, and in its budget."""
+    key = os.environ["OPENAI_API_KEY"]
+    openai_server.reset()
+    openai_server.set_script([{"content": "child done"}], key=key)
+    child = {"agent": "priced_echo", "objective": "say done", "model": {"provider": "openai"}}
+    parent = scripted("boss", [{"tool_calls": [{"name": "delegate", "arguments": child}]}, {"content": "done"}])
+    handle = await start(client, settings, parent)
+    result: AgentResult = await handle.result()
+    assert result.phase == Phase.DONE, result.last_error
+    report = await handle.cost()
+    counted = openai_server.counted[key]
+    child_cost = (counted["prompt_tokens"] * 1.0 + counted["completion_tokens"] * 2.0) / 1000
+    assert report.by_cause["sub-agent"].attempts == 1
+    assert report.by_cause["sub-agent"].cost_usd == pytest.approx(child_cost)
+    assert [line.step for line in report.lines if line.cause == "sub-agent"] == [1]  # the parent's step
+    assert result.used.cost_usd == pytest.approx(report.total.cost_usd) == pytest.approx(child_cost)
+
+
+async def test_a_model_without_a_price_runs_and_its_cost_is_marked_unknown(client, settings, worker, openai_server):
+    key = os.environ["OPENAI_API_KEY"]
+    openai_server.reset()
+    openai_server.set_script([{"content": "done"}], key=key)
+    run = {"agent": "probe", "objective": "x", "model": {"provider": "openai", "model": "house-model-7"}}
+    handle = await start(client, settings, run)
+    result: AgentResult = await handle.result()
+    assert result.phase == Phase.DONE and result.used.cost_unknown and result.used.cost_usd == 0
+    report = await handle.cost()
+    assert report.unpriced == ["openai/house-model-7"] and report.total.unpriced
+    assert "cost unknown: no price for openai/house-model-7" in table(report)
