@@ -17,7 +17,7 @@ from bench.sections import Section
 
 SMOKE_GROUPS = (
     ("steps", "components", "scaleout", "sandbox", "hooks"),
-    ("mcp", "stream", "sessions", "console", "shadow", "guard"),
+    ("mcp", "stream", "sessions", "console", "shadow", "guard", "billing"),
     ("throughput", "sweep", "cached", "long", "profile", "micro", "providers"),
 )
 """Every section, in three groups of about 40 s that `make test`'s workers take in parallel."""
