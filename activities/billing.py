@@ -47,8 +47,8 @@ class Attempt:
     shadow: bool = False
     meter: UsageMeter | None = None
     settings: ModelSettings | None = None
-    prompt_chars: int = 0
-    messages: int = 0
+    prompt: tuple[list[Message], list[ToolSchema]] = ([], [])
+    """What the request sent (an estimate's prompt, counted only when one is needed)."""
     earlier: Billed | None = None
     """What earlier attempts of this call on this model were billed (None: none, or no ledger)."""
 
@@ -71,10 +71,9 @@ class Attempt:
         config: ModelCallConfig | None = None,
     ) -> UsageMeter:
         """The request is about to go out: what an estimate needs, and the meter the provider fills."""
-        self.settings, self.messages = settings, len(messages)
+        self.settings, self.prompt = settings, (messages, tools)
         if config is not None:
             self.agent, self.shadow = config.agent, config.shadow
-        self.prompt_chars = prompt_chars(messages, tools)
         self.meter = UsageMeter(sent=True)
         return self.meter
 
@@ -113,7 +112,7 @@ def bill(store: BillingStore | None, attempt: Attempt | None, received: int, err
     elif usage is None:  # cut while it wrote, and the provider said nothing: the prompt and what came
         estimated = True
         usage = Usage(
-            prompt_tokens=budget.prompt_estimate(attempt.prompt_chars, attempt.messages),
+            prompt_tokens=budget.prompt_estimate(prompt_chars(*attempt.prompt), len(attempt.prompt[0])),
             completion_tokens=-(-received // budget.CHARS_PER_TOKEN),
         )
     row = BillingRow(
