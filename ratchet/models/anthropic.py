@@ -174,7 +174,7 @@ class AnthropicProvider:
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
             body = getattr(exc, "body", None)
             if isinstance(body, dict) and isinstance(body.get("usage"), dict):  # billed though it failed
-                call.meter.usage = usage_of(SimpleNamespace(**dict.fromkeys(USAGE_FIELDS), **body["usage"]))
+                call.meter.usage = usage_of(SimpleNamespace(**{**dict.fromkeys(USAGE_FIELDS), **body["usage"]}))
             raise classify(exc) from None  # `from None`: see openai.py (the chain overflows the failure)
         if reply.stop_reason == "refusal":
             raise ApplicationError(

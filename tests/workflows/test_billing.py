@@ -21,7 +21,12 @@ async def test_every_attempt_is_billed_as_the_server_counted_it(client, settings
     openai_server.reset()
     openai_server.set_script([echo("hi"), {"content": "done"}], key=key)
     openai_server.enqueue_faults(
-        [{"status": 429, "retry_after": 0}, {"status": 500, "usage": True}, {"cut_after": 3, "usage": True}], key=key
+        [  # the cut first: its retry waits the policy's first interval (1 s), the others what they ask for
+            {"cut_after": 3, "usage": True},
+            {"status": 429, "retry_after_ms": 50},
+            {"status": 500, "usage": True, "retry_after_ms": 50},
+        ],
+        key=key,
     )
     handle = await start(client, settings, {"agent": "priced_echo", "objective": "bill me"})
     result: AgentResult = await handle.result()
@@ -29,9 +34,9 @@ async def test_every_attempt_is_billed_as_the_server_counted_it(client, settings
     counted = openai_server.counted[key]
     rows = BillingStore.sqlite(settings.ledger_path).rows(handle.workflow_id)
     assert [(r.step, r.attempt, r.cause, r.error) for r in rows] == [
-        (1, 1, "answer", "ModelHTTP429"),
-        (1, 2, "retry", "ModelHTTP500"),
-        (1, 3, "retry", "ModelStreamCut"),
+        (1, 1, "answer", "ModelStreamCut"),
+        (1, 2, "retry", "ModelHTTP429"),
+        (1, 3, "retry", "ModelHTTP500"),
         (1, 4, "retry", ""),
         (2, 1, "answer", ""),
     ], rows
@@ -62,7 +67,7 @@ async def test_a_retry_the_cost_budget_cannot_cover_is_not_made(client, settings
     key = os.environ["OPENAI_API_KEY"]
     openai_server.reset()
     openai_server.set_script([{"content": "never"}], key=key)
-    openai_server.enqueue_faults([{"status": 500, "usage": True}] * 3, key=key)
+    openai_server.enqueue_faults([{"status": 500, "usage": True, "retry_after_ms": 50}] * 3, key=key)
     handle = await start(
         client, settings, {"agent": "priced_echo", "objective": LONG, "budget": {"max_cost_usd": 12.0}}
     )
@@ -107,3 +112,31 @@ async def test_a_model_without_a_price_runs_and_its_cost_is_marked_unknown(clien
     report = await handle.cost()
     assert report.unpriced == ["openai/house-model-7"] and report.total.unpriced
     assert "cost unknown: no price for openai/house-model-7" in table(report)
+
+
+async def test_every_attempt_on_anthropic_is_billed_as_the_server_counted_it(
+    client, settings, anthropic_server, anthropic_key
+):
+    """The same on the anthropic provider and the strict Anthropic server (prompt caching on: cache
+    writes and reads billed apart): a stream cut after message_start and a piece of text, 429, a 500
+    with usage, then the reply."""
+    from ratchet.worker.main import build_worker
+
+    anthropic_server.set_script([{"content": "a reply long enough to be cut off in the middle of it"}], key=anthropic_key)
+    anthropic_server.enqueue_faults(
+        [{"cut_after": 3}, {"status": 429, "retry_after": 0.05}, {"status": 500, "usage": True, "retry_after": 0.05}],
+        key=anthropic_key,
+    )
+    async with build_worker(client, settings):
+        handle = await start(client, settings, {"agent": "priced_echo", "objective": "bill me", "model": {"provider": "anthropic"}})
+        result: AgentResult = await handle.result()
+    assert result.phase == Phase.DONE, result.last_error
+    counted = anthropic_server.counted(anthropic_key)
+    rows = BillingStore.sqlite(settings.ledger_path).rows(handle.workflow_id)
+    assert [(r.attempt, r.error) for r in rows] == [(1, "ModelStreamCut"), (2, "ModelHTTP429"), (3, "ModelHTTP500"), (4, "")]
+    prompt = counted["input_tokens"] + counted.get("cache_read_input_tokens", 0) + counted.get("cache_creation_input_tokens", 0)
+    assert sum(r.prompt_tokens for r in rows) == prompt == result.used.prompt_tokens
+    assert sum(r.completion_tokens for r in rows) == counted["output_tokens"] == result.used.completion_tokens
+    assert sum(r.cache_write_tokens for r in rows) == counted.get("cache_creation_input_tokens", 0) > 0
+    assert sum(r.cache_read_tokens for r in rows) == counted.get("cache_read_input_tokens", 0)
+    assert not any(r.estimated for r in rows)
