@@ -27,8 +27,9 @@ last piece (the server's last batch announces the tool call anew), and every blo
 
 Faults (``enqueue_faults``): ``{"status": 429, "retry_after": 1}``, ``{"status": 529}`` (overloaded),
 ``{"status": 500}``, any 4xx-5xx; for a streamed reply ``{"cut_after": 3}`` (the connection closes
-after 3 events) and ``{"error_after": 3}`` (an `error` event, overloaded, after 3 events); ``{"status": 500, "usage": true}``
-answers with the prompt's usage in the error body (billed though it failed). `counted(key)` sums
+after 3 events) and ``{"error_after": 3}`` (an `error` event, overloaded, after 3 events);
+``{"status": 500, "usage": true}`` answers with the prompt's usage in the error body (billed though
+it failed). `counted(key)` sums
 what the server reported as used, per usage field: what the API would bill. A stream
 writes text in deltas of STREAM_PIECE characters, and a tool call's JSON input likewise.
 
