@@ -264,7 +264,10 @@ class RunHandle(RunRequests):
     async def cost(self) -> CostReport:
         """What the run was billed, every model attempt (failed ones, retries, fallbacks) and its
         sub-agents', by step and cause, from the billing ledger in the ledger's database."""
-        return await asyncio.to_thread(costs.report, self.client.settings, self.workflow_id)
+        report = await asyncio.to_thread(costs.report, self.client.settings, self.workflow_id)
+        if not report.lines:
+            await self.summary()  # nothing billed: RunNotFound if there is no such run
+        return report
 
     async def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """What a rollback to the checkpoint would undo, newest first, archived effects included;
