@@ -63,6 +63,7 @@ BUILTIN: dict[str, Price] = {
     "anthropic/claude-haiku-4-5": Price(1.00, 5.00, cache_read=0.10, cache_write=1.25),
     "anthropic/claude-3-5-haiku-latest": Price(0.80, 4.00, cache_read=0.08, cache_write=1.00),
     "scripted/*": Price(0.0, 0.0),  # the scripted provider runs no model
+    "recorded/*": Price(0.0, 0.0),  # a shadow's recorded replies (a candidate model's calls: see README "Cost")
 }
 FIELDS = ("input", "output", "cache_read", "cache_write")
 
