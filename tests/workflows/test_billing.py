@@ -10,7 +10,8 @@ import os
 import pytest
 
 from ratchet.cli.costs import table
-from ratchet.contracts import AgentResult, Phase
+from ratchet.contracts import AgentResult, ModelChoice, Phase
+from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.stores.billing import BillingStore
 from tests.runs import scripted, start
 from tests.workflows.test_budgets_hard import LONG, echo
@@ -140,3 +141,35 @@ async def test_every_attempt_on_anthropic_is_billed_as_the_server_counted_it(
     assert sum(r.cache_write_tokens for r in rows) == counted.get("cache_creation_input_tokens", 0) > 0
     assert sum(r.cache_read_tokens for r in rows) == counted.get("cache_read_input_tokens", 0)
     assert not any(r.estimated for r in rows)
+
+
+register_profile(
+    AgentProfile(
+        name="priced-fallback",
+        system_prompt="s",
+        tools=[],
+        provider="openai",
+        fallbacks=[ModelChoice(provider="anthropic", usd_per_1k_prompt_tokens=1.0, usd_per_1k_completion_tokens=2.0)],
+        fallback_after_attempts=2,
+        usd_per_1k_prompt_tokens=1.0,
+        usd_per_1k_completion_tokens=2.0,
+    )
+)
+
+
+async def test_a_fallback_the_cost_budget_cannot_cover_is_not_made(
+    client, settings, openai_server, openai_key, anthropic_server, anthropic_key
+):
+    """The primary's two attempts fail with a usage body (about $5 each of $12); the fallback's
+    prompt alone would cost about $5 more: it is never sent, and the run says why."""
+    from ratchet.worker.main import build_worker
+
+    openai_server.enqueue_faults([{"status": 500, "usage": True, "retry_after_ms": 50}] * 2, key=openai_key)
+    async with build_worker(client, settings):
+        run = {"agent": "priced-fallback", "objective": LONG, "budget": {"max_cost_usd": 12.0}}
+        handle = await start(client, settings, run)
+        result: AgentResult = await handle.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED, result.last_error
+    assert anthropic_server.requests_of(anthropic_key) == []
+    assert 8.0 < result.used.cost_usd < 12.0
+    assert result.last_error.startswith("cost budget exhausted: the next model call would cost more than the $")
