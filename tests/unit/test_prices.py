@@ -57,3 +57,15 @@ def test_an_unknown_model_has_no_price_and_is_warned_about_once(caplog):
         assert table.price("openai", "no-such-model-x1") is None
     warned = [r for r in caplog.records if "no-such-model-x1" in r.getMessage()]
     assert len(warned) == 1 and "cost is marked unknown" in warned[0].getMessage()
+
+
+def test_openai_cached_input_is_priced_at_the_tables_cached_price():
+    from ratchet.contracts import ModelSettings
+    from ratchet.core import budget
+    from ratchet.models.openai import usage_of
+
+    usage = usage_of({"prompt_tokens": 1000, "completion_tokens": 100, "prompt_tokens_details": {"cached_tokens": 600}})
+    assert (usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (1000, 600, 0)
+    price = prices.table().price("openai", "gpt-4o-mini")
+    settings = ModelSettings(provider="openai", model="gpt-4o-mini", **price.per_1k())
+    assert budget.cost(usage, settings) == pytest.approx((400 * 0.15 + 600 * 0.075 + 100 * 0.60) / 1e6)
