@@ -12,13 +12,13 @@ takes the model back to the conversation as it was then.
 
 from __future__ import annotations
 
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import AgentState, CompactRequest, RunPlan
 from ratchet.contracts.activities import COMPACT
 from ratchet.core import budget as budgets
 from . import calls
-from .errors import cause, raise_if_cancelled, root
+from .errors import cause, raise_if_cancelled, spend_failed
 
 
 def due(state: AgentState, plan: RunPlan) -> bool:
@@ -45,10 +45,7 @@ async def compact(state: AgentState, plan: RunPlan) -> None:
         )
     except ActivityError as err:  # the session goes on uncompacted; the next turn boundary tries again
         raise_if_cancelled(err)
-        failure = root(err)
-        billed = budgets.billed_of(failure.details if isinstance(failure, ApplicationError) else None)
-        if billed is not None:  # a failed compaction's attempts were paid for all the same
-            budgets.spend(state.used, billed)
+        spend_failed(state.used, err)  # a failed compaction's attempts were paid for all the same
         state.last_error, state.conversation.context_tokens = f"turn {last}: compaction failed: {cause(err)}", 0
         return
     budgets.charge(state.used, reply.usage, plan.model, reply.billed)

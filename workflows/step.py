@@ -26,7 +26,7 @@ from ratchet.contracts import (
 from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
 from . import acting, calls, checkpoints, events, guardrails, sessions
-from .errors import FailRun, cause, raise_if_cancelled, root
+from .errors import FailRun, cause, raise_if_cancelled, root, spend_failed
 from .phases import Phases
 
 CUT_OFF = (
@@ -108,10 +108,8 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
             break
         except ActivityError as err:
             raise_if_cancelled(err)
+            spend_failed(state.used, err)  # the attempts that failed were paid for all the same
             failure = root(err)
-            billed = budgets.billed_of(failure.details if isinstance(failure, ApplicationError) else None)
-            if billed is not None:  # the attempts that failed were paid for all the same
-                budgets.spend(state.used, billed)
             if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
                 raise (
                     TurnOutOfBudget(f"turn {failure.message}") if by_turn else OutOfBudget(failure.message)
