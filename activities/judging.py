@@ -17,8 +17,9 @@ from ratchet.contracts.activities import GUARDRAIL_JUDGE
 from ratchet.contracts.judging import JudgeRequest, JudgeVerdict
 from ratchet.core import keys
 from ratchet.models.provider import ModelCall, ProviderRegistry
+from ratchet.stores.billing import BillingStore
 from ratchet.stores.ledger import Ledger
-from . import caller, exactly_once
+from . import billing, caller, exactly_once
 from .heartbeat import heartbeating
 
 INSTRUCTIONS = (
@@ -29,23 +30,32 @@ INSTRUCTIONS = (
 
 
 class JudgeActivities:
-    def __init__(self, providers: ProviderRegistry, ledger: Ledger | None = None) -> None:
-        self.providers, self.ledger = providers, ledger
+    def __init__(
+        self, providers: ProviderRegistry, ledger: Ledger | None = None, billing: BillingStore | None = None
+    ) -> None:
+        self.providers, self.ledger, self.billing = providers, ledger, billing
 
     @activity.defn(name=GUARDRAIL_JUDGE.name)
     async def judge(self, req: JudgeRequest) -> JudgeVerdict:
         key = keys.call_key(caller.workflow_id(), req.step, f"judge-{req.guardrail}-{req.call}")
+        attempt = billing.Attempt(key, req.step, 0, judge=True)
         call = exactly_once.Call(
             key=key,
-            act=lambda: self._ask(req, key),
-            result=lambda verdict, _undo: verdict,
+            act=lambda: self._ask(req, key, attempt),
+            result=lambda verdict, _undo: verdict.model_copy(
+                update={"billed": billing.bill(self.billing, billing.answered(attempt, verdict.usage) or attempt, 0)}
+            ),
             recorded=JudgeVerdict.model_validate,
             what=GUARDRAIL_JUDGE.name,
+            prepare=lambda: billing.earlier(self.billing, attempt),
             idempotent=True,
         )
-        return await exactly_once.run(self.ledger, call)
+        try:
+            return await exactly_once.run(self.ledger, call)
+        except Exception as exc:
+            raise await billing.failed(self.billing, attempt, 0, exc) from None
 
-    async def _ask(self, req: JudgeRequest, key: str) -> JudgeVerdict:
+    async def _ask(self, req: JudgeRequest, key: str, attempt: billing.Attempt) -> JudgeVerdict:
         provider = self.providers.get(req.settings.provider)
         if provider is None:
             raise ApplicationError(
@@ -57,8 +67,11 @@ class JudgeActivities:
             Message(role="user", content=f"Question: {req.question}\n\nText:\n{req.text}"),
         ]
         async with heartbeating():
+            meter = attempt.sending(req.settings, messages, [])
             done = await provider.complete(
-                ModelCall(key=key, settings=req.settings, tools=[], messages=messages, turn=0, step=req.step)
+                ModelCall(
+                    key=key, settings=req.settings, tools=[], messages=messages, turn=0, step=req.step, meter=meter
+                )
             )
         said = (done.message.content or "").strip()
         return JudgeVerdict(

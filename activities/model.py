@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -24,11 +23,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import COMPACT, MODEL_CALL
-from . import caller, exactly_once
+from . import billing, caller, exactly_once
 from .heartbeat import heartbeating
 from .streaming import ReplyStream, reply_stream
 from ratchet.contracts import (
     ArtifactRef,
+    Billed,
     CompactReply,
     CompactRequest,
     ErrorType,
@@ -44,6 +44,7 @@ from ratchet.models.provider import Completion, Deltas, ModelCall, ModelProvider
 from ratchet.ops.metrics import note_model_settings
 from ratchet.stores import transcripts
 from ratchet.stores.artifacts import ArtifactStore, get_json
+from ratchet.stores.billing import BillingStore
 from ratchet.stores.ledger import Ledger
 from ratchet.stores.transcripts import Conversation, TranscriptCache
 
@@ -70,29 +71,42 @@ class _Turn:
     """The reply's stream, when it streams."""
     extended: Conversation | None = None
     """The conversation with the reply, once its transcript segment is written."""
+    bill: billing.Attempt | None = None
+    """The attempt as it is billed (activities/billing.py)."""
+
+    def received(self) -> int:
+        return self.deltas.received if self.deltas is not None else 0
 
 
 class ModelActivities:
-    def __init__(self, providers: ProviderRegistry, artifacts: ArtifactStore, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self,
+        providers: ProviderRegistry,
+        artifacts: ArtifactStore,
+        ledger: Ledger | None = None,
+        billing: BillingStore | None = None,
+    ) -> None:
         self.providers = providers
         self.artifacts = artifacts
         self.ledger = ledger
+        self.billing = billing
         self.transcripts = TranscriptCache()
         self.configs: OrderedDict[str, ModelCallConfig] = OrderedDict()
 
     @activity.defn(name=MODEL_CALL.name)
     async def call(self, req: ModelRequest) -> ModelReply:
         turn = _Turn(keys.model_key(caller.workflow_id(), req.step), *self._cached(req))
+        turn.bill = billing.Attempt(turn.key, req.step, req.choice)
         call = exactly_once.Call(
             key=turn.key,
             act=lambda: self._act(req, turn),
             result=lambda done, _undo: self._finish(req, turn, *done),
             recorded=lambda result: _replayed(result, turn.config),
             what=MODEL_CALL.name,
-            prepare=lambda: self._read(turn, req.call_ref, req.transcript),
+            prepare=lambda: self._prepare(turn, req.call_ref, req.transcript),
             idempotent=True,  # a lost reply is asked for again (and paid for twice)
         )
-        reply = await exactly_once.run(self.ledger, call)
+        reply = await self._billed(call, turn)
         if turn.extended is not None:
             self.transcripts.put(reply.transcript, turn.extended, owner=_owner())
         if turn.deltas is not None:
@@ -108,34 +122,46 @@ class ModelActivities:
         base = self.transcripts.get(req.transcript)
         key = keys.call_key(caller.workflow_id(), req.step, "compact")
         turn = _Turn(key, self.configs.get(req.call_ref), base if base is not None and base.complete else None)
+        turn.bill = billing.Attempt(key, req.step, 0, compaction=True)
         call = exactly_once.Call(
             key=key,
             act=lambda: self._summarise(req, turn),
             result=lambda done, _undo: self._summarised(req, turn, *done),
             recorded=CompactReply.model_validate,
             what=COMPACT.name,
-            prepare=lambda: self._read(turn, req.call_ref, req.transcript, whole=True),
+            prepare=lambda: self._prepare(turn, req.call_ref, req.transcript, whole=True),
             idempotent=True,
         )
-        reply = await exactly_once.run(self.ledger, call)
+        reply = await self._billed(call, turn)
         if turn.extended is not None:
             self.transcripts.put(reply.transcript, turn.extended, owner=_owner())
         return reply
 
+    async def _billed(self, call: exactly_once.Call, turn: _Turn):
+        """The protocol's run; a failed attempt billed first, its error carrying the call's billed total."""
+        assert turn.bill is not None
+        try:
+            return await exactly_once.run(self.ledger, call)
+        except Exception as exc:
+            raise await billing.failed(self.billing, turn.bill, turn.received(), exc) from None
+
     async def _summarise(self, req: CompactRequest, turn: _Turn) -> tuple[Completion, Message]:
-        assert turn.config is not None and turn.base is not None
+        assert turn.config is not None and turn.base is not None and turn.bill is not None
         settings, base = turn.config.settings, turn.base
         ask = Message(role="user", content=SUMMARY_PROMPT)
+        messages = base.window(None)[1:] + [ask]  # the system prompt is the agent's, not the summariser's
         async with heartbeating():
+            meter = turn.bill.sending(settings, messages, [], turn.config)
             done = await self._provider(settings).complete(
                 ModelCall(
                     key=turn.key,
                     settings=settings,
                     tools=[],
-                    messages=base.window(None)[1:] + [ask],  # the system prompt is the agent's, not the summariser's
+                    messages=messages,
                     turn=base.turns,
                     step=req.step,
                     summary=True,
+                    meter=meter,
                 )
             )
         summary = Message(
@@ -150,7 +176,8 @@ class ModelActivities:
         assert turn.base is not None
         ref = transcripts.write(self.artifacts, turn.base, [summary], prev=req.transcript, summary=True)
         turn.extended = turn.base.summarised(summary, ref.digest, ref.size or 0)
-        return CompactReply(message=summary, usage=done.usage, transcript=ref.digest)
+        billed = billing.bill(self.billing, turn.bill, 0) if billing.answered(turn.bill, done.usage) else None
+        return CompactReply(message=summary, usage=done.usage, transcript=ref.digest, billed=billed)
 
     def _cached(self, req: ModelRequest) -> tuple[ModelCallConfig | None, Conversation | None]:
         """The run's config and the conversation so far (as much as the call sends), if cached."""
@@ -158,6 +185,12 @@ class ModelActivities:
         keep = config.settings.context_messages if config is not None else None
         base = self.transcripts.get(req.transcript) if req.transcript is not None else None
         return config, base if base is not None and base.has_window(keep) else None
+
+    def _prepare(self, turn: _Turn, call_ref: str, transcript: str | None, whole: bool = False) -> None:
+        """In `begin`'s thread: what the call reads, and what earlier attempts were billed."""
+        self._read(turn, call_ref, transcript, whole)
+        if turn.bill is not None:
+            billing.earlier(self.billing, turn.bill)
 
     def _read(self, turn: _Turn, call_ref: str, transcript: str | None, whole: bool = False) -> None:
         """In `begin`'s thread, when the call will act: what the caches did not have: the run's
@@ -177,7 +210,7 @@ class ModelActivities:
         provider = self._provider(turn.settings)
         async with heartbeating(), reply_stream(req.step, config.settings.stream) as deltas:
             turn.deltas = deltas
-            return await self._call(req, turn.key, config, turn.settings, provider, base, deltas)
+            return await self._call(req, turn, config, turn.settings, provider, base, deltas)
 
     def _remember(self, req: ModelRequest, config: ModelCallConfig, base: Conversation) -> None:
         """The config (one artifact per run, parsed once per worker) and the conversation, cached."""
@@ -191,7 +224,7 @@ class ModelActivities:
     async def _call(
         self,
         req: ModelRequest,
-        key: str,
+        turn: _Turn,
         config: ModelCallConfig,
         settings: ModelSettings,
         provider: ModelProvider,
@@ -204,16 +237,19 @@ class ModelActivities:
             limit = config.settings.tool_output_chars
             new = await asyncio.to_thread(lambda: [self._inline(m, limit) for m in req.new_messages])
         messages = base.window(keep) + new
+        assert turn.bill is not None
+        within = _within_budget(req, config, settings, messages, turn.bill.earlier)
         done = await provider.complete(
             ModelCall(
-                key=key,
-                settings=_within_budget(req, config, settings, messages),
+                key=turn.key,
+                settings=within,
                 tools=config.tools,
                 output=config.output,
                 messages=messages,
                 turn=base.turns + _turns(new),
                 step=req.step,
                 deltas=deltas,
+                meter=turn.bill.sending(settings, messages, config.tools, config),
             )
         )
         message = done.message
@@ -236,6 +272,8 @@ class ModelActivities:
             finish_reason=None if done.finish_reason in (None, natural) else done.finish_reason,
             model="" if done.model in ("", settings.model) else done.model,
         )
+        if billing.answered(turn.bill, done.usage) is not None:
+            reply.billed = billing.bill(self.billing, turn.bill, turn.received())
         if config.output is not None and not done.message.tool_calls and done.finish_reason != "length":
             reply.output, reply.output_error = outputs.check(config.output, done.message.content)
         turn.extended = base.extended(added, ref.digest, ref.size or 0, config.settings.context_messages)
@@ -275,19 +313,19 @@ def cut(text: str, limit: int | None, ref: ArtifactRef) -> str:
 
 
 def _within_budget(
-    req: ModelRequest, config: ModelCallConfig, settings: ModelSettings, messages: list[Message]
+    req: ModelRequest, config: ModelCallConfig, settings: ModelSettings, messages: list[Message], earlier: Billed | None
 ) -> ModelSettings:
-    """The run's settings with the output capped at what is left of its budget; a call whose
-    prompt alone would not fit is refused (non-retryable `BudgetExhausted`: the run ends
-    BUDGET_EXHAUSTED without paying for it)."""
+    """The run's settings with the output capped at what is left of its budget once the call's
+    earlier attempts are paid for (`earlier`); a call whose prompt alone would not fit is refused
+    (non-retryable `BudgetExhausted`: the run ends BUDGET_EXHAUSTED without paying for it)."""
     if req.max_tokens is None and req.max_cost_usd is None:
         return settings
-    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in config.tools) + sum(
-        len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages
-    )
-    prompt = budget.prompt_estimate(chars, len(messages))
-    cap = budget.output_cap(req.max_tokens, req.max_cost_usd, prompt, settings)
+    prompt = budget.prompt_estimate(billing.prompt_chars(messages, config.tools), len(messages))
+    tokens_left, cost_left = billing.allowance(req.max_tokens, req.max_cost_usd, earlier)
+    cap = budget.output_cap(tokens_left, cost_left, prompt, settings)
     if isinstance(cap, str):
+        if earlier is not None and earlier.attempts:
+            cap = f"{cap}, after {earlier.attempts} failed attempt(s) of this call billed ${earlier.cost_usd:.4f}"
         raise ApplicationError(cap, type=ErrorType.BUDGET_EXHAUSTED, non_retryable=True)
     if cap == settings.max_output_tokens:
         return settings

@@ -36,7 +36,7 @@ from ratchet.contracts import (
     problems,
 )
 from ratchet.contracts.handoff import inbox_problem, is_inbox
-from ratchet.core import outputs
+from ratchet.core import outputs, prices
 from ratchet.core.outputs import OutputTypes, default_output_types
 from ratchet.core.profiles import AgentProfile, ProfileRegistry
 from ratchet.models.provider import PlanContext, ProviderOptionsError, ProviderRegistry
@@ -65,6 +65,7 @@ class RunPreparer:
         self.providers = providers
         self.ledger = ledger
         self.settings = settings
+        self.prices = prices.from_settings(settings.prices_file)
         self.profiles = profiles
         self.tools = tools
         self.artifacts = artifacts
@@ -170,6 +171,8 @@ class RunPreparer:
             tools=[t.tool_schema() for t in tools] + mcp.schemas,
             output=self._output(profile, req),
             fallbacks=fallbacks,
+            agent=profile.name,
+            shadow=req.run.shadow is not None,
         )
         return RunPlan(
             agent=profile.name,
@@ -218,10 +221,6 @@ class RunPreparer:
             context_messages=profile.context_messages,
             tool_output_chars=profile.tool_output_chars,
             stream=profile.stream,
-            usd_per_1k_prompt_tokens=profile.usd_per_1k_prompt_tokens,
-            usd_per_1k_completion_tokens=profile.usd_per_1k_completion_tokens,
-            usd_per_1k_cache_read_tokens=profile.usd_per_1k_cache_read_tokens,
-            usd_per_1k_cache_write_tokens=profile.usd_per_1k_cache_write_tokens,
         )
         options: dict = {}
         if override is not None:
@@ -236,10 +235,22 @@ class RunPreparer:
             settings = provider.plan(settings, options, context)
         except ProviderOptionsError as exc:
             raise _invalid(f"model.options.{exc}" if exc.option else f"model.options: {exc}") from None
+        settings = self._priced(settings, profile)
         problem = provider.unavailable(settings)
         if problem is not None:
             raise _invalid(f"model: {problem}")
         return settings.model_copy(update={"task_queue": self.settings.model_task_queue(name)})
+
+    def _priced(self, settings: ModelSettings, given: AgentProfile | ModelChoice) -> ModelSettings:
+        """The model's prices: the profile's (or the fallback's) own where it sets them, else the price
+        table's (ratchet/core/prices.py); a model with neither is unpriced (billed $0, cost unknown)."""
+        own = {f: getattr(given, f) for f in PRICE_FIELDS if getattr(given, f, None) is not None}
+        price = self.prices.price(settings.provider, settings.model) if not own else None
+        table = price.per_1k() if price is not None else {}
+        per_1k = {f: own.get(f, table.get(f)) for f in PRICE_FIELDS}
+        for field in PRICE_FIELDS[:2]:
+            per_1k[field] = per_1k[field] or 0.0
+        return settings.model_copy(update={**per_1k, "priced": bool(own) or price is not None})
 
     def _judges(self, profile: AgentProfile, req: PrepareRun, primary: ModelSettings) -> dict[str, ModelSettings]:
         """Each judge guardrail's model settings, by the guardrail's name."""
@@ -260,19 +271,10 @@ class RunPreparer:
         if provider is None:
             known = ", ".join(sorted(self.providers.providers))
             raise _invalid(f"{where}.provider: unknown provider {choice.provider!r}; this worker has: {known}")
-        prices = {
-            name: getattr(choice, name)
-            for name in ("usd_per_1k_prompt_tokens", "usd_per_1k_completion_tokens")
-            if getattr(choice, name) is not None
-        }
         settings = primary.model_copy(
-            update={
-                "provider": choice.provider,
-                "model": choice.model or provider.default_model,
-                "options": {},
-                **prices,
-            }
+            update={"provider": choice.provider, "model": choice.model or provider.default_model, "options": {}}
         )
+        settings = self._priced(settings, choice)
         context = PlanContext(
             artifacts=self.artifacts, read_workspace_file=lambda path, limit: self._read(req, path, limit)
         )
@@ -331,6 +333,14 @@ def _changed(profile: AgentProfile, run: AgentRun) -> AgentProfile:
         return AgentProfile.model_validate({**profile.model_dump(), **fields})
     except ValidationError as exc:
         raise _invalid(f"shadow.profile: {'; '.join(problems(exc))}") from None
+
+
+PRICE_FIELDS = (
+    "usd_per_1k_prompt_tokens",
+    "usd_per_1k_completion_tokens",
+    "usd_per_1k_cache_read_tokens",
+    "usd_per_1k_cache_write_tokens",
+)
 
 
 def _invalid(message: str) -> ApplicationError:

@@ -59,12 +59,17 @@ class ReplyStream:
         self._sent: tuple[bool, int, dict[int, int]] = (False, 0, {})
         """What went out (the server has it): the attempt's start, characters of the text, per tool
         call characters of its arguments (`Streamed`)."""
+        self.received = 0
+        """Characters of the reply received (text, tool names and arguments): an attempt that fails
+        without the provider's usage is billed an estimate from them (activities/billing.py)."""
 
     def text(self, text: str) -> None:
+        self.received += len(text)
         self._text.append(text)
         self._wake.set()
 
     def tool_call(self, index: int, name: str = "", arguments: str = "") -> None:
+        self.received += len(name) + len(arguments)
         names, parts = self._calls.setdefault(index, ([], []))
         names.append(name)
         parts.append(arguments)

@@ -61,6 +61,8 @@ VARIANTS = {
                 label="Ratchet, five pattern guardrails checked every step (input, tool call, answer)"),
         Variant("no_sa", "ratchet", AGENT_WORKFLOW, env=(("BENCH_SEARCH_ATTRIBUTES", "0"),),
                 label="Ratchet, search-attribute upserts off"),
+        Variant("no_billing", "ratchet", AGENT_WORKFLOW, env=(("BENCH_BILLING", "0"),),
+                label="Ratchet, the billing ledger off (bench only)"),
         Variant("regular", "ratchet", AGENT_WORKFLOW, env=(("BENCH_LOCAL_TOOLS", "0"),),
                 label="Ratchet, every tool a regular activity (RATCHET_LOCAL_TOOLS=false)"),
         Variant("workspace", "ratchet", AGENT_WORKFLOW, profile="bench_coder", tool="read_file",

@@ -8,6 +8,7 @@ from typing import Any
 from bench import quiet
 from bench.console import console_figures, console_rows
 from bench.hooks import hooks_figures
+from bench.billing import billing_figures
 from bench.policy import policy_figures
 from bench.shadow import shadow_figures
 from bench.findings import findings
@@ -56,6 +57,7 @@ TARGETS = {
     "policy_check_us": ("<=", 100, "the approval policy check per tool call, 50 rules and 5 grants, p99 in microseconds (in-process)"),
     "hook_start_p99_ms": ("<=", 1000, "a signed webhook's request -> its run's first workflow task starting, p99"),
     "shadow_step_ratio": ("<=", 1.3, "ms/step, a shadow (--model recorded, the bench profile's read-only bench_echo) / its original run"),
+    "billing_cpu_ratio": ("<=", 1.05, "worker CPU per model call, with the billing ledger / without (bench-only switch)"),
     "guardrail_step_ratio": ("<=", 1.05, "ms/step, a profile with five pattern guardrails (input, tool call, answer) / none, best rep"),
     "upgrade_turn_ratio": ("<=", 3.0, "a session's first turn after its deployment's build changed (its move included) over its turn before, p50"),
     "idle_sessions_rss_mib": ("<=", 400, "worker RSS with the idle sessions waiting for a message"),
@@ -100,6 +102,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(policy_figures(results["policy"]))
     if results.get("shadow"):
         figures.update(shadow_figures(results["shadow"]))
+    if results.get("billing"):
+        figures.update(billing_figures(results["billing"]))
     if results.get("guard"):
         figures.update(guard_figures(results["guard"]))
     if results.get("fairness"):

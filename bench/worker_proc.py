@@ -17,6 +17,9 @@ from pathlib import Path
 
 from bench.store_calls import COUNT_ENV
 
+BILLING_ENV = "BENCH_BILLING"
+"""0: the worker has no billing ledger (bench/billing.py's baseline)."""
+
 STARTED = time.monotonic()
 READY = "READY "
 """The line a worker prints once runs can reach it: READY <seconds since start>. A raw SDK worker
@@ -51,16 +54,22 @@ async def ratchet_worker(address: str, queue: str, root: Path):
     os.environ["RATCHET_SCRIPTED_CHARS_PER_S"] = os.environ.get("BENCH_SCRIPTED_CHARS_PER_S", "0")  # the provider's own
     configure_logging(settings)
     load_plugins(settings)
-    if os.environ.get(COUNT_ENV) != "1":
+    billing = os.environ.get(BILLING_ENV, "1") == "1"
+    if os.environ.get(COUNT_ENV) != "1" and billing:
         return build_worker(await connect(settings), settings)
+    import dataclasses
+
     from bench.store_calls import counted_stores, counts_file
     from ratchet.plugin import RatchetOptions, RatchetPlugin
     from ratchet.stores.urls import open_artifacts, open_ledger
 
-    ledger, artifacts = counted_stores(open_ledger(settings.ledger_store_url), open_artifacts(settings.artifact_store_url),
-                                       counts_file(root, queue))
-    plugin = RatchetPlugin(RatchetOptions.from_settings(settings, ledger=ledger, artifacts=artifacts))
-    return build_worker(await connect(settings, plugin=plugin), settings)
+    ledger, artifacts = open_ledger(settings.ledger_store_url), open_artifacts(settings.artifact_store_url)
+    if os.environ.get(COUNT_ENV) == "1":
+        ledger, artifacts = counted_stores(ledger, artifacts, counts_file(root, queue))
+    options = RatchetOptions.from_settings(settings, ledger=ledger, artifacts=artifacts)
+    if not billing:  # bench/billing.py's baseline: no billing ledger (the bench's switch only)
+        options = dataclasses.replace(options, billing=None)
+    return build_worker(await connect(settings, plugin=RatchetPlugin(options)), settings)
 
 
 async def routed_to(worker) -> None:

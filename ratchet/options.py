@@ -25,6 +25,7 @@ from ratchet.ops.settings import Settings, SettingsError, load_settings
 from ratchet.payloads.converter import data_converter as converter_for  # `data_converter` is an option's name
 from ratchet.sandbox import Sandbox, SandboxUnavailable, UnavailableSandbox, open_sandbox
 from ratchet.stores.artifacts import ArtifactStore
+from ratchet.stores.billing import BillingStore
 from ratchet.stores.ledger import Ledger
 from ratchet.stores.urls import open_artifacts, open_ledger
 
@@ -110,6 +111,10 @@ class RatchetOptions:
     """The MCP servers this worker may start or reach, one pooled connection each (`ratchet.mcp.pool`);
     default: the servers of the RATCHET_MCP_SERVERS file (none when unset). Their `${NAME}`
     variables join the secret list. Closed when a worker running on these options stops."""
+    billing: BillingStore | None = None
+    """The billing ledger: a row per model attempt, in the ledger's database (`ratchet.stores.billing`);
+    default: the database at RATCHET_LEDGER_URL. None: attempts are not billed (the bench's baseline),
+    and budgets charge only the replies' usage."""
 
     @classmethod
     def from_settings(
@@ -124,6 +129,7 @@ class RatchetOptions:
         data_converter: DataConverter | None = None,
         sandbox: Sandbox | None = None,
         mcp: McpPool | None = None,
+        billing: BillingStore | None = None,
     ) -> RatchetOptions:
         """Options with every field not given built from `settings` (default: the environment,
         `load_settings()`). Imports the RATCHET_PLUGINS modules first, so their tools and profiles
@@ -145,6 +151,7 @@ class RatchetOptions:
             providers=providers if providers is not None else builtin_providers(artifacts),
             data_converter=data_converter if data_converter is not None else converter_for(settings, artifacts),
             mcp=mcp_pool(settings, mcp),
+            billing=billing if billing is not None else BillingStore.open(settings.ledger_store_url),
         )
 
 

@@ -119,7 +119,7 @@ class Activities:
             self.mcp,
             client,
         )
-        self.model = ModelActivities(options.providers, artifacts, ledger)
+        self.model = ModelActivities(options.providers, artifacts, ledger, options.billing)
         self.tools = ToolActivities(
             options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox
         )
@@ -132,7 +132,7 @@ class Activities:
         self.deploys = DeployActivities(client, options.profiles)
         self.schedules = ScheduleActivities(client)
         self.notify = NotifyActivities()
-        self.judges = JudgeActivities(options.providers, ledger)
+        self.judges = JudgeActivities(options.providers, ledger, options.billing)
         self.shadows = ShadowActivities(ledger)
 
     def all(self) -> list[Callable]:

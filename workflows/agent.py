@@ -41,6 +41,7 @@ from ratchet.contracts import (
     Transcript,
     TranscriptPage,
     TurnAnswer,
+    TurnStatus,
 )
 from ratchet.contracts import TaskPriority, task_priority
 from ratchet.core import budget as budgets
@@ -64,7 +65,7 @@ from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
 from .phases import Phases
 from .result import cancelled, fail, finish, out_of_budget
-from .step import OutOfBudget, step
+from .step import OutOfBudget, TurnOutOfBudget, step
 from .visibility import Visibility
 
 
@@ -273,6 +274,9 @@ class AgentWorkflow:
                 answer = await self._advance(state, plan, stop)
             except interrupts.Interrupted:
                 cut_short = self._deadline.passed
+                continue
+            except TurnOutOfBudget as refused:  # the turn's own budget: the turn ends, the session waits
+                sessions.close_turn(state, TurnStatus.BUDGET_EXHAUSTED, error=str(refused))
                 continue
             except OutOfBudget as refused:  # the next model call could not fit: nothing was spent on it
                 return finish(state, self._phases, Phase.BUDGET_EXHAUSTED, error=str(refused))

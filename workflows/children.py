@@ -55,6 +55,7 @@ def charge(used: BudgetUsed, child: BudgetUsed) -> None:
     used.cache_read_tokens += child.cache_read_tokens
     used.cache_write_tokens += child.cache_write_tokens
     used.cost_usd += child.cost_usd
+    used.cost_unknown = used.cost_unknown or child.cost_unknown
     used.model_calls += child.model_calls
     used.tool_calls += child.tool_calls
 

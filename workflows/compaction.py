@@ -18,7 +18,7 @@ from ratchet.contracts import AgentState, CompactRequest, RunPlan
 from ratchet.contracts.activities import COMPACT
 from ratchet.core import budget as budgets
 from . import calls
-from .errors import cause, raise_if_cancelled
+from .errors import cause, raise_if_cancelled, spend_failed
 
 
 def due(state: AgentState, plan: RunPlan) -> bool:
@@ -45,9 +45,10 @@ async def compact(state: AgentState, plan: RunPlan) -> None:
         )
     except ActivityError as err:  # the session goes on uncompacted; the next turn boundary tries again
         raise_if_cancelled(err)
+        spend_failed(state.used, err)  # a failed compaction's attempts were paid for all the same
         state.last_error, state.conversation.context_tokens = f"turn {last}: compaction failed: {cause(err)}", 0
         return
-    budgets.charge(state.used, reply.usage, plan.model)
+    budgets.charge(state.used, reply.usage, plan.model, reply.billed)
     conversation, session = state.conversation, state.session
     conversation.messages.append(reply.message)
     conversation.seen(reply.transcript)

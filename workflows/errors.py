@@ -11,7 +11,8 @@ import asyncio
 
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
-from ratchet.contracts import ErrorType
+from ratchet.contracts import BudgetUsed, ErrorType
+from ratchet.core import budget as budgets
 
 
 class FailRun(Exception):
@@ -50,3 +51,12 @@ def invalid_input(err: BaseException) -> ApplicationError:
     """A start the worker cannot accept (unknown profile, missing fork source): fails the run at
     once, naming why."""
     return ApplicationError(cause(err), type=ErrorType.INVALID_INPUT, non_retryable=True)
+
+
+def spend_failed(used: BudgetUsed, err: BaseException) -> None:
+    """A model call that failed for good (`model.call`, `model.compact`, `guardrail.judge`): the
+    attempts it billed, carried in its failure's details (activities/billing.py), count all the same."""
+    failure = root(err)
+    billed = budgets.billed_of(failure.details if isinstance(failure, ApplicationError) else None)
+    if billed is not None:
+        budgets.spend(used, billed)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 from ratchet.contracts import AgentState, ErrorType, Guardrail, GuardrailTrip, RunPlan
 from ratchet.contracts.activities import GUARDRAIL_JUDGE
@@ -32,7 +33,7 @@ from ratchet.core import budget as budgets
 from ratchet.core import guardrails as matching
 
 from . import calls
-from .errors import FailRun
+from .errors import FailRun, spend_failed
 from .events import RunStream
 
 
@@ -128,13 +129,18 @@ async def _judged(state: AgentState, plan: RunPlan, rule: Guardrail, call: str, 
     request = JudgeRequest(
         guardrail=rule.name, step=state.step, call=call, settings=settings, question=rule.judge.question, text=text
     )
-    verdict = await calls.call(
-        GUARDRAIL_JUDGE,
-        request,
-        summary=f"step {state.step}: guardrail {rule.name} judges the {call if call == 'answer' else 'call ' + call}",
-        start_to_close_s=settings.timeout_s + 30,
-    )
-    budgets.charge(state.used, verdict.usage, settings)
+    judged = call if call == "answer" else "call " + call
+    try:
+        verdict = await calls.call(
+            GUARDRAIL_JUDGE,
+            request,
+            summary=f"step {state.step}: guardrail {rule.name} judges the {judged}",
+            start_to_close_s=settings.timeout_s + 30,
+        )
+    except ActivityError as err:  # the judge's failed attempts were paid for all the same
+        spend_failed(state.used, err)
+        raise
+    budgets.charge(state.used, verdict.usage, settings, verdict.billed)
     return None if verdict.passed else f"judge: {verdict.reason}"
 
 

@@ -288,6 +288,14 @@ def turn_exhausted(state: AgentState) -> str | None:
     return None
 
 
+def turn_tokens_left(state: AgentState) -> int | None:
+    """What the turn in flight may still spend in tokens (its own budget), or None: no such budget."""
+    session = policy(state)
+    if session is None or session.turn_max_tokens is None or not turn_running(state):
+        return None
+    return session.turn_max_tokens - spent(state, state.session.turns.items[-1]).tokens
+
+
 def _totals(state: AgentState) -> TurnUsed:
     used = state.used
     return TurnUsed(steps=used.steps, tokens=used.prompt_tokens + used.completion_tokens, cost_usd=used.cost_usd)

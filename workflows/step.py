@@ -25,8 +25,8 @@ from ratchet.contracts import (
 )
 from ratchet.contracts.activities import MODEL_CALL, Retry
 from ratchet.core import budget as budgets
-from . import acting, calls, checkpoints, events, guardrails
-from .errors import FailRun, cause, raise_if_cancelled, root
+from . import acting, calls, checkpoints, events, guardrails, sessions
+from .errors import FailRun, cause, raise_if_cancelled, root, spend_failed
 from .phases import Phases
 
 CUT_OFF = (
@@ -38,6 +38,10 @@ CUT_OFF = (
 class OutOfBudget(Exception):
     """The next model call cannot fit in what is left of the token or cost budget (the model
     activity refused it before calling the model)."""
+
+
+class TurnOutOfBudget(OutOfBudget):
+    """As `OutOfBudget`, for a session turn's own token budget: the turn ends, the session goes on."""
 
 
 async def step(state: AgentState, plan: RunPlan, phases: Phases, stream: events.RunStream) -> str | None:
@@ -84,30 +88,37 @@ async def think(state: AgentState, plan: RunPlan, phases: Phases) -> ModelReply:
     phases.enter(state, Phase.THINKING, plan)
     guardrails.check_input(state, plan)  # before the model sees them
     unsent = state.conversation.unsent_messages()
-    tokens_left, cost_left = budgets.allowance(plan.budget, state.used)
-    request = ModelRequest(
-        step=state.step,
-        call_ref=plan.call_ref,
-        transcript=state.conversation.transcript,
-        new_messages=unsent,
-        max_tokens=tokens_left,
-        max_cost_usd=cost_left,  # the activity refuses or caps a call that would not fit
-    )
     choices = [plan.model, *plan.fallbacks]
     for choice, settings in enumerate(choices):
+        tokens_left, cost_left = budgets.allowance(plan.budget, state.used)  # after the models before it
+        turn_left = sessions.turn_tokens_left(state)
+        by_turn = turn_left is not None and turn_left < tokens_left
+        tokens_left = turn_left if turn_left is not None and by_turn else tokens_left
+        request = ModelRequest(
+            step=state.step,
+            call_ref=plan.call_ref,
+            transcript=state.conversation.transcript,
+            new_messages=unsent,
+            max_tokens=tokens_left,
+            max_cost_usd=cost_left,  # the activity refuses or caps a call (or a retry) that would not fit
+            choice=choice,
+        )
         try:
-            reply = await _call_model(state, request.model_copy(update={"choice": choice}), settings, choice, plan)
+            reply = await _call_model(state, request, settings, choice, plan)
             break
         except ActivityError as err:
             raise_if_cancelled(err)
+            spend_failed(state.used, err)  # the attempts that failed were paid for all the same
             failure = root(err)
             if isinstance(failure, ApplicationError) and failure.type == ErrorType.BUDGET_EXHAUSTED:
-                raise OutOfBudget(failure.message) from None
+                raise (
+                    TurnOutOfBudget(f"turn {failure.message}") if by_turn else OutOfBudget(failure.message)
+                ) from None
             if choice + 1 == len(choices) or (isinstance(failure, ApplicationError) and failure.non_retryable):
                 raise FailRun(f"step {state.step}: model call failed: {cause(err)}") from None
             # the model kept failing with retryable errors: the same step's call on the next model
     state.used.steps += 1
-    budgets.charge(state.used, reply.usage, choices[choice])
+    budgets.charge(state.used, reply.usage, choices[choice], reply.billed)
     state.conversation.messages.append(reply.message)
     state.conversation.context_tokens = reply.usage.total_tokens  # what a session's compaction watches
     state.conversation.seen(reply.transcript)

@@ -194,6 +194,11 @@ def transcript(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s, at most 1000)")
 
 
+def cost(cmd: argparse.ArgumentParser) -> None:
+    workflow_id(cmd)
+    cmd.add_argument("--json", action="store_true", help="the report as JSON")
+
+
 def decide(cmd: argparse.ArgumentParser) -> None:
     from ratchet.contracts import OutcomeChoice
 

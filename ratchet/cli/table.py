@@ -194,6 +194,15 @@ VERBS: tuple[Verb, ...] = (
         "and it goes on; --hand-back PROFILE --notes TEXT hands the task to that profile with a handoff record.",
     ),
     Verb(
+        "cost",
+        "print what a run was billed, every model attempt, by step and cause",
+        "ratchet cost ops-7 --json",
+        "ratchet.cli.costs:cost",
+        arguments.cost,
+        "Print what a run was billed by step and cause (answer, retry, fallback, compaction, sub-agent): "
+        "every model attempt, failed ones included, from the billing ledger in the ledger's database.",
+    ),
+    Verb(
         "decide",
         "decide on a tool call whose outcome is unknown (AWAITING_DECISION)",
         "ratchet decide ops-7 call_3_0 assume_done --result 'payment P-81 sent'",

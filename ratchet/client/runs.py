@@ -17,6 +17,7 @@ A rollback works the same on a running run (its `rollback` update) and on a clos
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -32,7 +33,8 @@ from temporalio.client import (
 )
 from temporalio.exceptions import CancelledError
 
-from ratchet.client import listing, reads, stream
+from ratchet.client import costs, listing, reads, stream
+from ratchet.client.costs import CostReport
 from ratchet.client.deploys import Deploys
 from ratchet.client.schedules import Schedules
 from ratchet.client.errors import (
@@ -282,6 +284,14 @@ class RunHandle(RunRequests):
         continue-as-new are read from the transcript artifact in the artifact store. Given the
         run's `state` (read already), the run is not asked again."""
         return await reads.transcript(self._calls, self.client.settings, offset, limit, state, self.state)
+
+    async def cost(self) -> CostReport:
+        """What the run was billed, every model attempt (failed ones, retries, fallbacks) and its
+        sub-agents', by step and cause, from the billing ledger in the ledger's database."""
+        report = await asyncio.to_thread(costs.report, self.client.settings, self.workflow_id)
+        if not report.lines:
+            await self.summary()  # nothing billed: RunNotFound if there is no such run
+        return report
 
     async def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:
         """What a rollback to the checkpoint would undo, newest first, archived effects included;

@@ -11,6 +11,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from ratchet.client import InvalidInput, NotStartedYet, RatchetClient, RatchetError, Refused, RunHandle
+from ratchet.client.costs import CostReport
+from ratchet.console.cost_view import cost_section
 from ratchet.console.deploys_view import deploys_page
 from ratchet.console.schedules_view import schedules_page
 from ratchet.console.forms_view import error_page, start_page
@@ -132,7 +134,17 @@ async def _run(handle: RunHandle, running: bool, request: Request, visit: Visit)
     shown = shown_checkpoints(state, older)
     patches = dict(zip([c.id for c in shown], await asyncio.gather(*(_patch(handle, c) for c in shown))))
     ui, note = temporal_ui(handle.client), visit.note(request)
-    return HTMLResponse(run_page(state, running, transcript, patches, visit.token, end, note, older, temporal_ui=ui))
+    billed = cost_section(await _cost(handle))
+    page = run_page(state, running, transcript, patches, visit.token, end, note, older, temporal_ui=ui, billed=billed)
+    return HTMLResponse(page)
+
+
+async def _cost(handle: RunHandle) -> CostReport | str:
+    """The run's billed cost, or why the billing ledger (the ledger's database) cannot be read."""
+    try:
+        return await handle.cost()
+    except Exception as exc:  # a console that cannot reach the ledger's database still shows the run
+        return f"{type(exc).__name__}: {exc}"
 
 
 START_WAIT_S = 5.0

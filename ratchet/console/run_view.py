@@ -43,7 +43,9 @@ def run_page(
     older: int = 0,
     *,
     temporal_ui: str,
+    billed: str = "",
 ) -> str:
+    """`billed`: the billing section (ratchet/console/cost_view.py)."""
     wid = state.workflow_id
     flash = f'<p class="flash {esc(note[1])}" role=alert>{esc(note[0])}</p>' if note else ""
     waiting = "".join(waiting_card(w, token, back=run_url(wid)) for w in waiting_of(state))
@@ -57,6 +59,7 @@ def run_page(
         f'data-from="{stream_from}" data-running="{int(running)}">'
         "<p class=live-status>not connected</p><pre class=tokens></pre><ol class=steps></ol></div>"
         + _transcript(wid, transcript)
+        + billed
         + _effects(state)
         + _decisions(state)
         + _checkpoints(state, patches, token, older)
@@ -94,7 +97,10 @@ def _summary(state: AgentState, running: bool) -> str:
         ("turn", state.session.turn_number if state.session.turns.items else "-"),
         ("model calls", used.model_calls),
         ("tokens", f"{used.prompt_tokens + used.completion_tokens:,} ({used.prompt_tokens:,} in)"),
-        ("cost", f"${used.cost_usd:.4f}"),
+        (
+            "cost",
+            f"${used.cost_usd:.4f}" + (" (unknown in part: a model without a price)" if used.cost_unknown else ""),
+        ),
         ("tool calls", used.tool_calls),
         ("builds", " → ".join(state.release.builds) or "-"),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ratchet.contracts.payloads import Usage
+from ratchet.contracts.payloads import Billed, Usage
 from ratchet.contracts.plan import ModelSettings
 
 
@@ -23,3 +23,5 @@ class JudgeVerdict(BaseModel):
     passed: bool
     reason: str
     usage: Usage
+    billed: Billed | None = None
+    """As `ModelReply.billed`: the judge's attempts, billed under the cause `judge`."""

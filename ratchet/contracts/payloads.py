@@ -55,6 +55,30 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+class Billed(Usage):
+    """What the billing ledger billed for a model call's attempts (activities/billing.py): every
+    attempt, failed or not, as the provider counted it, else estimated."""
+
+    cost_usd: float = 0.0
+    attempts: int = 0
+    estimated: bool = False
+    """Some attempt's usage is an estimate (the provider sent none: prompt and streamed characters)."""
+    unpriced: bool = False
+    """Some attempt's model has no price (ratchet/core/prices.py): its cost counts $0."""
+
+    def add(self, other: Billed) -> Billed:
+        return Billed(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            attempts=self.attempts + other.attempts,
+            estimated=self.estimated or other.estimated,
+            unpriced=self.unpriced or other.unpriced,
+        )
+
+
 class ModelRequest(BaseModel):
     """Only what is new since the previous call: the conversation so far is the `transcript`
     artifact, settings and tool schemas the run's `call_ref` artifact (both digests). The
@@ -104,6 +128,9 @@ class ModelReply(BaseModel):
     streamed: Streamed | None = None
     """A streaming call: what its attempt published of the reply. The workflow publishes the rest,
     which adds nothing to history (a fast reply: all of it)."""
+    billed: Billed | None = None
+    """Every attempt of this call on this model, as billed (None: no billing ledger on the worker:
+    the workflow charges `usage`). A failed call's billed attempts travel in its failure's details."""
 
 
 class CompactRequest(BaseModel):
@@ -123,6 +150,8 @@ class CompactReply(BaseModel):
     usage: Usage
     transcript: str
     """Digest of the conversation with the summary."""
+    billed: Billed | None = None
+    """As `ModelReply.billed`."""
 
 
 class ToolInvocation(BaseModel):

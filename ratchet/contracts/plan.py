@@ -54,6 +54,9 @@ class ModelSettings(BaseModel):
     """The price of prompt tokens read from the provider's cache (None: the prompt price)."""
     usd_per_1k_cache_write_tokens: float | None = None
     """The price of prompt tokens written to the provider's cache (None: the prompt price)."""
+    priced: bool = True
+    """False: no price is known for the model (ratchet/core/prices.py): its calls are billed at $0
+    and the run's cost is marked unknown."""
     task_queue: str | None = None
     """The provider's own task queue (RATCHET_MODEL_QUEUES: rate-limited by Temporal); None: the run's."""
     options: dict[str, Any] = Field(default_factory=dict)
@@ -233,6 +236,10 @@ class ModelCallConfig(BaseModel):
     """The run's output schema: each final answer is checked against it (activities/model.py)."""
     fallbacks: list[ModelSettings] = Field(default_factory=list)
     """As `RunPlan.fallbacks`: `ModelRequest.choice` 1 is the first."""
+    agent: str = ""
+    """The run's profile: the billing metrics' `agent` label."""
+    shadow: bool = False
+    """A shadow run (`ratchet shadow`): its attempts are billed under the cause `shadow`."""
 
 
 class PlanRun(BaseModel):

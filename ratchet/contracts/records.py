@@ -180,5 +180,8 @@ class BudgetUsed(BaseModel):
     cache_write_tokens: int = 0
     """Of `prompt_tokens`, written to the provider's prompt cache."""
     cost_usd: float = 0.0
+    """Billed, every attempt included (failed ones, retries, fallbacks: activities/billing.py)."""
+    cost_unknown: bool = False
+    """Some model called has no price (ratchet/core/prices.py): `cost_usd` counts its calls as $0."""
     model_calls: int = 0
     tool_calls: int = 0

@@ -13,7 +13,10 @@ Every limit is hard:
 
 from __future__ import annotations
 
-from ratchet.contracts import Budget, BudgetUsed, ModelSettings, Usage
+from collections.abc import Sequence
+from typing import Any
+
+from ratchet.contracts import Billed, Budget, BudgetUsed, ModelSettings, Usage
 
 CHARS_PER_TOKEN = 4
 """The prompt estimate's rule of thumb (English text and code average about 4 characters a token)."""
@@ -60,13 +63,31 @@ def overrun(budget: Budget, used: BudgetUsed) -> str | None:
     return None
 
 
-def charge(used: BudgetUsed, usage: Usage, settings: ModelSettings) -> None:
+def charge(used: BudgetUsed, usage: Usage, settings: ModelSettings, billed: Billed | None = None) -> None:
+    """A model call that answered: what the billing ledger billed for all its attempts on this model
+    (`billed`), or, on a worker without one, its reply's usage at the settings' prices."""
     used.model_calls += 1
-    used.prompt_tokens += usage.prompt_tokens
-    used.completion_tokens += usage.completion_tokens
-    used.cache_read_tokens += usage.cache_read_tokens
-    used.cache_write_tokens += usage.cache_write_tokens
-    used.cost_usd += cost(usage, settings)
+    if billed is None:
+        billed = Billed(**usage.model_dump(), cost_usd=cost(usage, settings), attempts=1, unpriced=not settings.priced)
+    spend(used, billed)
+
+
+def spend(used: BudgetUsed, billed: Billed) -> None:
+    """Billed attempts (a call that failed: its failure's details carry them) count against the budget."""
+    used.prompt_tokens += billed.prompt_tokens
+    used.completion_tokens += billed.completion_tokens
+    used.cache_read_tokens += billed.cache_read_tokens
+    used.cache_write_tokens += billed.cache_write_tokens
+    used.cost_usd += billed.cost_usd
+    used.cost_unknown = used.cost_unknown or billed.unpriced
+
+
+def billed_of(details: Sequence[Any] | None) -> Billed | None:
+    """A failed model call's billed attempts, from its failure's first detail (activities/billing.py);
+    None when it carries none (no billing ledger, or the request never went out)."""
+    if details and isinstance(details[0], dict) and "attempts" in details[0]:
+        return Billed.model_validate(details[0])
+    return None
 
 
 def cost(usage: Usage, settings: ModelSettings) -> float:

@@ -67,8 +67,10 @@ class AgentProfile(RunPolicy):
     output_schema: dict[str, Any] | str | None = None
     """The final answer's type: a JSON Schema (an object at the top) or the name of a pydantic model
     registered with `register_output_type`; a run's `output_schema` overrides it. None: free text."""
-    usd_per_1k_prompt_tokens: float = 0.0
-    usd_per_1k_completion_tokens: float = 0.0
+    usd_per_1k_prompt_tokens: float | None = Field(None, ge=0)
+    """The profile's own prices (a negotiated price), over the price table's (ratchet/core/prices.py);
+    None: the table's for the run's provider and model."""
+    usd_per_1k_completion_tokens: float | None = Field(None, ge=0)
     usd_per_1k_cache_read_tokens: float | None = None
     """Prompt tokens read from the provider's cache (Anthropic: a tenth of the prompt price); None:
     the prompt price."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import httpx2
@@ -42,6 +43,7 @@ from ratchet.models.anthropic_messages import (
     input_object,
     render,
     sdk_arguments,
+    USAGE_FIELDS,
     usage_of,
 )
 from ratchet.models.provider import (
@@ -156,8 +158,9 @@ class AnthropicProvider:
                 if deltas is None:
                     create = self.client().messages.create
                     reply = await create(**sdk_arguments(create, request), timeout=call.settings.timeout_s)
+                    call.meter.usage = usage_of(reply.usage)
                 else:
-                    reply, calls = await self._streamed(request, call.settings.timeout_s, deltas, len(streamed))
+                    reply, calls = await self._streamed(request, call, deltas, len(streamed))
                     streamed += calls
                 content += reply.content
                 if reply.stop_reason != "pause_turn":
@@ -169,6 +172,9 @@ class AnthropicProvider:
                     type="ModelPaused",
                 )
         except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            body = getattr(exc, "body", None)
+            if isinstance(body, dict) and isinstance(body.get("usage"), dict):  # billed though it failed
+                call.meter.usage = usage_of(SimpleNamespace(**{**dict.fromkeys(USAGE_FIELDS), **body["usage"]}))
             raise classify(exc) from None  # `from None`: see openai.py (the chain overflows the failure)
         if reply.stop_reason == "refusal":
             raise ApplicationError(
@@ -185,16 +191,19 @@ class AnthropicProvider:
         )
 
     async def _streamed(
-        self, request: dict[str, Any], timeout: float, deltas: Deltas, earlier: int
+        self, request: dict[str, Any], call: ModelCall, deltas: Deltas, earlier: int
     ) -> tuple[Any, list[ToolCallRequest]]:
         """One streamed request's reply and its tool calls, assembled from the raw events
-        (`StreamedReply`); `earlier`: tool calls earlier in the reply (a continuation)."""
+        (`StreamedReply`); `earlier`: tool calls earlier in the reply (a continuation). The usage
+        so far (message_start's, then message_delta's) goes to the call's meter as it comes."""
         create = self.client().messages.create
         reply = StreamedReply(deltas, earlier)
-        stream = await create(**sdk_arguments(create, request), stream=True, timeout=timeout)
+        stream = await create(**sdk_arguments(create, request), stream=True, timeout=call.settings.timeout_s)
         async with stream:
             async for event in stream:
                 reply.feed(event)
+                if event.type in ("message_start", "message_delta") and reply.started is not None:
+                    call.meter.usage = usage_of(reply.started.usage)
         if not reply.stopped or reply.started is None:
             raise ApplicationError("the Anthropic API's stream ended before the reply finished", type="ModelStreamCut")
         return reply.message(), reply.calls()

@@ -150,6 +150,9 @@ def arguments_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
 def usage_of(usage: Any) -> Usage:
     """Prompt tokens are all the input the call was billed for: uncached, read from and written to the
     cache (the last two also counted apart, priced by the profile's cache prices)."""

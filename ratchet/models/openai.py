@@ -114,17 +114,16 @@ class OpenAIProvider:
         )
         try:
             if call.deltas is not None:
-                return await self._streamed(request, call.deltas)
+                return await self._streamed(request, call)
             completion = await self.client().chat.completions.create(**request)
+            call.meter.usage = usage_of(completion.usage)
             choice = completion.choices[0]
         except (openai.OpenAIError, ValueError, IndexError, TypeError) as exc:
+            call.meter.usage = _error_usage(exc) or call.meter.usage  # billed though it failed
             # `from None`: the openai exception chain and its stack traces (~6 KB) would exceed
             # the server's size limit for a retrying activity's last failure, hiding the reason.
             raise classify(exc) from None
-        usage = Usage(
-            prompt_tokens=getattr(completion.usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
-        )
+        usage = call.meter.usage
         return Completion(
             message=from_openai(choice.message),
             usage=usage,
@@ -132,14 +131,17 @@ class OpenAIProvider:
             model=completion.model or "",
         )
 
-    async def _streamed(self, request: dict[str, Any], deltas: Deltas) -> Completion:
+    async def _streamed(self, request: dict[str, Any], call: ModelCall) -> Completion:
+        assert call.deltas is not None
         stream = await self.client().chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )
         reply = _Assembly()
         async with stream:
             async for chunk in stream:
-                reply.add(chunk, deltas)
+                reply.add(chunk, call.deltas)
+                if chunk.usage is not None:
+                    call.meter.usage = reply.usage
         if reply.finish_reason is None:
             raise ApplicationError("model endpoint's stream ended before the reply finished", type="ModelStreamCut")
         return reply.completion()
@@ -158,9 +160,7 @@ class _Assembly:
     def add(self, chunk: Any, deltas: Deltas) -> None:
         self.model = chunk.model or self.model
         if chunk.usage is not None:
-            self.usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens or 0, completion_tokens=chunk.usage.completion_tokens or 0
-            )
+            self.usage = usage_of(chunk.usage)
         for choice in chunk.choices[:1]:
             delta = choice.delta
             if delta.content:
@@ -191,6 +191,32 @@ class _Assembly:
             finish_reason=self.finish_reason,
             model=self.model,
         )
+
+
+def _error_usage(exc: Exception) -> Usage | None:
+    """The usage an error's body carries, if any (the client keeps only the body's `error` object,
+    so the whole body is read again from the response)."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    try:
+        body = exc.response.json()
+    except ValueError:
+        return None
+    return usage_of(body["usage"]) if isinstance(body, dict) and isinstance(body.get("usage"), dict) else None
+
+
+def usage_of(usage: Any) -> Usage:
+    """OpenAI's usage (an SDK object, or an error body's dict): cached input counted apart."""
+    if usage is None:
+        return Usage()
+    get = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
+    details = get("prompt_tokens_details")
+    cached = (details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)) or 0
+    return Usage(
+        prompt_tokens=get("prompt_tokens") or 0,
+        completion_tokens=get("completion_tokens") or 0,
+        cache_read_tokens=cached,
+    )
 
 
 def _schema_name(name: str) -> str:

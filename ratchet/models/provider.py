@@ -33,6 +33,7 @@ __all__ = [
     "ProviderOptionsError",
     "ProviderRegistry",
     "ToolSchema",
+    "UsageMeter",
     "check_options",
 ]
 
@@ -61,10 +62,24 @@ class ModelCall:
     """The call summarises the conversation for a session's compaction (`model.compact`): its
     last message asks for the summary, no tools are offered, and the reply is plain text."""
 
+    meter: UsageMeter = field(default_factory=lambda: UsageMeter())
+    """Where the provider puts the usage it has been told so far (a stream's usage chunk, an error
+    body's usage): a call that fails is billed from it (activities/billing.py), else estimated."""
+
     output: OutputSpec | None = None
     """The run's output schema: the final answer must be JSON matching it. A provider uses its native
     mechanism (OpenAI: `response_format` json_schema), else offers the `final_answer_tool` and turns
     its call into the answer (`answer_from_tool`)."""
+
+
+@dataclass
+class UsageMeter:
+    """A model call's usage as the provider counted it, while the call runs."""
+
+    usage: Usage | None = None
+    """The provider's latest count (None: it sent none yet)."""
+    sent: bool = False
+    """The request went out (the activity sets it): an attempt that failed before is not billed."""
 
 
 class Deltas(Protocol):

@@ -15,6 +15,12 @@ metrics calls: it sees each activity's typed input and result.
 | `ratchet_tool_failures` | counter | `tool`, `error_type`: errors returned to the model and failed attempts |
 | `ratchet_compensations` | counter | `tool`, `outcome` (undone, failed) |
 | `ratchet_verifications` | counter | `passed` (true, false) |
+| `ratchet_tokens_total` | counter | `agent`, `provider`, `model`, `cause`, `tenant`, `kind`: billed tokens |
+| `ratchet_cost_usd_total` | gauge (a running total) | `agent`, `provider`, `model`, `cause`, `tenant`: billed USD |
+
+The billed series come from the billing ledger (activities/billing.py), one addition per attempt
+billed. Temporal's meters have no float counter, so the cost is a gauge this process keeps adding
+to: it starts again at 0 when the worker restarts, as a counter does (use `increase()` across restarts).
 
 Counts are per activity *execution*: a retried attempt counts again, and a call whose result the
 ledger already held (a retry after a worker crash) is counted once more, without a new cost.
@@ -86,6 +92,25 @@ class _MetricsActivityInbound(ActivityInboundInterceptor):
             _model_settings.reset(token)
         _succeeded(kind, name, holder[0], result)
         return result
+
+
+_cost_totals: dict[tuple[str, ...], float] = {}
+
+
+def note_billed(row: Any, agent: str = "", tenant: str = "") -> None:
+    """One billed attempt (a `BillingRow`): its tokens and cost, by agent, provider, model, cause, tenant."""
+    labels = {"agent": agent, "provider": row.provider, "model": row.model, "cause": row.cause, "tenant": tenant}
+    meter = _meter()
+    tokens = meter.create_counter("ratchet_tokens_total", "Billed model tokens, every attempt", "tokens")
+    for kind in ("prompt", "completion", "cache_read", "cache_write"):
+        count = getattr(row, f"{kind}_tokens")
+        if count:
+            tokens.add(count, {**labels, "kind": kind})
+    key = tuple(labels.values())
+    _cost_totals[key] = _cost_totals.get(key, 0.0) + row.cost_usd
+    meter.create_gauge_float("ratchet_cost_usd_total", "Billed model cost, every attempt", "USD").set(
+        _cost_totals[key], labels
+    )
 
 
 def _meter() -> MetricMeter:

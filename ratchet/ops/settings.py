@@ -138,6 +138,13 @@ class Settings(TemporalSettings, TenantSettings):
         "(ratchet/mcp/config.py); `${NAME}` in their env or headers reads the worker's variable NAME, a secret.",
     )
 
+    prices_file: Path | None = Field(
+        None,
+        validation_alias=_env("RATCHET_PRICES_FILE"),
+        description="A JSON file of model prices (USD per million tokens, with the date they were taken) "
+        "over the built-in table (ratchet/core/prices.py).",
+    )
+
     provider: str = Field(
         "openai",
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",

@@ -27,7 +27,10 @@ last piece (the server's last batch announces the tool call anew), and every blo
 
 Faults (``enqueue_faults``): ``{"status": 429, "retry_after": 1}``, ``{"status": 529}`` (overloaded),
 ``{"status": 500}``, any 4xx-5xx; for a streamed reply ``{"cut_after": 3}`` (the connection closes
-after 3 events) and ``{"error_after": 3}`` (an `error` event, overloaded, after 3 events). A stream
+after 3 events) and ``{"error_after": 3}`` (an `error` event, overloaded, after 3 events);
+``{"status": 500, "usage": true}`` answers with the prompt's usage in the error body (billed though
+it failed). `counted(key)` sums
+what the server reported as used, per usage field: what the API would bill. A stream
 writes text in deltas of STREAM_PIECE characters, and a tool call's JSON input likewise.
 
 Prompt caching is simulated: a breakpoint's prefix (tools, system, messages up to the marked block)
@@ -95,6 +98,9 @@ class RecordedRequest:
     status: int = 200
     error: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    reported: dict[str, int] = field(default_factory=dict)
+    """The usage the client was told (the reply's, the last one a stream delivered, an error body's):
+    what the API bills."""
 
 
 def _adapter(stream: bool) -> TypeAdapter:
@@ -255,6 +261,14 @@ class AnthropicServer:
         with self._lock:
             return [r for r in self.requests if key is None or r.key == key]
 
+    def counted(self, key: str | None = None) -> dict[str, int]:
+        """What the server reported as used to `key`'s requests, summed per usage field."""
+        total: dict[str, int] = {}
+        for record in self.requests_of(key):
+            for name, value in record.reported.items():
+                total[name] = total.get(name, 0) + value
+        return total
+
     def rejected(self, key: str | None = None) -> list[RecordedRequest]:
         """Requests answered 400 because they broke the API's rules."""
         return [r for r in self.requests_of(key) if r.status == 400]
@@ -274,14 +288,20 @@ class AnthropicServer:
             return self._error(record, 400, "anthropic-version: header is required")
         if fault is not None and "status" in fault:
             extra = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
-            return self._error(record, fault["status"], fault.get("message", "injected fault"), extra)
+            status, headers, error = self._error(record, fault["status"], fault.get("message", "injected fault"), extra)
+            if fault.get("usage"):  # the prompt was billed though the reply failed
+                prompt = _tokens([block for block, _ in _cache_parts(body)])
+                error["usage"] = record.reported = {"input_tokens": prompt, "output_tokens": 0}
+            return status, headers, error
         problem = check_request(body)
         if problem is not None:
             return self._error(record, 400, problem)
         message, wire = self._reply(body, key)
-        record.usage = message.usage.model_dump(exclude_none=True)
+        record.usage = record.reported = message.usage.model_dump(exclude_none=True)
         if body.get("stream"):
-            return 200, {"content-type": "text/event-stream"}, _faulty(_events(message, wire), fault or {})
+            events = _faulty(_events(message, wire), fault or {})
+            record.reported = _reported(events)
+            return 200, {"content-type": "text/event-stream"}, events
         return 200, {"content-type": "application/json"}, message.model_dump(mode="json", exclude_none=True)
 
     def _error(self, record: RecordedRequest, status: int, message: str, headers: dict[str, str] | None = None):
@@ -389,6 +409,17 @@ def _turn_of(messages: list[dict[str, Any]]) -> int:
             if match:
                 newest = max(newest, int(match.group(1)))
     return max(len(assistant), newest + 1)
+
+
+def _reported(events: list[tuple[str, dict[str, Any]]]) -> dict[str, int]:
+    """The usage a stream's delivered events told: message_start's, then each message_delta's totals."""
+    usage: dict[str, int] = {}
+    for kind, data in events:
+        if kind == "message_start":
+            usage = dict(data["message"]["usage"])
+        elif kind == "message_delta":
+            usage.update(data["usage"])
+    return {k: v for k, v in usage.items() if isinstance(v, int)}
 
 
 def _faulty(events: list[tuple[str, dict[str, Any]]], fault: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -20,6 +20,11 @@ Fault forms (``enqueue_faults``)::
     {"bad_tool_json": True}                 # scripted reply with malformed arguments
     {"cut_after": 3}                        # streamed: close the connection after 3 chunks
     {"error_after": 3}                      # streamed: an error event (a 500) after 3 chunks
+    {"status": 500, "usage": True}          # the error body carries the usage of the prompt, as billed
+    {"cut_after": 3, "usage": True}         # streamed: 3 chunks, a usage chunk of what was sent, then close
+
+`counted` holds the tokens the server reported as used (a usage chunk or body, an error body's
+usage), summed per key: what a provider would bill.
 
 A request with `"stream": true` gets Server-Sent Events as OpenAI sends them: a role chunk, the
 content in pieces of `STREAM_CHARS` characters, each tool call's id and name then its arguments
@@ -347,6 +352,8 @@ class OpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.count_by_status: Counter[int] = Counter()
         self.count_by_fault: Counter[str] = Counter()
+        self.counted: dict[str | None, Counter[str]] = {}
+        """Per key: the prompt and completion tokens reported as used (what a provider would bill)."""
         self._scripts: dict[str | None, list[dict[str, Any]]] = {None: []}
         self._faults: dict[str | None, deque[dict[str, Any]]] = {None: deque()}
         self._lock = threading.RLock()
@@ -423,6 +430,7 @@ class OpenAIServer:
             self.requests.clear()
             self.count_by_status.clear()
             self.count_by_fault.clear()
+            self.counted.clear()
             self._faults = {None: deque()}
 
     def chat_requests(self, key: str | None = None) -> list[RecordedRequest]:
@@ -488,6 +496,7 @@ class OpenAIServer:
         completion = self._completion(rec, bool(fault and fault.get("bad_tool_json")))
         if body.get("stream"):
             return self._stream(h, rec, completion, body, fault or {})
+        self._count(rec, completion["usage"])
         self._send(h, rec, 200, completion, truncate=bool(fault and fault.get("truncated")))
 
     def _stream(
@@ -506,7 +515,12 @@ class OpenAIServer:
             cut_after = 1 if fault.get("truncated") else fault.get("cut_after")  # a streamed body cut short
             for i, chunk in enumerate(chunks):
                 if cut_after is not None and i >= cut_after:
+                    if fault.get("usage"):  # what was sent so far, as billed
+                        h.wfile.write(f"data: {json.dumps(self._sent_usage(rec, completion, chunks[:i]))}\n\n".encode())
+                        h.wfile.flush()
                     return
+                if chunk.get("usage") is not None:
+                    self._count(rec, chunk["usage"])
                 if fault.get("error_after") is not None and i >= fault["error_after"]:
                     chunk = error_body(500, "The server had an error while streaming (injected fault).")
                     h.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -521,13 +535,44 @@ class OpenAIServer:
         except OSError:
             pass  # the client went away
 
+    def _count(self, rec: RecordedRequest, usage: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            counter = self.counted.setdefault(rec.key, Counter())
+            counter["prompt_tokens"] += usage["prompt_tokens"]
+            counter["completion_tokens"] += usage["completion_tokens"]
+        return usage
+
     def _send_fault(self, h: _Handler, rec: RecordedRequest, fault: dict[str, Any]) -> None:
         headers = {}
         if fault.get("retry_after") is not None:
             headers["Retry-After"] = str(fault["retry_after"])
         if fault.get("retry_after_ms") is not None:
             headers["retry-after-ms"] = str(fault["retry_after_ms"])
-        self._send(h, rec, fault["status"], error_body(fault["status"], fault.get("message")), headers)
+        body = error_body(fault["status"], fault.get("message"))
+        if fault.get("usage"):  # the prompt was billed though the reply failed
+            prompt = _usage(rec.json["messages"], {})["prompt_tokens"]
+            body["usage"] = self._count(rec, {"prompt_tokens": prompt, "completion_tokens": 0, "total_tokens": prompt})
+        self._send(h, rec, fault["status"], body, headers)
+
+    def _sent_usage(self, rec: RecordedRequest, completion: dict[str, Any], sent: list[dict[str, Any]]) -> dict:
+        """A usage chunk counting the prompt and the completion chunks sent before a cut."""
+        chars = 0
+        for chunk in sent:
+            for choice in chunk["choices"]:
+                delta = choice["delta"]
+                chars += len(delta.get("content") or "")
+                for call in delta.get("tool_calls") or []:
+                    chars += len(call["function"].get("name") or "") + len(call["function"].get("arguments") or "")
+        prompt = completion["usage"]["prompt_tokens"]
+        usage = {"prompt_tokens": prompt, "completion_tokens": chars // 4 + 1, "total_tokens": prompt + chars // 4 + 1}
+        return {
+            "id": completion["id"],
+            "object": "chat.completion.chunk",
+            "created": completion["created"],
+            "model": completion["model"],
+            "choices": [],
+            "usage": self._count(rec, usage),
+        }
 
     def _next_fault(self, rec: RecordedRequest) -> dict[str, Any] | None:
         with self._lock:

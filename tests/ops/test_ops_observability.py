@@ -106,6 +106,10 @@ async def test_worker_process_serves_metrics_during_a_run_logs_json_and_exports_
     assert total(after, "ratchet_model_tokens", kind="prompt") > 0
     assert total(after, "ratchet_model_tokens", kind="completion") > 0
     assert total(after, "ratchet_model_cost_usd_sum") > 0
+    # the billing ledger's series: every attempt billed, by agent, provider, model and cause
+    billed = dict(agent="priced", provider="scripted", model="scripted", cause="answer", tenant="")
+    assert total(after, "ratchet_tokens_total", kind="prompt", **billed) == total(after, "ratchet_model_tokens", kind="prompt")
+    assert total(after, "ratchet_cost_usd_total", **billed) == pytest.approx(total(after, "ratchet_model_cost_usd_sum"))
     assert total(after, "ratchet_tool_calls", tool="write_file", outcome="ok") == 2
     assert total(after, "ratchet_tool_failures", tool="read_file", error_type="ToolError") == 1
     assert total(after, "ratchet_tool_failures", tool="probe_fatal", error_type="FatalToolError") == 1

@@ -67,3 +67,20 @@ async def test_start_rejects_an_invalid_run_before_contacting_temporal(settings)
     assert code == 2 and "ratchet start: invalid run: agent" in out, out
     code, out = await ratchet(settings, "result", "no-such-run-anywhere")
     assert code == 2 and "not found" in out.lower(), out
+
+
+async def test_ratchet_cost_prints_what_a_run_was_billed_as_a_table_and_json(client, settings, worker):
+    handle = await runs(client, settings).start(scripted("probe", WRITE_AND_FINISH), "cli-cost-1")
+    await handle.result()
+    ledger = {"RATCHET_LEDGER_PATH": str(settings.ledger_path)}  # the billing ledger is in the ledger's database
+    code, out = await ratchet(settings, "cost", "cli-cost-1", "--json", extra_env=ledger)
+    report = json.loads(out)
+    assert code == 0 and report["total"]["attempts"] == 2, out
+    assert [(line["step"], line["cause"], line["model"]) for line in report["lines"]] == [
+        (1, "answer", "scripted"), (2, "answer", "scripted")]
+    code, out = await ratchet(settings, "cost", "cli-cost-1", extra_env=ledger)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:3] == ["step", "cause", "model"], out
+    assert lines[-1].split()[:2] == ["total", "2"] and lines[-1].endswith("0.000000"), out
+    code, out = await ratchet(settings, "cost", "no-such-run-9", extra_env=ledger)
+    assert code != 0 and "no-such-run-9" in out, out

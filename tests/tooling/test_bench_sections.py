@@ -18,7 +18,7 @@ from bench.sections import Section
 SMOKE_GROUPS = (
     ("steps", "components", "scaleout", "sandbox", "hooks"),
     ("mcp", "stream", "sessions", "console", "shadow", "guard", "fairness"),
-    ("throughput", "sweep", "cached", "long", "profile", "micro", "providers", "policy"),
+    ("throughput", "sweep", "cached", "long", "profile", "micro", "providers", "policy", "billing"),
 )
 """Every section, in three groups of about 40 s that `make test`'s workers take in parallel."""
 
