@@ -141,8 +141,7 @@ class Settings(TemporalSettings, TenantSettings):
     prices_file: Path | None = Field(
         None,
         validation_alias=_env("RATCHET_PRICES_FILE"),
-        description="A JSON file of model prices (USD per million tokens, with the date they were taken) "
-        "over the built-in table (ratchet/core/prices.py).",
+        description="A JSON file of model prices (USD per million tokens, dated) over ratchet/core/prices.py's.",
     )
 
     provider: str = Field(
