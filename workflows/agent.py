@@ -40,8 +40,21 @@ from ratchet.contracts import (
     TranscriptPage,
     TurnAnswer,
 )
+from ratchet.contracts.decisions import DecisionProof, decision_value
 from ratchet.core import budget as budgets
-from . import approvals, checkpoints, events, failover, handover, inbox, interrupts, outcomes, planning, rollback
+from . import (
+    approvals,
+    checkpoints,
+    decision_check,
+    events,
+    failover,
+    handover,
+    inbox,
+    interrupts,
+    outcomes,
+    planning,
+    rollback,
+)
 from . import sessions, turns, upgrades
 from .errors import FailRun
 from .hosts import HostLost
@@ -160,21 +173,19 @@ class AgentWorkflow:
 
     @workflow.update(name=RunMessages.APPROVE)
     def approve(self, request: ApproveRequest) -> str:
-        decision = Decision(approved=True, by=request.by, at=workflow.now().isoformat())
-        return approvals.decide(self._require_state(), request.call_id, decision)
+        return self._decide_call(request.call_id, True, "", request.by, request.proof)
 
     @approve.validator
     def _validate_approve(self, request: ApproveRequest) -> None:
-        approvals.validate_decision(self._require_state(), request.call_id)
+        self._check_call(request.call_id, decision_value("approve"), request.proof)
 
     @workflow.update(name=RunMessages.REJECT)
     def reject(self, request: RejectRequest) -> str:
-        decision = Decision(approved=False, reason=request.reason, by=request.by, at=workflow.now().isoformat())
-        return approvals.decide(self._require_state(), request.call_id, decision)
+        return self._decide_call(request.call_id, False, request.reason, request.by, request.proof)
 
     @reject.validator
     def _validate_reject(self, request: RejectRequest) -> None:
-        approvals.validate_decision(self._require_state(), request.call_id)
+        self._check_call(request.call_id, decision_value("reject"), request.proof)
 
     @workflow.update(name=RunMessages.DECIDE)
     def decide(self, request: DecideRequest) -> str:
@@ -183,7 +194,26 @@ class AgentWorkflow:
 
     @decide.validator
     def _validate_decide(self, request: DecideRequest) -> None:
-        outcomes.validate(self._require_state(), request.call_id)
+        state = self._require_state()
+        pending = outcomes.validate(state, request.call_id)
+        value = decision_value("decide", request.choice)
+        decision_check.check(
+            _current(state), state.workflow_id, request.call_id, pending.tool, pending.digest, value, request.proof
+        )
+
+    def _check_call(self, call_id: str, value: str, proof: DecisionProof | None) -> None:
+        """An approval or rejection of a call that waits for one, its proof checked (workflows/decision_check.py)."""
+        state = self._require_state()
+        pending = approvals.validate_decision(state, call_id)
+        decision_check.check(_current(state), state.workflow_id, call_id, pending.tool, pending.digest, value, proof)
+
+    def _decide_call(self, call_id: str, approved: bool, reason: str, by: str, proof: DecisionProof | None) -> str:
+        state = self._require_state()
+        pending = next((p for p in state.calls.pending_approvals if p.call_id == call_id), None)
+        digest = pending.digest if pending is not None else ""
+        who = decision_check.signed(proof, by)
+        decision = Decision(approved=approved, reason=reason, at=workflow.now().isoformat(), digest=digest, **who)
+        return approvals.decide(state, call_id, decision)
 
     @workflow.query(name=RunMessages.ROLLBACK_PLAN)
     def rollback_plan(self, checkpoint_id: str) -> list[RollbackPlanItem]:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ratchet.contracts.base import Decider, MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
+from ratchet.contracts.decisions import DecisionProof
 from ratchet.contracts.session import SessionOverride
 from ratchet.contracts.shadow import ShadowOf
 
@@ -184,12 +185,16 @@ class RollbackRequest(Strict):
 class ApproveRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
     by: Decider = "person"
+    proof: DecisionProof | None = None
+    """The signed claim of who approves (`ratchet.contracts.decisions`); required where the profile
+    says `approvals: {signed: required}`."""
 
 
 class RejectRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
     reason: str = Field("rejected", max_length=10_000)
     by: Decider = "person"
+    proof: DecisionProof | None = None
 
 
 class TranscriptPage(Strict):

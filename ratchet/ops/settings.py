@@ -23,6 +23,7 @@ from pydantic_settings import SettingsConfigDict
 from ratchet.core.codec_keys import parse_keys
 from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  (settings' own errors; re-exported)
 from ratchet.ops.connection import TemporalSettings
+from ratchet.ops.decision_settings import DecisionSettings
 
 
 DEV_SERVER_UI = "http://localhost:8233"
@@ -42,7 +43,7 @@ class ModelQueue(BaseModel):
     """Model calls of this provider one worker runs at once (default: RATCHET_MAX_CONCURRENT_ACTIVITIES)."""
 
 
-class Settings(TemporalSettings):
+class Settings(TemporalSettings, DecisionSettings):
     model_config = SettingsConfigDict(
         env_file=os.environ.get("RATCHET_ENV_FILE"),
         extra="ignore",

@@ -1,0 +1,82 @@
+"""Signed decisions: what a person's signature covers (`DecisionClaim`), the proof a decision request
+carries (`DecisionProof`), the profile's rules for them (`SignedDecisions`), and the canonical bytes
+and digests both sides compute the same way (pure: the client signs them, the workflow checks them,
+`ratchet audit --verify` checks them again)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+ANY_TOOL = "*"
+"""The `approvers` key whose roles may decide on a tool the map does not name."""
+
+
+class DecisionClaim(BaseModel):
+    """What a signature covers: this decision, on this call of this run, with these arguments, by
+    this person in this role, valid from `issued_at` until `expires_at` (ISO 8601, with a zone)."""
+
+    run_id: str = Field(min_length=1, max_length=200)
+    """The run's workflow id (the same across continue-as-new)."""
+    call_id: str = Field(min_length=1, max_length=200)
+    digest: str = Field(min_length=1, max_length=100)
+    """`call_digest` of the call: its tool, the tool's schema and its arguments."""
+    decision: str = Field(min_length=1, max_length=300)
+    """`approve`, `reject`, `decide:<choice>` (`decision_value`)."""
+    subject: str = Field(min_length=1, max_length=200)
+    issuer: str = Field(min_length=1, max_length=200)
+    role: str = Field(min_length=1, max_length=100)
+    issued_at: str = Field(min_length=1, max_length=40)
+    expires_at: str = Field(min_length=1, max_length=40)
+
+
+class DecisionProof(BaseModel):
+    """A claim signed with the Ed25519 key `key_id` (whose public half the workers know:
+    RATCHET_APPROVER_KEYS); `signature` is base64 over `canonical_bytes(claim)`."""
+
+    claim: DecisionClaim
+    key_id: str = Field(min_length=1, max_length=100)
+    signature: str = Field(min_length=1, max_length=200)
+
+
+class SignedDecisions(BaseModel):
+    """A profile's `approvals:` setting: whether decisions must carry a proof."""
+
+    signed: Literal["required", "optional"] = "optional"
+    """`required`: an approve, reject or decide without a valid proof is refused. `optional`: an
+    unsigned one is taken as before (recorded as unsigned); a proof sent is checked all the same."""
+
+
+def canonical_json(value: Any) -> bytes:
+    """The one serialisation signed and digested: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def canonical_bytes(claim: DecisionClaim) -> bytes:
+    return canonical_json(claim.model_dump(mode="json"))
+
+
+def schema_digest(schema: dict[str, Any]) -> str:
+    """The digest of a tool's schema as the model was told of it (`ToolSchema`, dumped)."""
+    return "sha256:" + hashlib.sha256(canonical_json(schema)).hexdigest()
+
+
+def call_digest(tool: str, schema: str | None, arguments: dict[str, Any]) -> str:
+    """The digest a decision is bound to: the tool, its schema's digest and the call's arguments."""
+    body = {"tool": tool, "schema": schema or "", "arguments": arguments}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def decision_value(kind: Literal["approve", "reject", "decide"], choice: str | None = None) -> str:
+    """The `decision` a claim names: `approve`, `reject`, `decide:retry`, ..."""
+    return f"decide:{choice}" if kind == "decide" else kind
+
+
+def allowed_roles(approvers: dict[str, list[str]], tool: str) -> list[str] | None:
+    """The roles that may decide on `tool` (the tool's entry, else `*`); None: any role may."""
+    if not approvers:
+        return None
+    return approvers.get(tool, approvers.get(ANY_TOOL, []))
