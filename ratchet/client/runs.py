@@ -48,6 +48,9 @@ from ratchet.client.listing import RunFilter, RunPage, RunSummary
 from ratchet.client.reads import PLANNED_WAIT_S
 from ratchet.client.requests import RunRequests
 from ratchet.client.rollback import RollbackOutcome, Rollbacks
+from ratchet.client.audit import Audit, AuditEntry
+from ratchet.client.audit import executions as audit_executions
+from ratchet.client.signing import DecisionSigner
 from ratchet.client.rpc import RunCalls
 from ratchet.client.shadows import Shadows
 from ratchet.client.shared_stream import SharedStreams
@@ -160,7 +163,10 @@ class RunHandle(RunRequests):
     ) -> None:
         self.client, self.workflow_id = client, workflow_id
         handle = started or client.temporal.get_workflow_handle(workflow_id, result_type=AgentResult)
-        super().__init__(RunCalls(client.temporal, workflow_id, handle), client.temporal.identity)
+        settings = client.settings
+        key = settings.signer
+        signer = DecisionSigner(key, settings.decision_ttl_s, self.state, settings.cli_principal) if key else None
+        super().__init__(RunCalls(client.temporal, workflow_id, handle), client.temporal.identity, signer)
         self._rollbacks = Rollbacks(self._calls, client.settings, self.state)
 
     async def state(self, timeout_s: float | None = None) -> AgentState:
@@ -212,6 +218,20 @@ class RunHandle(RunRequests):
         if run_id is not None:
             handle = self.client.temporal.get_workflow_handle(self.workflow_id, run_id=run_id)
         return await self._calls.ask("history", handle.fetch_history())
+
+    async def audit(self, history: WorkflowHistory | None = None) -> list[AuditEntry]:
+        """Every decision the run accepted, with its proof, each checked again (ratchet/client/audit.py)
+        against this client's RATCHET_APPROVER_KEYS (none set: the keys the run was planned with).
+        `history`: check that history (an exported one) instead of the server's."""
+        plan = (await self.state()).plan
+        tools = [*plan.tools, *plan.retired_tools] if plan else []
+        settings = self.client.settings
+        keys = settings.trusted_keys or (plan.approver_keys if plan else {})
+        audit = Audit(
+            self.client.temporal.data_converter, self.workflow_id, keys, {t.name: t.schema_digest for t in tools}
+        )
+        chain = [history] if history is not None else await audit_executions(self.history)
+        return await audit.entries(chain, settings.decision_leeway_s)
 
     async def output(self, model: type[Output]) -> Output:
         """The run's typed final answer as `model` (a run started with an `output_schema`, or of a

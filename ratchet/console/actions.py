@@ -14,6 +14,7 @@ from ratchet.client import InvalidInput, RatchetClient, RatchetError, RunHandle,
 from ratchet.console.forms_view import start_page
 from ratchet.console.guard import Visit
 from ratchet.console.html import run_url, waited
+from ratchet.contracts.identity import Principal
 
 
 def _back(visit: Visit, default: str, text: str, kind: str = "ok") -> Response:
@@ -47,54 +48,56 @@ async def run_action(client: RatchetClient, request: Request, visit: Visit, acti
     handle = client.get(request.path_params["workflow_id"])
     page = run_url(handle.workflow_id)
     try:
-        done = await ACTIONS[action](handle, visit.form)
+        who = visit.principal or client.settings.console_principal()
+        done = await ACTIONS[action](handle, visit.form, who)
     except RatchetError as exc:  # a closed run's update reads "not found" too: _why_not tells them apart
         return _back(visit, page, await _why_not(handle, action, visit.form, exc), "error")
     return _back(visit, page, done)
 
 
-async def _approve(run: RunHandle, form: dict[str, str]) -> str:
-    await run.approve(_required(form, "call_id"), by=_by(run))
+async def _approve(run: RunHandle, form: dict[str, str], who: Principal) -> str:
+    await run.approve(_required(form, "call_id"), principal=who, digest=form.get("digest") or None)
     return f"Approved {form['call_id']}."
 
 
-async def _reject(run: RunHandle, form: dict[str, str]) -> str:
-    await run.reject(_required(form, "call_id"), form.get("reason") or "rejected by a person", by=_by(run))
+async def _reject(run: RunHandle, form: dict[str, str], who: Principal) -> str:
+    reason = form.get("reason") or "rejected by a person"
+    await run.reject(_required(form, "call_id"), reason, principal=who, digest=form.get("digest") or None)
     return f"Rejected {form['call_id']}."
 
 
-async def _decide(run: RunHandle, form: dict[str, str]) -> str:
+async def _decide(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.decide(
         _required(form, "call_id"),
         form.get("choice", ""),
         form.get("result") or None,
         form.get("reason", ""),
-        by=_by(run),
+        principal=who,
     )
     return f"Decided {form['call_id']}: {form.get('choice')}."
 
 
-async def _send(run: RunHandle, form: dict[str, str]) -> str:
+async def _send(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.send(form.get("text", ""))
     return "Sent: it joins the conversation at the next step."
 
 
-async def _ask(run: RunHandle, form: dict[str, str]) -> str:
+async def _ask(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     turn = await run.ask(form.get("text", ""), wait=False)
     return f"Asked: turn {turn.turn} answers it." if turn.turn else "Asked: queued behind the turn in flight."
 
 
-async def _pause(run: RunHandle, form: dict[str, str]) -> str:
+async def _pause(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.pause()
     return "Pause asked: the run pauses at the next step boundary."
 
 
-async def _resume(run: RunHandle, form: dict[str, str]) -> str:
+async def _resume(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.resume()
     return "Resumed."
 
 
-async def _cancel(run: RunHandle, form: dict[str, str]) -> str:
+async def _cancel(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.cancel()
     return "Cancel asked: the step is cancelled and the run ends under its failure policy."
 
@@ -109,11 +112,6 @@ ACTIONS = {
     "resume": _resume,
     "cancel": _cancel,
 }
-
-
-def _by(run: RunHandle) -> str:
-    """Who a decision made here is recorded as made by: this console, by its Temporal identity."""
-    return f"ratchet console ({run.client.temporal.identity})"
 
 
 def _required(form: dict[str, str], name: str) -> str:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from ratchet.console import csrf
 from ratchet.console.html import query_url
+from ratchet.contracts.identity import Principal
 from ratchet.ops.http_guard import HttpGuard, Refusal
 
 TOKEN_COOKIE = "ratchet_console_token"
@@ -53,6 +54,8 @@ class Visit:
     new_nonce: bool
     forms: csrf.Csrf
     form: dict[str, str] = field(default_factory=dict)
+    principal: Principal | None = None
+    """Who is signed in (None: the single-user console token's person, `Settings.console_principal`)."""
 
     def note_url(self, path: str, text: str, kind: str = "ok") -> str:
         """`path` showing `text` once, signed so that a link from elsewhere cannot put words on the page."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ratchet.client import RunSummary
 from ratchet.console.html import diff, esc, folded, form, page, query_url, run_url, table, temporal_link
 from ratchet.console.runs_view import Waiting, waiting_card
-from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem, Transcript
+from ratchet.contracts import AgentState, Checkpoint, Decision, OutcomeDecision, Message, RollbackPlanItem, Transcript
 from ratchet.contracts.rollback import TO_START
 
 TRANSCRIPT_PAGE = 20
@@ -21,11 +21,11 @@ def shown_checkpoints(state: AgentState, older: int = 0) -> list[Checkpoint]:
 
 def waiting_of(state: AgentState) -> list[Waiting]:
     approvals = [
-        Waiting(state.workflow_id, "approval", p.call_id, p.tool, p.arguments, p.requested_at, p.reason)
+        Waiting(state.workflow_id, "approval", p.call_id, p.tool, p.arguments, p.requested_at, p.reason, p.digest)
         for p in state.calls.pending_approvals
     ]
     decisions = [
-        Waiting(state.workflow_id, "decision", d.call_id, d.tool, d.arguments, d.requested_at, d.error)
+        Waiting(state.workflow_id, "decision", d.call_id, d.tool, d.arguments, d.requested_at, d.error, d.digest)
         for d in state.calls.pending_decisions
     ]
     return approvals + decisions
@@ -56,6 +56,7 @@ def run_page(
         "<p class=live-status>not connected</p><pre class=tokens></pre><ol class=steps></ol></div>"
         + _transcript(wid, transcript)
         + _effects(state)
+        + decisions_table(state)
         + _checkpoints(state, patches, token, older)
     )
     return page(wid, body, script=True)
@@ -162,6 +163,31 @@ def _effects(state: AgentState) -> str:
         for e in state.effects.stack.items
     ]
     return "<h2>Effects</h2>" + table(["step", "tool", "class", "status", "undo"], rows, "No effects yet.")
+
+
+def decisions_table(state: AgentState) -> str:
+    """Every decision the run holds: who (subject, issuer, role), when, the digest it is bound to,
+    and whether it was signed (a signed one was checked by the run when it was accepted; `ratchet
+    audit --verify` checks it again from the history)."""
+    calls = state.calls
+    decided: list[tuple[str, str, Decision | OutcomeDecision]]
+    decided = [(c, "approved" if d.approved else "rejected", d) for c, d in calls.decisions.items()]
+    decided += [(c, f"decided {d.choice}", d) for c, d in calls.outcome_decisions.items()]
+    rows = [
+        [
+            f"<code>{esc(call_id)}</code>",
+            esc(verdict),
+            esc(d.by),
+            esc(f"{d.subject} ({d.issuer})" if d.subject else "-"),
+            esc(d.role or "-"),
+            esc(d.at),
+            f"<code>{esc(d.digest[:19])}</code>" if d.digest else "-",
+            "signed, verified" if d.proof is not None else "unsigned",
+        ]
+        for call_id, verdict, d in decided
+    ]
+    headers = ["call", "decision", "by", "subject", "role", "at", "digest", "proof"]
+    return "<h2>Decisions</h2>" + table(headers, rows, "No decisions yet.")
 
 
 def _checkpoints(state: AgentState, patches: dict[str, str | None], token: str, older: int) -> str:
