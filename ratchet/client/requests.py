@@ -49,11 +49,17 @@ class RunRequests:
         self.workflow_id = calls.workflow_id
 
     async def approve(
-        self, call_id: str, by: str | None = None, principal: Principal | None = None, digest: str | None = None
+        self,
+        call_id: str,
+        by: str | None = None,
+        principal: Principal | None = None,
+        digest: str | None = None,
+        proof: DecisionProof | None = None,
     ) -> str:
         """Approve a pending call; the decision records who (`principal`, else `by`, else this
-        client's identity) and when. `digest`: the call's as the person saw it (a proof covers it)."""
-        proof = await self._proof(call_id, decision_value("approve"), principal, digest)
+        client's identity) and when. `digest`: the call's as the person saw it (a proof covers it).
+        `proof`: one signed elsewhere (a person's own device), sent as it is."""
+        proof = proof or await self._proof(call_id, decision_value("approve"), principal, digest)
         request = _request("approval", ApproveRequest, call_id=call_id, by=self._by(by, principal), proof=proof)
         return await self._calls.update(RunMessages.APPROVE, request, str)
 
@@ -64,8 +70,9 @@ class RunRequests:
         by: str | None = None,
         principal: Principal | None = None,
         digest: str | None = None,
+        proof: DecisionProof | None = None,
     ) -> str:
-        proof = await self._proof(call_id, decision_value("reject"), principal, digest)
+        proof = proof or await self._proof(call_id, decision_value("reject"), principal, digest)
         fields = {"call_id": call_id, "reason": reason, "by": self._by(by, principal), "proof": proof}
         return await self._calls.update(RunMessages.REJECT, _request("rejection", RejectRequest, **fields), str)
 

@@ -86,6 +86,8 @@ class RatchetClient:
         """The worker deployment `settings.deployment_name`: its builds, ramp, promote, rollback, check."""
         self.schedules = Schedules(temporal, settings, self.get)
         """Runs and session messages started by time (Temporal Schedules)."""
+        self.signer = settings.signer()
+        """The key this client signs decisions with (RATCHET_SIGNING_KEY), or None: they go unsigned."""
         self.shadows = Shadows(temporal, settings, self.get)
         """Shadow runs of recorded runs with a candidate change: start, report, clean (ratchet/client/shadows.py)."""
 
@@ -164,7 +166,7 @@ class RunHandle(RunRequests):
         self.client, self.workflow_id = client, workflow_id
         handle = started or client.temporal.get_workflow_handle(workflow_id, result_type=AgentResult)
         settings = client.settings
-        key = settings.signer
+        key = client.signer
         signer = DecisionSigner(key, settings.decision_ttl_s, self.state, settings.cli_principal) if key else None
         super().__init__(RunCalls(client.temporal, workflow_id, handle), client.temporal.identity, signer)
         self._rollbacks = Rollbacks(self._calls, client.settings, self.state)

@@ -5,7 +5,6 @@ start naming the setting."""
 
 from __future__ import annotations
 
-from functools import cached_property
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -84,9 +83,8 @@ class DecisionSettings(BaseSettings):
             _read_key(value)
         return value
 
-    @cached_property
     def signer(self) -> Signer | None:
-        """The signing key, or None when RATCHET_SIGNING_KEY is unset."""
+        """The signing key (read from its file), or None when RATCHET_SIGNING_KEY is unset."""
         return Signer(key_id=self.signing_key_id, key=_read_key(self.signing_key)) if self.signing_key else None
 
     @property

@@ -1,0 +1,166 @@
+"""Signed decisions on the dev server (issue #41, items 2, 3 and 5): a profile that requires signed
+approvals by the ops role refuses an unsigned one, a forged one, an expired one, one for other
+arguments and one in a role the tool does not allow, each with nothing changed in the history; a good
+one is recorded with its signer, role, digest and proof; a decision sent twice across a worker kill is
+taken once; `ratchet audit --verify` passes on the run and fails on a tampered copy of its history."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio.api.enums.v1 import EventType
+
+import tests.plugins.ops  # noqa: F401  (the signed-ops profile)
+from ratchet.client import RatchetClient, Refused
+from ratchet.contracts import Phase
+from ratchet.contracts.decisions import DecisionClaim, call_digest
+from ratchet.contracts.identity import Principal
+from ratchet.core.decision_proof import Signer
+from ratchet.worker.main import build_worker
+from tests.ops_workers import start_worker
+from tests.runs import call, ratchet, scripted, wait_for
+
+ALICE = Principal(subject="alice", issuer="test-idp", roles=["ops"], via="token")
+OPS_KEY = Ed25519PrivateKey.generate()
+ROGUE_KEY = Ed25519PrivateKey.generate()
+
+
+@pytest.fixture
+def keyed(settings, tmp_path: Path):
+    """Settings whose workers trust OPS_KEY as `ops-1`, and a client that signs with it."""
+    key_file = tmp_path / "ops.key"
+    key_file.write_bytes(OPS_KEY.private_bytes_raw())
+    trusted = f"ops-1:{Signer('ops-1', OPS_KEY).public}"
+    return settings.model_copy(update={"approver_keys": trusted, "signing_key": key_file, "signing_key_id": "ops-1"})
+
+
+async def _waiting(client, keyed, title: str = "prod db"):
+    script = [{"tool_calls": [call("create_ticket", title=title)]}, {"content": "opened"}]
+    run = await RatchetClient(client, keyed).start(scripted("signed-ops", script))
+    state = await wait_for(run, lambda s: s.calls.pending_approvals)
+    return run, state.calls.pending_approvals[0]
+
+
+def _proof(run, pending, key=OPS_KEY, **changes):
+    now = datetime.now(UTC)
+    claim = DecisionClaim(
+        run_id=run.workflow_id,
+        call_id=pending.call_id,
+        digest=pending.digest,
+        decision="approve",
+        subject="alice",
+        issuer="test-idp",
+        role="ops",
+        issued_at=now.isoformat(),
+        expires_at=(now + timedelta(minutes=5)).isoformat(),
+    )
+    return Signer("ops-1", key).sign(claim.model_copy(update=changes))
+
+
+async def _accepted(run) -> list[str]:
+    events = (await run.history()).events
+    kind = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    return [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for e in events
+        if e.event_type == kind
+    ]
+
+
+async def test_bad_proofs_are_refused_and_change_nothing(client, keyed, settings):
+    async with build_worker(client, keyed, graceful_shutdown_timeout=timedelta(0)):
+        run, pending = await _waiting(client, keyed)
+        unsigned = RatchetClient(client, settings).get(run.workflow_id)  # no signing key
+        past = datetime.now(UTC) - timedelta(hours=1)
+        other = call_digest(
+            "create_ticket", (await run.state()).plan.tool("create_ticket").schema_digest, {"title": "x"}
+        )
+        refusals = {
+            "unsigned decision refused": unsigned.approve(pending.call_id),
+            "forged or altered": run.approve(pending.call_id, proof=_proof(run, pending, key=ROGUE_KEY)),
+            "expired at": run.approve(
+                pending.call_id,
+                proof=_proof(
+                    run, pending, issued_at=past.isoformat(), expires_at=(past + timedelta(minutes=5)).isoformat()
+                ),
+            ),
+            "signed for other arguments": run.approve(pending.call_id, digest=other, principal=ALICE),
+            "may be decided on by: ops": run.approve(
+                pending.call_id, principal=ALICE.model_copy(update={"roles": ["approver"]})
+            ),
+        }
+        for expected, attempt in refusals.items():
+            with pytest.raises(Refused, match=expected):
+                await attempt
+        state = await run.state()
+        assert state.calls.decisions == {} and [p.call_id for p in state.calls.pending_approvals] == [pending.call_id]
+        assert await _accepted(run) == []  # refused by the validator: nothing of them in the history
+        assert "approved" in await run.approve(pending.call_id, principal=ALICE)
+        assert (await run.result()).phase == Phase.DONE
+
+
+async def test_a_signed_approval_is_recorded_and_audited(client, keyed, tmp_path):
+    async with build_worker(client, keyed, graceful_shutdown_timeout=timedelta(0)):
+        run, pending = await _waiting(client, keyed)
+        await run.approve(pending.call_id, principal=ALICE)
+        await run.result()
+        decision = (await run.state()).calls.decisions[pending.call_id]
+        assert (decision.subject, decision.issuer, decision.role, decision.by) == ("alice", "test-idp", "ops", "alice")
+        assert (
+            decision.digest == pending.digest
+            and decision.proof is not None
+            and decision.proof.claim.digest == pending.digest
+        )
+        [entry] = await run.audit()
+        assert entry.verified and entry.digest_checked and entry.subject == "alice"
+        env = {"RATCHET_APPROVER_KEYS": keyed.approver_keys}
+        code, out = await ratchet(keyed, "audit", run.workflow_id, "--verify", extra_env=env)
+        assert code == 0, out
+        assert json.loads(out.splitlines()[0])["proof"]["claim"]["subject"] == "alice"
+        tampered = tmp_path / "tampered.json"
+        tampered.write_text(_with_other_arguments((await run.history()).to_json()))
+        code, out = await ratchet(
+            keyed, "audit", run.workflow_id, "--verify", "--history", str(tampered), extra_env=env
+        )
+        assert code == 1 and "digest mismatch" in out, out
+
+
+def _with_other_arguments(history_json: str) -> str:
+    """The history with the ticket's title changed in the scheduled tool call's input."""
+    history = json.loads(history_json)
+    for event in history["events"]:
+        attrs = event.get("activityTaskScheduledEventAttributes")
+        if attrs and attrs["activityType"]["name"] == "tool.create_ticket":
+            payload = attrs["input"]["payloads"][0]
+            invocation = json.loads(base64.b64decode(payload["data"]))
+            invocation["arguments"]["title"] = "prod db DROPPED"
+            payload["data"] = base64.b64encode(json.dumps(invocation).encode()).decode()
+    return json.dumps(history)
+
+
+@pytest.mark.e2e  # two worker processes started (about 20 s)
+async def test_a_decision_sent_twice_across_a_worker_kill_is_taken_once(client, keyed):
+    worker = await start_worker(keyed, RATCHET_APPROVER_KEYS=keyed.approver_keys)
+    try:
+        run, pending = await _waiting(client, keyed)
+        proof = _proof(run, pending)
+        worker.kill()
+        sent = [asyncio.create_task(run.approve(pending.call_id, proof=proof)) for _ in range(2)]
+        worker = await start_worker(keyed, RATCHET_APPROVER_KEYS=keyed.approver_keys)
+        answers = await asyncio.gather(*sent, return_exceptions=True)
+        assert (await run.result()).phase == Phase.DONE
+    finally:
+        worker.kill()
+    taken = [a for a in answers if isinstance(a, str)]
+    refused = [a for a in answers if isinstance(a, Refused)]
+    assert len(taken) == 1 and len(refused) == 1, answers
+    assert "already decided: approved by alice at" in str(refused[0])
+    with pytest.raises(Refused):  # and once more, after the run has gone on
+        await run.approve(pending.call_id, proof=proof)
+    assert await _accepted(run) == ["approve"]
