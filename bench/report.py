@@ -7,6 +7,7 @@ from typing import Any
 
 from bench import quiet
 from bench.console import console_figures, console_rows
+from bench.approvals import approval_figures
 from bench.hooks import hooks_figures
 from bench.shadow import shadow_figures
 from bench.findings import findings
@@ -51,6 +52,7 @@ TARGETS = {
     "stream_latency_sse_p50_ms": ("<=", 150, "a delta's send in the activity -> an SSE client of ratchet serve, 20 runs at 100 tokens/s"),
     "stream_latency_sse_p99_ms": ("<=", 500, "same, p99"),
     "session_turn_ratio": ("<=", 1.5, "a session's ask -> answer p50, over a raw-SDK update answered by one activity"),
+    "approval_signed_ratio": ("<=", 1.1, "an approval's round trip, the client's approve -> the tool's start, signed / unsigned, p50"),
     "hook_start_p99_ms": ("<=", 1000, "a signed webhook's request -> its run's first workflow task starting, p99"),
     "shadow_step_ratio": ("<=", 1.3, "ms/step, a shadow (--model recorded, the bench profile's read-only bench_echo) / its original run"),
     "guardrail_step_ratio": ("<=", 1.05, "ms/step, a profile with five pattern guardrails (input, tool call, answer) / none, best rep"),
@@ -92,6 +94,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(console_figures(results["console"]))
     if results.get("hooks"):
         figures.update(hooks_figures(results["hooks"]))
+    if results.get("approvals"):
+        figures.update(approval_figures(results["approvals"]))
     if results.get("shadow"):
         figures.update(shadow_figures(results["shadow"]))
     if results.get("guard"):

@@ -210,8 +210,8 @@ class AgentWorkflow:
     def _decide_call(self, call_id: str, approved: bool, reason: str, by: str, proof: DecisionProof | None) -> str:
         state = self._require_state()
         pending = next((p for p in state.calls.pending_approvals if p.call_id == call_id), None)
-        digest = pending.digest if pending is not None else ""
-        who = decision_check.signed(proof, by)
+        digest, tool = (pending.digest, pending.tool) if pending is not None else ("", "")
+        who = decision_check.signed(_current(state), tool, proof, by)
         decision = Decision(approved=approved, reason=reason, at=workflow.now().isoformat(), digest=digest, **who)
         return approvals.decide(state, call_id, decision)
 

@@ -10,7 +10,7 @@ from typing import Any
 from temporalio import workflow
 
 from ratchet.contracts import RunPlan
-from ratchet.contracts.decisions import DecisionProof, allowed_roles
+from ratchet.contracts.decisions import DecisionProof, acting_role, allowed_roles
 from ratchet.core import decision_proof
 
 REQUIRED = "required"
@@ -47,17 +47,19 @@ def check(
     problem = decision_proof.problem(proof, plan.approver_keys, workflow.now(), plan.decision_leeway_s)
     if problem is not None:
         raise ValueError(f"proof refused: {problem}")
-    roles = allowed_roles(plan.approvers, tool)
-    if roles is not None and claim.role not in roles:
+    if acting_role(plan.approvers, tool, claim.roles) is None:
+        allowed = allowed_roles(plan.approvers, tool) or []
         raise ValueError(
-            f"proof refused: {claim.subject} ({claim.issuer}) decides as role {claim.role!r}; "
-            f"{tool} may be decided on by: {', '.join(roles) or 'nobody'}"
+            f"proof refused: {claim.subject} ({claim.issuer}) has roles {', '.join(claim.roles)}; "
+            f"{tool} may be decided on by: {', '.join(allowed) or 'nobody'}"
         )
 
 
-def signed(proof: DecisionProof | None, by: str) -> dict[str, Any]:
-    """The recorded decision's fields of who made it: the signer's (`by` is their subject) or just `by`."""
+def signed(plan: RunPlan, tool: str, proof: DecisionProof | None, by: str) -> dict[str, Any]:
+    """The recorded decision's fields of who made it: the signer's (`by` is their subject, `role`
+    the one they decided in) or just `by`."""
     if proof is None:
         return {"by": by}
     claim = proof.claim
-    return {"by": claim.subject, "subject": claim.subject, "issuer": claim.issuer, "role": claim.role, "proof": proof}
+    role = acting_role(plan.approvers, tool, claim.roles)
+    return {"by": claim.subject, "subject": claim.subject, "issuer": claim.issuer, "role": role, "proof": proof}

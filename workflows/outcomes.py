@@ -101,13 +101,14 @@ def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
 def decide(state: AgentState, request: DecideRequest) -> str:
     """A person's decision on a call whose outcome is unknown (the `decide` update)."""
     pending = next((p for p in state.calls.pending_decisions if p.call_id == request.call_id), None)
+    assert state.plan is not None  # the update's validator asked for a planned run
     decision = OutcomeDecision(
         choice=request.choice,
         result=request.result,
         reason=request.reason,
         at=workflow.now().isoformat(),
         digest=pending.digest if pending is not None else "",
-        **signed(request.proof, request.by),
+        **signed(state.plan, pending.tool if pending is not None else "", request.proof, request.by),
     )
     state.calls.decide_outcome(request.call_id, decision)
     return f"{request.choice} {request.call_id}"

@@ -43,7 +43,8 @@ class AuditEntry(BaseModel):
     by: str
     subject: str | None = None
     issuer: str | None = None
-    role: str | None = None
+    roles: list[str] = []
+    """The signer's roles as the proof names them."""
     digest: str | None = None
     proof: DecisionProof | None = None
     verified: bool | None = None
@@ -100,7 +101,7 @@ class Audit:
             by=claim.subject if claim else request.by,
             subject=claim.subject if claim else None,
             issuer=claim.issuer if claim else None,
-            role=claim.role if claim else None,
+            roles=claim.roles if claim else [],
             digest=claim.digest if claim else None,
             proof=proof,
         )

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
 from ratchet.client.errors import InvalidInput
 from ratchet.contracts import AgentState
-from ratchet.contracts.decisions import DecisionClaim, DecisionProof, allowed_roles, call_digest
+from ratchet.contracts.decisions import DecisionClaim, DecisionProof, call_digest
 from ratchet.contracts.identity import Principal
 from ratchet.core.decision_proof import Signer
 
@@ -33,15 +31,14 @@ class DecisionSigner:
     async def proof(
         self, workflow_id: str, call_id: str, decision: str, principal: Principal, digest: str | None = None
     ) -> DecisionProof | None:
-        """The proof for `decision` on `call_id`, or None when the call waits for nothing (the run
-        then answers why: decided already, by whom and when). `digest`: the one the person saw."""
-        state = await self._state()
-        waiting = _waiting(state, call_id)
-        if waiting is None or state.plan is None:
+        """The proof for `decision` on `call_id`. `digest`: the call's as the person saw it (the
+        console's page has it); None: computed from the run's state, and None returned when the call
+        waits for nothing (the run then answers why: decided already, by whom and when)."""
+        if not principal.roles:
+            raise InvalidInput("decision", [f"principal {principal.subject!r} has no role to decide in"])
+        digest = digest or await self._digest(call_id)
+        if digest is None:
             return None
-        tool, arguments = waiting
-        spec = state.plan.tool(tool)
-        digest = digest or call_digest(tool, spec.schema_digest if spec else None, arguments)
         now = datetime.now(UTC)
         claim = DecisionClaim(
             run_id=workflow_id,
@@ -50,26 +47,21 @@ class DecisionSigner:
             decision=decision,
             subject=principal.subject,
             issuer=principal.issuer,
-            role=role_for(principal, allowed_roles(state.plan.approvers, tool)),
+            roles=principal.roles,
             issued_at=now.isoformat(),
             expires_at=(now + timedelta(seconds=self.ttl_s)).isoformat(),
         )
         return self.signer.sign(claim)
 
-
-def role_for(principal: Principal, allowed: list[str] | None) -> str:
-    """The principal's role the claim names: the first the tool allows, else their first (the run
-    then refuses it, naming the roles it allows)."""
-    if not principal.roles:
-        raise InvalidInput("decision", [f"principal {principal.subject!r} has no role to decide in"])
-    if allowed is None:
-        return principal.roles[0]
-    return next((r for r in principal.roles if r in allowed), principal.roles[0])
-
-
-def _waiting(state: AgentState, call_id: str) -> tuple[str, dict[str, Any]] | None:
-    """The tool and arguments of the call `call_id` that waits for an approval or a decision."""
-    calls = state.calls
-    waiting = [(p.call_id, p.tool, p.arguments) for p in calls.pending_approvals]
-    waiting += [(p.call_id, p.tool, p.arguments) for p in calls.pending_decisions]
-    return next(((tool, arguments) for cid, tool, arguments in waiting if cid == call_id), None)
+    async def _digest(self, call_id: str) -> str | None:
+        """The digest of the call `call_id` waiting for a decision, from its tool, the tool's schema
+        and its arguments as the run shows them; None if it waits for nothing."""
+        state = await self._state()
+        calls = state.calls
+        waiting = [(p.call_id, p.tool, p.arguments) for p in calls.pending_approvals]
+        waiting += [(p.call_id, p.tool, p.arguments) for p in calls.pending_decisions]
+        found = next(((tool, arguments) for cid, tool, arguments in waiting if cid == call_id), None)
+        if found is None or state.plan is None:
+            return None
+        spec = state.plan.tool(found[0])
+        return call_digest(found[0], spec.schema_digest if spec else None, found[1])

@@ -17,7 +17,7 @@ ANY_TOOL = "*"
 
 class DecisionClaim(BaseModel):
     """What a signature covers: this decision, on this call of this run, with these arguments, by
-    this person in this role, valid from `issued_at` until `expires_at` (ISO 8601, with a zone)."""
+    this person with these roles, valid from `issued_at` until `expires_at` (ISO 8601, with a zone)."""
 
     run_id: str = Field(min_length=1, max_length=200)
     """The run's workflow id (the same across continue-as-new)."""
@@ -28,7 +28,9 @@ class DecisionClaim(BaseModel):
     """`approve`, `reject`, `decide:<choice>` (`decision_value`)."""
     subject: str = Field(min_length=1, max_length=200)
     issuer: str = Field(min_length=1, max_length=200)
-    role: str = Field(min_length=1, max_length=100)
+    roles: list[str] = Field(min_length=1, max_length=50)
+    """The signer's roles (as their identity provider or Ratchet's users table says): the decision
+    is taken in the first the profile allows for the tool (`acting_role`)."""
     issued_at: str = Field(min_length=1, max_length=40)
     expires_at: str = Field(min_length=1, max_length=40)
 
@@ -80,3 +82,10 @@ def allowed_roles(approvers: dict[str, list[str]], tool: str) -> list[str] | Non
     if not approvers:
         return None
     return approvers.get(tool, approvers.get(ANY_TOOL, []))
+
+
+def acting_role(approvers: dict[str, list[str]], tool: str, roles: list[str]) -> str | None:
+    """The role of `roles` a decision on `tool` is taken in: the first the profile allows (any role
+    when it names none); None: no role of them may decide on it."""
+    allowed = allowed_roles(approvers, tool)
+    return next((r for r in roles if allowed is None or r in allowed), None)

@@ -22,7 +22,7 @@ KEY = Ed25519PrivateKey.generate()
 def _claim(**changes) -> DecisionClaim:
     claim = DecisionClaim(
         run_id="ops-1", call_id="call_1_0", digest=call_digest("create_ticket", "sha256:s", {"title": "prod"}),
-        decision="approve", subject="alice", issuer="idp", role="ops",
+        decision="approve", subject="alice", issuer="idp", roles=["ops"],
         issued_at=NOW.isoformat(), expires_at=(NOW + timedelta(minutes=5)).isoformat(),
     )
     return claim.model_copy(update=changes)
@@ -33,7 +33,7 @@ def test_a_signed_claim_holds_and_an_altered_one_does_not():
     keys = {"k1": signer.public}
     proof = signer.sign(_claim())
     assert problem(proof, keys, NOW, 0) is None
-    altered = proof.model_copy(update={"claim": _claim(role="admin")})
+    altered = proof.model_copy(update={"claim": _claim(roles=["admin"])})
     assert "forged or altered" in problem(altered, keys, NOW, 0)
     assert "do not know" in problem(proof, {"k2": signer.public}, NOW, 0)
 

@@ -56,7 +56,7 @@ def _proof(run, pending, key=OPS_KEY, **changes):
         decision="approve",
         subject="alice",
         issuer="test-idp",
-        role="ops",
+        roles=["ops"],
         issued_at=now.isoformat(),
         expires_at=(now + timedelta(minutes=5)).isoformat(),
     )
