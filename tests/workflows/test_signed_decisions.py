@@ -12,19 +12,23 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx2 as httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.api.enums.v1 import EventType
 
 import tests.plugins.ops  # noqa: F401  (the signed-ops profile)
 from ratchet.client import RatchetClient, Refused
+from ratchet.console.app import build_app
 from ratchet.contracts import Phase
 from ratchet.contracts.decisions import DecisionClaim, call_digest
 from ratchet.contracts.identity import Principal
 from ratchet.core.decision_proof import Signer
+from ratchet.ops.http_guard import HttpGuard
 from ratchet.worker.main import build_worker
 from tests.ops_workers import start_worker
 from tests.runs import call, ratchet, scripted, wait_for
+from tests.surfaces.test_console import ORIGIN, csrf_of
 
 ALICE = Principal(subject="alice", issuer="test-idp", roles=["ops"], via="token")
 OPS_KEY = Ed25519PrivateKey.generate()
@@ -164,3 +168,28 @@ async def test_a_decision_sent_twice_across_a_worker_kill_is_taken_once(client, 
     with pytest.raises(Refused):  # and once more, after the run has gone on
         await run.approve(pending.call_id, proof=proof)
     assert await _accepted(run) == ["approve"]
+
+
+async def test_the_console_signs_as_its_token_person_and_its_run_page_shows_the_decision(client, keyed, tmp_path):
+    console_key = tmp_path / "console.key"
+    console_key.write_bytes(ROGUE_KEY.private_bytes_raw())
+    trusted = f"{keyed.approver_keys},console:{Signer('console', ROGUE_KEY).public}"
+    settings = keyed.model_copy(update={"approver_keys": trusted, "signing_key": console_key, "signing_key_id": "console",
+                                        "roles": ["ops"]})
+    app = build_app(RatchetClient(client, settings), HttpGuard.for_server("127.0.0.1", same_origin=True))
+    async with (
+        build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN, timeout=60) as console,
+    ):
+        run, pending = await _waiting(client, settings)
+        page = await console.get(f"/runs/{run.workflow_id}")
+        assert f'name=digest value="{pending.digest}"' in page.text  # the digest the person sees is the one signed
+        form = {"csrf": csrf_of(page.text), "call_id": pending.call_id, "digest": pending.digest}
+        done = await console.post(f"/runs/{run.workflow_id}/approve", data=form)
+        assert done.status_code == 303
+        await run.result()
+        shown = (await console.get(f"/runs/{run.workflow_id}")).text
+        decision = (await run.state()).calls.decisions[pending.call_id]
+    assert (decision.subject, decision.issuer, decision.role) == ("console", "ratchet-console", "ops")
+    decisions = shown.split("<h2>Decisions</h2>", 1)[1]
+    assert "console (ratchet-console)" in decisions and "<td>ops</td>" in decisions and "signed, verified" in decisions
