@@ -40,7 +40,7 @@ from ratchet.contracts import (
     TranscriptPage,
     TurnAnswer,
 )
-from ratchet.contracts.decisions import DecisionProof, decision_value
+from ratchet.contracts.decisions import ROLLBACK, DecisionProof, decision_value, rollback_digest
 from ratchet.core import budget as budgets
 from . import (
     approvals,
@@ -233,6 +233,9 @@ class AgentWorkflow:
         if state.phase.terminal:
             raise ValueError(f"run is {state.phase}; nothing to roll back")
         rollback.resolve(state, request.checkpoint_id)
+        target = request.checkpoint_id
+        value, digest = decision_value("rollback", target), rollback_digest(target, request.then)
+        decision_check.check(_current(state), state.workflow_id, target, ROLLBACK, digest, value, request.proof)
 
     async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
         self._deadline.start(state, plan)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.enums.v1 import EventType
@@ -17,15 +17,18 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 from temporalio.converter import DataConverter
 
-from ratchet.contracts import ApproveRequest, DecideRequest, RejectRequest, RunMessages, ToolInvocation
-from ratchet.contracts.decisions import DecisionProof, call_digest, decision_value
+from ratchet.contracts import ApproveRequest, DecideRequest, RejectRequest, RollbackRequest, RunMessages, ToolInvocation
+from ratchet.contracts.decisions import DecisionProof, call_digest, decision_value, rollback_digest
 from ratchet.core import decision_proof
 
-DECISIONS: dict[str, type[BaseModel]] = {
-    RunMessages.APPROVE: ApproveRequest,
-    RunMessages.REJECT: RejectRequest,
-    RunMessages.DECIDE: DecideRequest,
+Kind = Literal["approve", "reject", "decide", "rollback"]
+DECISIONS: dict[str, tuple[type[BaseModel], Kind]] = {
+    RunMessages.APPROVE: (ApproveRequest, "approve"),
+    RunMessages.REJECT: (RejectRequest, "reject"),
+    RunMessages.DECIDE: (DecideRequest, "decide"),
+    RunMessages.ROLLBACK: (RollbackRequest, "rollback"),
 }
+"""The updates that decide, with the request each takes and the kind of decision its claim names."""
 TOOL_ACTIVITIES = ("tool.", "mcp.")
 
 
@@ -46,6 +49,8 @@ class AuditEntry(BaseModel):
     roles: list[str] = []
     """The signer's roles as the proof names them."""
     digest: str | None = None
+    then: str | None = None
+    """A rollback's: what follows it (its proof covers it)."""
     proof: DecisionProof | None = None
     verified: bool | None = None
     """True: signature, claim and digest check out; False: see `problems`; None: unsigned."""
@@ -79,15 +84,15 @@ class Audit:
 
     async def _entry(self, event: HistoryEvent, execution: str) -> AuditEntry | None:
         update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-        model = DECISIONS.get(update.name)
-        if model is None:
+        if update.name not in DECISIONS:
             return None
+        model, kind = DECISIONS[update.name]
         [raw] = await self.converter.decode(list(update.args.payloads)[:1], [dict])
         try:
             request: Any = model.model_validate(raw)
         except ValidationError as exc:
             raise ValueError(f"event {event.event_id}: not a {update.name} request: {exc}") from None
-        kind = update.name if update.name != RunMessages.DECIDE else "decide"
+        target = request.checkpoint_id if update.name == RunMessages.ROLLBACK else getattr(request, "choice", None)
         proof: DecisionProof | None = request.proof
         claim = proof.claim if proof else None
         return AuditEntry(
@@ -96,9 +101,10 @@ class Audit:
             event_id=event.event_id,
             accepted_at=event.event_time.ToDatetime().isoformat() + "Z",
             update=update.name,
-            call_id=request.call_id,
-            decision=decision_value(kind, getattr(request, "choice", None)),  # type: ignore[arg-type]  # kind is one of the three
-            by=claim.subject if claim else request.by,
+            call_id=getattr(request, "call_id", None) or request.checkpoint_id,
+            decision=decision_value(kind, target),
+            by=claim.subject if claim else getattr(request, "by", ""),
+            then=getattr(request, "then", None),
             subject=claim.subject if claim else None,
             issuer=claim.issuer if claim else None,
             roles=claim.roles if claim else [],
@@ -118,6 +124,11 @@ class Audit:
         problem = decision_proof.problem(proof, self.keys, accepted, leeway_s)
         if problem is not None:
             problems.append(problem)
+        if entry.update == RunMessages.ROLLBACK:
+            if rollback_digest(entry.call_id, entry.then or "") != claim.digest:
+                problems.append("the proof covers another rollback than the one requested (digest mismatch)")
+            entry.digest_checked, entry.verified = True, not problems
+            return
         ran = await self._scheduled(entry.call_id, after)
         if ran is not None:
             entry.digest_checked = True

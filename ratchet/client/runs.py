@@ -65,7 +65,9 @@ from ratchet.contracts import (
     RunMessages,
     Transcript,
 )
+from ratchet.contracts.decisions import decision_value, rollback_digest
 from ratchet.contracts.events import RunEvent
+from ratchet.contracts.identity import Principal
 from ratchet.ops.connection import TemporalUnreachable
 from ratchet.ops.settings import Settings, load_settings
 from ratchet.payloads.connect import connect
@@ -287,15 +289,27 @@ class RunHandle(RunRequests):
         return await self._rollbacks.plan(checkpoint_id)
 
     async def rollback(
-        self, checkpoint_id: str, then: Literal["continue", "stop", "rerun"] | None = None, dry_run: bool = False
+        self,
+        checkpoint_id: str,
+        then: Literal["continue", "stop", "rerun"] | None = None,
+        dry_run: bool = False,
+        principal: Principal | None = None,
     ) -> RollbackOutcome:
         """Undo the effects after `checkpoint_id`, newest first, each at most once. A running run
         interrupts its step and rolls back (`then`: go on from the checkpoint, the default, stop,
         or rerun from it on the worker deployment's current build); a closed one (DONE, FAILED,
         cancelled, ...) through a RollbackWorkflow under the id
         derived from the request, so one that completed before is not run again: its result comes
-        back (`earlier`); `then` does not apply to it (ratchet/client/rollback.py)."""
-        return await self._rollbacks.roll_back(checkpoint_id, then, dry_run)
+        back (`earlier`); `then` does not apply to it (ratchet/client/rollback.py). A running run's
+        rollback is signed as `principal` where this client has a signing key (docs/SECURITY.md)."""
+        proof = None
+        if not dry_run:
+            value, digest = (
+                decision_value("rollback", checkpoint_id),
+                rollback_digest(checkpoint_id, then or "continue"),
+            )
+            proof = await self._proof(checkpoint_id, value, principal, digest)
+        return await self._rollbacks.roll_back(checkpoint_id, then, dry_run, proof)
 
     def stream(self, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
         """The run's events (ratchet/contracts/events.py) from `from_offset` on, as they happen,

@@ -163,7 +163,8 @@ async def rollback(client: RatchetClient, request: Request, visit: Visit) -> Res
         raise InvalidInput("rollback", [f"then: continue or stop, not {asked!r}"])
     then: Literal["continue", "stop"] = "stop" if asked == "stop" else "continue"
     try:
-        outcome = await handle.rollback(checkpoint_id, then=then)
+        who = visit.principal or client.settings.console_principal()
+        outcome = await handle.rollback(checkpoint_id, then=then, principal=who)
     except RunNotFound:
         raise
     except RatchetError as exc:

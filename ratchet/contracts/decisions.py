@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 
 ANY_TOOL = "*"
 """The `approvers` key whose roles may decide on a tool the map does not name."""
+ROLLBACK = "rollback"
+"""The `approvers` key of a running run's rollback (else `*`), and the `tool` its digest names."""
 
 
 class DecisionClaim(BaseModel):
@@ -72,9 +74,14 @@ def call_digest(tool: str, schema: str | None, arguments: dict[str, Any]) -> str
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-def decision_value(kind: Literal["approve", "reject", "decide"], choice: str | None = None) -> str:
-    """The `decision` a claim names: `approve`, `reject`, `decide:retry`, ..."""
-    return f"decide:{choice}" if kind == "decide" else kind
+def decision_value(kind: Literal["approve", "reject", "decide", "rollback"], choice: str | None = None) -> str:
+    """The `decision` a claim names: `approve`, `reject`, `decide:retry`, `rollback:cp-3`, ..."""
+    return f"{kind}:{choice}" if kind in ("decide", ROLLBACK) else kind
+
+
+def rollback_digest(checkpoint_id: str, then: str) -> str:
+    """What a rollback's proof is bound to (its `call_id` is the checkpoint): the target and what follows."""
+    return call_digest(ROLLBACK, None, {"checkpoint_id": checkpoint_id, "then": then})
 
 
 def allowed_roles(approvers: dict[str, list[str]], tool: str) -> list[str] | None:

@@ -180,6 +180,8 @@ class RollbackRequest(Strict):
     """After the undo: go on from the checkpoint on the build it runs on, stop (ROLLED_BACK), or
     rerun from the checkpoint on the worker deployment's current build (it continues as new onto
     it: `ratchet deploy rollback --rerun`)."""
+    proof: DecisionProof | None = None
+    """The signed claim of who rolls back (`rollback:<checkpoint>`, bound to `rollback_digest`)."""
 
 
 class ApproveRequest(Strict):

@@ -23,6 +23,7 @@ from ratchet.console.app import build_app
 from ratchet.contracts import Phase
 from ratchet.contracts.decisions import DecisionClaim, call_digest
 from ratchet.contracts.identity import Principal
+from ratchet.contracts.rollback import TO_START
 from ratchet.core.decision_proof import Signer
 from ratchet.ops.http_guard import HttpGuard
 from ratchet.worker.main import build_worker
@@ -193,3 +194,18 @@ async def test_the_console_signs_as_its_token_person_and_its_run_page_shows_the_
     assert (decision.subject, decision.issuer, decision.role) == ("console", "ratchet-console", "ops")
     decisions = shown.split("<h2>Decisions</h2>", 1)[1]
     assert "console (ratchet-console)" in decisions and "<td>ops</td>" in decisions and "signed, verified" in decisions
+
+
+async def test_a_running_runs_rollback_is_signed_and_an_unsigned_one_refused(client, keyed, settings):
+    script = [{"tool_calls": [call("create_ticket", title="never")]}, {"content": "done"}]
+    async with build_worker(client, keyed, graceful_shutdown_timeout=timedelta(0)):
+        run = await RatchetClient(client, keyed).start(scripted("signed-ops", script))
+        await wait_for(run, lambda s: s.calls.pending_approvals)
+        with pytest.raises(Refused, match="unsigned decision refused"):
+            await RatchetClient(client, settings).get(run.workflow_id).rollback(TO_START, then="stop")
+        with pytest.raises(Refused, match="rollback may be decided on by: approver"):  # approvers' "*"
+            await run.rollback(TO_START, then="stop", principal=ALICE)
+        outcome = await run.rollback(TO_START, then="stop", principal=ALICE.model_copy(update={"roles": ["ops", "approver"]}))
+        assert outcome.report is not None and (await run.result()).phase == Phase.ROLLED_BACK
+        [entry] = await run.audit()
+    assert (entry.update, entry.decision, entry.subject, entry.verified) == ("rollback", f"rollback:{TO_START}", "alice", True)
