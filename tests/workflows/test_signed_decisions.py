@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.api.enums.v1 import EventType
 
 import tests.plugins.ops  # noqa: F401  (the signed-ops profile)
-from ratchet.client import RatchetClient, Refused
+from ratchet.client import RatchetClient, RatchetError, Refused
 from ratchet.console.app import build_app
 from ratchet.contracts import Phase
 from ratchet.contracts.decisions import DecisionClaim, call_digest
@@ -156,19 +156,27 @@ async def test_a_decision_sent_twice_across_a_worker_kill_is_taken_once(client, 
         run, pending = await _waiting(client, keyed)
         proof = _proof(run, pending)
         worker.kill()
-        sent = [asyncio.create_task(run.approve(pending.call_id, proof=proof)) for _ in range(2)]
+        # sent while no worker runs: the service may refuse it at once (no poller) or hold it for one
+        first = asyncio.create_task(_sent(run.approve(pending.call_id, proof=proof)))
         worker = await start_worker(keyed, RATCHET_APPROVER_KEYS=keyed.approver_keys)
-        answers = await asyncio.gather(*sent, return_exceptions=True)
-        assert (await run.result()).phase == Phase.DONE
+        again = [await _sent(run.approve(pending.call_id, proof=proof)) for _ in range(2)]  # sent again, twice
+        answers = [await first, *again]
+        assert (await asyncio.wait_for(run.result(), 60)).phase == Phase.DONE
     finally:
         worker.kill()
     taken = [a for a in answers if isinstance(a, str)]
-    refused = [a for a in answers if isinstance(a, Refused)]
-    assert len(taken) == 1 and len(refused) == 1, answers
-    assert "already decided: approved by alice at" in str(refused[0])
-    with pytest.raises(Refused):  # and once more, after the run has gone on
-        await run.approve(pending.call_id, proof=proof)
-    assert await _accepted(run) == ["approve"]
+    assert len(taken) == 1, answers
+    others = [a for a in answers if not isinstance(a, str)]
+    assert all("already decided: approved by alice at" in str(a) for a in others if a is not answers[0]), answers
+    assert await _accepted(run) == ["approve"]  # the history holds one decision
+
+
+async def _sent(request) -> str | Exception:
+    """The answer of a request, or the error it met."""
+    try:
+        return await request
+    except RatchetError as exc:
+        return exc
 
 
 async def test_the_console_signs_as_its_token_person_and_its_run_page_shows_the_decision(client, keyed, tmp_path):
