@@ -67,3 +67,15 @@ register_profile(
         approvers={"create_ticket": ["ops"], "*": ["approver"]},
     )
 )
+register_profile(
+    AgentProfile(
+        name="signed-ops-handover",
+        system_prompt="As signed-ops, continuing as new at every step boundary.",
+        tools=["create_ticket", "wait"],
+        budget=Budget(max_steps=10),
+        approval_rules=[ApprovalRule(tool="create_ticket")],
+        approvals=SignedDecisions(signed="required"),
+        approvers={"create_ticket": ["ops"]},
+        continue_as_new_events=25,
+    )
+)

@@ -217,3 +217,18 @@ async def test_a_running_runs_rollback_is_signed_and_an_unsigned_one_refused(cli
         assert outcome.report is not None and (await run.result()).phase == Phase.ROLLED_BACK
         [entry] = await run.audit()
     assert (entry.update, entry.decision, entry.subject, entry.verified) == ("rollback", f"rollback:{TO_START}", "alice", True)
+
+
+async def test_a_decision_is_held_across_continue_as_new_and_audited_from_every_execution(client, keyed):
+    script = [{"tool_calls": [call("create_ticket", title="prod db")]}, {"tool_calls": [call("wait", seconds=600)]}]
+    async with build_worker(client, keyed, graceful_shutdown_timeout=timedelta(0)):
+        run = await RatchetClient(client, keyed).start(scripted("signed-ops-handover", script))
+        pending = (await wait_for(run, lambda s: s.calls.pending_approvals)).calls.pending_approvals[0]
+        await run.approve(pending.call_id, principal=ALICE)
+        await wait_for(run, lambda s: s.continued >= 1 and s.phase == Phase.ACTING)
+        with pytest.raises(Refused, match="already decided: approved by alice at"):
+            await run.approve(pending.call_id, principal=ALICE)
+        [entry] = await run.audit()
+        latest = (await run.describe()).run_id
+        await run.cancel()
+    assert entry.verified and entry.digest_checked and entry.execution != latest
