@@ -91,6 +91,7 @@ async def wait_for(
     phases: Phases,
 ) -> Decision:
     """The call waits for a person (AWAITING_APPROVAL) or the profile's approval timeout; their decision."""
+    digest = call_digest(spec.name, spec.schema_digest, args)
     state.calls.ask_approval(
         PendingApproval(
             call_id=call_id,
@@ -99,7 +100,7 @@ async def wait_for(
             arguments=args,
             requested_at=workflow.now().isoformat(),
             reason=reason,
-            digest=call_digest(spec.name, spec.schema_digest, args),
+            digest=digest,
         )
     )
     phases.enter(state, Phase.AWAITING_APPROVAL, plan)
@@ -107,7 +108,7 @@ async def wait_for(
     try:
         await workflow.wait_condition(lambda: call_id in state.calls.decisions, timeout=timeout)
     except TimeoutError:
-        state.calls.decide(call_id, on_timeout(plan, workflow.now().isoformat()))
+        state.calls.decide(call_id, on_timeout(plan, workflow.now().isoformat()).model_copy(update={"digest": digest}))
     state.calls.approval_closed(call_id)
     if not state.calls.pending_approvals:
         phases.enter(state, Phase.ACTING, plan)

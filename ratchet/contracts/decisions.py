@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -30,7 +30,7 @@ class DecisionClaim(BaseModel):
     """`approve`, `reject`, `decide:<choice>` (`decision_value`)."""
     subject: str = Field(min_length=1, max_length=200)
     issuer: str = Field(min_length=1, max_length=200)
-    roles: list[str] = Field(min_length=1, max_length=50)
+    roles: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(min_length=1, max_length=50)
     """The signer's roles (as their identity provider or Ratchet's users table says): the decision
     is taken in the first the profile allows for the tool (`acting_role`)."""
     issued_at: str = Field(min_length=1, max_length=40)

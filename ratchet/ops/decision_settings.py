@@ -6,10 +6,11 @@ start naming the setting."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, NoDecode
 
 from ratchet.contracts.identity import Principal
 from ratchet.core.decision_proof import KEY_ID_PATTERN, KeyProblem, Signer, private_key, public_keys
@@ -55,7 +56,7 @@ class DecisionSettings(BaseSettings):
         validation_alias=AliasChoices("RATCHET_SUBJECT"),
         description="Who the CLI's decisions are signed as (default: the Temporal client's identity).",
     )
-    roles: list[str] = Field(
+    roles: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["approver"],
         validation_alias=AliasChoices("RATCHET_ROLES"),
         description="The roles of the CLI's person and of the console's single-user token, comma-separated.",

@@ -113,10 +113,13 @@ async def test_bad_proofs_are_refused_and_change_nothing(client, keyed, settings
 async def test_a_signed_approval_is_recorded_and_audited(client, keyed, tmp_path):
     async with build_worker(client, keyed, graceful_shutdown_timeout=timedelta(0)):
         run, pending = await _waiting(client, keyed)
-        await run.approve(pending.call_id, principal=ALICE)
+        signer = {"RATCHET_SIGNING_KEY": str(keyed.signing_key), "RATCHET_SIGNING_KEY_ID": "ops-1"}
+        person = {"RATCHET_SUBJECT": "alice", "RATCHET_ROLES": "viewer,ops"}
+        code, out = await ratchet(keyed, "approve", run.workflow_id, pending.call_id, extra_env={**signer, **person})
+        assert code == 0, out
         await run.result()
         decision = (await run.state()).calls.decisions[pending.call_id]
-        assert (decision.subject, decision.issuer, decision.role, decision.by) == ("alice", "test-idp", "ops", "alice")
+        assert (decision.subject, decision.issuer, decision.role, decision.by) == ("alice", "ratchet-cli", "ops", "alice")
         assert (
             decision.digest == pending.digest
             and decision.proof is not None
