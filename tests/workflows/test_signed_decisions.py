@@ -233,5 +233,7 @@ async def test_a_decision_is_held_across_continue_as_new_and_audited_from_every_
             await run.approve(pending.call_id, principal=ALICE)
         [entry] = await run.audit()
         latest = (await run.describe()).run_id
+        details = await run.current_details()  # what the Temporal Web UI shows
+        assert f"`{pending.call_id}` approved by alice (test-idp, role ops), signed" in details, details
         await run.cancel()
     assert entry.verified and entry.digest_checked and entry.execution != latest
