@@ -84,6 +84,7 @@ class RunRequests:
         reason: str = "",
         by: str | None = None,
         principal: Principal | None = None,
+        proof: DecisionProof | None = None,
     ) -> str:
         fields = {
             "call_id": call_id,
@@ -93,7 +94,7 @@ class RunRequests:
             "by": self._by(by, principal),
         }
         request = _request("decision", DecideRequest, **fields)
-        proof = await self._proof(call_id, decision_value("decide", request.choice), principal, None)
+        proof = proof or await self._proof(call_id, decision_value("decide", request.choice), principal, None)
         return await self._calls.update(RunMessages.DECIDE, request.model_copy(update={"proof": proof}), str)
 
     async def _proof(

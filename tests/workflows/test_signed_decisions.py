@@ -20,17 +20,28 @@ from temporalio.api.enums.v1 import EventType
 import tests.plugins.ops  # noqa: F401  (the signed-ops profile)
 from ratchet.client import RatchetClient, RatchetError, Refused
 from ratchet.console.app import build_app
-from ratchet.contracts import Phase
-from ratchet.contracts.decisions import DecisionClaim, call_digest
+from ratchet.contracts import Budget, Phase
+from ratchet.contracts.decisions import DecisionClaim, SignedDecisions, call_digest
 from ratchet.contracts.identity import Principal
 from ratchet.contracts.rollback import TO_START
 from ratchet.core.decision_proof import Signer
+from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.ops.http_guard import HttpGuard
 from ratchet.worker.main import build_worker
 from tests.ops_workers import start_worker
 from tests.runs import call, ratchet, scripted, wait_for
 from tests.surfaces.test_console import ORIGIN, csrf_of
 
+register_profile(
+    AgentProfile(
+        name="signed-decider",
+        system_prompt="A test agent whose interrupted calls wait for a signed decision.",
+        tools=["probe_charge"],
+        budget=Budget(max_steps=5),
+        approvals=SignedDecisions(signed="required"),
+        approvers={"*": ["ops"]},
+    )
+)
 ALICE = Principal(subject="alice", issuer="test-idp", roles=["ops"], via="token")
 OPS_KEY = Ed25519PrivateKey.generate()
 ROGUE_KEY = Ed25519PrivateKey.generate()
@@ -237,3 +248,19 @@ async def test_a_decision_is_held_across_continue_as_new_and_audited_from_every_
         assert f"`{pending.call_id}` approved by alice (test-idp, role ops), signed" in details, details
         await run.cancel()
     assert entry.verified and entry.digest_checked and entry.execution != latest
+
+
+async def test_a_decision_on_an_unknown_outcome_is_signed_for_its_choice(client, keyed, settings):
+    script = [{"tool_calls": [call("probe_charge", label="order-9", crash_after_acting=True)]}, {"content": "charged"}]
+    async with build_worker(client, keyed, graceful_shutdown_timeout=timedelta(0)):
+        run = await RatchetClient(client, keyed).start(scripted("signed-decider", script, workspace="signed-decide"))
+        pending = (await wait_for(run, lambda s: s.calls.pending_decisions)).calls.pending_decisions[0]
+        with pytest.raises(Refused, match="unsigned decision refused"):
+            await RatchetClient(client, settings).get(run.workflow_id).decide(pending.call_id, "assume_done", "R-9")
+        retry = _proof(run, pending, decision="decide:retry")  # signed for another choice
+        with pytest.raises(Refused, match="it is for decision 'decide:retry', not 'decide:assume_done'"):
+            await run.decide(pending.call_id, "assume_done", "R-9", proof=retry)
+        await run.decide(pending.call_id, "assume_done", "R-9", principal=ALICE)
+        assert (await run.result()).phase == Phase.DONE
+        decided = (await run.state()).calls.outcome_decisions[pending.call_id]
+    assert (decided.subject, decided.role, decided.digest) == ("alice", "ops", pending.digest)
