@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.activities import PREPARE
+from ratchet.contracts.decisions import schema_digest
 from ratchet.stores.ledger import Ledger
 from . import caller
 from .mcp import McpActivities, PinnedTools
@@ -180,7 +181,7 @@ class RunPreparer:
             model=model,
             fallbacks=fallbacks,
             judges=self._judges(profile, req, model),
-            tools=[_spec(t, local_ok) for t in tools] + mcp.specs,
+            tools=_with_schema_digests([_spec(t, local_ok) for t in tools] + mcp.specs, call),
             call_ref=put_json(self.artifacts, call.model_dump(mode="json")).digest,
             mcp_ref=mcp.ref,
             budget=_budget(profile.budget, req),
@@ -188,6 +189,8 @@ class RunPreparer:
             search_attributes=self.settings.search_attributes,
             local_activities=local_ok,
             fairness_weight=self.settings.tenant_weight(req.run.tenant),
+            approver_keys=self.settings.trusted_keys,
+            decision_leeway_s=self.settings.decision_leeway_s,
             **{**profile.policy(), "session": _session(profile, req), "verifier": _verifier(profile, tools, req)},
         )
 
@@ -388,3 +391,9 @@ def _session(profile: AgentProfile, req: PrepareRun) -> SessionPolicy | None:
     if req.run.session is None:
         return profile.session
     return req.run.session.applied_to(profile.session)
+
+
+def _with_schema_digests(specs: list[ToolSpec], call: ModelCallConfig) -> list[ToolSpec]:
+    """Each tool with the digest of its schema as the model is told of it (a decision's proof covers it)."""
+    digests = {t.name: schema_digest(t.model_dump(mode="json")) for t in call.tools}
+    return [s.model_copy(update={"schema_digest": digests.get(s.name)}) for s in specs]

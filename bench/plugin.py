@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ratchet.contracts import Budget, FailurePolicy, Guardrail, Verifier
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Guardrail, Verifier
 from ratchet.core.profiles import CODER, AgentProfile, register_profile
 from ratchet.core.tools import FatalToolError, ToolContext, tool, undo_for
 from ratchet.mcp.config import McpToolset
@@ -96,3 +96,5 @@ async def bench_release(ctx: ToolContext, args: ReleaseArgs) -> str:
 
 
 _profile("bench_release", tools=["bench_release"])
+_profile("bench_approval", approval_rules=[ApprovalRule(tool="bench_echo")])
+"""Every bench_echo waits for a person's approval (bench/approvals.py: signed against unsigned)."""

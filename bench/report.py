@@ -7,6 +7,7 @@ from typing import Any
 
 from bench import quiet
 from bench.console import console_figures, console_rows
+from bench.approvals import approval_figures
 from bench.hooks import hooks_figures
 from bench.billing import billing_figures
 from bench.policy import policy_figures
@@ -55,6 +56,7 @@ TARGETS = {
     "stream_latency_sse_p99_ms": ("<=", 500, "same, p99"),
     "session_turn_ratio": ("<=", 1.5, "a session's ask -> answer p50, over a raw-SDK update answered by one activity"),
     "policy_check_us": ("<=", 100, "the approval policy check per tool call, 50 rules and 5 grants, p99 in microseconds (in-process)"),
+    "approval_signed_ratio": ("<=", 1.1, "an approval's round trip, the client's approve -> the tool's start, signed / unsigned, p50"),
     "hook_start_p99_ms": ("<=", 1000, "a signed webhook's request -> its run's first workflow task starting, p99"),
     "shadow_step_ratio": ("<=", 1.3, "ms/step, a shadow (--model recorded, the bench profile's read-only bench_echo) / its original run"),
     "billing_cpu_ratio": ("<=", 1.05, "worker CPU per model call, with the billing ledger / without (bench-only switch)"),
@@ -100,6 +102,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(hooks_figures(results["hooks"]))
     if results.get("policy"):
         figures.update(policy_figures(results["policy"]))
+    if results.get("approvals"):
+        figures.update(approval_figures(results["approvals"]))
     if results.get("shadow"):
         figures.update(shadow_figures(results["shadow"]))
     if results.get("billing"):

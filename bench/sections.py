@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import console, longrun, mcp_calls, micro, profiling, providers, quiet, sandbox, scale, scaleout, sessions, steps
-from bench import billing, fairness, guard, hooks, policy, shadow, streaming
+from bench import approvals, billing, fairness, guard, hooks, policy, shadow, streaming
 from bench.harness import Env
 from bench.progress import Progress
 
@@ -96,6 +96,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("sessions", lambda c: sessions.session_cost(_env(c), c.progress, *_c(c, "sessions")), lambda cfg: 3),
     Section("console", lambda c: console.console_cost(_env(c), c.progress, *_c(c, "console")), lambda cfg: 4),
     Section("hooks", lambda c: hooks.hooks_cost(_env(c), c.progress, _c(c, "hooks")), lambda cfg: 1),
+    Section("approvals", lambda c: approvals.approval_cost(_env(c), c.progress, _c(c, "approvals")), lambda cfg: 1),
     Section("shadow", lambda c: shadow.shadow_cost(_env(c), c.progress, *_c(c, "shadow")), lambda cfg: cfg["shadow"][1] + 2),
     Section("billing", lambda c: billing.billing_cost(_env(c), c.progress, *_c(c, "billing")), lambda cfg: 2 * cfg["billing"][1] + 2),
     Section("guard", lambda c: guard.guard_cost(_env(c), c.progress, *_c(c, "guard")), lambda cfg: 1),

@@ -375,11 +375,13 @@ def _with_converter(client: Client, converter: DataConverter) -> Client:
 def _ratchet_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     """The worker's workflow runner, with `ratchet` passed through the SDK's sandbox: a user's
     sandboxed workflow in a module that imports `ratchet` (its worker module, say) would otherwise
-    re-import Ratchet's wiring inside the sandbox and fail on its restricted imports (urllib)."""
+    re-import Ratchet's wiring inside the sandbox and fail on its restricted imports (urllib); and
+    `cryptography` (ratchet.core.decision_proof's: an extension module cannot be imported twice)."""
     if runner is None:
         runner = SandboxedWorkflowRunner()
     if isinstance(runner, SandboxedWorkflowRunner):
-        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules("ratchet"))
+        passed = runner.restrictions.with_passthrough_modules("ratchet", "cryptography")
+        return dataclasses.replace(runner, restrictions=passed)
     return runner
 
 

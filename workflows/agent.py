@@ -44,10 +44,12 @@ from ratchet.contracts import (
     TurnStatus,
 )
 from ratchet.contracts import TaskPriority, task_priority
+from ratchet.contracts.decisions import ROLLBACK, DecisionProof, approve_value, decision_value, rollback_digest
 from ratchet.core import budget as budgets
 from . import (
     approvals,
     checkpoints,
+    decision_check,
     events,
     failover,
     grants,
@@ -186,23 +188,20 @@ class AgentWorkflow:
 
     @workflow.update(name=RunMessages.APPROVE)
     def approve(self, request: ApproveRequest) -> str:
-        decision = Decision(approved=True, by=request.by, at=workflow.now().isoformat())
-        state = self._require_state()
-        granted = grants.with_approval(state, request, workflow.now())
-        return approvals.decide(state, request.call_id, decision) + granted
+        granted = grants.with_approval(self._require_state(), request, workflow.now())
+        return self._decide_call(request.call_id, True, "", request.by, request.proof) + granted
 
     @approve.validator
     def _validate_approve(self, request: ApproveRequest) -> None:
-        approvals.validate_decision(self._require_state(), request.call_id)
+        self._check_call(request.call_id, approve_value(request.grant), request.proof)
 
     @workflow.update(name=RunMessages.REJECT)
     def reject(self, request: RejectRequest) -> str:
-        decision = Decision(approved=False, reason=request.reason, by=request.by, at=workflow.now().isoformat())
-        return approvals.decide(self._require_state(), request.call_id, decision)
+        return self._decide_call(request.call_id, False, request.reason, request.by, request.proof)
 
     @reject.validator
     def _validate_reject(self, request: RejectRequest) -> None:
-        approvals.validate_decision(self._require_state(), request.call_id)
+        self._check_call(request.call_id, decision_value("reject"), request.proof)
 
     @workflow.update(name=RunMessages.DECIDE)
     def decide(self, request: DecideRequest) -> str:
@@ -211,7 +210,26 @@ class AgentWorkflow:
 
     @decide.validator
     def _validate_decide(self, request: DecideRequest) -> None:
-        outcomes.validate(self._require_state(), request.call_id)
+        state = self._require_state()
+        pending = outcomes.validate(state, request.call_id)
+        value = decision_value("decide", request.choice)
+        decision_check.check(
+            _current(state), state.workflow_id, request.call_id, pending.tool, pending.digest, value, request.proof
+        )
+
+    def _check_call(self, call_id: str, value: str, proof: DecisionProof | None) -> None:
+        """An approval or rejection of a call that waits for one, its proof checked (workflows/decision_check.py)."""
+        state = self._require_state()
+        pending = approvals.validate_decision(state, call_id)
+        decision_check.check(_current(state), state.workflow_id, call_id, pending.tool, pending.digest, value, proof)
+
+    def _decide_call(self, call_id: str, approved: bool, reason: str, by: str, proof: DecisionProof | None) -> str:
+        state = self._require_state()
+        pending = next((p for p in state.calls.pending_approvals if p.call_id == call_id), None)
+        digest, tool = (pending.digest, pending.tool) if pending is not None else ("", "")
+        who = decision_check.signed(_current(state), tool, proof, by)
+        decision = Decision(approved=approved, reason=reason, at=workflow.now().isoformat(), digest=digest, **who)
+        return approvals.decide(state, call_id, decision)
 
     @workflow.update(name=RunMessages.RESPOND)
     def respond(self, response: HandoffResponse) -> str:
@@ -240,6 +258,9 @@ class AgentWorkflow:
         if state.phase.terminal:
             raise ValueError(f"run is {state.phase}; nothing to roll back")
         rollback.resolve(state, request.checkpoint_id)
+        target = request.checkpoint_id
+        value, digest = decision_value("rollback", target), rollback_digest(target, request.then)
+        decision_check.check(_current(state), state.workflow_id, target, ROLLBACK, digest, value, request.proof)
 
     async def _loop(self, state: AgentState, plan: RunPlan) -> AgentResult:
         self._deadline.start(state, plan)

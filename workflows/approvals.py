@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import workflow
 
 from ratchet.contracts.base import BY_TIMEOUT
+from ratchet.contracts.decisions import call_digest
 from ratchet.contracts import AgentState, Decision, EffectClass, PendingApproval, Phase, RunPlan, ToolSpec
 from .errors import FailRun
 from .phases import Phases
@@ -39,16 +40,18 @@ def decide(state: AgentState, call_id: str, decision: Decision) -> str:
     return f"{'approved' if decision.approved else 'rejected'} {call_id}"
 
 
-def validate_decision(state: AgentState, call_id: str) -> None:
+def validate_decision(state: AgentState, call_id: str) -> PendingApproval:
+    """The approval `call_id` waits for; ValueError if it waits for none (decided already: by whom, when)."""
     calls = state.calls
-    if any(p.call_id == call_id for p in calls.pending_approvals):
-        return
-    if call_id in calls.decisions:
-        raise ValueError(
-            f"call {call_id!r} was already decided ({'approved' if calls.decisions[call_id].approved else 'rejected'})"
-        )
-    pending = ", ".join(p.call_id for p in calls.pending_approvals) or "none"
-    raise ValueError(f"no pending approval for call {call_id!r}; pending: {pending}")
+    decided = calls.decisions.get(call_id)
+    if decided is not None:  # used once: a second decision changes nothing
+        verdict = "approved" if decided.approved else "rejected"
+        raise ValueError(f"call {call_id!r} was already decided: {verdict} by {decided.by} at {decided.at}")
+    pending = next((p for p in calls.pending_approvals if p.call_id == call_id), None)
+    if pending is not None:
+        return pending
+    waiting = ", ".join(p.call_id for p in calls.pending_approvals) or "none"
+    raise ValueError(f"no pending approval for call {call_id!r}; pending: {waiting}")
 
 
 def on_timeout(plan: RunPlan, at: str) -> Decision:
@@ -88,6 +91,7 @@ async def wait_for(
     phases: Phases,
 ) -> Decision:
     """The call waits for a person (AWAITING_APPROVAL) or the profile's approval timeout; their decision."""
+    digest = call_digest(spec.name, spec.schema_digest, args)
     state.calls.ask_approval(
         PendingApproval(
             call_id=call_id,
@@ -96,6 +100,7 @@ async def wait_for(
             arguments=args,
             requested_at=workflow.now().isoformat(),
             reason=reason,
+            digest=digest,
         )
     )
     phases.enter(state, Phase.AWAITING_APPROVAL, plan)
@@ -103,7 +108,7 @@ async def wait_for(
     try:
         await workflow.wait_condition(lambda: call_id in state.calls.decisions, timeout=timeout)
     except TimeoutError:
-        state.calls.decide(call_id, on_timeout(plan, workflow.now().isoformat()))
+        state.calls.decide(call_id, on_timeout(plan, workflow.now().isoformat()).model_copy(update={"digest": digest}))
     state.calls.approval_closed(call_id)
     if not state.calls.pending_approvals:
         phases.enter(state, Phase.ACTING, plan)

@@ -12,6 +12,7 @@ from ratchet.contracts import AgentState, Phase
 from ratchet.contracts.payloads import Evidence
 
 MAX_ARGUMENTS = 300
+RECENT_DECISIONS = 5
 
 
 def current_details(state: AgentState) -> str:
@@ -41,12 +42,24 @@ def current_details(state: AgentState) -> str:
             f"`ratchet respond {wid} --finish '...'` or `--reply '...'`"
             f" or `--hand-back {handed.from_agent} --notes '...'`",
         ]
+    lines += _decided(state)
     if state.phase == Phase.AWAITING_MESSAGE:
         lines += ["", f"Waiting for the next message: `ratchet ask {wid} '...'`"]
     if state.effects.checkpoints.items:
         last = state.effects.checkpoints.items[-1]
         lines += ["", f"Last checkpoint {last.id} (step {last.step}): {evidence_line(last.evidence)}"]
     return "\n".join(lines)
+
+
+def _decided(state: AgentState) -> list[str]:
+    """The latest decisions: who (subject, issuer, role, or unsigned `by`), when, the digest bound."""
+    latest = list(state.calls.decisions.items())[-RECENT_DECISIONS:]
+    lines = ["", "Decisions:"] if latest else []
+    for call_id, d in latest:
+        who = f"{d.subject} ({d.issuer}, role {d.role}), signed" if d.subject else f"{d.by}, unsigned"
+        digest = f" digest `{d.digest[:19]}…`" if d.digest else ""
+        lines.append(f"- `{call_id}` {'approved' if d.approved else 'rejected'} by {who} at {d.at}{digest}")
+    return lines
 
 
 def _arguments(arguments: dict) -> str:

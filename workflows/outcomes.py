@@ -22,6 +22,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts.base import BY_TIMEOUT
+from ratchet.contracts.decisions import call_digest
 from ratchet.contracts import (
     AgentState,
     DecideRequest,
@@ -34,6 +35,7 @@ from ratchet.contracts import (
     ToolResult,
     ToolSpec,
 )
+from .decision_check import signed
 from .errors import root
 from .phases import Phases
 
@@ -63,6 +65,7 @@ async def ask(
             arguments=args,
             error=error,
             requested_at=workflow.now().isoformat(),
+            digest=call_digest(spec.name, spec.schema_digest, args),
         )
     )
     previous = phases.enter(state, Phase.AWAITING_DECISION, plan)
@@ -97,19 +100,27 @@ def skipped(spec: ToolSpec, decision: OutcomeDecision) -> ToolResult:
 
 def decide(state: AgentState, request: DecideRequest) -> str:
     """A person's decision on a call whose outcome is unknown (the `decide` update)."""
+    pending = next((p for p in state.calls.pending_decisions if p.call_id == request.call_id), None)
+    assert state.plan is not None  # the update's validator asked for a planned run
     decision = OutcomeDecision(
         choice=request.choice,
         result=request.result,
         reason=request.reason,
-        by=request.by,
         at=workflow.now().isoformat(),
+        digest=pending.digest if pending is not None else "",
+        **signed(state.plan, pending.tool if pending is not None else "", request.proof, request.by),
     )
     state.calls.decide_outcome(request.call_id, decision)
     return f"{request.choice} {request.call_id}"
 
 
-def validate(state: AgentState, call_id: str) -> None:
-    if any(p.call_id == call_id for p in state.calls.pending_decisions):
-        return
-    pending = ", ".join(p.call_id for p in state.calls.pending_decisions) or "none"
-    raise ValueError(f"no call {call_id!r} waits for a decision on an unknown outcome; waiting: {pending}")
+def validate(state: AgentState, call_id: str) -> PendingDecision:
+    """The call `call_id` whose outcome waits for a decision; ValueError if none does."""
+    decided = state.calls.outcome_decisions.get(call_id)
+    pending = next((p for p in state.calls.pending_decisions if p.call_id == call_id), None)
+    if pending is not None and decided is None:
+        return pending
+    if decided is not None:  # used once: a second decision changes nothing
+        raise ValueError(f"call {call_id!r} was already decided: {decided.choice} by {decided.by} at {decided.at}")
+    waiting = ", ".join(p.call_id for p in state.calls.pending_decisions) or "none"
+    raise ValueError(f"no call {call_id!r} waits for a decision on an unknown outcome; waiting: {waiting}")

@@ -88,6 +88,12 @@ def reject(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--reason", default="rejected by a person", help="what the model is told (default: %(default)r)")
 
 
+def audit(cmd: argparse.ArgumentParser) -> None:
+    workflow_id(cmd)
+    cmd.add_argument("--verify", action="store_true", help="check every signature and digest; exit 1 on any mismatch")
+    cmd.add_argument("--history", help="check this exported history (JSON, `temporal workflow show -o json`) instead")
+
+
 def message(cmd: argparse.ArgumentParser) -> None:
     workflow_id(cmd)
     cmd.add_argument("text", help="the message")

@@ -41,7 +41,7 @@ def console_guard(settings, people, host: str, hosts: list[str]):
     client = oidc_client(people)
     return ConsoleGuard(
         http,
-        people=authenticator(people, token, settings.ledger_store_url, is_loopback(host)),
+        people=authenticator(people, token, settings.ledger_store_url, is_loopback(host), settings.roles),
         oidc=OidcSignIn(client, people.oidc_roles_claim, people.public_url) if client else None,
     )
 

@@ -35,7 +35,7 @@ def serve(args: argparse.Namespace) -> int:
     except GuardSettingsError as exc:
         print(f"ratchet serve: {exc}")
         return 2
-    people = authenticator(people_settings, token, settings.ledger_store_url, is_loopback(args.host))
+    people = authenticator(people_settings, token, settings.ledger_store_url, is_loopback(args.host), settings.roles)
     return asyncio.run(_serve(settings, guard, args.host, args.port, hooks, people))
 
 

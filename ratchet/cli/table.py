@@ -77,6 +77,13 @@ VERBS: tuple[Verb, ...] = (
         arguments.reject,
     ),
     Verb(
+        "audit",
+        "every decision of a run with its proof, as JSON lines; --verify checks each signature and digest",
+        "ratchet audit ops-7 --verify",
+        "ratchet.cli.audit:audit",
+        arguments.audit,
+    ),
+    Verb(
         "send",
         "send the agent a message (it joins the conversation at the next step boundary)",
         "ratchet send ops-7 'also update the runbook'",

@@ -15,6 +15,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from ratchet.client.errors import InvalidInput, MovedOn, SessionEnded, ended
 from ratchet.client.rpc import RunCalls
+from ratchet.client.signing import DecisionSigner
 from ratchet.contracts import (
     MAX_MESSAGE_CHARS,
     ApproveRequest,
@@ -29,6 +30,8 @@ from ratchet.contracts import (
     RunMessages,
     TurnAnswer,
 )
+from ratchet.contracts.decisions import DecisionProof, approve_value, decision_value
+from ratchet.contracts.identity import Principal
 
 Request = TypeVar("Request", bound=BaseModel)
 MOVE_WAIT_S = 300.0
@@ -41,25 +44,45 @@ MOVE_PAUSE_S = (0.05, 2.0)
 
 class RunRequests:
     """The requests to the run `calls` reach; a decision is recorded as made by `identity` unless
-    the caller names someone (`by`)."""
+    the caller names someone (`by`) or a `Principal`. With a signing key (`signer`: the client's
+    RATCHET_SIGNING_KEY) each approve, reject and decide carries a proof (ratchet/client/signing.py)."""
 
-    def __init__(self, calls: RunCalls, identity: str | None) -> None:
-        self._calls, self._identity = calls, identity
+    def __init__(self, calls: RunCalls, identity: str | None, signer: DecisionSigner | None = None) -> None:
+        self._calls, self._identity, self._signer = calls, identity, signer
         self.workflow_id = calls.workflow_id
 
     async def approve(
-        self, call_id: str, by: str | None = None, grant: GrantRequest | dict[str, Any] | None = None
+        self,
+        call_id: str,
+        by: str | None = None,
+        principal: Principal | None = None,
+        digest: str | None = None,
+        proof: DecisionProof | None = None,
+        grant: GrantRequest | dict[str, Any] | None = None,
     ) -> str:
-        """Approve a pending call; the decision records `by` (default: this client's identity) and when.
-        Each call is decided on its own: of a step's five waiting calls, approve three and reject two.
-        `grant` (`{"for_s": 3600}`, optionally `patterns`) also lets later calls like it run without
-        asking, in this run, for that long (ratchet/contracts/approval_policy.py)."""
-        request = _request("approval", ApproveRequest, call_id=call_id, by=self._by(by), grant=grant)
+        """Approve a pending call; the decision records who (`principal`, else `by`, else this
+        client's identity) and when. Each call is decided on its own: of a step's five waiting
+        calls, approve three and reject two. `digest`: the call's as the person saw it (a proof
+        covers it). `proof`: one signed elsewhere (a person's own device), sent as it is. `grant`
+        (`{"for_s": 3600}`, optionally `patterns`) also lets later calls like it run without asking,
+        in this run, for that long (ratchet/contracts/approval_policy.py); a signed approval signs it too."""
+        request = _request("approval", ApproveRequest, call_id=call_id, by=self._by(by, principal), grant=grant)
+        proof = proof or await self._proof(call_id, approve_value(request.grant), principal, digest)
+        request = request.model_copy(update={"proof": proof})
         return await self._calls.update(RunMessages.APPROVE, request, str)
 
-    async def reject(self, call_id: str, reason: str = "rejected by a person", by: str | None = None) -> str:
-        request = _request("rejection", RejectRequest, call_id=call_id, reason=reason, by=self._by(by))
-        return await self._calls.update(RunMessages.REJECT, request, str)
+    async def reject(
+        self,
+        call_id: str,
+        reason: str = "rejected by a person",
+        by: str | None = None,
+        principal: Principal | None = None,
+        digest: str | None = None,
+        proof: DecisionProof | None = None,
+    ) -> str:
+        proof = proof or await self._proof(call_id, decision_value("reject"), principal, digest)
+        fields = {"call_id": call_id, "reason": reason, "by": self._by(by, principal), "proof": proof}
+        return await self._calls.update(RunMessages.REJECT, _request("rejection", RejectRequest, **fields), str)
 
     async def decide(
         self,
@@ -68,9 +91,29 @@ class RunRequests:
         result: str | None = None,
         reason: str = "",
         by: str | None = None,
+        principal: Principal | None = None,
+        proof: DecisionProof | None = None,
     ) -> str:
-        fields = {"call_id": call_id, "choice": choice, "result": result, "reason": reason, "by": self._by(by)}
-        return await self._calls.update(RunMessages.DECIDE, _request("decision", DecideRequest, **fields), str)
+        fields = {
+            "call_id": call_id,
+            "choice": choice,
+            "result": result,
+            "reason": reason,
+            "by": self._by(by, principal),
+        }
+        request = _request("decision", DecideRequest, **fields)
+        proof = proof or await self._proof(call_id, decision_value("decide", request.choice), principal, None)
+        return await self._calls.update(RunMessages.DECIDE, request.model_copy(update={"proof": proof}), str)
+
+    async def _proof(
+        self, call_id: str, decision: str, principal: Principal | None, digest: str | None
+    ) -> DecisionProof | None:
+        """The request's proof: signed by this client's key as `principal` (default: the CLI's
+        person of the settings), or None without a key."""
+        if self._signer is None:
+            return None
+        who = principal or self._signer.default_principal(self._identity or "person")
+        return await self._signer.proof(self.workflow_id, call_id, decision, who, digest)
 
     async def respond(
         self,
@@ -85,7 +128,7 @@ class RunRequests:
         `finish` (`text` is the run's answer), `reply` (`text` goes to the agent, which goes on) or
         `hand_back` (the run goes on under profile `to`, `text` their notes). Refused if the run
         waits for no person, was answered already, or `to` is not a profile it may go back to."""
-        fields: dict[str, Any] = {"action": action, "text": text, "to": to, "by": self._by(by)}
+        fields: dict[str, Any] = {"action": action, "text": text, "to": to, "by": self._by(by, None)}
         fields |= {"constraints": constraints or [], "open_questions": open_questions or []}
         request = _request("handoff response", HandoffResponse, **fields)
         return await self._calls.update(RunMessages.RESPOND, request, str)
@@ -164,9 +207,10 @@ class RunRequests:
         await self._calls.running_or_closed("terminate")
         await self._calls.ask("terminate", self._calls.handle.terminate(reason=reason))
 
-    def _by(self, by: str | None) -> str:
-        """Who a decision is recorded as made by: `by`, else the Temporal client's identity (`pid@host`)."""
-        return (by or self._identity or "person")[:200]
+    def _by(self, by: str | None, principal: Principal | None) -> str:
+        """Who a decision is recorded as made by: the principal, `by`, else the Temporal client's
+        identity (`pid@host`); a signed decision is recorded as made by its signer."""
+        return (principal.subject if principal else by or self._identity or "person")[:200]
 
     async def _signal(self, name: str, *args: Any) -> None:
         await self._calls.ask(name, self._calls.handle.signal(name, *args))

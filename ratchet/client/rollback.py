@@ -41,6 +41,7 @@ from ratchet.contracts import (
     RunMessages,
     rollback_id,
 )
+from ratchet.contracts.decisions import DecisionProof
 from ratchet.contracts.rollback_plan import plan_of
 from ratchet.ops.settings import Settings
 from ratchet.stores.archived_effects import load_archived
@@ -114,11 +115,15 @@ class Rollbacks:
         return (await self._closed(checkpoint_id, dry_run=True)).plan
 
     async def roll_back(
-        self, checkpoint_id: str, then: Literal["continue", "stop", "rerun"] | None, dry_run: bool
+        self,
+        checkpoint_id: str,
+        then: Literal["continue", "stop", "rerun"] | None,
+        dry_run: bool,
+        proof: DecisionProof | None = None,
     ) -> RollbackOutcome:
-        """Undo the effects after `checkpoint_id` (see `RunHandle.rollback`)."""
+        """Undo the effects after `checkpoint_id` (see `RunHandle.rollback`); `proof`: who asks, signed."""
         try:
-            request = RollbackRequest(checkpoint_id=checkpoint_id, then=then or "continue")
+            request = RollbackRequest(checkpoint_id=checkpoint_id, then=then or "continue", proof=proof)
         except ValidationError as exc:
             raise InvalidInput.of("rollback", exc) from None
         if await self.calls.running():

@@ -51,6 +51,9 @@ from ratchet.client.listing import RunFilter, RunPage, RunSummary
 from ratchet.client.reads import PLANNED_WAIT_S
 from ratchet.client.requests import RunRequests
 from ratchet.client.rollback import RollbackOutcome, Rollbacks
+from ratchet.client.audit import Audit, AuditEntry
+from ratchet.client.audit import executions as audit_executions
+from ratchet.client.signing import DecisionSigner
 from ratchet.client.rpc import RunCalls
 from ratchet.client.shadows import Shadows
 from ratchet.client.shared_stream import SharedStreams
@@ -65,7 +68,9 @@ from ratchet.contracts import (
     RunMessages,
     Transcript,
 )
+from ratchet.contracts.decisions import decision_value, rollback_digest
 from ratchet.contracts.events import RunEvent
+from ratchet.contracts.identity import Principal
 from ratchet.ops.connection import TemporalUnreachable
 from ratchet.ops.settings import Settings, load_settings
 from ratchet.payloads.connect import connect
@@ -86,6 +91,8 @@ class RatchetClient:
         """The worker deployment `settings.deployment_name`: its builds, ramp, promote, rollback, check."""
         self.schedules = Schedules(temporal, settings, self.get)
         """Runs and session messages started by time (Temporal Schedules)."""
+        self.signer = settings.signer()
+        """The key this client signs decisions with (RATCHET_SIGNING_KEY), or None: they go unsigned."""
         self.shadows = Shadows(temporal, settings, self.get)
         """Shadow runs of recorded runs with a candidate change: start, report, clean (ratchet/client/shadows.py)."""
 
@@ -186,7 +193,10 @@ class RunHandle(RunRequests):
     ) -> None:
         self.client, self.workflow_id = client, workflow_id
         handle = started or client.temporal.get_workflow_handle(workflow_id, result_type=AgentResult)
-        super().__init__(RunCalls(client.temporal, workflow_id, handle), client.temporal.identity)
+        settings = client.settings
+        key = client.signer
+        signer = DecisionSigner(key, settings.decision_ttl_s, self.state, settings.cli_principal) if key else None
+        super().__init__(RunCalls(client.temporal, workflow_id, handle), client.temporal.identity, signer)
         self._rollbacks = Rollbacks(self._calls, client.settings, self.state)
 
     async def state(self, timeout_s: float | None = None) -> AgentState:
@@ -238,6 +248,20 @@ class RunHandle(RunRequests):
         if run_id is not None:
             handle = self.client.temporal.get_workflow_handle(self.workflow_id, run_id=run_id)
         return await self._calls.ask("history", handle.fetch_history())
+
+    async def audit(self, history: WorkflowHistory | None = None) -> list[AuditEntry]:
+        """Every decision the run accepted, with its proof, each checked again (ratchet/client/audit.py)
+        against this client's RATCHET_APPROVER_KEYS (none set: the keys the run was planned with).
+        `history`: check that history (an exported one) instead of the server's."""
+        plan = (await self.state()).plan
+        tools = [*plan.tools, *plan.retired_tools] if plan else []
+        settings = self.client.settings
+        keys = settings.trusted_keys or (plan.approver_keys if plan else {})
+        audit = Audit(
+            self.client.temporal.data_converter, self.workflow_id, keys, {t.name: t.schema_digest for t in tools}
+        )
+        chain = [history] if history is not None else await audit_executions(self.history)
+        return await audit.entries(chain, settings.decision_leeway_s)
 
     async def output(self, model: type[Output]) -> Output:
         """The run's typed final answer as `model` (a run started with an `output_schema`, or of a
@@ -299,15 +323,27 @@ class RunHandle(RunRequests):
         return await self._rollbacks.plan(checkpoint_id)
 
     async def rollback(
-        self, checkpoint_id: str, then: Literal["continue", "stop", "rerun"] | None = None, dry_run: bool = False
+        self,
+        checkpoint_id: str,
+        then: Literal["continue", "stop", "rerun"] | None = None,
+        dry_run: bool = False,
+        principal: Principal | None = None,
     ) -> RollbackOutcome:
         """Undo the effects after `checkpoint_id`, newest first, each at most once. A running run
         interrupts its step and rolls back (`then`: go on from the checkpoint, the default, stop,
         or rerun from it on the worker deployment's current build); a closed one (DONE, FAILED,
         cancelled, ...) through a RollbackWorkflow under the id
         derived from the request, so one that completed before is not run again: its result comes
-        back (`earlier`); `then` does not apply to it (ratchet/client/rollback.py)."""
-        return await self._rollbacks.roll_back(checkpoint_id, then, dry_run)
+        back (`earlier`); `then` does not apply to it (ratchet/client/rollback.py). A running run's
+        rollback is signed as `principal` where this client has a signing key (docs/SECURITY.md)."""
+        proof = None
+        if not dry_run:
+            value, digest = (
+                decision_value("rollback", checkpoint_id),
+                rollback_digest(checkpoint_id, then or "continue"),
+            )
+            proof = await self._proof(checkpoint_id, value, principal, digest)
+        return await self._rollbacks.roll_back(checkpoint_id, then, dry_run, proof)
 
     def stream(self, from_offset: int = 0, topics: Iterable[str] | None = None) -> AsyncIterator[RunEvent]:
         """The run's events (ratchet/contracts/events.py) from `from_offset` on, as they happen,

@@ -14,6 +14,7 @@ from ratchet.client import InvalidInput, RatchetClient, RatchetError, RunHandle,
 from ratchet.console.forms_view import start_page
 from ratchet.console.guard import Visit
 from ratchet.console.html import run_url, waited
+from ratchet.contracts.identity import Principal
 
 
 def _back(visit: Visit, default: str, text: str, kind: str = "ok") -> Response:
@@ -47,64 +48,71 @@ async def run_action(client: RatchetClient, request: Request, visit: Visit, acti
     handle = client.get(request.path_params["workflow_id"])
     page = run_url(handle.workflow_id)
     try:
-        done = await ACTIONS[action](handle, visit.form, visit.by)
+        who = visit.principal or client.settings.console_principal()
+        done = await ACTIONS[action](handle, visit.form, who)
     except RatchetError as exc:  # a closed run's update reads "not found" too: _why_not tells them apart
         return _back(visit, page, await _why_not(handle, action, visit.form, exc), "error")
     return _back(visit, page, done)
 
 
-async def _approve(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _approve(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     grant = form.get("grant", "").strip()
     if grant and not grant.isdigit():
         raise InvalidInput("form", [f"grant: seconds, not {grant!r}"])
-    answer = await run.approve(_required(form, "call_id"), by=by, grant={"for_s": int(grant)} if grant else None)
+    answer = await run.approve(
+        _required(form, "call_id"),
+        principal=who,
+        digest=form.get("digest") or None,
+        grant={"for_s": int(grant)} if grant else None,
+    )
     return f"Approved {form['call_id']}" + (f" ({answer.split('; ', 1)[1]})." if grant else ".")
 
 
-async def _reject(run: RunHandle, form: dict[str, str], by: str) -> str:
-    await run.reject(_required(form, "call_id"), form.get("reason") or "rejected by a person", by=by)
+async def _reject(run: RunHandle, form: dict[str, str], who: Principal) -> str:
+    reason = form.get("reason") or "rejected by a person"
+    await run.reject(_required(form, "call_id"), reason, principal=who, digest=form.get("digest") or None)
     return f"Rejected {form['call_id']}."
 
 
-async def _decide(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _decide(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.decide(
         _required(form, "call_id"),
         form.get("choice", ""),
         form.get("result") or None,
         form.get("reason", ""),
-        by=by,
+        principal=who,
     )
     return f"Decided {form['call_id']}: {form.get('choice')}."
 
 
-async def _respond(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _respond(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     action = _required(form, "action")
     to = (form.get("to", "").strip() or None) if action == "hand_back" else None
-    await run.respond(action, form.get("text", ""), to=to, by=by)
+    await run.respond(action, form.get("text", ""), to=to, by=who.subject)
     return f"Answered: {action}{f' to {to}' if to else ''}."
 
 
-async def _send(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _send(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.send(form.get("text", ""))
     return "Sent: it joins the conversation at the next step."
 
 
-async def _ask(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _ask(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     turn = await run.ask(form.get("text", ""), wait=False)
     return f"Asked: turn {turn.turn} answers it." if turn.turn else "Asked: queued behind the turn in flight."
 
 
-async def _pause(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _pause(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.pause()
     return "Pause asked: the run pauses at the next step boundary."
 
 
-async def _resume(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _resume(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.resume()
     return "Resumed."
 
 
-async def _cancel(run: RunHandle, form: dict[str, str], by: str) -> str:
+async def _cancel(run: RunHandle, form: dict[str, str], who: Principal) -> str:
     await run.cancel()
     return "Cancel asked: the step is cancelled and the run ends under its failure policy."
 
@@ -171,7 +179,8 @@ async def rollback(client: RatchetClient, request: Request, visit: Visit) -> Res
         raise InvalidInput("rollback", [f"then: continue or stop, not {asked!r}"])
     then: Literal["continue", "stop"] = "stop" if asked == "stop" else "continue"
     try:
-        outcome = await handle.rollback(checkpoint_id, then=then)
+        who = visit.principal or client.settings.console_principal()
+        outcome = await handle.rollback(checkpoint_id, then=then, principal=who)
     except RunNotFound:
         raise
     except RatchetError as exc:

@@ -49,11 +49,6 @@ class Visit:
     principal: Principal | None = None
     """The person (None only on the pages anyone may see: sign-in, static files)."""
 
-    @property
-    def by(self) -> str:
-        """Who a decision sent from this request is recorded as made by: the person's subject."""
-        return self.principal.subject if self.principal is not None else "ratchet console"
-
     def note_url(self, path: str, text: str, kind: str = "ok") -> str:
         """`path` showing `text` once, signed so that a link from elsewhere cannot put words on the page."""
         return query_url(path, note=text, kind=kind, sig=self.forms.token_for(f"{kind}:{text}"))

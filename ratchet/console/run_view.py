@@ -7,7 +7,7 @@ from ratchet.client import RunSummary
 from ratchet.console.html import diff, esc, folded, form, page, query_url, run_url, table, temporal_link
 from ratchet.console.handoffs_view import handoffs_section
 from ratchet.console.runs_view import Waiting, waiting_card
-from ratchet.contracts import AgentState, Checkpoint, Message, RollbackPlanItem, Transcript
+from ratchet.contracts import AgentState, Checkpoint, Decision, OutcomeDecision, Message, RollbackPlanItem, Transcript
 from ratchet.contracts.rollback import TO_START
 
 TRANSCRIPT_PAGE = 20
@@ -22,11 +22,11 @@ def shown_checkpoints(state: AgentState, older: int = 0) -> list[Checkpoint]:
 
 def waiting_of(state: AgentState) -> list[Waiting]:
     approvals = [
-        Waiting(state.workflow_id, "approval", p.call_id, p.tool, p.arguments, p.requested_at, p.reason)
+        Waiting(state.workflow_id, "approval", p.call_id, p.tool, p.arguments, p.requested_at, p.reason, p.digest)
         for p in state.calls.pending_approvals
     ]
     decisions = [
-        Waiting(state.workflow_id, "decision", d.call_id, d.tool, d.arguments, d.requested_at, d.error)
+        Waiting(state.workflow_id, "decision", d.call_id, d.tool, d.arguments, d.requested_at, d.error, d.digest)
         for d in state.calls.pending_decisions
     ]
     return approvals + decisions
@@ -61,7 +61,7 @@ def run_page(
         + _transcript(wid, transcript)
         + billed
         + _effects(state)
-        + _decisions(state)
+        + decisions_table(state)
         + _checkpoints(state, patches, token, older)
     )
     return page(wid, body, script=True)
@@ -173,19 +173,36 @@ def _effects(state: AgentState) -> str:
     return "<h2>Effects</h2>" + table(["step", "tool", "class", "status", "undo"], rows, "No effects yet.")
 
 
-def _decisions(state: AgentState) -> str:
-    """Every decision on a call that needed approval, a person's or a rule's or a grant's, and the grants."""
+def decisions_table(state: AgentState) -> str:
+    """Every decision the run holds (a person's, a rule's, a grant's) and the grants in force: who
+    (subject, issuer, role), when, the digest it is bound to, and whether it was signed (a signed one
+    was checked by the run when it was accepted; `ratchet audit --verify` checks it again from the
+    history)."""
+    calls = state.calls
+    decided: list[tuple[str, str, Decision | OutcomeDecision]]
+    decided = [(c, "approved" if d.approved else "rejected", d) for c, d in calls.decisions.items()]
+    decided += [(c, f"decided {d.choice}", d) for c, d in calls.outcome_decisions.items()]
     rows = [
-        [esc(cid), "approved" if d.approved else "rejected", f"<code>{esc(d.by)}</code>", esc(d.reason), esc(d.at)]
-        for cid, d in state.calls.decisions.items()
+        [
+            f"<code>{esc(call_id)}</code>",
+            esc(verdict),
+            esc(d.by),
+            esc(f"{d.subject} ({d.issuer})" if d.subject else "-"),
+            esc(d.role or "-"),
+            esc(d.at),
+            f"<code>{esc(d.digest[:19])}</code>" if d.digest else "-",
+            "signed, verified" if d.proof is not None else "unsigned",
+        ]
+        for call_id, verdict, d in decided
     ]
+    headers = ["call", "decision", "by", "subject", "role", "at", "digest", "proof"]
     grants = [
         [esc(g.id), esc("; ".join(p.label() for p in g.patterns)), esc(g.by), esc(g.source), esc(g.expires_at)]
-        for g in state.calls.grants
+        for g in calls.grants
     ]
     return (
         "<h2>Decisions</h2>"
-        + table(["call", "decision", "by", "why", "at"], rows, "No call needed an approval.")
+        + table(headers, rows, "No decisions yet.")
         + (table(["grant", "covers", "by", "given with", "until"], grants, "") if grants else "")
     )
 

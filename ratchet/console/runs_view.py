@@ -153,6 +153,8 @@ class Waiting:
     requested_at: str
     why: str
     """The rule that asked for approval, or the error that left the outcome unknown."""
+    digest: str = ""
+    """The call's digest as this page shows it: a signed decision covers it (docs/SECURITY.md)."""
 
 
 def inbox_page(waiting: list[Waiting], token: str, problems: list[str], note: tuple[str, str] | None = None) -> str:
@@ -169,6 +171,7 @@ def waiting_card(w: Waiting, token: str, back: str) -> str:
     base = run_url(w.workflow_id)
     hidden = (
         f'<input type=hidden name=call_id value="{esc(w.call_id)}"><input type=hidden name=back value="{esc(back)}">'
+        f'<input type=hidden name=digest value="{esc(w.digest)}">'
     )
     if w.kind == "approval":
         actions = form(base + "/approve", token, "Approve", hidden + GRANT_CHOICE) + form(

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import Decider, Strict
+from ratchet.contracts.decisions import DecisionProof
 
 
 class OutcomeChoice(StrEnum):
@@ -33,6 +34,8 @@ class DecideRequest(Strict):
     """With `assume_done`: the call's output as the model will see it."""
     reason: str = Field(default="", max_length=2_000)
     by: Decider = "person"
+    proof: DecisionProof | None = None
+    """The signed claim of who decides (`decide:<choice>`; ratchet/contracts/decisions.py)."""
 
 
 class PendingDecision(BaseModel):
@@ -43,6 +46,8 @@ class PendingDecision(BaseModel):
     arguments: dict[str, Any]
     error: str
     requested_at: str
+    digest: str = ""
+    """The call's digest (tool, schema, arguments): a signed decision must name it."""
 
 
 class OutcomeDecision(BaseModel):
@@ -52,3 +57,9 @@ class OutcomeDecision(BaseModel):
     by: str = "person"
     at: str = ""
     """When it was decided (the workflow's time, ISO 8601)."""
+    digest: str = ""
+    subject: str | None = None
+    """Who signed it, as `issuer` names them, in `role` (None: an unsigned decision)."""
+    issuer: str | None = None
+    role: str | None = None
+    proof: DecisionProof | None = None

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from ratchet.contracts.approval_policy import ToolPattern
 from ratchet.contracts.base import EffectClass, FailurePolicy
+from ratchet.contracts.decisions import SignedDecisions
 from ratchet.contracts.guardrails import Guardrail
 from ratchet.contracts.notify import Notify
 from ratchet.contracts.run import AgentRun
@@ -117,6 +118,9 @@ class ToolSpec(BaseModel):
     without acting and the call goes to the host queue (workflows/acting.py)."""
     mcp: str | None = None
     """The MCP server this tool is on (ratchet/mcp): its calls run as activity `mcp.<server>`."""
+    schema_digest: str | None = None
+    """The digest of the tool's schema as the model was told of it: a decision's proof covers it
+    (`ratchet.contracts.decisions.call_digest`)."""
 
     @property
     def activity_type(self) -> str:
@@ -150,6 +154,11 @@ class RunPolicy(BaseModel):
     """Calls that run without asking a person although a rule above or irreversibility would ask:
     the first pattern covering a call approves it, recorded as `rule:<pattern>`
     (ratchet/contracts/approval_policy.py). A guardrail's `ask` still asks."""
+    approvals: SignedDecisions = Field(default_factory=SignedDecisions)
+    """Whether decisions must be signed (`{signed: required}`; docs/SECURITY.md)."""
+    approvers: dict[str, list[str]] = Field(default_factory=dict)
+    """The roles that may decide on each tool (`{deploy: [ops], "*": [approver]}`; `*`: the tools not
+    named). A signed decision in another role is refused; empty: any role."""
     approval_timeout_s: float | None = None
     on_approval_timeout: Literal["reject", "approve", "fail"] = "reject"
     decision_timeout_s: float | None = None
@@ -205,6 +214,11 @@ class RunPlan(RunPolicy):
     fairness_weight: float | None = None
     """The run's tenant's weight on the worker (RATCHET_TENANT_WEIGHTS), None without a tenant or a
     weight: its activities carry it (ratchet/contracts/tenancy.py)."""
+    approver_keys: dict[str, str] = Field(default_factory=dict)
+    """The public Ed25519 keys (base64, by key id) a decision's proof may be signed with: the
+    worker's RATCHET_APPROVER_KEYS when the run was planned."""
+    decision_leeway_s: float = 60.0
+    """The clock skew allowed around a proof's `issued_at` and `expires_at` (RATCHET_DECISION_LEEWAY_S)."""
     retired_tools: list[ToolSpec] = Field(default_factory=list)
     """Tools of the profiles the run was handed over from that this one lacks: not offered to the
     model, kept so their effects can still be undone."""

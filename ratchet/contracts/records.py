@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ratchet.contracts.base import ArtifactRef, EffectClass
+from ratchet.contracts.decisions import DecisionProof
 from ratchet.contracts.payloads import Evidence, Message, ToolResult, WorkspaceBinding
 from ratchet.contracts.shadow import ShadowMark
 
@@ -152,6 +153,8 @@ class PendingApproval(BaseModel):
     arguments: dict[str, Any]
     requested_at: str
     reason: str
+    digest: str = ""
+    """The call's digest (tool, schema, arguments): a signed decision must name it."""
 
 
 class Decision(BaseModel):
@@ -160,6 +163,14 @@ class Decision(BaseModel):
     by: str = "person"
     at: str = ""
     """When it was decided (the workflow's time, ISO 8601)."""
+    digest: str = ""
+    """The digest of the call decided on (`PendingApproval.digest`)."""
+    subject: str | None = None
+    """Who signed it, as `issuer` names them, in `role` (None: an unsigned decision)."""
+    issuer: str | None = None
+    role: str | None = None
+    proof: DecisionProof | None = None
+    """The proof the request carried, checked when it was accepted."""
 
 
 class Transcript(BaseModel):

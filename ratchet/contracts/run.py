@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ratchet.contracts.approval_policy import GrantRequest
 from ratchet.contracts.base import Decider, MAX_OBJECTIVE_CHARS, NAME_PATTERN, FailurePolicy, Strict, valid_unicode
+from ratchet.contracts.decisions import DecisionProof
 from ratchet.contracts.session import SessionOverride
 from ratchet.contracts.shadow import ShadowOf
 from ratchet.contracts.tenancy import LOWEST_PRIORITY, tenant_problem
@@ -205,6 +206,8 @@ class RollbackRequest(Strict):
     """After the undo: go on from the checkpoint on the build it runs on, stop (ROLLED_BACK), or
     rerun from the checkpoint on the worker deployment's current build (it continues as new onto
     it: `ratchet deploy rollback --rerun`)."""
+    proof: DecisionProof | None = None
+    """The signed claim of who rolls back (`rollback:<checkpoint>`, bound to `rollback_digest`)."""
 
 
 class ApproveRequest(Strict):
@@ -212,12 +215,16 @@ class ApproveRequest(Strict):
     by: Decider = "person"
     grant: GrantRequest | None = None
     """Also grant later calls like it for a time (ratchet/contracts/approval_policy.py)."""
+    proof: DecisionProof | None = None
+    """The signed claim of who approves (`ratchet.contracts.decisions`); required where the profile
+    says `approvals: {signed: required}`."""
 
 
 class RejectRequest(Strict):
     call_id: str = Field(min_length=1, max_length=200)
     reason: str = Field("rejected", max_length=10_000)
     by: Decider = "person"
+    proof: DecisionProof | None = None
 
 
 class TranscriptPage(Strict):

@@ -167,6 +167,7 @@ class Calls(Part):
         self.changed()
 
     def ask_approval(self, pending: PendingApproval) -> None:
+        self.decisions.pop(pending.call_id, None)  # used once: a call asked again (rewound, forked) is decided again
         self.pending_approvals.append(pending)
         self.changed()
 

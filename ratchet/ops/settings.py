@@ -23,6 +23,7 @@ from pydantic_settings import SettingsConfigDict
 from ratchet.core.codec_keys import parse_keys
 from ratchet.core.settings_errors import SettingsError, mask_url  # noqa: F401  (settings' own errors; re-exported)
 from ratchet.ops.connection import TemporalSettings
+from ratchet.ops.decision_settings import DecisionSettings
 from ratchet.ops.tenant_settings import TenantSettings
 
 
@@ -43,7 +44,7 @@ class ModelQueue(BaseModel):
     """Model calls of this provider one worker runs at once (default: RATCHET_MAX_CONCURRENT_ACTIVITIES)."""
 
 
-class Settings(TemporalSettings, TenantSettings):
+class Settings(TemporalSettings, TenantSettings, DecisionSettings):
     model_config = SettingsConfigDict(
         env_file=os.environ.get("RATCHET_ENV_FILE"),
         extra="ignore",

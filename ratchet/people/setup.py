@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from ratchet.ops.people_settings import PeopleSettings
 from ratchet.people.authenticate import Authenticator
@@ -11,10 +12,17 @@ from ratchet.people.sessions import Signer
 from ratchet.stores.users import open_users
 
 
-def authenticator(people: PeopleSettings, token: str | None, ledger_url: str, loopback: bool) -> Authenticator:
+def authenticator(
+    people: PeopleSettings,
+    token: str | None,
+    ledger_url: str,
+    loopback: bool,
+    console_roles: Sequence[str] = ("approver",),
+) -> Authenticator:
     """Tokens (the shared `token`, people's from the ledger's database), sessions signed with
     RATCHET_SESSION_SECRET (else a random key), RATCHET_TRUSTED_PROXIES; the single user when on
-    `loopback` with none of a token, an OpenID provider or a proxy."""
+    `loopback` with none of a token, an OpenID provider or a proxy; the single user (or the shared
+    token's holder) in `console_roles` (RATCHET_ROLES)."""
     secret = people.session_secret.get_secret_value() if people.session_secret else None
     signer = (
         Signer(key=hashlib.sha256(secret.encode()).digest(), ttl_s=people.session_hours * 3600)
@@ -27,6 +35,7 @@ def authenticator(people: PeopleSettings, token: str | None, ledger_url: str, lo
         sessions=signer,
         proxies=tuple(people.proxy_networks),
         single_user=loopback and token is None and not people.oidc and not people.proxy_networks,
+        console_roles=tuple(console_roles),
     )
 
 

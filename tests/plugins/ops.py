@@ -8,7 +8,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 import tests.plugins.probe  # noqa: F401  (probe_wait, probe_fatal)
-from ratchet.contracts import Budget, FailurePolicy, Verifier
+from ratchet.contracts import ApprovalRule, Budget, FailurePolicy, Verifier
+from ratchet.contracts.decisions import SignedDecisions
 from ratchet.core.profiles import AgentProfile, register_profile
 from ratchet.core.tools import ToolContext, tool
 from tests.plugins.probe import BROKEN_MARKER
@@ -48,7 +49,33 @@ register_profile(
         budget=Budget(max_steps=20),
         usd_per_1k_prompt_tokens=0.5,
         usd_per_1k_completion_tokens=1.5,
-        verifier=Verifier(argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]),
+        verifier=Verifier(
+            argv=["python", "-c", f"import os,sys; sys.exit(1 if os.path.exists('{BROKEN_MARKER}') else 0)"]
+        ),
         failure_policy=FailurePolicy.ROLLBACK_TO_LAST_CHECKPOINT,
+    )
+)
+
+register_profile(
+    AgentProfile(
+        name="signed-ops",
+        system_prompt="You open tickets; each waits for a signed approval by someone in the ops role.",
+        tools=["create_ticket", "wait"],
+        budget=Budget(max_steps=10),
+        approval_rules=[ApprovalRule(tool="create_ticket")],
+        approvals=SignedDecisions(signed="required"),
+        approvers={"create_ticket": ["ops"], "*": ["approver"]},
+    )
+)
+register_profile(
+    AgentProfile(
+        name="signed-ops-handover",
+        system_prompt="As signed-ops, continuing as new at every step boundary.",
+        tools=["create_ticket", "wait"],
+        budget=Budget(max_steps=10),
+        approval_rules=[ApprovalRule(tool="create_ticket")],
+        approvals=SignedDecisions(signed="required"),
+        approvers={"create_ticket": ["ops"]},
+        continue_as_new_events=25,
     )
 )

@@ -139,7 +139,11 @@ with workflow.unsafe.imports_passed_through():
 # pytest is passed through too: it is the test harness, not workflow code, and its decorators
 # (and the assertion rewriter's import in this module) import _pytest modules lazily, which the
 # sandbox would otherwise re-import for every run (a quarter of a second each).
-RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(CONTRACTS, "pytest", "_pytest")
+#
+# cryptography is passed through as well: ratchet.core.decision_proof checks a decision's Ed25519
+# signature with it (pure computation in its Rust extension), and an extension module cannot be
+# imported a second time inside the sandbox.
+RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules(CONTRACTS, "pytest", "_pytest", "cryptography")
 
 
 # --- 1. static check: imports and calls ---------------------------------------------------
@@ -172,6 +176,8 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "ratchet.core.budget": "budget arithmetic: pure functions",
     "ratchet.core.approval_rules": "approval patterns matched against a call's arguments: globs and regexes over "
     "text, number comparisons, pure functions (its compile cache is keyed by the pattern's text)",
+    "ratchet.core.decision_proof": "Ed25519 checks of a decision's proof (cryptography's verify: pure, no I/O), "
+    "the time passed in",
     "ratchet.core.guardrails": "guardrail matching and redaction: regular expressions over text, pure functions",
     "ratchet.workflows": "the workflow package itself (checked by this same test)",
 }

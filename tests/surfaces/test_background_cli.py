@@ -55,7 +55,7 @@ async def test_approve_reject_message_and_find_waiting_runs(client, settings, wo
     assert code == 0, out
     code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
                                    "--name", "approve", "--input", json.dumps({"call_id": restart}))
-    assert code != 0 and "already decided (approved)" in out
+    assert code != 0 and "already decided: approved by " in out
     code, out = await temporal_cli(address, "workflow", "update", "execute", "--workflow-id", handle.workflow_id,
                                    "--name", "reject", "--input", json.dumps({"call_id": drop, "reason": "never in prod"}))
     assert code == 0, out

@@ -16,7 +16,7 @@ from bench.harness import REPO
 from bench.sections import Section
 
 SMOKE_GROUPS = (
-    ("steps", "components", "scaleout", "sandbox", "hooks"),
+    ("steps", "components", "scaleout", "sandbox", "hooks", "approvals"),
     ("mcp", "stream", "sessions", "console", "shadow"),
     ("billing", "guard", "fairness"),
     ("throughput", "sweep", "cached", "long", "profile", "micro", "providers", "policy"),
