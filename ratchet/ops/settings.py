@@ -26,7 +26,6 @@ from ratchet.ops.connection import TemporalSettings
 from ratchet.ops.decision_settings import DecisionSettings
 from ratchet.ops.tenant_settings import TenantSettings
 
-
 DEV_SERVER_UI = "http://localhost:8233"
 """The Web UI of `temporal server start-dev` (its default --ui-port)."""
 
