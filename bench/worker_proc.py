@@ -23,9 +23,9 @@ BILLING_ENV = "BENCH_BILLING"
 STARTED = time.monotonic()
 READY = "READY "
 """The line a worker prints once runs can reach it: READY <seconds since start>. A raw SDK worker
-can once it polls; a Ratchet worker is versioned, and a new run reaches its build once the build is
-current in its deployment (its first poll registers it, then it makes itself current: a worker
-start's cost, in `startup_s`, not the first run's)."""
+can once it polls; a Ratchet worker is versioned, and new runs reach its deployment once a build of
+it is current (a deployment's first worker registers its build with its first poll, then makes it
+current: a worker start's cost, in `startup_s`, not the first run's)."""
 
 
 async def floor_worker(address: str, queue: str):
@@ -73,12 +73,12 @@ async def ratchet_worker(address: str, queue: str, root: Path):
 
 
 async def routed_to(worker) -> None:
-    """Until the worker's build is current in its deployment and the routing reached its queues."""
+    """Until the worker's deployment has a current build (this one, when it is the first and makes
+    itself current) and the routing reached its queues: runs started now reach a worker."""
     from ratchet.deploys.deployments import describe, settled
 
-    version = worker.config(active_config=True)["deployment_config"].version
-    name, pause = version.deployment_name, 0.01
-    while (found := await describe(worker.client, name)) is None or found.current != version.build_id:
+    name, pause = worker.config(active_config=True)["deployment_config"].version.deployment_name, 0.01
+    while (found := await describe(worker.client, name)) is None or found.current is None:
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.2)
     await settled(worker.client, name)
