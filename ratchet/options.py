@@ -113,8 +113,9 @@ class RatchetOptions:
     variables join the secret list. Closed when a worker running on these options stops."""
     billing: BillingStore | None = None
     """The billing ledger: a row per model attempt, in the ledger's database (`ratchet.stores.billing`);
-    default: the database at RATCHET_LEDGER_URL. None: attempts are not billed (the bench's baseline),
-    and budgets charge only the replies' usage."""
+    default: the database at RATCHET_LEDGER_URL, unless a `ledger` of your own is given (then give its
+    billing store too). None: attempts are not billed (the bench's baseline), and budgets charge only
+    the replies' usage."""
 
     @classmethod
     def from_settings(
@@ -151,7 +152,9 @@ class RatchetOptions:
             providers=providers if providers is not None else builtin_providers(artifacts),
             data_converter=data_converter if data_converter is not None else converter_for(settings, artifacts),
             mcp=mcp_pool(settings, mcp),
-            billing=billing if billing is not None else BillingStore.open(settings.ledger_store_url),
+            billing=billing
+            if billing is not None or ledger is not None
+            else BillingStore.open(settings.ledger_store_url),
         )
 
 

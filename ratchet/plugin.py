@@ -1,19 +1,18 @@
 """`RatchetPlugin`: the one place a Temporal client and worker get Ratchet.
 
-A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers `AgentWorkflow`,
-`RollbackWorkflow` (a closed run's rollback), `DeployGuardWorkflow` (a ramp that watches itself), `RatchetFlag` (a
-person's flag on a run) and Ratchet's activities (model calls, run preparation, tools and their undos, checkpoints,
-workspaces, the guard's), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics, secret
-redaction and the start guard (a start with the wrong number of inputs fails as InvalidInput,
-ratchet/start_guard.py), in that order, outermost first. Beside every such worker it runs a second one on this
-host's queue `{task queue}@{RATCHET_HOST_ID}` with the activities that touch a run's workspace (`run_worker`,
-`host_worker`; docs/ARCHITECTURE.md, "Workspaces across hosts"). On a client it sets Ratchet's data converter
-(pydantic JSON, encryption for RATCHET_CODEC_KEYS, offload over RATCHET_CLAIM_CHECK_BYTES) and tracing.
-A client or worker that already has a TracingInterceptor keeps it and gets no second one.
+A Temporal SDK plugin (`temporalio.plugin.SimplePlugin`). On a worker it registers `AgentWorkflow`, `RollbackWorkflow`
+(a closed run's rollback), `DeployGuardWorkflow` (a ramp that watches itself), `RatchetFlag` (a person's flag on a
+run) and Ratchet's activities (model calls, run preparation, tools and their undos, checkpoints, workspaces, the
+guard's), and the worker interceptors: tracing (RATCHET_OTEL), log context, metrics, secret redaction and the start
+guard (a start with the wrong number of inputs fails as InvalidInput, ratchet/start_guard.py), in that order,
+outermost first. Beside every such worker it runs a second one on this host's queue `{task queue}@{RATCHET_HOST_ID}`
+with the activities that touch a run's workspace (`run_worker`, `host_worker`; docs/ARCHITECTURE.md, "Workspaces
+across hosts"). On a client it sets Ratchet's data converter (pydantic JSON, encryption for RATCHET_CODEC_KEYS,
+offload over RATCHET_CLAIM_CHECK_BYTES) and tracing. A client or worker that already has a TracingInterceptor keeps it
+and gets no second one.
 
 Everything it wires comes from `RatchetOptions` (ratchet/options.py): backends (ledger, artifact store), registries
-(profiles, tools, model providers), the data converter and the settings.
-`RatchetOptions.from_settings` builds the defaults; pass your own backends there.
+(profiles, tools, model providers), the data converter and the settings; `from_settings` builds the defaults.
 
     options = RatchetOptions.from_settings(ledger=MyLedger(...))   # settings from the environment
     client = await Client.connect("localhost:7233", plugins=[RatchetPlugin(options)])

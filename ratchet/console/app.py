@@ -32,7 +32,7 @@ from starlette.routing import Route
 from ratchet.client import InvalidInput, RatchetClient, RatchetError, Refused, RunNotFound, Unavailable
 from ratchet.console import actions, pages, signin
 from ratchet.console.forms_view import error_page
-from ratchet.console.guard import MAX_FORM_BYTES, ConsoleGuard, Visit, secured
+from ratchet.console.guard import MAX_FORM_BYTES, ConsoleGuard, Visit, secured, single_user
 from ratchet.console.html import SIGNED_IN, query_url
 from ratchet.ops.http_guard import BodyLimit, HttpGuard, Refusal
 from ratchet.payloads.codec import CodecKeyError
@@ -77,7 +77,7 @@ def guarded(
 
 
 def build_app(client: RatchetClient, http: HttpGuard, guard: ConsoleGuard | None = None) -> Starlette:
-    console = guard or ConsoleGuard(http)
+    console = guard or ConsoleGuard(http, people=single_user(http, client.settings.roles))
 
     def bound(handler: Callable[[RatchetClient, Request, Visit], Awaitable[Response]]) -> Handler:
         async def call(request: Request, visit: Visit) -> Response:

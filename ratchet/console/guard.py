@@ -7,6 +7,7 @@ middleware as every Ratchet server's, ratchet/console/app.py) answers 413 as it 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
@@ -61,6 +62,12 @@ class Visit:
         return None
 
 
+def single_user(http: HttpGuard, roles: Sequence[str] = ("approver",)) -> Authenticator:
+    """The console's token's holder (`http.token`) alone, or with no token the single user, in `roles`
+    (RATCHET_ROLES): `ratchet console` without sign-in settings."""
+    return Authenticator(console_token=http.token, single_user=http.token is None, console_roles=tuple(roles))
+
+
 @dataclass(frozen=True)
 class ConsoleGuard:
     http: HttpGuard
@@ -73,8 +80,7 @@ class ConsoleGuard:
 
     def __post_init__(self) -> None:
         if self.people is None:
-            people = Authenticator(console_token=self.http.token, single_user=self.http.token is None)
-            object.__setattr__(self, "people", people)
+            object.__setattr__(self, "people", single_user(self.http))
 
     @property
     def authenticator(self) -> Authenticator:

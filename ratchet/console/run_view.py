@@ -186,7 +186,7 @@ def decisions_table(state: AgentState) -> str:
         [
             f"<code>{esc(call_id)}</code>",
             esc(verdict),
-            esc(d.by),
+            f"<code>{esc(d.by)}</code>",
             esc(f"{d.subject} ({d.issuer})" if d.subject else "-"),
             esc(d.role or "-"),
             esc(d.at),
