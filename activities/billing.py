@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -51,6 +52,9 @@ class Attempt:
     """What the request sent (an estimate's prompt, counted only when one is needed)."""
     earlier: Billed | None = None
     """What earlier attempts of this call on this model were billed (None: none, or no ledger)."""
+    tenant: str = ""
+    tenant_spent: float | None = None
+    """What the run's tenant was billed today (UTC), across its runs, when it has a daily cap."""
 
     def cause(self, attempt: int) -> str:
         if self.shadow:
@@ -73,7 +77,7 @@ class Attempt:
         """The request is about to go out: what an estimate needs, and the meter the provider fills."""
         self.settings, self.prompt = settings, (messages, tools)
         if config is not None:
-            self.agent, self.shadow = config.agent, config.shadow
+            self.agent, self.shadow, self.tenant = config.agent, config.shadow, config.tenant
         self.meter = UsageMeter(sent=True)
         return self.meter
 
@@ -96,6 +100,14 @@ def earlier(store: BillingStore | None, attempt: Attempt) -> None:
     info = activity.info()
     if store is not None and info.attempt > 1:
         attempt.earlier = store.billed(info.workflow_run_id or "", attempt.key, attempt.choice)
+
+
+def tenant_spent(store: BillingStore | None, attempt: Attempt, config: ModelCallConfig | None) -> None:
+    """In the ledger's thread, before the attempt: what its run's tenant was billed since the UTC
+    day began, when the tenant has a daily cap (RATCHET_TENANT_DAILY_USD)."""
+    if store is not None and config is not None and config.tenant and config.daily_cap_usd is not None:
+        day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        attempt.tenant_spent = store.spent_since(config.tenant, day.timestamp())
 
 
 def bill(store: BillingStore | None, attempt: Attempt | None, received: int, error: str = "") -> Billed | None:
@@ -133,9 +145,10 @@ def bill(store: BillingStore | None, attempt: Attempt | None, received: int, err
         estimated=estimated,
         priced=settings.priced,
         error=error,
+        tenant=attempt.tenant,
     )
     store.bill(row)
-    note_billed(row, attempt.agent)
+    note_billed(row, attempt.agent, attempt.tenant)
     return row.billed() if attempt.earlier is None else attempt.earlier.add(row.billed())
 
 

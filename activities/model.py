@@ -191,6 +191,7 @@ class ModelActivities:
         self._read(turn, call_ref, transcript, whole)
         if turn.bill is not None:
             billing.earlier(self.billing, turn.bill)
+            billing.tenant_spent(self.billing, turn.bill, turn.config)
 
     def _read(self, turn: _Turn, call_ref: str, transcript: str | None, whole: bool = False) -> None:
         """In `begin`'s thread, when the call will act: what the caches did not have: the run's
@@ -239,6 +240,7 @@ class ModelActivities:
         messages = base.window(keep) + new
         assert turn.bill is not None
         within = _within_budget(req, config, settings, messages, turn.bill.earlier)
+        within = _within_tenant_cap(config, within, messages, turn.bill.tenant_spent)
         done = await provider.complete(
             ModelCall(
                 key=turn.key,
@@ -330,6 +332,27 @@ def _within_budget(
     if cap == settings.max_output_tokens:
         return settings
     return settings.model_copy(update={"max_output_tokens": cap})
+
+
+def _within_tenant_cap(
+    config: ModelCallConfig, settings: ModelSettings, messages: list[Message], spent: float | None
+) -> ModelSettings:
+    """`settings` with the output capped at what is left of the run's tenant's cost cap for the day
+    (`spent`: what the tenant was billed today, across its runs); a call that would cross it is not
+    made (non-retryable `BudgetExhausted`, naming the cap)."""
+    cap_usd = config.daily_cap_usd
+    if cap_usd is None or spent is None:
+        return settings
+    prompt = budget.prompt_estimate(billing.prompt_chars(messages, config.tools), len(messages))
+    cap = budget.output_cap(None, cap_usd - spent, prompt, settings) if spent < cap_usd else "nothing is left"
+    if isinstance(cap, str):
+        raise ApplicationError(
+            f"tenant {config.tenant!r} reached its daily cost cap of ${cap_usd:g} (RATCHET_TENANT_DAILY_USD): "
+            f"${spent:.4f} billed today (UTC) across its runs; {cap}",
+            type=ErrorType.BUDGET_EXHAUSTED,
+            non_retryable=True,
+        )
+    return settings if cap == settings.max_output_tokens else settings.model_copy(update={"max_output_tokens": cap})
 
 
 def _replayed(result: dict, config: ModelCallConfig | None) -> ModelReply:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 import hashlib
 import json
 
@@ -174,6 +173,8 @@ class RunPreparer:
             fallbacks=fallbacks,
             agent=profile.name,
             shadow=req.run.shadow is not None,
+            tenant=req.run.tenant or "",
+            daily_cap_usd=self.settings.tenant_daily_cap(req.run.tenant),
         )
         return RunPlan(
             agent=profile.name,

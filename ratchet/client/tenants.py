@@ -1,6 +1,7 @@
 """Tenants at start: the workflow's task priority (the run's priority band, its tenant as the
 fairness key with the tenant's weight: ratchet/contracts/tenancy.py), and the tenant's limit on
-open runs (RATCHET_TENANT_MAX_OPEN), refused or waited for (RATCHET_TENANT_OVER_LIMIT).
+open runs (RATCHET_TENANT_MAX_OPEN), refused or waited for (RATCHET_TENANT_OVER_LIMIT), and its
+cost cap per UTC day (RATCHET_TENANT_DAILY_USD), from the billing ledger's running total.
 
 The limit is counted in Temporal's visibility store: the runs with the tenant's `RatchetTenant`
 (set at start, so a run counts from its first moment) still running. No lock is taken: starts of
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 
 from temporalio.client import Client
 from temporalio.common import Priority, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
@@ -65,9 +67,36 @@ async def open_runs(temporal: Client, tenant: str) -> int:
         raise rpc_error(f"cannot count tenant {tenant!r}'s open runs", exc, temporal.service_client.config.target_host)
 
 
+class TenantCapReached(Refused):
+    """The run's tenant was billed its cost cap for the day already (RATCHET_TENANT_DAILY_USD)."""
+
+    def __init__(self, tenant: str, cap: float, spent: float) -> None:
+        super().__init__(
+            "start",
+            f"tenant {tenant!r} was billed ${spent:.4f} today (UTC), its daily cost cap of ${cap:g} "
+            "(RATCHET_TENANT_DAILY_USD): start it again tomorrow, or raise the cap",
+        )
+        self.tenant, self.cap, self.spent = tenant, cap, spent
+
+
+def spent_today(settings: Settings, tenant: str) -> float:
+    """What `tenant` was billed since the UTC day began, across its runs (the billing ledger in the
+    ledger's database, which the workers write)."""
+    from ratchet.stores.billing import BillingStore
+
+    day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return BillingStore.open(settings.ledger_store_url).spent_since(tenant, day.timestamp())
+
+
 async def admit(temporal: Client, settings: Settings, run: AgentRun) -> None:
-    """Return when the run's tenant is under its limit; TenantLimitReached at once (`refuse`) or
-    after RATCHET_TENANT_QUEUE_TIMEOUT_S of waiting for a slot (`queue`)."""
+    """Return when the run's tenant is under its daily cost cap (else TenantCapReached) and under
+    its limit on open runs; TenantLimitReached at once (`refuse`) or after
+    RATCHET_TENANT_QUEUE_TIMEOUT_S of waiting for a slot (`queue`)."""
+    cap = settings.tenant_daily_cap(run.tenant)
+    if run.tenant is not None and cap is not None:
+        spent = await asyncio.to_thread(spent_today, settings, run.tenant)
+        if spent >= cap:
+            raise TenantCapReached(run.tenant, cap, spent)
     limit = settings.tenant_limit(run.tenant)
     if run.tenant is None or limit is None:
         return

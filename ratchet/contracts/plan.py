@@ -254,6 +254,10 @@ class ModelCallConfig(BaseModel):
     """The run's profile: the billing metrics' `agent` label."""
     shadow: bool = False
     """A shadow run (`ratchet shadow`): its attempts are billed under the cause `shadow`."""
+    tenant: str = ""
+    """The run's tenant: its attempts are billed to it (the billing ledger's `tenant`)."""
+    daily_cap_usd: float | None = None
+    """The tenant's cost cap per UTC day (RATCHET_TENANT_DAILY_USD) when the run was planned."""
 
 
 class PlanRun(BaseModel):

@@ -1,5 +1,5 @@
 """The tenants' settings (part of `Settings`): each tenant's fairness weight, its limit on open runs,
-and what a start over the limit does (docs/OPERATIONS.md, "Tenants and priorities"). Every worker
+its cost cap per day, and what a start over the limit does (docs/OPERATIONS.md, "Tenants and priorities"). Every worker
 and client of a task queue should say the same: the client gives a run's workflow tasks its
 tenant's weight, the worker its activities."""
 
@@ -26,6 +26,13 @@ class TenantSettings(BaseSettings):
         description='Open (running) runs each tenant may have, "acme:100,beta:10" (others: no limit), checked '
         "at start from visibility (ratchet/client/tenants.py).",
     )
+    tenant_daily_usd: str = Field(
+        "",
+        validation_alias=AliasChoices("RATCHET_TENANT_DAILY_USD"),
+        description='Cost cap per tenant and UTC day, "acme:50" (others: none), in USD billed across all its '
+        "runs (the billing ledger's running total): a start over it is refused, a model call that would "
+        "cross it is not made and its run ends BUDGET_EXHAUSTED naming the cap.",
+    )
     tenant_over_limit: Literal["refuse", "queue"] = Field(
         "refuse",
         validation_alias=AliasChoices("RATCHET_TENANT_OVER_LIMIT"),
@@ -48,6 +55,12 @@ class TenantSettings(BaseSettings):
         parse_tenant_map(value, "limit", int)
         return value
 
+    @field_validator("tenant_daily_usd")
+    @classmethod
+    def _caps(cls, value: str) -> str:
+        parse_tenant_map(value, "daily cap", float)
+        return value
+
     @field_validator("tenant_over_limit", mode="before")
     @classmethod
     def _lower_mode(cls, value: object) -> object:
@@ -63,3 +76,7 @@ class TenantSettings(BaseSettings):
             return None
         limit = parse_tenant_map(self.tenant_max_open, "limit", int).get(tenant)
         return int(limit) if limit is not None else None
+
+    def tenant_daily_cap(self, tenant: str | None) -> float | None:
+        """`tenant`'s cost cap per UTC day in USD, None for none."""
+        return parse_tenant_map(self.tenant_daily_usd, "daily cap", float).get(tenant) if tenant is not None else None

@@ -32,9 +32,10 @@ SCHEMA = (
     " cause TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,"
     " completion_tokens INTEGER NOT NULL, cache_read_tokens INTEGER NOT NULL,"
     " cache_write_tokens INTEGER NOT NULL, cost_usd DOUBLE PRECISION NOT NULL, estimated INTEGER NOT NULL,"
-    " priced INTEGER NOT NULL, error TEXT NOT NULL, billed_at DOUBLE PRECISION NOT NULL,"
+    " priced INTEGER NOT NULL, error TEXT NOT NULL, tenant TEXT NOT NULL, billed_at DOUBLE PRECISION NOT NULL,"
     " PRIMARY KEY (run_id, call_key, choice, attempt))",
     "CREATE INDEX IF NOT EXISTS ratchet_billing_workflow ON ratchet_billing (workflow_id)",
+    "CREATE INDEX IF NOT EXISTS ratchet_billing_tenant ON ratchet_billing (tenant, billed_at)",
 )
 
 
@@ -94,6 +95,8 @@ class BillingRow:
     priced: bool
     error: str = ""
     """Why the attempt failed ("": it answered)."""
+    tenant: str = ""
+    """The run's tenant ("": none): a tenant's daily cap sums its rows (`spent_since`)."""
     billed_at: float = 0.0
 
     def billed(self) -> Billed:
@@ -160,6 +163,18 @@ class BillingStore:
         for row in rows:
             total = total.add(row.billed())
         return total
+
+    def spent_since(self, tenant: str, since: float) -> float:
+        """What `tenant`'s attempts were billed since `since` (epoch seconds), across all its runs."""
+        found = self.db.transaction(
+            "tenant total",
+            None,
+            lambda q: q(
+                "SELECT COALESCE(SUM(cost_usd), 0) FROM ratchet_billing WHERE tenant = ? AND billed_at >= ?",
+                (tenant, since),
+            ),
+        )
+        return float(found[0][0])
 
     def rows(self, workflow_id: str) -> list[BillingRow]:
         """A run's rows and its sub-agents', oldest first."""

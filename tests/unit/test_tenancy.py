@@ -75,3 +75,19 @@ def test_the_settings_name_the_variable_and_the_tenant(monkeypatch):
         None,
         "queue",
     )
+
+
+def test_a_daily_cap_names_the_variable_and_the_tenant(monkeypatch):
+    monkeypatch.setenv("RATCHET_TENANT_DAILY_USD", "acme:50,beta:-1")
+    with pytest.raises(SettingsError, match="RATCHET_TENANT_DAILY_USD: .*tenant 'beta': daily cap -1 must be above 0"):
+        load_settings()
+    monkeypatch.setenv("RATCHET_TENANT_DAILY_USD", "acme:lots")
+    with pytest.raises(SettingsError, match="RATCHET_TENANT_DAILY_USD: .*tenant 'acme': daily cap 'lots' is not a number"):
+        load_settings()
+    monkeypatch.setenv("RATCHET_TENANT_DAILY_USD", "acme:12.5")
+    settings = load_settings()
+    assert (settings.tenant_daily_cap("acme"), settings.tenant_daily_cap("beta"), settings.tenant_daily_cap(None)) == (
+        12.5,
+        None,
+        None,
+    )

@@ -6,6 +6,7 @@ would cross `max_cost_usd` stops before the call that crosses it."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 
@@ -173,3 +174,33 @@ async def test_a_fallback_the_cost_budget_cannot_cover_is_not_made(
     assert anthropic_server.requests_of(anthropic_key) == []
     assert 8.0 < result.used.cost_usd < 12.0
     assert result.last_error.startswith("cost budget exhausted: the next model call would cost more than the $")
+
+
+async def test_a_tenants_daily_cap_stops_the_call_that_would_cross_it_and_then_refuses_starts(
+    client, settings, worker, openai_server, monkeypatch
+):
+    """$1 per 1k prompt tokens and about 5,000 prompt tokens a call, a cap of $7 a day for the
+    tenant: the first call is billed about $5, the second would cross the cap and is never sent;
+    once the tenant's day total reaches its cap, a start is refused before anything runs."""
+    from ratchet.client.tenants import TenantCapReached
+
+    tenant = f"capped-{uuid.uuid4().hex[:8]}"
+    key = os.environ["OPENAI_API_KEY"]
+    openai_server.reset()
+    openai_server.set_script([echo("hi"), {"content": "never"}], key=key)
+    monkeypatch.setattr(settings, "tenant_daily_usd", f"{tenant}:7")
+    run = {"agent": "priced_echo", "objective": LONG, "tenant": tenant}
+    handle = await start(client, settings, run)
+    result: AgentResult = await handle.result()
+    assert result.phase == Phase.BUDGET_EXHAUSTED, result.last_error
+    assert f"tenant '{tenant}' reached its daily cost cap of $7" in (result.last_error or "")
+    assert len(openai_server.chat_requests(key=key)) == 1, "the call that would cross the cap was not sent"
+    store = BillingStore.sqlite(settings.ledger_path)
+    [row] = store.rows(handle.workflow_id)
+    assert row.tenant == tenant and 4 < row.cost_usd < 7
+    assert abs(store.spent_since(tenant, 0) - row.cost_usd) < 1e-9
+
+    monkeypatch.setattr(settings, "tenant_daily_usd", f"{tenant}:{row.cost_usd}")
+    with pytest.raises(TenantCapReached, match=f"tenant '{tenant}' was billed \\$[0-9.]+ today"):
+        await start(client, settings, run)
+    assert len(openai_server.chat_requests(key=key)) == 1
