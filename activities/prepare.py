@@ -104,11 +104,8 @@ class RunPreparer:
         """The plan for `req.run`: its profile, tools (MCP tool lists pinned) and model settings."""
         profile = self.profiles.get(req.run.agent)
         if profile is not None and profile.mcp and self.mcp is None:
-            raise ApplicationError(
-                f"profile {profile.name!r} uses MCP servers; this worker runs none",
-                type=ErrorType.INVALID_PROFILE,
-                non_retryable=True,
-            )
+            no_mcp = f"profile {profile.name!r} uses MCP servers; this worker runs none"
+            raise ApplicationError(no_mcp, type=ErrorType.INVALID_PROFILE, non_retryable=True)
         mcp_tools = await self.mcp.discover(profile) if self.mcp is not None and profile is not None else []
         return await asyncio.to_thread(self._plan, req, mcp_tools)
 
@@ -156,14 +153,7 @@ class RunPreparer:
             self._other_model(req, model, choice, f"profile {profile.name!r}: fallbacks.{i}")
             for i, choice in enumerate(profile.fallbacks)
         ]
-        if self.ledger is not None and req.chain:
-            previous = self.ledger.claim(req.workflow_id, req.chain)
-            if previous is not None:
-                activity.logger.info(
-                    "workflow id %s was used before (chain %s): its ledger entries were set aside",
-                    req.workflow_id,
-                    previous,
-                )
+        self._claim(req)
         local_ok = self._local_tools
         mcp = self.mcp.pinned(mcp_tools, local_ok, {t.name for t in tools}) if self.mcp is not None else PinnedTools()
         call = ModelCallConfig(
@@ -194,6 +184,14 @@ class RunPreparer:
             decision_leeway_s=self.settings.decision_leeway_s,
             **{**profile.policy(), "session": _session(profile, req), "verifier": _verifier(profile, tools, req)},
         )
+
+    def _claim(self, req: PrepareRun) -> None:
+        """The run's id for its chain in the ledger: a reused id's earlier entries set aside."""
+        if self.ledger is not None and req.chain:
+            previous = self.ledger.claim(req.workflow_id, req.chain)
+            if previous is not None:
+                reused = "workflow id %s was used before (chain %s): its ledger entries were set aside"
+                activity.logger.info(reused, req.workflow_id, previous)
 
     @property
     def _local_tools(self) -> bool:

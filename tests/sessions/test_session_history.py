@@ -12,6 +12,8 @@ is one that would grow with the turn count (a run's history, the handover, the m
 
 from __future__ import annotations
 
+import pytest
+
 from ratchet.contracts import Phase
 from tests.runs import call, start, wait_for
 from tests.sessions.test_sessions import awaiting, session
@@ -42,6 +44,7 @@ async def measure(run) -> tuple[int, int]:
     return sum(e.ByteSize() for e in previous.events), handover
 
 
+@pytest.mark.e2e  # tens of seconds: make test-e2e
 async def test_a_long_session_keeps_its_history_handover_and_context_flat(client, settings, worker):
     options = {"turns_per_run": PER_RUN, "compact_after_tokens": THRESHOLD}
     run = session(script(TURNS), objective="question 1", workspace="flat", **options)

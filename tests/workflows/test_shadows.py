@@ -85,6 +85,7 @@ async def test_a_recorded_shadow_reproduces_the_run_and_touches_nothing_of_its_w
     assert [p.shadow for p in listed.pairs] == [diff.shadow.workflow_id]
 
 
+@pytest.mark.e2e  # tens of seconds: make test-e2e
 async def test_a_changed_prompt_diverges_and_unknown_calls_are_quarantined(client, settings, worker):
     original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="orig2"))
     assert (await original.result()).phase == Phase.DONE
@@ -203,6 +204,7 @@ REFUSED_BY_THE_WORKER = [
 ]
 
 
+@pytest.mark.e2e  # tens of seconds: make test-e2e
 async def test_what_only_the_worker_knows_stops_the_batch_at_its_first_shadow(client, settings, worker):
     originals = [await start(client, settings, scripted("saga", [{"content": "ok"}])) for _ in range(2)]
     for original in originals:
