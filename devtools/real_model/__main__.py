@@ -258,7 +258,8 @@ async def _shadow(runs: RatchetClient, llama: LlamaServer, original: Outcome, ti
     print(text, flush=True)
     [diff] = report.runs
     shadow = await runs.get(diff.shadow.workflow_id).state()
-    broken = [] if diff.complete else [f"the shadow did not end in {timeout_s:.0f} s: {diff.shadow.phase}"]
+    # a shadow that ran out of budget ended honestly (reported incomplete): only one still running broke a promise
+    broken = [] if shadow.phase.terminal else [f"the shadow did not end in {timeout_s:.0f} s: {diff.shadow.phase}"]
     if shadow.plan is None or shadow.plan.model.temperature != SHADOW_TEMPERATURE:
         broken.append(f"the shadow's model ran at {shadow.plan and shadow.plan.model.temperature}, not the candidate's")
     if diff.shadow.steps == 0 or report.totals.runs != 1:
