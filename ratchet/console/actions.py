@@ -48,7 +48,7 @@ async def run_action(client: RatchetClient, request: Request, visit: Visit, acti
     handle = client.get(request.path_params["workflow_id"])
     page = run_url(handle.workflow_id)
     try:
-        who = visit.principal or client.settings.console_principal()
+        who = visit.person
         done = await ACTIONS[action](handle, visit.form, who)
     except RatchetError as exc:  # a closed run's update reads "not found" too: _why_not tells them apart
         return _back(visit, page, await _why_not(handle, action, visit.form, exc), "error")
@@ -179,7 +179,7 @@ async def rollback(client: RatchetClient, request: Request, visit: Visit) -> Res
         raise InvalidInput("rollback", [f"then: continue or stop, not {asked!r}"])
     then: Literal["continue", "stop"] = "stop" if asked == "stop" else "continue"
     try:
-        who = visit.principal or client.settings.console_principal()
+        who = visit.person
         outcome = await handle.rollback(checkpoint_id, then=then, principal=who)
     except RunNotFound:
         raise

@@ -50,6 +50,13 @@ class Visit:
     principal: Principal | None = None
     """The person (None only on the pages anyone may see: sign-in, static files)."""
 
+    @property
+    def person(self) -> Principal:
+        """Who sent a request to a page that needs a person (`ConsoleGuard.admit` refused it otherwise):
+        the signed-in person, or the single user's `Authenticator.console_principal`."""
+        assert self.principal is not None, "a page that needs a person was reached without one"
+        return self.principal
+
     def note_url(self, path: str, text: str, kind: str = "ok") -> str:
         """`path` showing `text` once, signed so that a link from elsewhere cannot put words on the page."""
         return query_url(path, note=text, kind=kind, sig=self.forms.token_for(f"{kind}:{text}"))

@@ -96,10 +96,6 @@ class DecisionSettings(BaseSettings):
     def cli_principal(self, identity: str) -> Principal:
         return Principal(subject=self.subject or identity, issuer="ratchet-cli", roles=self.roles, via="token")
 
-    def console_principal(self) -> Principal:
-        """The console's single-user token's person (where no sign-in exists)."""
-        return Principal(subject="console", issuer="ratchet-console", roles=self.roles, via="console-token")
-
 
 def _read_key(path: Path) -> Ed25519PrivateKey:
     try:
