@@ -57,7 +57,17 @@ async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeo
                 await asyncio.sleep(0.05)
     except TimeoutError:
         last = "no state yet" if state is None else f"{state.phase} at step {state.step}, last error {state.last_error}"
-        raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; {last}") from None
+        raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; {last}{await _task_failing(run)}") from None
+
+
+async def _task_failing(run: RunHandle) -> str:
+    """What a timed-out wait should say besides the state: a workflow task the worker keeps failing
+    (the state a query shows is then the last good one)."""
+    try:
+        pending = (await run.describe()).raw_description.pending_workflow_task
+    except Exception as exc:  # noqa: BLE001 - only a diagnosis
+        return f"; describe failed: {exc}"
+    return f"; workflow task pending, attempt {pending.attempt}" if pending.attempt > 1 else ""
 
 
 async def wait_for_running_activity(run: RunHandle, activity_type: str, timeout: float = 30) -> None:

@@ -242,9 +242,11 @@ async def test_the_guard_goes_on_after_its_worker_restarts(client, settings, dep
         broken = await start(client, v2, release(broken_on=["v2"]))
         with pytest.raises(RunFailed):
             await broken.result()
-        monkeypatch.setattr(guarding, "QUERY_TIMEOUT_S", 1.0)
-        with pytest.raises(DeploymentError, match="did not answer in 1s: is a worker of its build"):
-            await guard_status(client, deployment)
+        with monkeypatch.context() as patched:
+            patched.setattr(guarding, "QUERY_TIMEOUT_S", 1.0)
+            with pytest.raises(DeploymentError, match="did not answer in 1s: is a worker of its build"):
+                await guard_status(client, deployment)
+        # the restarted worker's first answer may take longer than 1s on a loaded machine
         async with build_worker(client, v1, graceful_shutdown_timeout=timedelta(0)):
             status = await ended(client, deployment)
             assert status.phase == GuardPhase.ROLLED_BACK and status.last is not None

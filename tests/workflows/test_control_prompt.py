@@ -77,7 +77,7 @@ async def test_a_pause_interrupts_a_wait_and_the_model_is_told(client, settings,
     handle = await start(client, settings, scripted("control", script, workspace="ctl-pause"))
     await wait_for(handle, lambda s: s.phase == Phase.ACTING)
     await handle.pause()
-    await wait_for(handle, lambda s: s.phase == Phase.PAUSED)  # long before the wait's hour is up
+    await wait_for(handle, lambda s: s.phase == Phase.PAUSED, timeout=60)  # long before the wait's hour is up
     await handle.resume()
     result = await handle.result()
     assert result.phase == Phase.DONE and result.answer == "resumed"
