@@ -40,8 +40,11 @@ async def start(
 
 
 async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeout: float = 30) -> AgentState:
-    """The run's state once `predicate` holds of it; fails if the run ends first or `timeout` passes.
-    A run that is not there yet (a child about to be started) is waited for too."""
+    """The run's state once `predicate` holds of it and the run has no workflow task pending (so the
+    state is the one its history holds: a query answers from the worker's copy, which can be ahead
+    of a task the server has not taken yet, and an update sent then is validated on the retried task
+    before the activity result that led to the state); fails if the run ends first or `timeout`
+    passes. A run that is not there yet (a child about to be started) is waited for too."""
     state = None
     try:
         async with asyncio.timeout(timeout):
@@ -51,13 +54,17 @@ async def wait_for(run: RunHandle, predicate: Callable[[AgentState], Any], timeo
                 except (NotStartedYet, RunNotFound):
                     state = None
                 if state is not None:
-                    if predicate(state):
+                    if predicate(state) and not await _task_pending(run):
                         return state
                     assert not state.phase.terminal, f"run ended first: {state.phase} {state.last_error}"
                 await asyncio.sleep(0.05)
     except TimeoutError:
         last = "no state yet" if state is None else f"{state.phase} at step {state.step}, last error {state.last_error}"
         raise AssertionError(f"{run.workflow_id}: not seen in {timeout} s; {last}{await _task_failing(run)}") from None
+
+
+async def _task_pending(run: RunHandle) -> bool:
+    return (await run.describe()).raw_description.HasField("pending_workflow_task")
 
 
 async def _task_failing(run: RunHandle) -> str:
