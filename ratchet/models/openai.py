@@ -12,10 +12,8 @@ retried as a dropped connection is.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import openai
-from openai.types.chat import ChatCompletionMessageParam
 from pydantic import Field, SecretStr
 from temporalio.exceptions import ApplicationError
 
@@ -23,6 +21,10 @@ from ratchet.contracts import Message, ModelSettings, ToolCallRequest, ToolSchem
 from ratchet.models.openai_errors import classify
 from ratchet.models.provider import Completion, Deltas, ModelCall, PlanContext, ProviderOptionsError
 from ratchet.models.settings import Headers, ProviderSettings, env, load
+
+if TYPE_CHECKING:  # the client is imported when a call needs it: a worker without openai runs saves ~20 MiB
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 
 class OpenAISettings(ProviderSettings):
@@ -76,6 +78,8 @@ class OpenAIProvider:
     def client(self) -> openai.AsyncOpenAI:
         """One client per worker; its own retries are off so Temporal's retry policy governs."""
         if self._client is None:
+            import openai
+
             key = self.settings.api_key
             self._client = openai.AsyncOpenAI(
                 api_key=key.get_secret_value() if key else "not-needed",
@@ -88,6 +92,8 @@ class OpenAIProvider:
         return self._client
 
     async def complete(self, call: ModelCall) -> Completion:
+        import openai
+
         settings = call.settings
         kwargs: dict[str, Any] = {}
         if settings.temperature is not None:
@@ -196,6 +202,8 @@ class _Assembly:
 def _error_usage(exc: Exception) -> Usage | None:
     """The usage an error's body carries, if any (the client keeps only the body's `error` object,
     so the whole body is read again from the response)."""
+    import openai
+
     if not isinstance(exc, openai.APIStatusError):
         return None
     try:

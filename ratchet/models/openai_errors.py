@@ -12,7 +12,8 @@ import email.utils
 import time
 from datetime import timedelta
 
-import openai
+from typing import TYPE_CHECKING
+
 from temporalio.exceptions import ApplicationError
 
 _HINTS = {
@@ -25,9 +26,14 @@ _HINTS = {
 _RETRYABLE_STATUS = {408, 409, 429}
 MAX_RETRY_AFTER = timedelta(minutes=10)
 
+if TYPE_CHECKING:
+    import openai
+
 
 def classify(exc: Exception) -> ApplicationError:
     """Map an openai client exception to a Temporal error, retryable or not on purpose."""
+    import openai  # here, not at import: anthropic's provider uses this module's retry_after
+
     if isinstance(exc, openai.APITimeoutError):
         return ApplicationError(f"model call timed out: {exc}", type="ModelTimeout")
     if isinstance(exc, openai.APIConnectionError):  # also a stream cut mid-way
