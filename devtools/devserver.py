@@ -117,22 +117,41 @@ class DevServer:
             cmd += ["--dynamic-config-value", f"{key}={value}"]
         return cmd
 
-    def start(self, timeout_s: float = 60) -> DevServer:
+    def start(self, timeout_s: float = 60, attempts: int = 3) -> DevServer:
+        """Start and wait until it answers. A server that exits because a port it took was taken
+        meanwhile (another server starting beside it picked the same free port) starts again on
+        fresh ports, up to `attempts` times; the UI's port is kept when one was asked for."""
         self.db_file.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_file or os.devnull, "ab")
-        self.process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        log.close()
-        self._wait_ready(timeout_s)
+        for attempt in range(1, attempts + 1):
+            seen = self.log_file.stat().st_size if self.log_file and self.log_file.exists() else 0
+            log = open(self.log_file or os.devnull, "ab")
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+            log.close()
+            try:
+                self._wait_ready(timeout_s)
+                return self
+            except RuntimeError:
+                if attempt == attempts or "address already in use" not in self._log_since(seen):
+                    raise
+                self.port = free_port()
         return self
+
+    def _log_since(self, offset: int) -> str:
+        if self.log_file is None or not self.log_file.exists():
+            return ""
+        with open(self.log_file, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         check = [temporal_binary(), "operator", "namespace", "describe", "--address", self.address, "-n", "default"]
         while time.monotonic() < deadline:
             if self.process and self.process.poll() is not None:
-                raise RuntimeError(f"temporal dev server exited with {self.process.returncode}; see {self.log_file}")
+                code, self.process = self.process.returncode, None
+                raise RuntimeError(f"temporal dev server exited with {code}; see {self.log_file}")
             if port_open(self.port):
                 done = subprocess.run(check, capture_output=True, timeout=10)
                 if done.returncode == 0:

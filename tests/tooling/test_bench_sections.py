@@ -38,6 +38,7 @@ def test_every_section_runs_at_its_smallest_size_and_is_written(tmp_path, group)
         [sys.executable, "-m", "bench", "--smoke", "--only", *group, "--out", str(out), "--probe-s", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=900,
     )
+    assert (out / "latest.json").exists(), f"exit {done.returncode}, nothing written: {done.stderr[-3000:]}"
     doc = json.loads((out / "latest.json").read_text())
     failed = {n: s["traceback"] for n, s in doc["sections"].items() if s["status"] != "ok"}
     assert not failed and done.returncode == 0, (failed, done.stderr[-3000:])
