@@ -3,10 +3,13 @@
 `checkpoint.verify` runs the profile's verifier in the workspace and returns the evidence, the
 accepted patch as a unified diff of the files changed since the last checkpoint, and a manifest
 of the workspace's files (content-addressed, so unchanged files cost nothing) that a fork restores.
-A workspace whose files are, byte for byte, those a run of the same verifier that did not fail
-(it passed, or found no test) left on this worker is not verified again: the evidence is that
+A workspace whose files are, byte for byte, those a run of the same verifier in the same sandbox
+left when it did not fail (it passed, or found no test) is not verified again: the evidence is that
 run's, marked `reused` (a coder's final answer after read-only steps was a whole
 `python -m unittest` start-up, most of such a run's CPU: 7 of a step's 21 ms at 20 runs at once).
+Such verifications are kept in the ledger (key `verified:{digest}` of the verifier, the sandbox
+and the files' manifest), so a restarted worker, or another host on a shared ledger, reuses them
+too (a fresh worker's first coder run re-ran the project's tests: 62 of its 264 ms).
 `checkpoint.fork` reads a checkpoint from another run (by query) and restores its files into the
 new run's workspace. `snapshot` and `restore` are the manifest code the workspace activities
 (activities/hosts.py) share.
@@ -20,7 +23,6 @@ import hashlib
 import json
 import re
 import shutil
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +51,7 @@ from ratchet.contracts import (
 from ratchet.core.tools import ToolError
 from ratchet.ops.redaction import redacted
 from ratchet.sandbox import Sandbox
+from ratchet.stores.ledger import EntryStatus, Ledger
 from ratchet.contracts import ErrorType
 from ratchet.contracts import STATE_QUERY, TranscriptSlice
 
@@ -59,8 +62,6 @@ _PYTEST = re.compile(r"(?m)^=*\s*(no tests ran|(?:\d+ [a-z]+(?:, )?)+) in \d+(?:
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
 NO_TESTS_EXIT = 5
 """The exit code of pytest (and of unittest since Python 3.12) when it collected no test."""
-KEPT = 256
-"""Verifications that did not fail remembered per worker (by workspace manifest and verifier)."""
 
 
 class CheckpointActivities:
@@ -71,6 +72,7 @@ class CheckpointActivities:
         client: Client | None = None,
         host_id: str = "local",
         sandbox: Sandbox | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.workspace_root = Path(workspace_root)
         self.artifacts = artifacts
@@ -78,29 +80,38 @@ class CheckpointActivities:
         self.host_id = host_id
         self.sandbox = sandbox
         """Where the verifier runs (the worker's sandbox, as `run_command`)."""
-        self.kept: OrderedDict[str, tuple[Evidence, ArtifactRef]] = OrderedDict()
-        """Verifications that did not fail: (verifier, manifest digest) -> (evidence, manifest ref)."""
+        self.ledger = ledger
+        """Where verifications that did not fail are kept (none: every workspace is verified)."""
 
     @activity.defn(name=VERIFY.name)
     async def verify(self, req: VerifyRequest) -> VerifyResult:
         require_host(req.host, self.host_id)
         workspace = open_workspace(self.workspace_root, req.workspace)
-        known = self.kept.get(_kept_key(req, await asyncio.to_thread(manifest_digest, workspace)))
+        known = await asyncio.to_thread(self._kept, req, workspace)
         if known is not None:
-            evidence, workspace_ref = known
             patch_ref = await asyncio.to_thread(self._patch, workspace, req.changed)
-            reused = evidence.model_copy(update={"reused": True})
-            return VerifyResult(evidence=reused, patch_ref=patch_ref, workspace_ref=workspace_ref)
+            reused = known.evidence.model_copy(update={"reused": True})
+            return VerifyResult(evidence=reused, patch_ref=patch_ref, workspace_ref=known.workspace_ref)
         result = await self._verify(req, workspace)
-        if not result.evidence.failed and result.workspace_ref is not None:
-            self._remember(_kept_key(req, result.workspace_ref.digest), result.evidence, result.workspace_ref)
+        if self.ledger is not None and not result.evidence.failed and result.workspace_ref is not None:
+            await asyncio.to_thread(self._keep, _kept_key(req, result.workspace_ref.digest), result)
         return result
 
-    def _remember(self, key: str, evidence: Evidence, workspace_ref: ArtifactRef) -> None:
-        self.kept[key] = (evidence, workspace_ref)
-        self.kept.move_to_end(key)
-        while len(self.kept) > KEPT:
-            self.kept.popitem(last=False)
+    def _kept(self, req: VerifyRequest, workspace: Path) -> VerifyResult | None:
+        """In a thread: the kept verification of these files, if any."""
+        if self.ledger is None:
+            return None
+        entry = self.ledger.get(_kept_key(req, manifest_digest(workspace)))
+        if entry is None or entry.status != EntryStatus.COMPLETED or entry.result is None:
+            return None
+        return VerifyResult.model_validate(entry.result)
+
+    def _keep(self, key: str, result: VerifyResult) -> None:
+        """In a thread: kept under `key` (once: the first verification of these files stays)."""
+        assert self.ledger is not None
+        if self.ledger.begin(key) is None:
+            kept = VerifyResult(evidence=result.evidence, workspace_ref=result.workspace_ref)
+            self.ledger.complete(key, kept.model_dump(mode="json", exclude_defaults=True))
 
     async def _verify(self, req: VerifyRequest, workspace: Path) -> VerifyResult:
         try:
@@ -222,8 +233,10 @@ def manifest_digest(workspace: Path) -> str:
 
 
 def _kept_key(req: VerifyRequest, manifest: str) -> str:
-    """A kept verification's key: the verifier, the sandbox it ran in, the workspace's files."""
-    return json.dumps([req.verifier.model_dump(mode="json"), req.sandbox.model_dump(mode="json"), manifest])
+    """A kept verification's ledger key: the verifier, the sandbox it ran in, the workspace's files
+    (not under a workflow id: no run's `claim` or `forget` touches it)."""
+    what = json.dumps([req.verifier.model_dump(mode="json"), req.sandbox.model_dump(mode="json"), manifest])
+    return f"verified:{hashlib.sha256(what.encode()).hexdigest()}"
 
 
 def restore(workspace: Path, artifacts: ArtifactStore, manifest_ref: ArtifactRef | None) -> int:

@@ -123,7 +123,7 @@ class Activities:
             options.tools, settings.workspace_root, artifacts, ledger, settings, options.sandbox
         )
         self.checkpoints = CheckpointActivities(
-            settings.workspace_root, artifacts, client, settings.host_id, options.sandbox
+            settings.workspace_root, artifacts, client, settings.host_id, options.sandbox, ledger
         )
         self.workspaces = WorkspaceActivities(settings.workspace_root, artifacts, settings.host_id)
         self.rollback = RollbackActivities(client, ledger, artifacts)

@@ -4,11 +4,14 @@ verifier (a repository's own tests). On the dev server, the scripted model, the 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from ratchet.activities.checkpoints import count_tests
 from ratchet.client import RunFailed
 from ratchet.contracts import Phase
+from ratchet.worker.main import build_worker
 from tests.runs import call, scripted, start
 
 PASSING_TEST = "def test_hello():\n    assert open('hello.txt').read() == 'hi\\n'\n"
@@ -105,6 +108,25 @@ async def test_a_workspace_a_verifier_passed_is_not_verified_again(client, setti
     assert not first.reused and second.reused and second.output == first.output and second.passed
     assert evidence[1].workspace_ref == evidence[0].workspace_ref
     assert not third.reused and third.output != first.output  # hello.txt is new: verified anew
+
+
+async def test_a_kept_verification_outlives_the_worker_that_made_it(client, settings):
+    """Kept in the ledger, not in the worker: a fresh worker (a restart, a deploy) reuses the
+    evidence for the same files, and a different verifier on them runs."""
+    workspace(settings, "restart", {"README": "unchanged\n"})
+    verifier = {"argv": ["python", "-c", "import uuid; print('Ran 1 test', uuid.uuid4())"]}
+    other = {"argv": ["python", "-c", "import uuid; print('Ran 2 tests', uuid.uuid4())"]}
+    answer = [{"content": "nothing to change"}]
+    evidence = []
+    for checks in (verifier, verifier, other):
+        async with build_worker(client, settings, graceful_shutdown_timeout=timedelta(0)):
+            handle = await start(client, settings, scripted("coder", answer, workspace="restart", verifier=checks))
+            assert (await handle.result()).phase == Phase.DONE
+            [checkpoint] = (await handle.state()).effects.checkpoints.items
+            evidence.append(checkpoint.evidence)
+    first, second, third = evidence
+    assert not first.reused and second.reused and second.output == first.output
+    assert not third.reused and third.tests_run == 2
 
 
 async def test_a_workspace_where_the_verifier_found_no_test_is_not_verified_again(client, settings, worker):
