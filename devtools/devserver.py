@@ -7,6 +7,7 @@ file, so a stopped server restarted on the same file keeps every workflow.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -70,9 +71,27 @@ UI_PORT = 8233
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing is bound to, below the kernel's ephemeral range: a port the kernel hands out
+    (bind to 0) can be handed again to the next process that asks, and a dev server asks for its
+    internal services' ports that way (one took the frontend's port we had picked, and the server
+    died mid-test)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(PORTS_FROM, low)
+        if _bindable(port):
+            return port
+    raise RuntimeError(f"no free port between {PORTS_FROM} and {low}")
+
+
+PORTS_FROM = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    return low if low > PORTS_FROM + 1000 else 32768
 
 
 @dataclass
