@@ -107,9 +107,11 @@ class CheckpointActivities:
         return VerifyResult.model_validate(entry.result)
 
     def _keep(self, key: str, result: VerifyResult) -> None:
-        """In a thread: kept under `key` (once: the first verification of these files stays)."""
+        """In a thread: kept under `key` (the first verification of these files stays; one whose
+        keeping was cut between `begin` and `complete` is completed now)."""
         assert self.ledger is not None
-        if self.ledger.begin(key) is None:
+        found = self.ledger.begin(key)
+        if found is None or found.status == EntryStatus.STARTED:
             kept = VerifyResult(evidence=result.evidence, workspace_ref=result.workspace_ref)
             self.ledger.complete(key, kept.model_dump(mode="json", exclude_defaults=True))
 
