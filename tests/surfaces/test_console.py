@@ -224,7 +224,11 @@ async def test_the_runs_page_filters_sessions_and_shows_step_turn_and_budget(cli
     assert row(sessions, plain.workflow_id) is None
     cells = re.findall(r"<td>(.*?)</td>", row(sessions, session.workflow_id))
     assert "session" in cells[1] and cells[2] == "AWAITING_MESSAGE" and cells[4:8] == ["-", "1", "1", "$0.0000"]
-    others = await until(lambda: listed("session=no", plain.workflow_id), "the plain run listed as not a session")
+    async def closed(query: str, workflow_id: str):  # visibility records the close after the result
+        page = await listed(query, workflow_id)
+        return page if page is not None and "<td>COMPLETED</td>" in (row(page, workflow_id) or "") else None
+
+    others = await until(lambda: closed("session=no", plain.workflow_id), "the plain run listed, closed, not a session")
     assert row(others, session.workflow_id) is None
     cells = re.findall(r"<td>(.*?)</td>", row(others, plain.workflow_id))  # a closed run: its search attributes
     assert cells[3] == "COMPLETED" and cells[4:8] == ["-", "2", "-", "$0.0000"]
