@@ -36,8 +36,10 @@ async def test_a_providers_calls_run_on_its_own_rate_limited_queue(client, setti
         and scheduled[e.activity_task_started_event_attributes.scheduled_event_id].activity_type.name == "model.call"
     ]
     assert len(started) == STEPS
-    # one a second: Temporal held the later calls back (a lower bound; a loaded machine only adds to it)
-    assert (started[-1] - started[0]).total_seconds() >= STEPS - 2
+    # one a second: Temporal held the later calls back (a lower bound; a loaded machine only adds to
+    # it). The limiter lets a burst of two through; its clock and the events' times differ by
+    # milliseconds (CI measured 1.9997 s for the 2 s bound)
+    assert (started[-1] - started[0]).total_seconds() >= STEPS - 2 - 0.05
 
 
 def test_model_queues_come_from_one_variable_and_a_bad_one_is_named(monkeypatch):
