@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -106,8 +105,7 @@ def tenant_spent(store: BillingStore | None, attempt: Attempt, config: ModelCall
     """In the ledger's thread, before the attempt: what its run's tenant was billed since the UTC
     day began, when the tenant has a daily cap (RATCHET_TENANT_DAILY_USD)."""
     if store is not None and config is not None and config.tenant and config.daily_cap_usd is not None:
-        day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        attempt.tenant_spent = store.spent_since(config.tenant, day.timestamp())
+        attempt.tenant_spent = store.spent_today(config.tenant)
 
 
 def bill(store: BillingStore | None, attempt: Attempt | None, received: int, error: str = "") -> Billed | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
 
 from temporalio.client import Client
 from temporalio.common import Priority, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
@@ -84,8 +83,7 @@ def spent_today(settings: Settings, tenant: str) -> float:
     ledger's database, which the workers write)."""
     from ratchet.stores.billing import BillingStore
 
-    day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return BillingStore.open(settings.ledger_store_url).spent_since(tenant, day.timestamp())
+    return BillingStore.open(settings.ledger_store_url).spent_today(tenant)
 
 
 async def admit(temporal: Client, settings: Settings, run: AgentRun) -> None:

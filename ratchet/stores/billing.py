@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, fields
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,11 @@ class BillingStore:
             ),
         )
         return float(found[0][0])
+
+    def spent_today(self, tenant: str) -> float:
+        """What `tenant` was billed since the UTC day began (its daily cap's running total)."""
+        day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return self.spent_since(tenant, day.timestamp())
 
     def rows(self, workflow_id: str) -> list[BillingRow]:
         """A run's rows and its sub-agents', oldest first."""
