@@ -15,17 +15,14 @@ The statements are written once, over `ratchet.stores.memory`'s `Database`s.
 from __future__ import annotations
 
 import functools
-import sqlite3
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from ratchet.contracts import Billed
-from ratchet.stores.memory import Database, PostgresDatabase, Query
+from ratchet.stores.memory import Database, PostgresDatabase
+from ratchet.stores.sqlite_file import Query, SqliteDatabase
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS ratchet_billing (workflow_id TEXT NOT NULL, run_id TEXT NOT NULL,"
@@ -38,29 +35,6 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS ratchet_billing_workflow ON ratchet_billing (workflow_id)",
     "CREATE INDEX IF NOT EXISTS ratchet_billing_tenant ON ratchet_billing (tenant, billed_at)",
 )
-
-
-class SqliteDatabase:
-    """The SQLite file's `Database`, one connection per thread kept open (a model call's row is one
-    short transaction on the worker's hot path: no connection opened per row)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-
-    def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = self._local.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.execute("BEGIN IMMEDIATE" if lock is not None else "BEGIN")
-        try:
-            result = fn(lambda sql, params: db.execute(sql, params).fetchall())
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return result
 
 
 class Cause:

@@ -40,6 +40,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
+from ratchet.stores import sqlite_file
+
 
 class EntryStatus(StrEnum):
     STARTED = "started"
@@ -174,10 +176,8 @@ class SqliteLedger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._writing = threading.Lock()
-        """One writer at a time in this process: a thread waiting for SQLite's write lock sleeps in
-        its busy handler (1 to 100 ms backoffs), which at 20 concurrent runs stalled the worker's
-        threads for seconds; on this lock it wakes as soon as the writer before it commits."""
+        self._writing = sqlite_file.writer(self.path)
+        """One writer at a time in this process, billing and memory included (ratchet/stores/sqlite_file.py)."""
         with self._conn() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ledger (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
@@ -192,10 +192,7 @@ class SqliteLedger:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            self._local.conn = conn
+            conn = self._local.conn = sqlite_file.connect(self.path)
         return conn
 
     @contextlib.contextmanager

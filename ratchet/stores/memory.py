@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 from collections.abc import Callable
-from contextlib import closing
 from pathlib import Path
 from typing import Any, Protocol
 
-Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
-"""Run one statement in the open transaction: its rows ([] for a statement with none)."""
+from ratchet.stores.sqlite_file import Query, SqliteDatabase
+
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS ratchet_memory (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
@@ -37,18 +35,6 @@ class Database(Protocol):
     def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
         """`fn` in one transaction; `lock`: held against other writers of the same name first."""
         ...
-
-
-class SqliteDatabase:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-    def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
-        with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
-            if lock is not None:
-                db.execute("BEGIN IMMEDIATE")
-            return fn(lambda sql, params: db.execute(sql, params).fetchall())
 
 
 class PostgresDatabase:
