@@ -57,7 +57,7 @@ FULL = dict(
     component_steps=20, component_reps=2, scaleout_steps=20, scaleout_reps=3, scaleout_concurrent=(10, 10),
     sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(50, 10_000, 1000), console=(1000, 200, 50), hooks=200, approvals=100, shadow=(10, 3, 100),
     guard=(5.0, 3, 4), fairness=(200, 5, 5), billing=(20, 5),
-    throughput=(20, 10, 2), levels=[25, 50, 100, 200], level_steps=10,
+    throughput=[(20, 10, 3), (100, 20, 1)], levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
     profile=(25, 4, (20, 100)), micro=(LENGTHS, 7), providers=(20, 3), policy=20_000,
 )
@@ -65,13 +65,13 @@ QUICK = dict(
     FULL, steps=[5, 20], reps=1, warm_runs=1, component_variants=["ratchet", "ledger", "verify", "guarded"],
     component_steps=10, component_reps=1, scaleout_steps=10, scaleout_reps=1, scaleout_concurrent=(10, 5),
     sandbox=(10, 2, 3), mcp=(30, 1), stream=(10, 1, 20), sessions=(20, 200, 100), console=(200, 50, 20), hooks=50, approvals=30, shadow=(10, 2, 100), guard=(5.0, 2, 4), billing=(10, 3),
-    fairness=(100, 5, 5), throughput=(20, 10, 1), levels=[25, 100], level_steps=5,
+    fairness=(100, 5, 5), throughput=[(20, 10, 1)], levels=[25, 100], level_steps=5,
     headline_steps=5, cached=200, long_steps=400, long_budget_s=180, replay_steps=200, profile=(20, 2, (20,)), providers=(20, 1),
 )
 SMOKE = dict(
     QUICK, variants=["floor", "ratchet", "workspace"], steps=[2], warm_runs=1, component_variants=["ratchet"],
     component_steps=2, scaleout_steps=2, scaleout_concurrent=(2, 2), sandbox=(2, 1, 1), mcp=(4, 1), stream=(2, 1, 2, 1),
-    sessions=(3, 3, 3), console=(3, 3, 2), hooks=2, approvals=2, shadow=(2, 1, 3), guard=(1.0, 1, 2), billing=(2, 1), throughput=(2, 2, 1), levels=[2], level_steps=2, headline_agents=2,
+    sessions=(3, 3, 3), console=(3, 3, 2), hooks=2, approvals=2, shadow=(2, 1, 3), guard=(1.0, 1, 2), billing=(2, 1), throughput=[(2, 2, 1)], levels=[2], level_steps=2, headline_agents=2,
     headline_steps=2, cached=3, long_steps=30, long_budget_s=60, replay_steps=20, profile=(2, 1, (2,)), micro=((2,), 1),
     providers=(2, 1), policy=100, fairness=(3, 2, 0),
 )

@@ -33,7 +33,8 @@ def start(doc: dict[str, Any], meta: dict[str, Any], cfg: dict[str, Any]) -> dic
 def _comparable(doc: dict[str, Any], record: Record) -> tuple[bool, str]:
     ok, why = quiet.verdict(record.during)
     if ok and record.section.name == "throughput":
-        floor = [c["steps_per_s"] for c in record.result or [] if c["variant"] == "floor"]
+        cells = record.result or []  # the floor at the first size: the quiet figure is that size's
+        floor = [c["steps_per_s"] for c in cells if c["variant"] == "floor" and c["agents"] == cells[0]["agents"]]
         if floor:
             ok, why = quiet.floor_verdict(min(floor), doc["meta"].get("quiet_floor_steps_per_s"))
             if ok:

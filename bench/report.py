@@ -40,6 +40,8 @@ TARGETS = {
     "step_time_ratio_workspace_2hosts": ("<=", 0.6, "as step_time_ratio_workspace, a second host's worker on the queue"),
     "cold_start_ratio_coder": ("<=", 1.2, "first run of the coder's read_file steps in a fresh worker / floor"),
     "throughput_ratio_workspace": (">=", 1.1, "steps/s, the coder's read_file / floor, 20 runs x 10 steps"),
+    "throughput_ratio_100x20": (">=", 1.2, "steps/s Ratchet / floor, 100 runs x 20 steps"),
+    "throughput_ratio_workspace_100x20": (">=", 1.1, "steps/s, the coder's read_file / floor, 100 runs x 20 steps"),
     "scale_wft_timeouts": ("<=", 0, "workflow task timeouts, 100 agents"),
     "scaleout_step_time_ratio": ("<=", 1.15, "ms/step, Postgres ledger + S3 artifacts / SQLite + directory, same run"),
     "scaleout_worker_cpu_ratio": ("<=", 1.2, "worker CPU per step, Postgres + S3 / SQLite + directory"),
@@ -80,6 +82,33 @@ TARGETS = {
 }
 
 
+
+def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
+    """Medians per size (agents x steps) and variant; the first size's figures are unsuffixed, a
+    later size's end in `_{agents}x{steps}`."""
+    figures: dict[str, float] = {}
+    sizes = list(dict.fromkeys((c["agents"], c["steps"]) for c in cells))
+    for n, size in enumerate(sizes):
+        tail = "" if n == 0 else f"_{size[0]}x{size[1]}"
+        at = [c for c in cells if (c["agents"], c["steps"]) == size]
+
+        def steps_per_s(variant: str) -> float | None:
+            found = [c["steps_per_s"] for c in at if c["variant"] == variant]
+            return median(found) if found else None
+
+        def cpu(variant: str) -> float:
+            return median(c["cpu_ms_per_step"] for c in at if c["variant"] == variant)
+
+        floor, ratchet, workspace = steps_per_s("floor"), steps_per_s("ratchet"), steps_per_s("workspace")
+        if floor and ratchet:
+            figures[f"throughput_ratio{tail}"] = ratchet / floor
+            figures[f"throughput_floor_steps_per_s{tail}"], figures[f"throughput_ratchet_steps_per_s{tail}"] = floor, ratchet
+            figures[f"throughput_worker_cpu_ratio{tail}"] = cpu("ratchet") / cpu("floor")
+        if floor and workspace:
+            figures[f"throughput_ratio_workspace{tail}"] = workspace / floor
+            figures[f"throughput_workspace_steps_per_s{tail}"] = workspace
+    return figures
+
 def compute_figures(results: dict[str, Any]) -> dict[str, float]:
     figures: dict[str, float] = {}
     if results.get("step_cost"):
@@ -114,18 +143,7 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures.update(fairness_figures(results["fairness"]))
     if results.get("providers"):
         figures.update({k: v for k, v in results["providers"].items() if k.endswith(("_ratio", "_ms", "_per_step_cached", "_per_step_uncached"))})
-    pair = results.get("throughput") or []
-    floor = [c["steps_per_s"] for c in pair if c["variant"] == "floor"]
-    ratchet = [c["steps_per_s"] for c in pair if c["variant"] == "ratchet"]
-    workspace = [c["steps_per_s"] for c in pair if c["variant"] == "workspace"]
-    if floor and ratchet:
-        figures["throughput_ratio"] = median(ratchet) / median(floor)
-        figures["throughput_floor_steps_per_s"], figures["throughput_ratchet_steps_per_s"] = median(floor), median(ratchet)
-        cpu = {v: median(c["cpu_ms_per_step"] for c in pair if c["variant"] == v) for v in ("floor", "ratchet")}
-        figures["throughput_worker_cpu_ratio"] = cpu["ratchet"] / cpu["floor"]
-    if floor and workspace:
-        figures["throughput_ratio_workspace"] = median(workspace) / median(floor)
-        figures["throughput_workspace_steps_per_s"] = median(workspace)
+    figures.update(throughput_figures(results.get("throughput") or []))
     sweep = results.get("sweep") or []
     headline = next((c for c in sweep if c["agents"] == results["meta"]["headline_agents"]), None)
     if headline:
@@ -155,7 +173,7 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
             figures[f"long_{key}"] = run[key]
     scaleout = results.get("scaleout") or {}
     cells = [*(results.get("step_cost") or []), *(results.get("components") or []), *scaleout.get("cells", []),
-             *scaleout.get("concurrent", []), *pair, *sweep]
+             *scaleout.get("concurrent", []), *(results.get("throughput") or []), *sweep]
     figures["wft_timeouts_total"] = sum(c.get("wft_timeouts", 0) for c in cells) + (long.get("long") or {}).get("wft_timeouts", 0)
     return figures
 

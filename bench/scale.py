@@ -54,15 +54,17 @@ async def concurrent_runs(env: Env, variant: Variant, agents: int, steps: int) -
 THROUGHPUT_VARIANTS = ("floor", "ratchet", "workspace")
 
 
-async def throughput_pair(env: Env, progress: Progress, agents: int, steps: int, reps: int) -> list[dict[str, Any]]:
-    """The floor, Ratchet and Ratchet with the coder's read_file in turn (the order rotating), `reps` times each."""
+async def throughput_pair(env: Env, progress: Progress, sizes: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
+    """For each (agents, steps, reps) of `sizes`: the floor, Ratchet and Ratchet with the coder's
+    read_file in turn (the order rotating), `reps` times each."""
     cells = []
-    for rep in range(reps):
-        turn = rep % len(THROUGHPUT_VARIANTS)
-        for name in THROUGHPUT_VARIANTS[turn:] + THROUGHPUT_VARIANTS[:turn]:
-            progress.begin(f"throughput: {name}, {agents} concurrent runs of {steps} steps, rep {rep + 1}/{reps}")
-            cells.append(await concurrent_runs(env, VARIANTS[name], agents, steps))
-            progress.end(f"{cells[-1]['steps_per_s']:.1f} steps/s")
+    for agents, steps, reps in sizes:
+        for rep in range(reps):
+            turn = rep % len(THROUGHPUT_VARIANTS)
+            for name in THROUGHPUT_VARIANTS[turn:] + THROUGHPUT_VARIANTS[:turn]:
+                progress.begin(f"throughput: {name}, {agents} concurrent runs of {steps} steps, rep {rep + 1}/{reps}")
+                cells.append(await concurrent_runs(env, VARIANTS[name], agents, steps))
+                progress.end(f"{cells[-1]['steps_per_s']:.1f} steps/s")
     return cells
 
 
