@@ -17,12 +17,16 @@ import os
 import re
 from collections.abc import Mapping
 
-import httpx2
+from typing import TYPE_CHECKING
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import ErrorType, NotifyDelivery
 from ratchet.contracts.activities import NOTIFY_SEND
+
+if TYPE_CHECKING:  # imported at the first delivery: a worker that notifies nobody does not hold it
+    import httpx2
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 TIMEOUT_S = 25.0
@@ -47,6 +51,8 @@ class NotifyActivities:
         if delivery.secret is not None:
             secret = self._expanded(delivery.secret, "secret").encode()
             headers["X-Hub-Signature-256"] = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+        import httpx2
+
         if self._http is None:
             self._http = httpx2.AsyncClient(timeout=TIMEOUT_S)
         try:

@@ -13,12 +13,12 @@ import base64
 import binascii
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from ratchet.contracts.decisions import DecisionClaim, DecisionProof, canonical_bytes
+
+if TYPE_CHECKING:  # `cryptography` is imported when a key is read or a proof checked: 6 MiB a worker
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # without keys does not hold
 
 KEY_ID_PATTERN = r"^[A-Za-z0-9_.@-]{1,100}$"
 
@@ -37,6 +37,8 @@ class Signer:
     @property
     def public(self) -> str:
         """The public half, base64 (what RATCHET_APPROVER_KEYS lists for `key_id`)."""
+        from cryptography.hazmat.primitives import serialization
+
         raw = self.key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         return base64.b64encode(raw).decode()
 
@@ -47,6 +49,9 @@ class Signer:
 
 def private_key(data: bytes) -> Ed25519PrivateKey:
     """A signing key from a file's bytes: PEM, 32 raw bytes, or 32 bytes in base64."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     if b"-----BEGIN" in data:
         try:
             key = serialization.load_pem_private_key(data, password=None)
@@ -82,6 +87,9 @@ def public_keys(text: str) -> dict[str, str]:
 def problem(proof: DecisionProof, keys: dict[str, str], now: datetime, leeway_s: float) -> str | None:
     """Why `proof` does not hold at `now` (an unknown key, a bad signature, not yet valid, expired),
     or None."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     public = keys.get(proof.key_id)
     if public is None:
         known = ", ".join(sorted(keys)) or "none"

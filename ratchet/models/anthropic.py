@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import httpx2
 from pydantic import Field, SecretStr
 from temporalio.exceptions import ApplicationError
 
@@ -145,6 +144,7 @@ class AnthropicProvider:
 
     async def complete(self, call: ModelCall) -> Completion:
         import anthropic
+        import httpx2
 
         from ratchet.models.anthropic_errors import classify
 

@@ -6,14 +6,16 @@ start naming the setting."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
 from ratchet.contracts.identity import Principal
 from ratchet.core.decision_proof import KEY_ID_PATTERN, KeyProblem, Signer, private_key, public_keys
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 class DecisionSettings(BaseSettings):

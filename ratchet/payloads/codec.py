@@ -22,8 +22,6 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
@@ -50,7 +48,11 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         self.current = current or next(iter(keys))
         if self.current not in keys:
             raise ValueError(f"current key id {self.current!r} is not among the keys")
+        from cryptography.exceptions import InvalidTag  # here: a worker without keys does not hold its 6 MiB
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        self._invalid_tag = InvalidTag
         self.workflow_id: str | None = None
         """The run whose payloads this copy codes (`with_context`), for the cleartext warning."""
         self._warned: set[bytes] = set()  # shared by the copies
@@ -94,7 +96,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         data = payload.data
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
-        except InvalidTag:
+        except self._invalid_tag:
             raise CodecKeyError(
                 f"payload with key id {key_id!r} does not decrypt: wrong key for that id, or corrupted data"
             ) from None

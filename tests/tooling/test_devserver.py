@@ -35,16 +35,18 @@ def test_a_server_whose_port_was_taken_starts_on_another(tmp_path):
         taken.close()
 
 
-def test_a_worker_imports_no_openai_client_until_a_call_needs_it():
-    """The openai client is 20 MiB of a worker's memory: a worker (and the CLI) that never calls an
-    OpenAI endpoint does not import it."""
+def test_a_worker_imports_no_client_library_until_a_call_needs_it():
+    """The openai client is 20 MiB of a worker's memory, cryptography 6 and httpx 3.5: a worker (and
+    the CLI) that never calls an OpenAI endpoint, holds no key and sends no notification or
+    Anthropic request imports none of them."""
     code = (
         "import sys, worker.main, ratchet.worker.main, ratchet.cli.main\n"
         "from ratchet.models.builtin import builtin_providers\n"
         "from ratchet.stores.artifacts import DirectoryArtifactStore\n"
         "import tempfile, pathlib\n"
         "builtin_providers(DirectoryArtifactStore(pathlib.Path(tempfile.mkdtemp())))\n"
-        "print(sorted(m for m in sys.modules if m == 'openai' or m.startswith('openai.')))\n"
+        "heavy = ('openai', 'anthropic', 'cryptography', 'httpx2')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
