@@ -67,6 +67,7 @@ from .hosts import HostLost
 from .input import any_inputs, continued, parse_run
 from .phases import Phases
 from .result import cancelled, fail, finish, out_of_budget
+from .shared_parts import shared
 from .step import OutOfBudget, TurnOutOfBudget, step
 from .visibility import Visibility
 
@@ -101,6 +102,8 @@ class AgentWorkflow:
         if isinstance(parsed, Continuation):
             state = parsed.continuation  # the state since __init__: handlers of the first task may have used it
             state.continued += 1
+            if state.plan is not None:
+                state.plan = shared(state.plan)
             self._first_turn = state.session.turn_number
             self._inbox.attach(state)
         else:

@@ -11,6 +11,7 @@ from ratchet.contracts.activities import PREPARE
 from . import calls
 from .errors import invalid_input, raise_if_cancelled, root
 from .phases import Phases
+from .shared_parts import shared
 
 
 def new_state(run: AgentRun) -> AgentState:
@@ -42,6 +43,6 @@ async def prepare(state: AgentState, phases: Phases) -> None:
         publish = bool(details) and isinstance(details[0], dict) and details[0].get("search_attributes") is True
         phases.publish(state, None, search_attributes=publish)
         raise failure from None
-    state.plan = plan
+    state.plan = plan = shared(plan)  # the parts equal across runs held once (workflows/shared_parts.py)
     start = [Message(role="system", content=plan.system_prompt), Message(role="user", content=run.objective)]
     state.conversation.messages.reset(start)
