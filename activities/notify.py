@@ -16,7 +16,6 @@ import hmac
 import os
 import re
 from collections.abc import Mapping
-
 from typing import TYPE_CHECKING
 
 from temporalio import activity

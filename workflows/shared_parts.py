@@ -6,7 +6,7 @@ such part for an equal one another run already holds (kept while any run holds i
 runs of an agent hold one copy of each, not 1,000.
 
 Safe because plans are never changed in place: a handoff or a rollback replaces `state.plan`
-(tests/workflows/test_shared_parts.py guards the workflows' code). Equal means the same type, the
+(tests/unit/test_shared_parts.py guards the workflows' code). Equal means the same type, the
 same JSON and the same fields set, so a part dumps the same either way (`exclude_unset` included).
 Deterministic: which equal object a run holds changes nothing it does.
 """
