@@ -203,10 +203,11 @@ async def test_unknown_checkpoint_in_rollback_is_rejected_and_changes_nothing(cl
 async def test_cancel_during_a_model_call_is_a_cancellation_not_a_failure(client, settings, worker, openai_server):
     key = os.environ["OPENAI_API_KEY"]
     openai_server.set_script([{"tool_calls": [write("a.txt", "v1")]}, {"content": "never"}], key=key)
+    # the second call stalls, queued before the run starts: queued after step 1 it came too late
+    # whenever the run had already asked its second question (it then ended DONE)
+    openai_server.enqueue_faults([{"timeout": 0.01}, {"timeout": 8}], key=key)
     handle = await start(client, settings, {"agent": "saga", "objective": "x", "workspace": "cm"})
-    await wait_for(handle, lambda s: len(s.effects.stack.items) == 1 and s.step == 1)
-    openai_server.enqueue_faults([{"timeout": 8}], key=key)
-    await wait_for(handle, lambda s: s.step == 2)
+    await wait_for(handle, lambda s: len(s.effects.stack.items) == 1 and s.step == 2)
     await until(lambda: len(openai_server.chat_requests(key=key)) == 2, "the second model call at the stalled endpoint")
     await handle.cancel()
     with pytest.raises(RunCancelled):
