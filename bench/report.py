@@ -82,7 +82,6 @@ TARGETS = {
 }
 
 
-
 def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
     """Medians per size (agents x steps) and variant; the first size's figures are unsuffixed, a
     later size's end in `_{agents}x{steps}`."""
@@ -108,6 +107,7 @@ def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
             figures[f"throughput_ratio_workspace{tail}"] = workspace / floor
             figures[f"throughput_workspace_steps_per_s{tail}"] = workspace
     return figures
+
 
 def compute_figures(results: dict[str, Any]) -> dict[str, float]:
     figures: dict[str, float] = {}

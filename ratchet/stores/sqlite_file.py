@@ -42,7 +42,8 @@ def connect(path: Path) -> sqlite3.Connection:
 class SqliteDatabase:
     """A `Database` (ratchet/stores/memory.py) over the SQLite file at `path`: one connection per
     thread, kept open (a model call's billing row is one short transaction on the hot path), every
-    transaction under the file's `writer` lock."""
+    transaction under the file's `writer` lock and `BEGIN IMMEDIATE`, which hold off every other
+    writer: a transaction's named `lock` (Postgres's advisory lock) needs nothing more here."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -4,6 +4,7 @@ code changes a plan in place, which is what makes sharing them safe."""
 from __future__ import annotations
 
 import ast
+import base64
 import gc
 import json
 from pathlib import Path
@@ -19,8 +20,6 @@ def _plan(**changes) -> RunPlan:
     """A plan decoded from a recorded run (a fresh object each time), with `changes` to its JSON."""
     history = json.loads((ROOT / "tests/histories/plain-run.json").read_text())
     event = next(e for e in history["events"] if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_COMPLETED")
-    import base64
-
     raw = json.loads(base64.b64decode(event["activityTaskCompletedEventAttributes"]["result"]["payloads"][0]["data"]))
     return RunPlan.model_validate({**raw, **changes})
 
