@@ -41,9 +41,11 @@ from ratchet.contracts import AgentResult, RunMessages, TurnAnswer
 from ratchet.contracts.search_attributes import RunAttributes
 
 T = TypeVar("T")
-QUERY_FIRST_WAIT_S, QUERY_DEADLINE_S, QUERY_BUSY_PAUSE_S = 5.0, 35.0, 0.2
-"""A query's first attempt waits 5 s for its answer, each next one twice as long, all 35 s at most;
-after a "buffer full" it is asked again 0.2 s later (`RunCalls.query`)."""
+QUERY_FIRST_WAIT_S, QUERY_LONGEST_WAIT_S, QUERY_DEADLINE_S, QUERY_BUSY_PAUSE_S = 5.0, 10.0, 35.0, 0.2
+"""A query's first attempt waits 5 s for its answer, each next one twice as long up to 10 s, all 35 s
+at most; after a "buffer full" it is asked again 0.2 s later (`RunCalls.query`). The longest wait is
+bounded because a dropped query holds the run's one place for a buffered query until its wait ends:
+every other query to the run is refused as busy meanwhile."""
 
 TO_RUNNING = frozenset(
     {
@@ -137,9 +139,9 @@ class RunCalls:
         a query it buffered behind a workflow task when that task evicts the run (a worker whose cache
         is full or off logs "There were leftover buffered tasks when evicting run"), and the server then
         waits for an answer that never comes; the query asked again reaches the run as it is now. The
-        waits grow (a run that is not cached replays its history to answer); a query the server refuses
-        while its buffer of queries is full (the dropped ones hold it) is asked again shortly. `timeout_s`
-        (default QUERY_DEADLINE_S) bounds them all; Unavailable past it."""
+        waits grow up to QUERY_LONGEST_WAIT_S (a run that is not cached replays its history to answer);
+        a query the server refuses while its buffer of queries is full (a dropped one holds it) is asked
+        again shortly. `timeout_s` (default QUERY_DEADLINE_S) bounds them all; Unavailable past it."""
         what, bound_s = what or name, timeout_s if timeout_s is not None else QUERY_DEADLINE_S
         clock = asyncio.get_running_loop()
         deadline, wait_s = clock.time() + bound_s, QUERY_FIRST_WAIT_S
@@ -153,7 +155,7 @@ class RunCalls:
                 if again.busy:
                     await asyncio.sleep(min(QUERY_BUSY_PAUSE_S, left_s))
                 else:
-                    wait_s *= 2
+                    wait_s = min(wait_s * 2, QUERY_LONGEST_WAIT_S)
         raise Unavailable(f"{self.workflow_id}: {what}: no worker answered within {bound_s:g} s")
 
     async def update(self, name: str, request: BaseModel, result_type: type[T]) -> T:

@@ -23,6 +23,11 @@ QUERIERS, QUERIES = 4, 25
 
 async def test_queries_racing_evicting_workflow_tasks_are_all_answered(client, settings, monkeypatch):
     monkeypatch.setattr(client_rpc, "QUERY_FIRST_WAIT_S", 2.0)  # a dropped query is asked again sooner
+    monkeypatch.setattr(client_rpc, "QUERY_LONGEST_WAIT_S", 4.0)  # and holds the run's one buffered place shorter
+    # Four queriers share the run's one buffered place: the SDK's client itself asks a query the server
+    # refused as busy again, five times over about 15 s (measured), before `RunCalls.query` sees it; a
+    # query in this storm can take longer than a person's 35 s and still be answered.
+    monkeypatch.setattr(client_rpc, "QUERY_DEADLINE_S", 90.0)
     uncached = settings.model_copy(update={"max_cached_workflows": 0})  # every workflow task evicts the run
     script = [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "prod outage", "body": "x"}}]}]
     async with build_worker(client, uncached, graceful_shutdown_timeout=timedelta(0)):
