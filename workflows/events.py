@@ -31,7 +31,8 @@ from pydantic import TypeAdapter
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from ratchet.contracts import AgentState, Continuation, ModelReply
+from ratchet.contracts import AgentState, Continuation, ModelReply, ToolCallRecord
+from ratchet.contracts.window import Window
 from ratchet.contracts.events import (
     SUMMARY_CHARS,
     ApprovalDecided,
@@ -188,12 +189,26 @@ def _handed(state: AgentState) -> tuple[int, str, str] | None:
     return (last.step, last.to_agent, last.at) if last is not None and last.waiting else None
 
 
+def _settled(records: Window[ToolCallRecord]) -> int:
+    """The index before which the records no longer move: records are only appended, and only the
+    newest step's are put in order again (`Calls.in_order` sorts one reply's, all of one step)."""
+    items = records.items
+    at = len(items)
+    while at and items[at - 1].step == items[-1].step:
+        at -= 1
+    return records.base + at
+
+
 class _Seen:
     """What has been published of a state; a part is read again only when its version changed."""
 
     def __init__(self, state: AgentState) -> None:
         self.key = _key(state)
         self.tool_calls = {r.key for r in state.calls.tool_calls.items}
+        self.settled = _settled(state.calls.tool_calls)
+        """The records before this index have been looked at and stay where they are: a change is
+        read from here on, not from the run's first call again (a step would cost more the longer
+        the run)."""
         self.approvals = {p.call_id for p in state.calls.pending_approvals}
         self.decided = set(state.calls.decisions)
         self.pending_decisions = {p.call_id for p in state.calls.pending_decisions}
@@ -224,7 +239,8 @@ class _Seen:
 
     def _calls(self, state: AgentState) -> list[_Event]:
         out: list[_Event] = []
-        for record in state.calls.tool_calls.items:
+        records = state.calls.tool_calls
+        for record in records.since(self.settled):
             if record.key not in self.tool_calls:
                 self.tool_calls.add(record.key)
                 result = record.result
@@ -234,6 +250,7 @@ class _Seen:
                         step=record.step, call=record.call_id, tool=record.tool, ok=result.ok, summary=summary
                     )
                 )
+        self.settled = _settled(records)
         for pending in state.calls.pending_approvals:
             if pending.call_id not in self.approvals:
                 self.approvals.add(pending.call_id)
