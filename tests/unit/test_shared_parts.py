@@ -33,6 +33,12 @@ def test_two_runs_of_an_agent_hold_one_copy_of_each_part():
     assert second.model_dump() == _plan(workspace="elsewhere").model_dump()  # the plan is the same plan
 
 
+def test_runs_with_equal_plans_hold_one_plan():
+    first, second = shared(_plan()), shared(_plan())
+    assert second is first
+    assert second.model_dump() == _plan().model_dump()
+
+
 def test_parts_that_differ_are_not_shared():
     first = shared(_plan())
     other_model = {**first.model.model_dump(mode="json"), "model": "another-model"}
