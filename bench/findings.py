@@ -121,7 +121,11 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"call two activities, sets the pace: replay is the Python SDK's work per workflow activation (two per "
             f"step; cProfile: the SDK's payload visitors a quarter of it, three passes in and one to two out, a data "
             f"converter per payload's context; Ratchet's own workflow code a tenth) plus the Rust core's.{inline_text} "
-            f"5,000 events/s is beyond this SDK on this machine for any workflow, the floor included.")
+            f"5,000 events/s is beyond this SDK on this machine for any workflow, the floor included."
+            + (f" Per step (both histories have {replay['steps']}) the floor takes "
+               f"{replay['floor']['median_s'] / replay['ratchet']['median_s']:.2f}x Ratchet's time: a Ratchet step is "
+               f"{replay['ratchet']['events'] / replay['steps']:.0f} events, the floor's "
+               f"{replay['floor']['events'] / replay['steps']:.0f}, so events/s flatters the floor." if "floor" in replay else ""))
     long = (results.get("long") or {}).get("long")
     if long:
         stopped = "" if long.get("completed", True) else f" (of {long['steps']}: the time budget ran out)"

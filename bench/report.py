@@ -167,6 +167,8 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
                 figures[f"replay_events_per_s_{name}"] = replay[name]["events_per_s"]
         if "floor" in replay:
             figures["replay_ratio"] = round(replay["ratchet"]["events_per_s"] / replay["floor"]["events_per_s"], 2)
+            # both histories have the same steps: >1, a step of Ratchet's replays faster than one of the floor's
+            figures["replay_step_ratio"] = round(replay["floor"]["median_s"] / replay["ratchet"]["median_s"], 2)
     if long.get("long"):
         run = long["long"]
         for key in ("steps", "steps_done", "runs", "wall_s", "peak_rss_mib", "rss_ratio", "history_ratio", "input_ratio", "step_ms_ratio"):
