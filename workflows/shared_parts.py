@@ -16,7 +16,7 @@ Deterministic: which equal object a run holds changes nothing it does.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -31,7 +31,7 @@ def shared(plan: RunPlan) -> RunPlan:
     key = _key(plan)
     found = _PARTS.get(key)
     if found is not None:
-        return found  # type: ignore[return-value]
+        return cast(RunPlan, found)  # registered under RunPlan's own key
     for name in type(plan).model_fields:
         value = plan.__dict__.get(name)
         if isinstance(value, BaseModel):
