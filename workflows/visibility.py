@@ -82,7 +82,12 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
 
 class Visibility:
     def __init__(self) -> None:
-        self._published: dict[str, Any] = {}
+        """Call from the workflow's `__init__`: what the run has from its start (a start through
+        ratchet.client sets its agent and phase; a continuation carries its predecessor's) is taken
+        as published, so only what differs from it is upserted."""
+        self._published: dict[str, Any] = {
+            pair.key.name: pair.value for pair in workflow.info().typed_search_attributes.search_attributes
+        }
 
     def publish(self, state: AgentState, plan: RunPlan | None, search_attributes: bool | None = None) -> None:
         """Upsert what changed. Without a plan (a run that failed while being planned),

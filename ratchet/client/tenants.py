@@ -16,7 +16,7 @@ import asyncio
 import time
 
 from temporalio.client import Client
-from temporalio.common import Priority, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import Priority, SearchAttributeKey, SearchAttributePair
 from temporalio.service import RPCError
 
 from ratchet.client.errors import Refused, rpc_error
@@ -50,11 +50,10 @@ def workflow_priority(run: AgentRun, settings: Settings) -> Priority:
     )
 
 
-def start_attributes(run: AgentRun) -> TypedSearchAttributes:
-    """The search attributes a run has from its start: its tenant (which the limit counts) and priority."""
+def tenant_attributes(run: AgentRun) -> list[SearchAttributePair[str]]:
+    """The search attributes a run has from its start for its tenant (which the limit counts) and priority."""
     given = ((RunAttributes.TENANT, run.tenant), (RunAttributes.PRIORITY, run.priority))
-    pairs = [SearchAttributePair(SearchAttributeKey.for_keyword(a.name), str(v)) for a, v in given if v is not None]
-    return TypedSearchAttributes(pairs) if pairs else TypedSearchAttributes.empty
+    return [SearchAttributePair(SearchAttributeKey.for_keyword(a.name), str(v)) for a, v in given if v is not None]
 
 
 async def open_runs(temporal: Client, tenant: str) -> int:
