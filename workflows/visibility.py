@@ -17,6 +17,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 from ratchet.contracts import AgentState, AttributeType, Phase, RunAttributes, RunPlan, SearchAttribute
+from ratchet.contracts.search_attributes import WORKING
 
 _KEY_OF: dict[AttributeType, Callable[[str], SearchAttributeKey[Any]]] = {
     AttributeType.KEYWORD: SearchAttributeKey.for_keyword,
@@ -50,12 +51,12 @@ SHOWN_PHASES = (
     Phase.AWAITING_PERSON,
     Phase.PAUSED,
 )
-"""Phases shown as they are; the other live phases show as RUNNING (terminal ones as they are)."""
+"""Phases shown as they are; the other live phases show as WORKING, "RUNNING" (terminal ones as they are)."""
 
 
 def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[Any], Any]:
     """The attributes the run should show now."""
-    phase = state.phase if state.phase in SHOWN_PHASES or state.phase.terminal else "RUNNING"
+    phase = state.phase if state.phase in SHOWN_PHASES or state.phase.terminal else WORKING
     values: dict[SearchAttributeKey[Any], Any] = {
         SA_AGENT: state.run.agent,
         SA_PHASE: str(phase),
@@ -74,7 +75,7 @@ def wanted(state: AgentState, plan: RunPlan | None) -> dict[SearchAttributeKey[A
         values[SA_SHADOW_OF] = state.run.shadow.workflow_id
     waiting = state.handoffs[-1] if state.handoffs and state.handoffs[-1].waiting and not state.phase.terminal else None
     values[SA_HANDED_TO] = waiting.to_agent if waiting is not None else None  # None: unset (upserted once set)
-    if phase != "RUNNING":  # waiting or closed: steps and cost hold until the phase changes again
+    if phase != WORKING:  # waiting or closed: steps and cost hold until the phase changes again
         values[SA_STEPS] = state.step
         values[SA_COST] = round(state.used.cost_usd, 6)
     return values

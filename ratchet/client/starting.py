@@ -23,7 +23,7 @@ from ratchet.client.errors import IdInUse, InvalidInput, rpc_error
 from ratchet.client.rpc import RunCalls
 from ratchet.client.tenants import admit, tenant_attributes, workflow_priority
 from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun
-from ratchet.contracts.search_attributes import RunAttributes
+from ratchet.contracts.search_attributes import WORKING, RunAttributes
 from ratchet.ops.settings import Settings
 
 
@@ -105,7 +105,7 @@ def start_attributes(run: AgentRun, shown: bool) -> TypedSearchAttributes:
     if shown:
         pairs += [
             SearchAttributePair(SearchAttributeKey.for_keyword(RunAttributes.AGENT.name), run.agent),
-            SearchAttributePair(SearchAttributeKey.for_keyword(RunAttributes.PHASE.name), "RUNNING"),
+            SearchAttributePair(SearchAttributeKey.for_keyword(RunAttributes.PHASE.name), WORKING),
             SearchAttributePair(SearchAttributeKey.for_bool(RunAttributes.AWAITING_APPROVAL.name), False),
         ]
         if run.shadow is not None:

@@ -26,6 +26,11 @@ class SearchAttribute:
         return self.name  # as a query names it: f'{RunAttributes.PHASE}="DONE"'
 
 
+WORKING = "RUNNING"
+"""`RatchetPhase` of a run at work (starting, thinking, acting...): what a start through ratchet.client
+sets, and what workflows/visibility.py shows for every phase it does not show as it is."""
+
+
 class RunAttributes:
     """Every search attribute a run publishes."""
 
