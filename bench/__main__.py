@@ -55,7 +55,7 @@ FULL = dict(
     reps=3, warm_runs=2,
     component_variants=["ratchet", "ledger", "verify", "no_sa", "guarded"],
     component_steps=20, component_reps=2, scaleout_steps=20, scaleout_reps=3, scaleout_concurrent=(10, 10),
-    sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(50, 10_000, 1000), console=(1000, 200, 50), hooks=200, approvals=100, shadow=(10, 3, 100),
+    sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(200, 10_000, 1000), console=(1000, 200, 50), hooks=200, approvals=100, shadow=(10, 3, 100),
     guard=(5.0, 3, 4), fairness=(200, 5, 5), billing=(20, 5),
     throughput=[(20, 10, 3), (100, 20, 1)], levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
