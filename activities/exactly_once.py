@@ -20,6 +20,11 @@ backend.
 5. The outcome as the activity returns it, carrying the ledger's *first* undo record (a retry must
    not replace the state from before the first attempt), secrets masked; `complete(key, ...)`.
 
+A call that records no undo and acts again over an unknown outcome anyway (the model call:
+`idempotent`, no `reconcile`) does not claim its key: step 1 only reads its entry (`Call.claims`
+False), since a STARTED record would change nothing its retry does, and `complete` records the
+entry whole. Its usual path writes the ledger once, not twice.
+
 `undo`, under the key `{key}/undo`: `begin`; COMPLETED: the recorded output; else the undo record the
 workflow sent or, when the call never reported, the one in the ledger; undo; secrets masked;
 `complete`. Undo functions must be safe when the forward call did nothing.
@@ -87,6 +92,15 @@ class Call(Generic[A, R]):
     """Mask secrets in the result before it is recorded and returned."""
     did_not_act: tuple[type[BaseException], ...] = ()
     """Errors `act` raises only when it failed before acting."""
+    claims: bool = True
+    """`begin` records the call STARTED before it acts. False: its entry is only read, for an
+    `idempotent` call with no `reconcile` and no undo, which a STARTED record would not change."""
+
+    def __post_init__(self) -> None:
+        if not self.claims and (
+            not self.idempotent or self.reconcile is not None or self.undo_first is not None or self.keeps_undo
+        ):
+            raise ValueError(f"{self.what}: only an idempotent call with no reconcile and no undo may skip its claim")
 
 
 async def run(ledger: Ledger | None, call: Call[A, R]) -> R:
@@ -116,15 +130,16 @@ async def _act(ledger: Ledger | None, call: Call[A, R], *, alone: bool) -> R:
     try:
         outcome = await call.act()
     except call.did_not_act:
-        if alone and ledger is not None:
+        if alone and ledger is not None and call.claims:
             await asyncio.to_thread(ledger.release, call.key)
         raise
     return await _record(ledger, call, outcome)
 
 
 def _begin(ledger: Ledger | None, call: Call[Any, Any]) -> Entry | None:
-    """In a thread: `begin`, then what the call reads before acting (unless it is done)."""
-    entry = ledger.begin(call.key) if ledger is not None else None
+    """In a thread: `begin` (or, for a call that does not claim its key, `get`), then what the
+    call reads before acting (unless it is done)."""
+    entry = None if ledger is None else ledger.begin(call.key) if call.claims else ledger.get(call.key)
     if call.prepare is not None and (entry is None or entry.status != EntryStatus.COMPLETED):
         call.prepare()
     return entry

@@ -49,6 +49,7 @@ class JudgeActivities:
             what=GUARDRAIL_JUDGE.name,
             prepare=lambda: billing.earlier(self.billing, attempt),
             idempotent=True,
+            claims=False,  # its entry only read before acting: one ledger write a call
         )
         try:
             return await exactly_once.run(self.ledger, call)

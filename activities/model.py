@@ -8,8 +8,9 @@ call's key: the retry returns it instead of paying twice.
 The ledger and the artifact store are synchronous and may be remote (Postgres, S3), so their calls
 run in a thread, never on the worker's event loop, where a round trip would hold up every other
 run on the worker. A step makes two such hops, as the exactly-once protocol
-(activities/exactly_once.py) runs it: the ledger's `begin` (with a config or transcript read on a
-cache miss), and the segment write with the ledger's `complete`. The caches stay on the event loop.
+(activities/exactly_once.py) runs it: a read of the call's ledger entry (with a config or transcript
+read on a cache miss; a model call does not claim its key, `Call.claims`), and the segment write with
+the ledger's `complete`. The caches stay on the event loop.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class ModelActivities:
             what=MODEL_CALL.name,
             prepare=lambda: self._prepare(turn, req.call_ref, req.transcript),
             idempotent=True,  # a lost reply is asked for again (and paid for twice)
+            claims=False,  # its entry only read before acting: one ledger write a call
         )
         reply = await self._billed(call, turn)
         if turn.extended is not None:
@@ -131,6 +133,7 @@ class ModelActivities:
             what=COMPACT.name,
             prepare=lambda: self._prepare(turn, req.call_ref, req.transcript, whole=True),
             idempotent=True,
+            claims=False,  # its entry only read before acting: one ledger write a call
         )
         reply = await self._billed(call, turn)
         if turn.extended is not None:

@@ -2,8 +2,9 @@
 
 Each `model.call` takes the conversation so far from its cache (or, on a miss, reads the chain
 of transcript segments from the artifact store), writes one segment with the new messages and
-the reply (fsync'd), and goes through the SQLite ledger twice (begin, complete: two fsync'd commits). The scripted provider also reads its script each call. All of it
-runs on the worker's event loop, so while it runs no other workflow or activity makes progress.
+the reply (fsync'd), and goes through the SQLite ledger twice (a read of its entry, then `complete`:
+one fsync'd commit; a model call does not claim its key, activities/exactly_once.py). The scripted
+provider also reads its script each call. The store calls run in a thread, the rest on the event loop.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ async def model_call_costs(lengths=LENGTHS, repeats: int = 7) -> list[dict[str, 
         rows.append({
             "steps": steps, "transcript_kib": base.size / 1024,
             "model_call_ms": median(calls),
-            "ledger_ms": _timed(lambda i: (ledger.begin(f"l/{steps}/{i}"), ledger.complete(f"l/{steps}/{i}", {})), repeats),
+            "ledger_ms": _timed(lambda i: (ledger.get(f"l/{steps}/{i}"), ledger.complete(f"l/{steps}/{i}", {})), repeats),
             "transcript_read_ms": _timed(lambda i: transcripts.read(store, digest), repeats),
             "transcript_write_ms": _timed(
                 lambda i: transcripts.write(store, base, [Message(role="user", content=str(i))], prev=digest), repeats),

@@ -132,9 +132,10 @@ class Ledger(Protocol):
         acted must not replace the state from before the call. The record outlives `complete`."""
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
-        """Record the result of a begun `key` and mark it COMPLETED. A completed entry is final:
-        a later (or concurrent, losing) `complete` changes nothing, so every reader sees the same
-        result."""
+        """Record the result of `key` and mark it COMPLETED: a STARTED entry, or a new one when the
+        call was not begun (a call that only reads its entry before acting; activities/exactly_once.py,
+        `Call.claims`). A completed entry is final: a later (or concurrent, losing) `complete`
+        changes nothing, so every reader sees the same result."""
 
     def release(self, key: str) -> None:
         """Forget a begun `key` whose call did not act (the tool raised `NotStarted`): a STARTED
@@ -226,11 +227,13 @@ class SqliteLedger:
             conn.execute("UPDATE ledger SET undo = ? WHERE key = ? AND undo IS NULL", (json.dumps(undo), key))
 
     def complete(self, key: str, result: dict[str, Any]) -> None:
-        record = json.dumps(result)
+        record, now = json.dumps(result), time.time()
         with self._writer() as conn:
             conn.execute(
-                "UPDATE ledger SET status = ?, result = ?, completed_at = ? WHERE key = ? AND status = ?",
-                (EntryStatus.COMPLETED, record, time.time(), key, EntryStatus.STARTED),
+                "INSERT INTO ledger (key, status, result, started_at, completed_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET status = excluded.status, result = excluded.result,"
+                " completed_at = excluded.completed_at WHERE status = ?",
+                (key, EntryStatus.COMPLETED, record, now, now, EntryStatus.STARTED),
             )
 
     def release(self, key: str) -> None:

@@ -241,9 +241,10 @@ class PostgresLedger:
             "complete",
             key,
             lambda conn: conn.execute(
-                f"UPDATE {LEDGER_TABLE} SET status = 'completed', result = %s, completed_at = now()"
-                " WHERE key = %s AND status = 'started'",
-                (data, key),
+                f"INSERT INTO {LEDGER_TABLE} AS t (key, status, result, completed_at)"
+                " VALUES (%s, 'completed', %s, now()) ON CONFLICT (key) DO UPDATE SET status = 'completed',"
+                " result = excluded.result, completed_at = excluded.completed_at WHERE t.status = 'started'",
+                (key, data),
             ),
         )
 

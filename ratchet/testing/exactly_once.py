@@ -7,6 +7,7 @@ unless a check gives one)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -137,6 +138,33 @@ class ExactlyOnceChecks:
         assert refuse.key in error.message and refuse.acted == [], error
         entry = refuse.ledger.get(refuse.key)
         assert entry is not None and entry.status == EntryStatus.STARTED and entry.starts == 2, entry
+
+    def check_protocol_writes_once_for_a_call_that_does_not_claim(self) -> None:
+        """The model call's way (`Call.claims` False): nothing is written before it acts, so a
+        crash leaves no entry and the retry acts again; the result is recorded whole, and the next
+        run returns it without acting. A call that may not skip its claim is refused."""
+        probe, seen = self._probe(), []
+
+        def unclaimed(output: str, then: Exception | None = None) -> exactly_once.Call[Outcome, Outcome]:
+            async def act() -> Outcome:
+                seen.append(probe.ledger.get(probe.key))
+                probe.acted.append(output)
+                if then is not None:
+                    raise then
+                return Outcome(output=output)
+
+            return dataclasses.replace(probe.call(act=act), keeps_undo=False, idempotent=True, claims=False)
+
+        _fails(probe.ledger, unclaimed("lost", then=Crash()), Crash)
+        assert probe.ledger.get(probe.key) is None, "a call that does not claim must write nothing before acting"
+        assert _run(probe.ledger, unclaimed("reply")).output == "reply" and seen == [None, None], seen
+        assert _recorded(probe.ledger, probe.key) == {"output": "reply", "undo": None}
+        assert _run(probe.ledger, unclaimed("again")).output == "reply" and probe.acted == ["lost", "reply"]
+        try:
+            dataclasses.replace(probe.call(), claims=False)  # keeps its undo, not idempotent
+        except ValueError:
+            return
+        raise AssertionError("a call with an undo must not skip its claim")
 
     def check_protocol_follows_a_persons_decision(self) -> None:
         done, retry = self._probe(), self._probe()

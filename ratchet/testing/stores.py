@@ -168,6 +168,25 @@ class LedgerConformance(ExactlyOnceChecks, _Suite):
             what="a second complete must not replace the recorded result",
         )
 
+    def check_complete_records_a_key_never_begun(self) -> None:
+        """A call that does not claim its key (activities/exactly_once.py, `Call.claims`) only
+        completes it: the entry is recorded whole, and final as any other."""
+        ledger, ns = self.open_ledger(), _ns()
+        key = f"{ns}/1/model"
+        ledger.complete(key, {"reply": "first"})
+        _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"reply": "first"})
+        ledger.complete(key, {"reply": "second"})
+        _expect(
+            ledger.begin(key),
+            key,
+            EntryStatus.COMPLETED,
+            starts=1,
+            result={"reply": "first"},
+            what="a later complete or begin must not change it",
+        )
+        records = {r.key: r for r in ledger.export() if isinstance(r, EntryRecord) and r.key == key}
+        assert records[key].started_at is not None and records[key].completed_at is not None, records
+
     # forget
 
     def check_forget_deletes_a_runs_entries_and_chain_and_nothing_else(self) -> None:
