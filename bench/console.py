@@ -103,6 +103,7 @@ async def console_cost(env: Env, progress: Progress, runs: int, steps: int, samp
         console = WorkerProcess(
             [sys.executable, "-m", "ratchet.cli.main", "console", "--port", "0"],
             env={**os.environ, "PYTHONPATH": str(REPO), "TEMPORAL_ADDRESS": env.address,
+                 "RATCHET_LEDGER_PATH": str(env.root / "ledger.sqlite3"),
                  "RATCHET_TASK_QUEUE": worker.queue, "RATCHET_ARTIFACT_DIR": str(env.root / "artifacts")},
             cwd=REPO, log=env.root / "console.log", ready="ratchet console on", name="ratchet console",
         )

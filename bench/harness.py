@@ -167,7 +167,7 @@ class Env:
 async def connect_env(address: str, server_pid: int | None, root: Path) -> Env:
     from ratchet.worker.main import connect
 
-    settings = Settings(temporal_address=address, artifact_dir=root / "artifacts")
+    settings = Settings(temporal_address=address, artifact_dir=root / "artifacts", ledger_path=root / "ledger.sqlite3")
     return Env(address, server_pid, root, await Client.connect(address), await connect(settings), settings)
 
 

@@ -38,6 +38,7 @@ async def hooks_cost(env: Env, progress: Progress, deliveries: int) -> dict[str,
         serve = WorkerProcess(
             [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", "0"],
             env={**os.environ, "PYTHONPATH": str(REPO), "TEMPORAL_ADDRESS": env.address,
+                 "RATCHET_LEDGER_PATH": str(env.root / "ledger.sqlite3"),
                  "RATCHET_TASK_QUEUE": worker.queue, "RATCHET_HOOKS": str(hooks), "BENCH_HOOK_SECRET": SECRET},
             cwd=REPO, log=env.root / "serve.log", ready="ratchet serve on", name="ratchet serve",
         )

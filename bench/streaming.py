@@ -127,13 +127,13 @@ async def stream_cost(
 async def latencies(env: Env, queue: str, steps: int, concurrent: int) -> dict[str, list[float]]:
     from ratchet.client import RatchetClient
     from ratchet.contracts.events import TextDelta
-    from ratchet.ops.settings import Settings
 
-    client = RatchetClient(env.ratchet, Settings(temporal_address=env.address, task_queue=queue))
+    client = RatchetClient(env.ratchet, env.settings.model_copy(update={"task_queue": queue}))
     port = _free_port()
     serve = WorkerProcess(
         [sys.executable, "-m", "ratchet.cli.main", "serve", "--port", str(port)],
-        env={**os.environ, "PYTHONPATH": str(REPO), "TEMPORAL_ADDRESS": env.address, "RATCHET_TASK_QUEUE": queue},
+        env={**os.environ, "PYTHONPATH": str(REPO), "TEMPORAL_ADDRESS": env.address,
+             "RATCHET_LEDGER_PATH": str(env.root / "ledger.sqlite3"), "RATCHET_TASK_QUEUE": queue},
         cwd=REPO,
         log=env.root / "serve.log",
         ready="ratchet serve on",
