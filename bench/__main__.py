@@ -57,7 +57,7 @@ FULL = dict(
     component_steps=20, component_reps=2, scaleout_steps=20, scaleout_reps=3, scaleout_concurrent=(10, 10),
     sandbox=(20, 3, 5), mcp=(60, 3), stream=(20, 3, 20), sessions=(200, 10_000, 1000), console=(1000, 200, 50), hooks=200, approvals=100, shadow=(10, 3, 100),
     guard=(5.0, 3, 4), fairness=(200, 5, 5), billing=(20, 5),
-    throughput=[(20, 10, 3), (100, 20, 1)], levels=[25, 50, 100, 200], level_steps=10,
+    throughput=[(20, 10, 9), (100, 20, 3)], levels=[25, 50, 100, 200], level_steps=10,
     headline_agents=100, headline_steps=20, cached=1000, long_steps=5000, long_budget_s=900, replay_steps=1000,
     profile=(25, 4, (20, 100)), micro=(LENGTHS, 7), providers=(20, 3), policy=20_000,
 )

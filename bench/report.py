@@ -83,29 +83,35 @@ TARGETS = {
 
 
 def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
-    """Medians per size (agents x steps) and variant; the first size's figures are unsuffixed, a
+    """Per size (agents x steps): each variant's median steps/s, and each ratio as the median over
+    repetitions of the ratio within one (its cells ran one after another, so a machine that drifts
+    over the section moves both sides of a ratio alike). The first size's figures are unsuffixed, a
     later size's end in `_{agents}x{steps}`."""
     figures: dict[str, float] = {}
     sizes = list(dict.fromkeys((c["agents"], c["steps"]) for c in cells))
     for n, size in enumerate(sizes):
         tail = "" if n == 0 else f"_{size[0]}x{size[1]}"
         at = [c for c in cells if (c["agents"], c["steps"]) == size]
+        reps = [{c["variant"]: c for c in at if c["rep"] == rep} for rep in dict.fromkeys(c["rep"] for c in at)]
+
+        def paired(variant: str, key: str) -> float | None:
+            ratios = [r[variant][key] / r["floor"][key] for r in reps if variant in r and "floor" in r]
+            return median(ratios) if ratios else None
 
         def steps_per_s(variant: str) -> float | None:
             found = [c["steps_per_s"] for c in at if c["variant"] == variant]
             return median(found) if found else None
 
-        def cpu(variant: str) -> float:
-            return median(c["cpu_ms_per_step"] for c in at if c["variant"] == variant)
-
-        floor, ratchet, workspace = steps_per_s("floor"), steps_per_s("ratchet"), steps_per_s("workspace")
-        if floor and ratchet:
-            figures[f"throughput_ratio{tail}"] = ratchet / floor
-            figures[f"throughput_floor_steps_per_s{tail}"], figures[f"throughput_ratchet_steps_per_s{tail}"] = floor, ratchet
-            figures[f"throughput_worker_cpu_ratio{tail}"] = cpu("ratchet") / cpu("floor")
-        if floor and workspace:
-            figures[f"throughput_ratio_workspace{tail}"] = workspace / floor
-            figures[f"throughput_workspace_steps_per_s{tail}"] = workspace
+        for variant, name in (("ratchet", ""), ("workspace", "_workspace")):
+            ratio = paired(variant, "steps_per_s")
+            if ratio is None:
+                continue
+            figures[f"throughput_ratio{name}{tail}"] = ratio
+            figures[f"throughput_{variant}_steps_per_s{tail}"] = steps_per_s(variant) or 0.0
+            if variant == "ratchet":
+                figures[f"throughput_worker_cpu_ratio{tail}"] = paired(variant, "cpu_ms_per_step") or 0.0
+        if reps and steps_per_s("floor"):
+            figures[f"throughput_floor_steps_per_s{tail}"] = steps_per_s("floor") or 0.0
     return figures
 
 

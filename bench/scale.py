@@ -56,14 +56,14 @@ THROUGHPUT_VARIANTS = ("floor", "ratchet", "workspace")
 
 async def throughput_pair(env: Env, progress: Progress, sizes: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
     """For each (agents, steps, reps) of `sizes`: the floor, Ratchet and Ratchet with the coder's
-    read_file in turn (the order rotating), `reps` times each."""
+    read_file in turn (the order rotating), `reps` times each; each cell says its repetition."""
     cells = []
     for agents, steps, reps in sizes:
         for rep in range(reps):
             turn = rep % len(THROUGHPUT_VARIANTS)
             for name in THROUGHPUT_VARIANTS[turn:] + THROUGHPUT_VARIANTS[:turn]:
                 progress.begin(f"throughput: {name}, {agents} concurrent runs of {steps} steps, rep {rep + 1}/{reps}")
-                cells.append(await concurrent_runs(env, VARIANTS[name], agents, steps))
+                cells.append({**await concurrent_runs(env, VARIANTS[name], agents, steps), "rep": rep})
                 progress.end(f"{cells[-1]['steps_per_s']:.1f} steps/s")
     return cells
 
