@@ -155,37 +155,24 @@ class LedgerConformance(ExactlyOnceChecks, _Suite):
         )
 
     def check_a_completed_entry_is_final(self) -> None:
-        ledger, key = self.open_ledger(), f"{_ns()}/1/call"
-        ledger.begin(key)
-        ledger.complete(key, {"reply": "first"})
-        ledger.complete(key, {"reply": "second"})
-        _expect(
-            ledger.get(key),
-            key,
-            EntryStatus.COMPLETED,
-            starts=1,
-            result={"reply": "first"},
-            what="a second complete must not replace the recorded result",
-        )
-
-    def check_complete_records_a_key_never_begun(self) -> None:
-        """A call that does not claim its key (activities/exactly_once.py, `Call.claims`) only
-        completes it: the entry is recorded whole, and final as any other."""
+        """Begun or not (a call that does not claim its key, activities/exactly_once.py's
+        `Call.claims`, only completes it): the first result stays, and the entry is whole."""
         ledger, ns = self.open_ledger(), _ns()
-        key = f"{ns}/1/model"
-        ledger.complete(key, {"reply": "first"})
-        _expect(ledger.get(key), key, EntryStatus.COMPLETED, starts=1, result={"reply": "first"})
-        ledger.complete(key, {"reply": "second"})
-        _expect(
-            ledger.begin(key),
-            key,
-            EntryStatus.COMPLETED,
-            starts=1,
-            result={"reply": "first"},
-            what="a later complete or begin must not change it",
-        )
-        records = {r.key: r for r in ledger.export() if isinstance(r, EntryRecord) and r.key == key}
-        assert records[key].started_at is not None and records[key].completed_at is not None, records
+        for key, begun in ((f"{ns}/1/call", True), (f"{ns}/1/model", False)):
+            if begun:
+                ledger.begin(key)
+            ledger.complete(key, {"reply": "first"})
+            ledger.complete(key, {"reply": "second"})
+            _expect(
+                ledger.begin(key),
+                key,
+                EntryStatus.COMPLETED,
+                starts=1,
+                result={"reply": "first"},
+                what=f"{'a begun' if begun else 'a never begun'} key: a second complete or a begin changed it",
+            )
+        records = [r for r in ledger.export() if isinstance(r, EntryRecord) and r.key.startswith(f"{ns}/")]
+        assert len(records) == 2 and all(r.started_at and r.completed_at for r in records), records
 
     # forget
 
