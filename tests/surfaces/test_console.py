@@ -107,6 +107,13 @@ async def test_the_runs_page_filters_and_pages(client, settings, worker, console
     agent_runs = [await rc.start(scripted("probe", [{"content": "done"}])) for _ in range(3)]
     for run in agent_runs:
         await run.result()
+    ours = {run.workflow_id for run in agent_runs}
+
+    async def closed():  # visibility records a close a moment after it; a close between two pages reorders them
+        page = await rc.list_page(agent="probe", page_size=100, running=True)
+        return not ours & {r.workflow_id for r in page.runs} or None
+
+    await until(closed, "the runs closed in visibility")
     first = await rc.list_page(agent="probe", page_size=2, running=None)
     assert len(first.runs) == 2 and first.next_page
     second = await rc.list_page(agent="probe", page_size=2, page=first.next_page)
