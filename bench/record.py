@@ -10,6 +10,7 @@ section's old result is dropped, not left standing beside a failure that says it
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +69,32 @@ def figure_sections(doc: dict[str, Any]) -> dict[str, str]:
     return owner
 
 
+def drop_unreadable(doc: dict[str, Any]) -> None:
+    """Each section's stored results whose figures this bench cannot compute (an earlier bench's
+    format: a field it did not record) are dropped, the section marked failed saying so, rather
+    than stopping the bench at its next write."""
+    for section in SECTIONS:
+        if not doc.get(section.results_key):
+            continue
+        try:
+            compute_figures({"meta": doc["meta"], section.results_key: doc[section.results_key]})
+        except Exception:  # noqa: BLE001 - whatever the old format breaks, the section is re-measured
+            doc.pop(section.results_key)
+            entry = doc["sections"].get(section.name, {})
+            doc["sections"][section.name] = {
+                **entry, "status": "failed", "comparable": False,
+                "traceback": "its stored results (from " + str(entry.get("date", "an earlier bench")) + ") cannot be "
+                "read by this bench; run the section again\n" + traceback.format_exc(),
+            }
+
+
 def write(doc: dict[str, Any], out: Path) -> dict[str, float]:
     """latest.json, latest.md and the plots from the document as it is now; returns its figures."""
     from bench.plots import plot_all
 
     out.mkdir(parents=True, exist_ok=True)
     doc.setdefault("sections", {})
+    drop_unreadable(doc)
     figures = compute_figures(doc)
     doc["figures"] = figures
     owners = figure_sections(doc)

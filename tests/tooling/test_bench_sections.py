@@ -81,6 +81,25 @@ def test_a_failing_section_is_recorded_with_its_traceback_and_the_others_still_c
     assert doc["sections"]["providers"] == micro_free(doc)["providers"] and doc["providers"]
 
 
+def test_stored_results_this_bench_cannot_read_are_dropped_not_fatal(tmp_path):
+    """Results an earlier bench wrote in another shape (throughput cells without their repetition)
+    do not stop the next run at its first write: that section is marked failed, the others count."""
+    out = tmp_path / "results"
+    assert main(["--smoke", "--only", "providers", "--out", str(out), "--probe-s", "0"]) == 0
+    doc = json.loads((out / "latest.json").read_text())
+    cell = {"variant": "floor", "agents": 2, "steps": 2, "steps_per_s": 10.0, "cpu_ms_per_step": 1.0}
+    doc["throughput"] = [cell, {**cell, "variant": "ratchet"}]  # no "rep": an earlier bench's cells
+    doc["sections"]["throughput"] = {**doc["sections"]["providers"]}
+    (out / "latest.json").write_text(json.dumps(doc))
+    assert main(["--smoke", "--only", "policy", "--out", str(out), "--probe-s", "0"]) == 0
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["sections"]["policy"]["status"] == "ok" and doc["sections"]["providers"]["status"] == "ok"
+    throughput = doc["sections"]["throughput"]
+    assert throughput["status"] == "failed" and "cannot be read by this bench" in throughput["traceback"]
+    assert "KeyError: 'rep'" in throughput["traceback"] and "throughput" not in doc
+    assert "throughput_ratio" not in doc["figures"] and doc["figures"]["anthropic_openai_cpu_ratio"] > 0
+
+
 def micro_free(doc):
     return {k: v for k, v in doc["sections"].items() if k != "micro"}
 
