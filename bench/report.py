@@ -110,8 +110,9 @@ def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
             figures[f"throughput_{variant}_steps_per_s{tail}"] = steps_per_s(variant) or 0.0
             if variant == "ratchet":
                 figures[f"throughput_worker_cpu_ratio{tail}"] = paired(variant, "cpu_ms_per_step") or 0.0
-        if reps and steps_per_s("floor"):
-            figures[f"throughput_floor_steps_per_s{tail}"] = steps_per_s("floor") or 0.0
+        floor = steps_per_s("floor")
+        if floor:
+            figures[f"throughput_floor_steps_per_s{tail}"] = floor
     return figures
 
 

@@ -24,6 +24,7 @@ import dataclasses
 import random
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.floor import FLOOR_SESSION
@@ -56,14 +57,19 @@ def session_run(turns: int) -> dict[str, Any]:
     }
 
 
-async def timed_asks(run: RunHandle, turns: int, pause_s: float = 0.0) -> list[float]:
+async def timed(turn: Callable[[int], Awaitable[Any]], turns: int, pause_s: float = 0.0) -> list[float]:
+    """Milliseconds of each of `turns` calls of `turn(i)`, `pause_s` apart."""
     times = []
-    for turn in range(turns):
+    for i in range(turns):
         await asyncio.sleep(pause_s)
         began = time.perf_counter()
-        await run.ask(f"question {turn}")
+        await turn(i)
         times.append((time.perf_counter() - began) * 1000)
     return times
+
+
+async def timed_asks(run: RunHandle, turns: int, pause_s: float = 0.0) -> list[float]:
+    return await timed(lambda i: run.ask(f"question {i}"), turns, pause_s)
 
 
 async def alternating(floor: Any, run: RunHandle, turns: int) -> tuple[list[float], list[float]]:
@@ -73,11 +79,7 @@ async def alternating(floor: Any, run: RunHandle, turns: int) -> tuple[list[floa
     floor_ms: list[float] = []
     while len(ratchet_ms) < turns:
         count = min(ROUND, turns - len(ratchet_ms))
-        for _ in range(count):
-            await asyncio.sleep(PAUSE_S)
-            began = time.perf_counter()
-            await floor.execute_update("ask", len(floor_ms), result_type=str)
-            floor_ms.append((time.perf_counter() - began) * 1000)
+        floor_ms += await timed(lambda i: floor.execute_update("ask", i, result_type=str), count, PAUSE_S)
         ratchet_ms += await timed_asks(run, count, PAUSE_S)
     return ratchet_ms, floor_ms
 
