@@ -89,11 +89,15 @@ class Visibility:
         self._published: dict[str, Any] = {
             pair.key.name: pair.value for pair in workflow.info().typed_search_attributes.search_attributes
         }
+        self._shown = SA_PHASE.name in self._published
+        """The run shows a phase from its start: what it shows is kept true (its end, above all),
+        even on a worker that publishes none of its own (RATCHET_SEARCH_ATTRIBUTES off on the
+        worker, on on the client that started it), or it would be listed RUNNING forever."""
 
     def publish(self, state: AgentState, plan: RunPlan | None, search_attributes: bool | None = None) -> None:
         """Upsert what changed. Without a plan (a run that failed while being planned),
         `search_attributes` says whether the worker has them (run.prepare's failure tells)."""
-        if not (plan.search_attributes if plan is not None else search_attributes):
+        if not (self._shown or (plan.search_attributes if plan is not None else search_attributes)):
             return
         changed = [(key, value) for key, value in wanted(state, plan).items() if self._published.get(key.name) != value]
         if not changed:

@@ -184,3 +184,26 @@ async def test_a_run_shows_its_agent_from_its_start_and_upserts_only_what_change
         "the raw start listed by its agent, DONE",
     )
     assert listed.workflow_id == raw.id
+
+
+async def test_a_run_started_showing_running_shows_its_end_on_a_worker_that_publishes_nothing(client, settings):
+    """A client with RATCHET_SEARCH_ATTRIBUTES on starts the run showing its agent and RUNNING; a
+    worker with it off publishes none of its own, yet what the run shows from its start is kept
+    true: its end is upserted, so it is not listed RUNNING once closed."""
+    silent = settings.model_copy(update={"search_attributes": False})
+    async with build_worker(client, silent, graceful_shutdown_timeout=timedelta(0)):
+        handle = await start(client, settings, scripted("probe", [{"content": "done"}]))
+        assert (await handle.result()).phase == Phase.DONE
+    [listed] = await until(
+        lambda: runs(client, settings).list(
+            agent="probe", query=f'WorkflowId="{handle.workflow_id}" AND {RunAttributes.PHASE}="DONE"'
+        ),
+        "the run listed DONE",
+    )
+    assert listed.status == "COMPLETED"
+    upserts = [
+        e
+        for e in (await handle.history()).events
+        if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+    ]
+    assert upserts, "the run's end is upserted"
