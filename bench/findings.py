@@ -47,9 +47,9 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
     if floor and ratchet:
         out.append(
             f"- **Start of a run.** From start to the first model call: Ratchet {ratchet['prepare_ms']:.0f} ms, floor "
-            f"{floor['prepare_ms']:.0f} ms; cold_start_ratio={figures.get('cold_start_ratio', 0):.2f}. The first model "
-            f"call plans the run (it was a separate `run.prepare` activity: one more schedule/run/workflow-task round "
-            f"trip before the first model call).")
+            f"{floor['prepare_ms']:.0f} ms; cold_start_ratio={figures.get('cold_start_ratio', 0):.2f}. The run is "
+            f"planned first, by its own activity `run.prepare` (profile, tools and model settings resolved once for "
+            f"the run's life): one schedule/run/workflow-task round trip before the first model call.")
     comp = results.get("components") or []
     base = _row(comp, "ratchet")
     if base:
@@ -72,8 +72,8 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"(steady state) {ratchet['steady_bytes_per_step']:.0f} vs {floor['steady_bytes_per_step']:.0f} B/step, ratio "
             f"{ratchet['steady_bytes_per_step'] / floor['steady_bytes_per_step']:.2f}. Once per run: the run input "
             f"({ratchet['input_bytes']:.0f} B; the scripted model's replies are a file in the workspace, "
-            f"`model.script_file`, as the floor's are in its code), which the first model call carries again to plan "
-            f"the run, the plan in its reply, two patch markers, search-attribute upserts. Largest fields per step: "
+            f"`model.script_file`, as the floor's are in its code), which `run.prepare` reads from the start event "
+            f"instead of taking it as its input, the plan in its result, search-attribute upserts. Largest fields per step: "
             f"{top}. Done: defaults left out of every payload; settings and tool schemas named once per run "
             f"(`call_ref`) and then by the transcript segment's header, not by each request; finish reason and model "
             f"only when the message and settings do not say them; transcripts as bare digests; keys derived by the "
