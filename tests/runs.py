@@ -128,9 +128,12 @@ async def until(condition: Callable[[], Any], what: str, timeout: float = 30) ->
 
 
 async def ratchet(settings: Settings, *args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
-    """`ratchet ARGS` against the test's server and task queue: its exit code and output."""
+    """`ratchet ARGS` against the test's server, task queue and stores (its ledger, artifacts and
+    workspaces, not the defaults under the repository's .ratchet/): its exit code and output."""
     env = dict(os.environ, TEMPORAL_ADDRESS=settings.temporal_address, RATCHET_TASK_QUEUE=settings.task_queue,
-               **(extra_env or {}))
+               RATCHET_LEDGER_PATH=str(settings.ledger_path), RATCHET_ARTIFACT_DIR=str(settings.artifact_dir),
+               RATCHET_WORKSPACE_ROOT=str(settings.workspace_root))
+    env.update(extra_env or {})
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ratchet.cli.main", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

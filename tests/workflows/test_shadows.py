@@ -221,15 +221,16 @@ async def test_what_only_the_worker_knows_stops_the_batch_at_its_first_shadow(cl
     await until(lambda: gone(firsts[0]), "the refused first shadow deleted", timeout=120)  # the others too, later
 
 
-async def test_the_command_line_gates_on_fail_if(client, settings, worker):
+async def test_the_command_line_gates_on_fail_if(client, settings, worker, tmp_path):
     original = await start(client, settings, scripted("saga", DONE_AFTER_TWO_CHECKPOINTS, workspace="cli"))
     assert (await original.result()).phase == Phase.DONE
-    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--model", "recorded")
-    assert code == 2 and "its transcript is no longer stored" in out, "another artifact store: nothing to replay"
-    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id)
+    another = {"RATCHET_ARTIFACT_DIR": str(tmp_path / "another-store")}  # not the worker's: nothing to replay
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, "--model", "recorded", extra_env=another)
+    assert code == 2 and "its transcript is no longer stored" in out, out
+    code, out = await ratchet(settings, "shadow", "--runs", original.workflow_id, extra_env=another)
     assert code == 2 and "its workspace files are no longer stored" in out, out
     shadow = ("shadow", "--runs", original.workflow_id, "--model", "recorded", "--fail-if", "same>0")
-    code, out = await ratchet(settings, *shadow, extra_env={"RATCHET_ARTIFACT_DIR": str(settings.artifact_dir)})
+    code, out = await ratchet(settings, *shadow)
     assert code == 1 and "fail-if: same=1 > 0" in out and "| 1 | 1 | 0 |" in out, out
     batch = re.search(r"shadow batch (\w+)", out).group(1)
     code, out = await ratchet(
