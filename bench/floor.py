@@ -1,4 +1,4 @@
-"""The floor: the same N-step task written directly on the Temporal SDK.
+"""The floor: the same N-step task written directly on the Temporal SDK (and in Ratchet's step shape).
 
 One model activity and one tool activity per step, minimal payloads (ints and short strings), a
 scripted "model" that asks for the tool until the last step. Default data converter, default
@@ -28,21 +28,38 @@ async def floor_tool(step: int) -> str:
     return f"echo {step}"
 
 
+async def _steps(steps: int, local_tool: bool) -> int:
+    step = 0
+    while True:
+        step += 1
+        call = await workflow.execute_activity(
+            floor_model, [step, steps], start_to_close_timeout=timedelta(seconds=90), retry_policy=RETRY
+        )
+        if not call:
+            return step - 1
+        run_tool = workflow.execute_local_activity if local_tool else workflow.execute_activity
+        await run_tool(floor_tool, step, start_to_close_timeout=timedelta(seconds=30), retry_policy=RETRY)
+
+
 @workflow.defn(name=FLOOR_WORKFLOW)
 class FloorWorkflow:
     @workflow.run
     async def run(self, steps: int) -> int:
-        step = 0
-        while True:
-            step += 1
-            call = await workflow.execute_activity(
-                floor_model, [step, steps], start_to_close_timeout=timedelta(seconds=90), retry_policy=RETRY
-            )
-            if not call:
-                return step - 1
-            await workflow.execute_activity(
-                floor_tool, step, start_to_close_timeout=timedelta(seconds=30), retry_policy=RETRY
-            )
+        return await _steps(steps, local_tool=False)
+
+
+FLOOR_LOCAL_WORKFLOW = "BenchFloorLocalTool"
+
+
+@workflow.defn(name=FLOOR_LOCAL_WORKFLOW)
+class FloorLocalToolWorkflow:
+    """The floor in Ratchet's step shape: its tool a local activity (as Ratchet runs a fast read-only
+    tool), so a step is one activity, one local activity and their workflow tasks, with nothing of
+    Ratchet's own work (ledger, billing, transcript, state): what this shape costs on the SDK alone."""
+
+    @workflow.run
+    async def run(self, steps: int) -> int:
+        return await _steps(steps, local_tool=True)
 
 
 FLOOR_SESSION = "BenchFloorSession"

@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
-from bench.floor import FLOOR_WORKFLOW
+from bench.floor import FLOOR_LOCAL_WORKFLOW, FLOOR_WORKFLOW
 from bench.store_calls import counts_file, read_counts
 from bench.worker_proc import READY
 from devtools import workers
@@ -53,6 +53,8 @@ VARIANTS = {
     v.name: v
     for v in (
         Variant("floor", "floor", FLOOR_WORKFLOW, label="raw SDK floor"),
+        Variant("floor_local", "floor", FLOOR_LOCAL_WORKFLOW,
+                label="raw SDK floor, its tool a local activity (Ratchet's step shape, none of its work)"),
         Variant("ratchet", "ratchet", AGENT_WORKFLOW, label="Ratchet, read-only tool"),
         Variant("ledger", "ratchet", AGENT_WORKFLOW, tool="bench_note", label="Ratchet, compensable tool (ledger)"),
         Variant("verify", "ratchet", AGENT_WORKFLOW, profile="bench_verify", tool="bench_note",

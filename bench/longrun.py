@@ -74,8 +74,10 @@ async def long_and_replay(
         long_handle = await record(env, long_worker.queue, "bench_long", long_steps)
         replay_handle = await record(env, replay_worker.queue, "bench_replay", replay_steps)
         floor_handle = await start_run(env, VARIANTS["floor"], replay_steps, floor_worker.queue)
+        shape_handle = await start_run(env, VARIANTS["floor_local"], replay_steps, floor_worker.queue)
         replay_result = await replay_handle.result()
         await floor_handle.result()
+        await shape_handle.result()
         try:
             left = max(1.0, budget_s - (time.perf_counter() - began))
             long_result = await asyncio.wait_for(long_handle.result(), left)
@@ -106,7 +108,9 @@ async def long_and_replay(
     progress.end(f"{len(chain)} runs")
 
     progress.begin(f"replay: {replay_steps}-step history")
-    replay = await replay_speeds(env, await replay_handle.history(), await floor_handle.fetch_history())
+    replay = await replay_speeds(
+        env, await replay_handle.history(), await floor_handle.fetch_history(), await shape_handle.fetch_history()
+    )
     progress.end(", ".join(f"{k} {v['events']} events {v['events_per_s']:.0f}/s" for k, v in replay.items()))
     return {
         "long": {

@@ -35,7 +35,8 @@ def _comparable(doc: dict[str, Any], record: Record) -> tuple[bool, str]:
     ok, why = quiet.verdict(record.during)
     if ok and record.section.name == "throughput":
         cells = record.result or []  # the floor at the first size: the quiet figure is that size's
-        floor = [c["steps_per_s"] for c in cells if c["variant"] == "floor" and c["agents"] == cells[0]["agents"]]
+        floor = [c["steps_per_s"] for c in cells  # side by side, a cell's steps/s is a share of the machine
+                 if c["variant"] == "floor" and c["agents"] == cells[0]["agents"] and not c.get("together")]
         if floor:
             ok, why = quiet.floor_verdict(min(floor), doc["meta"].get("quiet_floor_steps_per_s"))
             if ok:

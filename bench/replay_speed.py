@@ -2,7 +2,7 @@
 
 Figures from the same machine and moment: AgentWorkflow as `ratchet replay` runs it, the same
 with activations inline on the event loop (the Replayer's debug_mode), and the raw-SDK floor's
-history of the same number of steps.
+history of the same number of steps, as written and in Ratchet's step shape (its tool a local activity).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from bench.floor import FloorWorkflow
+from bench.floor import FloorLocalToolWorkflow, FloorWorkflow
 from bench.harness import Env
 from ratchet.payloads.converter import data_converter
 from ratchet.ops.settings import Settings
@@ -36,7 +36,8 @@ def _speeds(history: WorkflowHistory, times: list[float]) -> dict[str, float]:
             "first_events_per_s": events / times[0], "bytes": sum(e.ByteSize() for e in history.events)}
 
 
-async def replay_speeds(env: Env, ratchet: WorkflowHistory, floor: WorkflowHistory | None, repeats: int = 3) -> dict[str, Any]:
+async def replay_speeds(env: Env, ratchet: WorkflowHistory, floor: WorkflowHistory | None,
+                        floor_local: WorkflowHistory | None = None, repeats: int = 3) -> dict[str, Any]:
     converter = data_converter(Settings(artifact_dir=env.root / "artifacts"))
     cases = {
         "ratchet": (Replayer(workflows=[AgentWorkflow], data_converter=converter), ratchet),
@@ -45,6 +46,8 @@ async def replay_speeds(env: Env, ratchet: WorkflowHistory, floor: WorkflowHisto
     }
     if floor is not None:
         cases["floor"] = (Replayer(workflows=[FloorWorkflow]), floor)
+    if floor_local is not None:  # the floor in Ratchet's step shape: its tool a local activity
+        cases["floor_local"] = (Replayer(workflows=[FloorLocalToolWorkflow]), floor_local)
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):  # interleaved: load drift on a shared machine hits every case alike
         for name, (replayer, history) in cases.items():

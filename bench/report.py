@@ -91,12 +91,26 @@ def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
     sizes = list(dict.fromkeys((c["agents"], c["steps"]) for c in cells))
     for n, size in enumerate(sizes):
         tail = "" if n == 0 else f"_{size[0]}x{size[1]}"
-        at = [c for c in cells if (c["agents"], c["steps"]) == size]
-        reps = [{c["variant"]: c for c in at if c["rep"] == rep} for rep in dict.fromkeys(c["rep"] for c in at)]
+        at = [c for c in cells if (c["agents"], c["steps"]) == size and not c.get("together")]
+        reps = _reps(at)
+        side = _reps([c for c in cells if (c["agents"], c["steps"]) == size and c.get("together")])
 
-        def paired(variant: str, key: str) -> float | None:
-            ratios = [r[variant][key] / r["floor"][key] for r in reps if variant in r and "floor" in r]
+        def paired(variant: str, key: str, over: str = "floor", within: list = reps) -> float | None:
+            ratios = [r[variant][key] / r[over][key] for r in within if variant in r and over in r]
             return median(ratios) if ratios else None
+
+        shape = paired("floor_local", "steps_per_s")
+        if shape is not None:
+            figures[f"throughput_ratio_floor_local{tail}"] = shape
+        for name, (variant, over) in {
+            "ratio": ("ratchet", "floor"),
+            "ratio_workspace": ("workspace", "floor"),
+            "ratio_over_floor_local": ("ratchet", "floor_local"),
+            "ratio_floor_local": ("floor_local", "floor"),
+        }.items():
+            ratio = paired(variant, "cpu_ms_per_step", over, side)
+            if ratio is not None:
+                figures[f"side_by_side_worker_cpu_{name}{tail}"] = ratio
 
         def steps_per_s(variant: str) -> float | None:
             found = [c["steps_per_s"] for c in at if c["variant"] == variant]
@@ -114,6 +128,11 @@ def throughput_figures(cells: list[dict[str, Any]]) -> dict[str, float]:
         if floor:
             figures[f"throughput_floor_steps_per_s{tail}"] = floor
     return figures
+
+
+def _reps(cells: list[dict[str, Any]]) -> list[dict[str, dict[str, Any]]]:
+    """The cells of each repetition, by variant."""
+    return [{c["variant"]: c for c in cells if c["rep"] == rep} for rep in dict.fromkeys(c["rep"] for c in cells)]
 
 
 def compute_figures(results: dict[str, Any]) -> dict[str, float]:
@@ -169,13 +188,17 @@ def compute_figures(results: dict[str, Any]) -> dict[str, float]:
         figures["replay_events"] = replay["ratchet"]["events"]
         figures["replay_events_per_s"] = replay["ratchet"]["events_per_s"]
         figures["replay_first_events_per_s"] = replay["ratchet"]["first_events_per_s"]
-        for name in ("inline", "floor"):
+        for name in ("inline", "floor", "floor_local"):
             if name in replay:
                 figures[f"replay_events_per_s_{name}"] = replay[name]["events_per_s"]
         if "floor" in replay:
             figures["replay_ratio"] = round(replay["ratchet"]["events_per_s"] / replay["floor"]["events_per_s"], 2)
             # both histories have the same steps: >1, a step of Ratchet's replays faster than one of the floor's
             figures["replay_step_ratio"] = round(replay["floor"]["median_s"] / replay["ratchet"]["median_s"], 2)
+        if "floor" in replay and "floor_local" in replay:  # what the step shape alone does to events/s
+            figures["replay_ratio_floor_local"] = round(
+                replay["floor_local"]["events_per_s"] / replay["floor"]["events_per_s"], 2
+            )
     if long.get("long"):
         run = long["long"]
         for key in ("steps", "steps_done", "runs", "wall_s", "peak_rss_mib", "rss_ratio", "history_ratio", "input_ratio", "step_ms_ratio"):
@@ -343,7 +366,13 @@ _SCALE_COLUMNS = {
 
 
 def _scale_table(cells: list[dict[str, Any]]) -> list[str]:
-    return _table(list(_SCALE_COLUMNS.values()), [[c[k] for k in _SCALE_COLUMNS] for c in cells])
+    return _table(list(_SCALE_COLUMNS.values()), [[_variant(c) if k == "variant" else c[k] for k in _SCALE_COLUMNS]
+                                                  for c in cells])
+
+
+def _variant(cell: dict[str, Any]) -> str:
+    """A side-by-side cell says so: its steps/s is its share of the machine, its CPU its own."""
+    return f"{cell['variant']} (side by side)" if cell.get("together") else cell["variant"]
 
 
 def _scale_section(results: dict[str, Any]) -> list[str]:
@@ -370,7 +399,7 @@ def _long_section(results: dict[str, Any]) -> list[str]:
         out += ["## Replay", "", f"Histories of {replay['steps']} steps, temporalio Replayer, 3 replays each in the bench "
                 "process, interleaved: `ratchet` AgentWorkflow as `ratchet replay` runs it, `inline` the same with the "
                 "Replayer's debug_mode (activations on the event loop, no deadlock detector), `floor` the raw-SDK "
-                "workflow's history.", "",
+                "workflow's history, `floor_local` the same with its tool a local activity (Ratchet's step shape).", "",
                 *_table(["workflow", "events", "KiB", "first s", "median s", "events/s (median)", "events/s (best)"], rows), ""]
     if long.get("long"):
         r = long["long"]

@@ -8,6 +8,7 @@ Every figure comes from a fresh worker whose first (cold) run is done before the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,13 +31,19 @@ async def _gather_limited(coros, limit: int = 25) -> list[Any]:
 async def concurrent_runs(env: Env, variant: Variant, agents: int, steps: int) -> dict[str, Any]:
     async with env.worker(variant) as worker:
         await timed_run(env, variant, 2, worker.queue)  # cold start outside the clock
-        before, server_before = worker.stats(), env.server_cpu_s()
-        began = time.perf_counter()
-        handles = await _gather_limited([start_run(env, variant, steps, worker.queue) for _ in range(agents)])
-        for result in await asyncio.gather(*(h.result() for h in handles)):
-            check_result(variant, steps, result)
-        wall = time.perf_counter() - began
-        after, server_after = worker.stats(), env.server_cpu_s()
+        return await _batch(env, variant, worker, agents, steps)
+
+
+async def _batch(env: Env, variant: Variant, worker, agents: int, steps: int) -> dict[str, Any]:
+    """`agents` runs of `steps` steps at once on `worker` (warm), timed from the first start request
+    to the last result; its CPU and the server's over that time."""
+    before, server_before = worker.stats(), env.server_cpu_s()
+    began = time.perf_counter()
+    handles = await _gather_limited([start_run(env, variant, steps, worker.queue) for _ in range(agents)])
+    for result in await asyncio.gather(*(h.result() for h in handles)):
+        check_result(variant, steps, result)
+    wall = time.perf_counter() - began
+    after, server_after = worker.stats(), env.server_cpu_s()
     histories = await _gather_limited([run_history(h) for h in handles])
     stats = [analyze(h, model_activity(variant)) for h in histories]
     latencies = [x for s in stats for x in s.step_latencies_s]
@@ -51,12 +58,15 @@ async def concurrent_runs(env: Env, variant: Variant, agents: int, steps: int) -
     }
 
 
-THROUGHPUT_VARIANTS = ("floor", "ratchet", "workspace")
+THROUGHPUT_VARIANTS = ("floor", "floor_local", "ratchet", "workspace")
+SIDE_BY_SIDE_REPS = 3
+"""Side-by-side repetitions of a size: one per this many of its repetitions in turn (at least one)."""
 
 
 async def throughput_pair(env: Env, progress: Progress, sizes: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
-    """For each (agents, steps, reps) of `sizes`: the floor, Ratchet and Ratchet with the coder's
-    read_file in turn (the order rotating), `reps` times each; each cell says its repetition."""
+    """For each (agents, steps, reps) of `sizes`: the floor, the floor in Ratchet's step shape,
+    Ratchet and Ratchet with the coder's read_file in turn (the order rotating), `reps` times each;
+    then side by side (`side_by_side`). Each cell says its repetition."""
     cells = []
     for agents, steps, reps in sizes:
         for rep in range(reps):
@@ -65,7 +75,29 @@ async def throughput_pair(env: Env, progress: Progress, sizes: Sequence[Sequence
                 progress.begin(f"throughput: {name}, {agents} concurrent runs of {steps} steps, rep {rep + 1}/{reps}")
                 cells.append({**await concurrent_runs(env, VARIANTS[name], agents, steps), "rep": rep})
                 progress.end(f"{cells[-1]['steps_per_s']:.1f} steps/s")
+        for rep in range(-(-reps // SIDE_BY_SIDE_REPS)):
+            progress.begin(f"throughput side by side: every variant's {agents} runs of {steps} steps at once, rep {rep + 1}")
+            cells += await side_by_side(env, agents, steps, rep)
+            progress.end(", ".join(f"{c['variant']} {c['cpu_ms_per_step']:.2f}" for c in cells[-len(THROUGHPUT_VARIANTS):])
+                         + " ms worker CPU/step")
     return cells
+
+
+async def side_by_side(env: Env, agents: int, steps: int, rep: int) -> list[dict[str, Any]]:
+    """Every throughput variant on its own worker, each with `agents` runs of `steps` steps, all at
+    the same time: their worker CPU per step over the same seconds. This machine's speed drifts by
+    up to a third over minutes with no load or steal to show for it, which cells in turn each catch
+    at another moment; side by side, a drift moves every worker alike (two workers of the same code
+    agree within 5%). Steps/s here is a share of the machine, not a throughput."""
+    async with contextlib.AsyncExitStack() as stack:
+        workers = []
+        for name in THROUGHPUT_VARIANTS:
+            variant = VARIANTS[name]
+            worker = await stack.enter_async_context(env.worker(variant))
+            await timed_run(env, variant, 2, worker.queue)  # cold start outside the clock
+            workers.append((variant, worker))
+        done = await asyncio.gather(*(_batch(env, variant, worker, agents, steps) for variant, worker in workers))
+    return [{**cell, "rep": rep, "together": True} for cell in done]
 
 
 async def sweep(env: Env, progress: Progress, levels: Sequence[int], steps: int, headline: int,

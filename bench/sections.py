@@ -102,7 +102,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("guard", lambda c: guard.guard_cost(_env(c), c.progress, *_c(c, "guard")), lambda cfg: 1),
     Section("fairness", lambda c: fairness.fairness_cost(_env(c), c.progress, *_c(c, "fairness")), lambda cfg: 2),
     Section("throughput", lambda c: scale.throughput_pair(_env(c), c.progress, _c(c, "throughput")),
-            lambda cfg: len(scale.THROUGHPUT_VARIANTS) * sum(reps for _, _, reps in cfg["throughput"])),
+            lambda cfg: sum(len(scale.THROUGHPUT_VARIANTS) * reps + -(-reps // scale.SIDE_BY_SIDE_REPS)
+                            for _, _, reps in cfg["throughput"])),
     Section("sweep", lambda c: scale.sweep(_env(c), c.progress, _c(c, "levels"), _c(c, "level_steps"),
                                            _c(c, "headline_agents"), _c(c, "headline_steps")),
             lambda cfg: len(cfg["levels"]), meta=("headline_agents",)),

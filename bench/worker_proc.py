@@ -32,10 +32,11 @@ async def floor_worker(address: str, queue: str):
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from bench.floor import ACTIVITIES, FloorSession, FloorWorkflow
+    from bench.floor import ACTIVITIES, FloorLocalToolWorkflow, FloorSession, FloorWorkflow
 
     client = await Client.connect(address)
-    return Worker(client, task_queue=queue, workflows=[FloorWorkflow, FloorSession], activities=ACTIVITIES)
+    workflows = [FloorWorkflow, FloorLocalToolWorkflow, FloorSession]
+    return Worker(client, task_queue=queue, workflows=workflows, activities=ACTIVITIES)
 
 
 async def ratchet_worker(address: str, queue: str, root: Path):

@@ -46,8 +46,9 @@ def test_every_section_runs_at_its_smallest_size_and_is_written(tmp_path, group)
     for name in group:
         assert sections.BY_NAME[name].results_key in doc, name
     figures = doc["figures"]
-    assert "throughput" not in group or figures["throughput_ratio"] > 0
+    assert "throughput" not in group or figures["throughput_ratio"] > 0 and figures["side_by_side_worker_cpu_ratio"] > 0
     assert "steps" not in group or figures["step_time_ratio"] > 0
+    assert "long" not in group or figures["replay_ratio"] > 0 and figures["replay_ratio_floor_local"] > 0
     assert "## Sections" in (out / "latest.md").read_text()
 
 
