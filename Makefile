@@ -87,7 +87,7 @@ clean:
 	rm -rf .ratchet
 
 # Benchmarks against the raw Temporal SDK floor; not part of `make test` (which runs every section at
-# its smallest: tests/tooling/test_bench_sections.py). About 45 minutes on a quiet 2-core machine;
+# its smallest: tests/tooling/test_bench_sections.py). About 47 minutes on a quiet 2-core machine;
 # `make bench BENCH_ARGS=--quick` takes a few, `BENCH_ARGS='--only throughput'` one section. Writes
 # bench/results/latest.md, latest.json and PNG plots as each section finishes; exit 1 if one failed.
 bench: install
