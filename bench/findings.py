@@ -91,6 +91,18 @@ def findings(results: dict[str, Any], figures: dict[str, float]) -> list[str]:
             f"{(best['server_cpu_ms_per_step'] + best['cpu_ms_per_step']) * best['steps_per_s'] / 1000:.1f} of the "
             f"machine's {results['meta']['cores']} cores, shared with the other load: fewer server round trips per "
             f"step (local activities) and less worker CPU per step are what raise it.")
+    if "throughput_ratio_floor_local" in figures and "side_by_side_worker_cpu_ratio_over_floor_local" in figures:
+        out.append(
+            f"- **The step shape and Ratchet's own work.** The floor with its tool a local activity (Ratchet's step "
+            f"shape, none of its work) makes {figures['throughput_ratio_floor_local']:.2f}x the floor's steps/s at 20 x 10 "
+            f"with {figures.get('side_by_side_worker_cpu_ratio_floor_local', 0):.2f}x its worker CPU per step (side by "
+            f"side); Ratchet makes {figures.get('throughput_ratio', 0):.2f}x with "
+            f"{figures.get('side_by_side_worker_cpu_ratio', 0):.2f}x, i.e. "
+            f"{figures['side_by_side_worker_cpu_ratio_over_floor_local']:.2f}x the shape's worker CPU: its ledger, "
+            f"billing, transcript, state and stream are what separate it from the shape's throughput."
+            + (f" Replay: the shape alone replays {figures['replay_ratio_floor_local']:.2f}x the floor's events/s "
+               f"(fewer events a step, as many activations), Ratchet {figures.get('replay_ratio', 0):.2f}x."
+               if "replay_ratio_floor_local" in figures else ""))
     cached = results.get("cached")
     if cached:
         out.append(
