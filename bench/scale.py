@@ -97,7 +97,8 @@ async def side_by_side(env: Env, agents: int, steps: int, rep: int) -> list[dict
             await timed_run(env, variant, 2, worker.queue)  # cold start outside the clock
             workers.append((variant, worker))
         done = await asyncio.gather(*(_batch(env, variant, worker, agents, steps) for variant, worker in workers))
-    return [{**cell, "rep": rep, "together": True} for cell in done]
+    # the server served them all at once: its CPU is no one variant's
+    return [{**cell, "rep": rep, "together": True, "server_cpu_ms_per_step": ""} for cell in done]
 
 
 async def sweep(env: Env, progress: Progress, levels: Sequence[int], steps: int, headline: int,
