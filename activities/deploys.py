@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 from ratchet.contracts import (
@@ -34,12 +33,13 @@ from ratchet.contracts import (
 from ratchet.contracts.activities import DEPLOY_EVALUATE, DEPLOY_ROUTE
 from ratchet.contracts.guard import judge
 from ratchet.core.profiles import ProfileRegistry
+from ratchet.core.search_keys import key
 from ratchet.deploys import deployments
 from ratchet.deploys.deployments import DeploymentError
 
-PHASE = SearchAttributeKey.for_keyword(RunAttributes.PHASE.name)
-AGENT = SearchAttributeKey.for_keyword(RunAttributes.AGENT.name)
-COST = SearchAttributeKey.for_float(RunAttributes.COST.name)
+PHASE = key(RunAttributes.PHASE)
+AGENT = key(RunAttributes.AGENT)
+COST = key(RunAttributes.COST)
 FAILED_PHASES = {str(Phase.FAILED), str(Phase.COMPENSATION_FAILED)}
 FAILED_STATUSES = {
     WorkflowExecutionStatus.FAILED,

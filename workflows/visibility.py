@@ -10,27 +10,14 @@ acts, so a step upserts nothing (history bytes per step stay flat)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
-from ratchet.contracts import AgentState, AttributeType, Phase, RunAttributes, RunPlan, SearchAttribute
+from ratchet.contracts import AgentState, Phase, RunAttributes, RunPlan
 from ratchet.contracts.search_attributes import WORKING
-
-_KEY_OF: dict[AttributeType, Callable[[str], SearchAttributeKey[Any]]] = {
-    AttributeType.KEYWORD: SearchAttributeKey.for_keyword,
-    AttributeType.BOOL: SearchAttributeKey.for_bool,
-    AttributeType.INT: SearchAttributeKey.for_int,
-    AttributeType.DOUBLE: SearchAttributeKey.for_float,
-}
-
-
-def key(attribute: SearchAttribute) -> SearchAttributeKey[Any]:
-    """The SDK's typed key for one of the run's attributes (ratchet/contracts/search_attributes.py)."""
-    return _KEY_OF[attribute.type](attribute.name)
-
+from ratchet.core.search_keys import key
 
 SA_AGENT = key(RunAttributes.AGENT)
 SA_PHASE = key(RunAttributes.PHASE)

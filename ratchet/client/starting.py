@@ -11,7 +11,6 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
-    SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDReusePolicy,
@@ -24,6 +23,7 @@ from ratchet.client.rpc import RunCalls
 from ratchet.client.tenants import admit, tenant_attributes, workflow_priority
 from ratchet.contracts import AGENT_WORKFLOW, AgentResult, AgentRun
 from ratchet.contracts.search_attributes import WORKING, RunAttributes
+from ratchet.core.search_keys import key
 from ratchet.ops.settings import Settings
 
 
@@ -104,16 +104,12 @@ def start_attributes(run: AgentRun, shown: bool) -> TypedSearchAttributes:
     pairs: list[SearchAttributePair[Any]] = list(tenant_attributes(run))
     if shown:
         pairs += [
-            SearchAttributePair(SearchAttributeKey.for_keyword(RunAttributes.AGENT.name), run.agent),
-            SearchAttributePair(SearchAttributeKey.for_keyword(RunAttributes.PHASE.name), WORKING),
-            SearchAttributePair(SearchAttributeKey.for_bool(RunAttributes.AWAITING_APPROVAL.name), False),
+            SearchAttributePair(key(RunAttributes.AGENT), run.agent),
+            SearchAttributePair(key(RunAttributes.PHASE), WORKING),
+            SearchAttributePair(key(RunAttributes.AWAITING_APPROVAL), False),
         ]
         if run.shadow is not None:
-            pairs.append(
-                SearchAttributePair(
-                    SearchAttributeKey.for_keyword(RunAttributes.SHADOW_OF.name), run.shadow.workflow_id
-                )
-            )
+            pairs.append(SearchAttributePair(key(RunAttributes.SHADOW_OF), run.shadow.workflow_id))
     return TypedSearchAttributes(pairs)
 
 

@@ -16,12 +16,13 @@ import asyncio
 import time
 
 from temporalio.client import Client
-from temporalio.common import Priority, SearchAttributeKey, SearchAttributePair
+from temporalio.common import Priority, SearchAttributePair
 from temporalio.service import RPCError
 
 from ratchet.client.errors import Refused, rpc_error
 from ratchet.contracts import AGENT_WORKFLOW, AgentRun, task_priority
 from ratchet.contracts.search_attributes import RunAttributes
+from ratchet.core.search_keys import key
 from ratchet.ops.settings import Settings
 
 QUEUE_POLL_S = 0.5
@@ -53,7 +54,7 @@ def workflow_priority(run: AgentRun, settings: Settings) -> Priority:
 def tenant_attributes(run: AgentRun) -> list[SearchAttributePair[str]]:
     """The search attributes a run has from its start for its tenant (which the limit counts) and priority."""
     given = ((RunAttributes.TENANT, run.tenant), (RunAttributes.PRIORITY, run.priority))
-    return [SearchAttributePair(SearchAttributeKey.for_keyword(a.name), str(v)) for a, v in given if v is not None]
+    return [SearchAttributePair(key(a), str(v)) for a, v in given if v is not None]
 
 
 async def open_runs(temporal: Client, tenant: str) -> int:

@@ -19,7 +19,6 @@ from temporalio.client import (
 )
 from temporalio.common import (
     PinnedVersioningOverride,
-    SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkerDeploymentVersion,
@@ -44,11 +43,12 @@ from ratchet.contracts import (
     guard_id,
 )
 from ratchet.contracts.guard import parse_criteria, request_problems
+from ratchet.core.search_keys import key
 from . import deployments
 from .deployments import DeploymentError
 
-BUILD = SearchAttributeKey.for_keyword(RunAttributes.BUILD.name)
-AGENT = SearchAttributeKey.for_keyword(RunAttributes.AGENT.name)
+BUILD = key(RunAttributes.BUILD)
+AGENT = key(RunAttributes.AGENT)
 QUERY_TIMEOUT_S = 10.0
 """How long a running guard's status is waited for (a worker of its build answers the query)."""
 STOP_WAIT_S = 30.0

@@ -179,6 +179,7 @@ ALLOWED_IMPORTS: dict[str, str] = {
     "ratchet.core.decision_proof": "Ed25519 checks of a decision's proof (cryptography's verify: pure, no I/O), "
     "the time passed in",
     "ratchet.core.guardrails": "guardrail matching and redaction: regular expressions over text, pure functions",
+    "ratchet.core.search_keys": "the SDK's typed key of each declared search attribute: plain data",
     "ratchet.workflows": "the workflow package itself (checked by this same test)",
     "weakref": "workflows/shared_parts.py: equal plan parts held once while a run holds them; which equal object "
     "a run gets changes nothing it does",
