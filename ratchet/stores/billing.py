@@ -141,9 +141,8 @@ class BillingStore:
 
     def spent_since(self, tenant: str, since: float) -> float:
         """What `tenant`'s attempts were billed since `since` (epoch seconds), across all its runs."""
-        found = self.db.transaction(
+        found = self.db.read(
             "tenant total",
-            None,
             lambda q: q(
                 "SELECT COALESCE(SUM(cost_usd), 0) FROM ratchet_billing WHERE tenant = ? AND billed_at >= ?",
                 (tenant, since),
@@ -162,9 +161,8 @@ class BillingStore:
         return self._select("workflow_id = ? OR workflow_id LIKE ? ESCAPE '\\'", (workflow_id, prefix))
 
     def _select(self, where: str, params: tuple) -> list[BillingRow]:
-        found = self.db.transaction(
+        found = self.db.read(
             "select",
-            None,
             lambda q: q(f"SELECT {COLUMNS} FROM ratchet_billing WHERE {where} ORDER BY billed_at, attempt", params),
         )
         return [_row(values) for values in found]

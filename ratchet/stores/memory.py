@@ -36,6 +36,10 @@ class Database(Protocol):
         """`fn` in one transaction; `lock`: held against other writers of the same name first."""
         ...
 
+    def read(self, what: str, fn: Callable[[Query], Any]) -> Any:
+        """`fn`, which only reads, in one transaction that waits for no writer."""
+        ...
+
 
 class PostgresDatabase:
     """The Postgres ledger's database, through its pool (ratchet/stores/postgres_ledger.py)."""
@@ -57,6 +61,9 @@ class PostgresDatabase:
                 return fn(query)
 
         return self.ledger.call(f"memory {what}", lock or what, run)
+
+    def read(self, what: str, fn: Callable[[Query], Any]) -> Any:
+        return self.transaction(what, None, fn)  # no advisory lock: Postgres readers wait for no writer
 
 
 class MemoryStore:
@@ -111,9 +118,8 @@ class MemoryStore:
     def recall(self, scope: str, query: str, limit: int = 20) -> list[tuple[str, str]]:
         """The scope's memories whose key or value contains `query` (all of them for ""), by key."""
         pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self.db.transaction(
+        rows = self.db.read(
             "recall",
-            None,
             lambda q: q(
                 "SELECT key, value FROM ratchet_memory WHERE scope = ? AND (key LIKE ? ESCAPE '\\' OR value LIKE ?"
                 " ESCAPE '\\') ORDER BY key LIMIT ?",

@@ -1,5 +1,5 @@
 """One SQLite file shared by the stores in the ledger's database (the ledger, billing, memory),
-written by one thread at a time in this process.
+written by one thread at a time in this process (read by any number at once).
 
 The ledger, the billing ledger and memory each keep tables in the file at RATCHET_LEDGER_PATH. A
 thread that finds the file's write lock taken by another connection waits in SQLite's busy handler,
@@ -43,7 +43,8 @@ class SqliteDatabase:
     """A `Database` (ratchet/stores/memory.py) over the SQLite file at `path`: one connection per
     thread, kept open (a model call's billing row is one short transaction on the hot path), every
     transaction under the file's `writer` lock and `BEGIN IMMEDIATE`, which hold off every other
-    writer: a transaction's named `lock` (Postgres's advisory lock) needs nothing more here."""
+    writer: a transaction's named `lock` (Postgres's advisory lock) needs nothing more here. A
+    `read` takes neither."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -52,9 +53,7 @@ class SqliteDatabase:
         self._writing = writer(self.path)
 
     def transaction(self, what: str, lock: str | None, fn: Callable[[Query], Any]) -> Any:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = self._local.db = connect(self.path)
+        db = self._db()
         with self._writing:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -64,3 +63,19 @@ class SqliteDatabase:
                 raise
             db.execute("COMMIT")
         return result
+
+    def read(self, what: str, fn: Callable[[Query], Any]) -> Any:
+        """`fn`'s reads in one snapshot, without the writer lock: in WAL a reader neither waits for a
+        writer (its commit's fsync included) nor holds one up."""
+        db = self._db()
+        db.execute("BEGIN")
+        try:
+            return fn(lambda sql, params: db.execute(sql, params).fetchall())
+        finally:
+            db.execute("COMMIT")
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = connect(self.path)
+        return db

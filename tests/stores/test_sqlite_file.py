@@ -54,3 +54,18 @@ def test_ledger_and_billing_writers_in_many_threads_never_find_the_file_locked(t
 def test_one_lock_per_file_however_its_path_is_spelled(tmp_path, monkeypatch, spelled):
     monkeypatch.chdir(tmp_path)
     assert sqlite_file.writer(Path(spelled)) is sqlite_file.writer(tmp_path / "ledger.sqlite3")
+
+
+def test_a_read_waits_for_no_writer(tmp_path):
+    """A billing total or a run's rows read while another thread writes (its commit's fsync under
+    the file's writer lock) are read at once, from the last commit: a reader takes no write lock."""
+    path = tmp_path / "ledger.sqlite3"
+    billing = BillingStore.sqlite(path)
+    billing.bill(BillingRow("run", "r", "run/1/model", 0, 1, 1, "answer", "scripted", "m", 1, 1, 0, 0, 0.5, False, True))
+    read: list[int] = []
+    with sqlite_file.writer(path):  # a writer in this process, mid-commit
+        reader = threading.Thread(target=lambda: read.append(len(billing.rows("run"))))
+        reader.start()
+        reader.join(timeout=10)
+        assert not reader.is_alive(), "the read waited for the writer"
+    assert read == [1]
