@@ -60,7 +60,11 @@ async def _batch(env: Env, variant: Variant, worker, agents: int, steps: int) ->
 
 THROUGHPUT_VARIANTS = ("floor", "floor_local", "ratchet", "workspace")
 SIDE_BY_SIDE_REPS = 3
-"""Side-by-side repetitions of a size: one per this many of its repetitions in turn (at least one)."""
+
+
+def side_by_side_reps(reps: int) -> int:
+    """Side-by-side repetitions of a size: one per SIDE_BY_SIDE_REPS of its repetitions in turn (at least one)."""
+    return -(-reps // SIDE_BY_SIDE_REPS)
 
 
 async def throughput_pair(env: Env, progress: Progress, sizes: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
@@ -75,7 +79,7 @@ async def throughput_pair(env: Env, progress: Progress, sizes: Sequence[Sequence
                 progress.begin(f"throughput: {name}, {agents} concurrent runs of {steps} steps, rep {rep + 1}/{reps}")
                 cells.append({**await concurrent_runs(env, VARIANTS[name], agents, steps), "rep": rep})
                 progress.end(f"{cells[-1]['steps_per_s']:.1f} steps/s")
-        for rep in range(-(-reps // SIDE_BY_SIDE_REPS)):
+        for rep in range(side_by_side_reps(reps)):
             progress.begin(f"throughput side by side: every variant's {agents} runs of {steps} steps at once, rep {rep + 1}")
             cells += await side_by_side(env, agents, steps, rep)
             progress.end(", ".join(f"{c['variant']} {c['cpu_ms_per_step']:.2f}" for c in cells[-len(THROUGHPUT_VARIANTS):])

@@ -102,7 +102,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("guard", lambda c: guard.guard_cost(_env(c), c.progress, *_c(c, "guard")), lambda cfg: 1),
     Section("fairness", lambda c: fairness.fairness_cost(_env(c), c.progress, *_c(c, "fairness")), lambda cfg: 2),
     Section("throughput", lambda c: scale.throughput_pair(_env(c), c.progress, _c(c, "throughput")),
-            lambda cfg: sum(len(scale.THROUGHPUT_VARIANTS) * reps + -(-reps // scale.SIDE_BY_SIDE_REPS)
+            lambda cfg: sum(len(scale.THROUGHPUT_VARIANTS) * reps + scale.side_by_side_reps(reps)
                             for _, _, reps in cfg["throughput"])),
     Section("sweep", lambda c: scale.sweep(_env(c), c.progress, _c(c, "levels"), _c(c, "level_steps"),
                                            _c(c, "headline_agents"), _c(c, "headline_steps")),
